@@ -1,0 +1,817 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/netip"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/urfave/cli/v2"
+	"gopkg.in/yaml.v3"
+)
+
+// Config is the broker's whole configuration. Every field is one key of the
+// table in configKeys: the key is the YAML key and the --flag, and
+// BROKER_<KEY IN UPPER_SNAKE> is its environment variable. Values are
+// layered flag > environment > file > default by loadConfig; Validate
+// checks them. config.example.yaml documents every key and is generated
+// from the same table (see TestExampleConfig).
+type Config struct {
+	// DataDir holds the Pebble store and the FORMAT marker.
+	DataDir string
+	// KafkaAddr is the host:port of the Kafka listener. Port 0 picks a free
+	// port (tests).
+	KafkaAddr string
+	// AdvertisedAddr is the host:port given to clients in Metadata. Empty
+	// means: advertise the Kafka listener's address (run replaces an
+	// all-interfaces host with the machine's hostname). When set, Validate
+	// guarantees a concrete host and a non-zero port.
+	AdvertisedAddr string
+	// NodeID is this broker's node id.
+	NodeID int32
+	// Rack is reported in Metadata; empty means none.
+	Rack string
+	// HTTPAddr is the host:port of the HTTP listener (health, metrics,
+	// native API). Empty disables the HTTP listener.
+	HTTPAddr string
+	// LogLevel is debug, info, warn or error.
+	LogLevel string
+	// LogFormat is json, console, or auto (console when stderr is a
+	// terminal, else json).
+	LogFormat string
+	// AutoCreateTopics creates unknown topics on Metadata and Produce.
+	AutoCreateTopics bool
+	// DefaultPartitions is the partition count of auto-created topics.
+	DefaultPartitions int32
+	// Fsync is "always" (acks after fsync) or "never" (relaxed mode: acks
+	// before fsync; writes can be lost on a machine crash).
+	Fsync string
+	// MessageMaxBytes is the default max.message.bytes of topics.
+	MessageMaxBytes int32
+	// MaxRequestBytes is the largest request frame accepted.
+	MaxRequestBytes int32
+	// MaxInflightRequests is the number of pipelined requests per
+	// connection before the broker stops reading from it.
+	MaxInflightRequests int
+	// MaxConnections caps the number of open Kafka client connections.
+	MaxConnections int
+	// MemtableSize is Pebble's memtable size in bytes.
+	MemtableSize int64
+	// CacheSize is Pebble's block cache size in bytes.
+	CacheSize int64
+	// GroupInitialRebalanceDelay is how long a new consumer group waits
+	// for more members before its first rebalance.
+	GroupInitialRebalanceDelay time.Duration
+	// OffsetsRetention is how long committed offsets of an empty group are
+	// kept.
+	OffsetsRetention time.Duration
+
+	// source records where each key's value came from ("--data-dir",
+	// "BROKER_DATA_DIR", "broker.yaml line 3") so that Validate can say
+	// which setting to fix. Keys absent from the map have their default.
+	source map[string]string
+}
+
+// configKey declares one configuration key, once, for the file, the
+// environment, the flags, the validation and the documentation.
+type configKey struct {
+	// name is the YAML key and the flag name.
+	name string
+	// def is the default, written as a user would write it.
+	def string
+	// usage is one line for --help and the example file.
+	usage string
+	// doc is optional further explanation for the example file.
+	doc string
+	// isBool makes the flag a boolean flag (--auto-create-topics alone
+	// means true) and is otherwise only cosmetic.
+	isBool bool
+	// quoted writes the value as a YAML string in the example file.
+	quoted bool
+	// set parses value into the Config. Its error completes the sentence
+	// `<key> "<value>" (from <source>) ...`.
+	set func(c *Config, value string) error
+	// get formats the current value the way set parses it.
+	get func(c *Config) string
+	// check returns "" or the rest of a sentence saying what is wrong with
+	// the value and how to fix it.
+	check func(c *Config) string
+}
+
+// envName returns the environment variable of the key.
+func (k *configKey) envName() string {
+	return envName(k.name)
+}
+
+func envName(key string) string {
+	return "BROKER_" + strings.ToUpper(strings.ReplaceAll(key, "-", "_"))
+}
+
+const (
+	// configFlag names the YAML file to read.
+	configFlag = "config"
+	// configEnv is the only BROKER_* variable that is not a key.
+	configEnv = "BROKER_CONFIG"
+)
+
+// configKeys is the table of every configuration key, in documentation
+// order. Defaults are parsed by the same setters as user input.
+var configKeys = []configKey{
+	stringKey("data-dir", "./data",
+		"data directory: the Pebble store and the FORMAT marker",
+		"Created at first start. A directory written by a broker with another\nstorage format is refused, never rewritten.",
+		func(c *Config) *string { return &c.DataDir },
+		func(v string) string {
+			if v == "" {
+				return "is empty; give the directory that holds the broker's data, e.g. ./data"
+			}
+			return ""
+		}),
+	stringKey("kafka-addr", "localhost:9092",
+		"host:port of the Kafka listener",
+		"Use :9092 or 0.0.0.0:9092 to accept connections from other machines; see advertised-addr.",
+		func(c *Config) *string { return &c.KafkaAddr },
+		func(v string) string { return checkHostPort(v, hostPortRules{example: "localhost:9092"}) }),
+	stringKey("advertised-addr", "",
+		"host:port given to clients in Metadata; empty means kafka-addr",
+		"Set it when clients reach the broker through another name or address\nthan the one it listens on (containers, NAT). When empty and kafka-addr\nlistens on every interface (:9092, 0.0.0.0:9092), the machine's hostname\nis advertised.",
+		func(c *Config) *string { return &c.AdvertisedAddr },
+		func(v string) string {
+			return checkHostPort(v, hostPortRules{example: "broker1.example.com:9092", allowEmpty: true, dialable: true})
+		}),
+	int32Key("node-id", "1", "broker node id", "",
+		func(c *Config) *int32 { return &c.NodeID }, parseInteger, 0, math.MaxInt32, strconv.FormatInt),
+	stringKey("rack", "",
+		"rack reported in Metadata; empty means none", "",
+		func(c *Config) *string { return &c.Rack },
+		func(v string) string {
+			if len(v) > 255 {
+				return "is longer than 255 bytes; use a short rack or zone name, e.g. eu-west-1a"
+			}
+			for _, r := range v {
+				if !unicode.IsPrint(r) {
+					return "contains a control character; use a plain rack or zone name, e.g. eu-west-1a"
+				}
+			}
+			return ""
+		}),
+	stringKey("http-addr", "localhost:8080",
+		"host:port of the HTTP listener (/healthz, /readyz, /metrics, native API); empty disables it", "",
+		func(c *Config) *string { return &c.HTTPAddr },
+		func(v string) string {
+			return checkHostPort(v, hostPortRules{example: "localhost:8080", allowEmpty: true})
+		}),
+	enumKey("log-level", "info", "least severe log level written: debug, info, warn or error", "",
+		func(c *Config) *string { return &c.LogLevel }, "debug", "info", "warn", "error"),
+	enumKey("log-format", "auto", "log format: json, console, or auto (console when stderr is a terminal, else json)", "",
+		func(c *Config) *string { return &c.LogFormat }, "auto", "json", "console"),
+	{
+		name:   "auto-create-topics",
+		def:    "true",
+		usage:  "create unknown topics on Metadata and Produce requests",
+		doc:    "Auto-created topics get default-partitions partitions.",
+		isBool: true,
+		set: func(c *Config, v string) error {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return errors.New("is not true or false")
+			}
+			c.AutoCreateTopics = b
+			return nil
+		},
+		get: func(c *Config) string { return strconv.FormatBool(c.AutoCreateTopics) },
+	},
+	int32Key("default-partitions", "1", "partitions of auto-created topics (Kafka num.partitions)", "",
+		func(c *Config) *int32 { return &c.DefaultPartitions }, parseInteger, 1, 10000, strconv.FormatInt),
+	enumKey("fsync", "always", "always: acknowledge writes after fsync; never: relaxed mode, acknowledge before fsync",
+		"With never, acknowledged messages can be lost when the machine crashes\n(not when only the broker process does). The broker logs a warning at start.",
+		func(c *Config) *string { return &c.Fsync }, "always", "never"),
+	int32Key("message-max-bytes", "1048588", "default max.message.bytes of topics: the largest record batch accepted",
+		"Accepts a byte size such as 1MiB. At most max-request-bytes.",
+		func(c *Config) *int32 { return &c.MessageMaxBytes }, parseByteSize, 1, math.MaxInt32, formatByteSize),
+	int32Key("max-request-bytes", "104857600", "largest request frame accepted (Kafka socket.request.max.bytes)",
+		"Accepts a byte size such as 100MiB.",
+		func(c *Config) *int32 { return &c.MaxRequestBytes }, parseByteSize, 1024, math.MaxInt32, formatByteSize),
+	intKey("max-inflight-requests", "64", "pipelined requests per connection before the broker pauses reading it", "",
+		func(c *Config) *int { return &c.MaxInflightRequests }, 1, 1024),
+	intKey("max-connections", "10000", "most open Kafka client connections; further connections are refused", "",
+		func(c *Config) *int { return &c.MaxConnections }, 1, 1_000_000),
+	byteSizeKey("memtable-size", "64MiB", "size of one Pebble memtable",
+		"Larger memtables let more concurrent writers share one flush.",
+		func(c *Config) *int64 { return &c.MemtableSize }, 1<<20, 4095<<20), // Pebble: < 4GiB
+	byteSizeKey("cache-size", "256MiB", "size of Pebble's block cache", "",
+		func(c *Config) *int64 { return &c.CacheSize }, 0, math.MaxInt64),
+	durationKey("group-initial-rebalance-delay", "3s",
+		"how long a new consumer group waits for more members before its first rebalance",
+		"Kafka group.initial.rebalance.delay.ms.",
+		func(c *Config) *time.Duration { return &c.GroupInitialRebalanceDelay }, 0, 10*time.Minute),
+	durationKey("offsets-retention", "168h", "how long committed offsets of an empty consumer group are kept",
+		"Kafka offsets.retention.minutes.",
+		func(c *Config) *time.Duration { return &c.OffsetsRetention }, time.Minute, math.MaxInt64),
+}
+
+// lookupKey returns the key named name, or nil.
+func lookupKey(name string) *configKey {
+	for i := range configKeys {
+		if configKeys[i].name == name {
+			return &configKeys[i]
+		}
+	}
+	return nil
+}
+
+// defaultConfig returns the configuration with every key at its default.
+func defaultConfig() *Config {
+	c := &Config{}
+	for i := range configKeys {
+		k := &configKeys[i]
+		if err := k.set(c, k.def); err != nil {
+			panic(fmt.Sprintf("config: default %q of %s does not parse: %v", k.def, k.name, err))
+		}
+	}
+	return c
+}
+
+// flagLookup reports the value of a flag the user set on the command line.
+type flagLookup func(name string) (value string, ok bool)
+
+// loadConfig layers the configuration: defaults, then the YAML file at path
+// (if path is not empty), then the BROKER_* variables in environ, then the
+// flags. Every problem found is reported, one sentence per line; the result
+// still needs Validate.
+func loadConfig(path string, environ []string, flags flagLookup) (*Config, error) {
+	c := defaultConfig()
+	c.source = make(map[string]string)
+	var errs []error
+	apply := func(k *configKey, value, source string) {
+		if err := k.set(c, value); err != nil {
+			errs = append(errs, fmt.Errorf("%s %q (from %s) %v", k.name, value, source, err))
+			return
+		}
+		c.source[k.name] = source
+	}
+
+	if path != "" {
+		values, err := readConfigFile(path)
+		errs = append(errs, err...)
+		for _, v := range values {
+			apply(v.key, v.value, v.source)
+		}
+	}
+
+	envNames := []string{configEnv}
+	for i := range configKeys {
+		envNames = append(envNames, configKeys[i].envName())
+	}
+	envs := make(map[string]string)
+	for _, kv := range environ {
+		name, value, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(name, "BROKER_") {
+			envs[name] = value
+		}
+	}
+	for _, name := range sortedKeys(envs) {
+		if name == configEnv {
+			continue
+		}
+		found := false
+		for i := range configKeys {
+			if k := &configKeys[i]; k.envName() == name {
+				apply(k, envs[name], "environment variable "+name)
+				found = true
+				break
+			}
+		}
+		if !found {
+			errs = append(errs, fmt.Errorf("unknown environment variable %s%s", name,
+				didYouMean(name, envNames)))
+		}
+	}
+
+	if flags != nil {
+		for i := range configKeys {
+			k := &configKeys[i]
+			if v, ok := flags(k.name); ok {
+				apply(k, v, "--"+k.name)
+			}
+		}
+	}
+	return c, errors.Join(errs...)
+}
+
+// fileValue is one key: value pair of the config file.
+type fileValue struct {
+	key    *configKey
+	value  string
+	source string
+}
+
+// readConfigFile parses the YAML file at path: one mapping of known keys to
+// single values. It walks the YAML nodes rather than decoding into a struct
+// with KnownFields(true) so that every message can name the file and the
+// line, suggest the key meant, and catch a key given twice.
+func readConfigFile(path string) ([]fileValue, []error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, []error{fmt.Errorf("cannot read config file: %w; check the --config path (or %s)", err, configEnv)}
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); errors.Is(err, io.EOF) {
+		return nil, nil // empty file: all defaults
+	} else if err != nil {
+		return nil, []error{fmt.Errorf("config file %s is not valid YAML: %v", path, err)}
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		return nil, []error{fmt.Errorf("config file %s holds more than one YAML document (a second --- line); keep one", path)}
+	}
+	if len(doc.Content) == 0 {
+		return nil, nil
+	}
+	root := doc.Content[0]
+	if root.Kind == yaml.ScalarNode && root.Tag == "!!null" {
+		return nil, nil
+	}
+	if root.Kind != yaml.MappingNode {
+		return nil, []error{fmt.Errorf("config file %s line %d: the file must be a list of key: value lines, as in config.example.yaml", path, root.Line)}
+	}
+
+	var names []string
+	for i := range configKeys {
+		names = append(names, configKeys[i].name)
+	}
+	var values []fileValue
+	var errs []error
+	seen := make(map[string]int)
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		keyNode, valueNode := root.Content[i], root.Content[i+1]
+		at := fmt.Sprintf("%s line %d", path, keyNode.Line)
+		k := lookupKey(keyNode.Value)
+		if keyNode.Kind != yaml.ScalarNode || k == nil {
+			errs = append(errs, fmt.Errorf("unknown key %q in config file %s%s", keyNode.Value, at, didYouMean(keyNode.Value, names)))
+			continue
+		}
+		if line, ok := seen[k.name]; ok {
+			errs = append(errs, fmt.Errorf("key %s appears twice in config file %s (lines %d and %d); keep one", k.name, path, line, keyNode.Line))
+			continue
+		}
+		seen[k.name] = keyNode.Line
+		if valueNode.Kind == yaml.AliasNode && valueNode.Alias != nil {
+			valueNode = valueNode.Alias
+		}
+		switch {
+		case valueNode.Kind != yaml.ScalarNode:
+			errs = append(errs, fmt.Errorf("%s in config file %s must be a single value, not a list or a map; e.g. %s: %s", k.name, at, k.name, k.def))
+		case valueNode.Tag == "!!null":
+			errs = append(errs, fmt.Errorf("%s in config file %s has no value; give one (e.g. %s: %q) or delete the line", k.name, at, k.name, k.def))
+		default:
+			values = append(values, fileValue{key: k, value: valueNode.Value, source: at})
+		}
+	}
+	return values, errs
+}
+
+// Validate checks every value and every rule between values. Each problem
+// is one sentence saying what to fix; all problems are reported.
+func (c *Config) Validate() error {
+	var errs []error
+	for i := range configKeys {
+		k := &configKeys[i]
+		if k.check == nil {
+			continue
+		}
+		if problem := k.check(c); problem != "" {
+			errs = append(errs, fmt.Errorf("%s %q%s %s", k.name, k.get(c), c.from(k.name), problem))
+		}
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+
+	if c.MessageMaxBytes > c.MaxRequestBytes {
+		errs = append(errs, fmt.Errorf("message-max-bytes (%d) is larger than max-request-bytes (%d), so no producer could send a message of the largest allowed size; raise max-request-bytes or lower message-max-bytes",
+			c.MessageMaxBytes, c.MaxRequestBytes))
+	}
+	if c.HTTPAddr != "" && sameListenAddr(c.HTTPAddr, c.KafkaAddr) {
+		errs = append(errs, fmt.Errorf("http-addr %q%s is the address of the Kafka listener; give the HTTP listener its own port, e.g. localhost:8080",
+			c.HTTPAddr, c.from("http-addr")))
+	}
+	return errors.Join(errs...)
+}
+
+// from returns " (from <source>)" for a key the user set, "" for a default.
+func (c *Config) from(key string) string {
+	if s, ok := c.source[key]; ok {
+		return " (from " + s + ")"
+	}
+	return ""
+}
+
+// configFlags returns --config and one flag per key. Flags declare no
+// EnvVars: the environment is layered by loadConfig, so that a flag wins
+// over the environment and the environment over the file.
+func configFlags() []cli.Flag {
+	flags := []cli.Flag{
+		&cli.StringFlag{
+			Name:      configFlag,
+			Aliases:   []string{"c"},
+			Usage:     "read configuration keys from this YAML `FILE` (see config.example.yaml)",
+			EnvVars:   []string{configEnv},
+			TakesFile: true,
+		},
+	}
+	for i := range configKeys {
+		k := &configKeys[i]
+		usage := fmt.Sprintf("%s (env %s)", k.usage, k.envName())
+		def := k.def
+		if def == "" {
+			def = `""`
+		}
+		if k.isBool {
+			flags = append(flags, &cli.BoolFlag{Name: k.name, Usage: usage, DefaultText: def})
+		} else {
+			flags = append(flags, &cli.StringFlag{Name: k.name, Usage: usage, DefaultText: def})
+		}
+	}
+	return flags
+}
+
+// cliFlagLookup reads the key flags the user set on cCtx.
+func cliFlagLookup(cCtx *cli.Context) flagLookup {
+	return func(name string) (string, bool) {
+		if !cCtx.IsSet(name) {
+			return "", false
+		}
+		if k := lookupKey(name); k != nil && k.isBool {
+			return strconv.FormatBool(cCtx.Bool(name)), true
+		}
+		return cCtx.String(name), true
+	}
+}
+
+// renderExampleConfig returns config.example.yaml: every key at its
+// default with its documentation.
+func renderExampleConfig() string {
+	var b strings.Builder
+	b.WriteString(`# Configuration of the broker ("broker serve --config config.example.yaml").
+#
+# Every key below is set to its default. Each key can also be given as a
+# flag (--data-dir) or an environment variable (BROKER_DATA_DIR); a flag wins
+# over the environment, the environment over this file, this file over the
+# default. Unknown keys and unknown BROKER_* variables are rejected at start.
+#
+# Byte sizes: 1048576, 64MiB, 1GB (KiB/MiB/GiB/TiB are powers of 1024,
+# KB/MB/GB/TB powers of 1000). Durations: 500ms, 3s, 10m, 168h.
+#
+# Generated from cmd/broker/config.go: edit the table there, then run
+#   go test ./cmd/broker -run TestExampleConfig -update
+`)
+	for i := range configKeys {
+		k := &configKeys[i]
+		b.WriteString("\n")
+		lines := []string{strings.ToUpper(k.usage[:1]) + k.usage[1:] + "."}
+		if k.doc != "" {
+			lines = append(lines, strings.Split(k.doc, "\n")...)
+		}
+		def := k.def
+		if def == "" {
+			def = `""`
+		}
+		lines = append(lines, fmt.Sprintf("Default: %s. Flag: --%s. Environment: %s.", def, k.name, k.envName()))
+		for _, line := range lines {
+			b.WriteString("# " + line + "\n")
+		}
+		value := k.def
+		if k.quoted {
+			value = strconv.Quote(value)
+		}
+		fmt.Fprintf(&b, "%s: %s\n", k.name, value)
+	}
+	return b.String()
+}
+
+// Key constructors. Each returns a configKey whose set, get and check
+// close over one field of Config.
+
+func stringKey(name, def, usage, doc string, field func(*Config) *string, check func(string) string) configKey {
+	return configKey{
+		name: name, def: def, usage: usage, doc: doc, quoted: true,
+		set:   func(c *Config, v string) error { *field(c) = v; return nil },
+		get:   func(c *Config) string { return *field(c) },
+		check: func(c *Config) string { return check(*field(c)) },
+	}
+}
+
+func enumKey(name, def, usage, doc string, field func(*Config) *string, allowed ...string) configKey {
+	return configKey{
+		name: name, def: def, usage: usage, doc: doc,
+		set: func(c *Config, v string) error { *field(c) = v; return nil },
+		get: func(c *Config) string { return *field(c) },
+		check: func(c *Config) string {
+			for _, a := range allowed {
+				if *field(c) == a {
+					return ""
+				}
+			}
+			return "is not one of " + orList(allowed)
+		},
+	}
+}
+
+// int32Key declares an int32 key whose text is read by parse (a plain
+// integer or a byte size) and written back by format.
+func int32Key(name, def, usage, doc string, field func(*Config) *int32,
+	parse func(string) (int64, error), low, high int64, format func(int64, int) string) configKey {
+	return configKey{
+		name: name, def: def, usage: usage, doc: doc,
+		set: func(c *Config, v string) error {
+			n, err := parse(v)
+			if err != nil {
+				return err
+			}
+			if n < math.MinInt32 || n > math.MaxInt32 {
+				return fmt.Errorf("is out of range; use a value between %s and %s", format(low, 10), format(high, 10))
+			}
+			*field(c) = int32(n)
+			return nil
+		},
+		get:   func(c *Config) string { return format(int64(*field(c)), 10) },
+		check: func(c *Config) string { return checkRange(int64(*field(c)), low, high, format) },
+	}
+}
+
+func intKey(name, def, usage, doc string, field func(*Config) *int, low, high int64) configKey {
+	return configKey{
+		name: name, def: def, usage: usage, doc: doc,
+		set: func(c *Config, v string) error {
+			n, err := parseInteger(v)
+			if err != nil {
+				return err
+			}
+			*field(c) = int(n)
+			return nil
+		},
+		get:   func(c *Config) string { return strconv.Itoa(*field(c)) },
+		check: func(c *Config) string { return checkRange(int64(*field(c)), low, high, strconv.FormatInt) },
+	}
+}
+
+func byteSizeKey(name, def, usage, doc string, field func(*Config) *int64, low, high int64) configKey {
+	return configKey{
+		name: name, def: def, usage: usage, doc: doc,
+		set: func(c *Config, v string) error {
+			n, err := parseByteSize(v)
+			if err != nil {
+				return err
+			}
+			*field(c) = n
+			return nil
+		},
+		get:   func(c *Config) string { return formatByteSize(*field(c), 10) },
+		check: func(c *Config) string { return checkRange(*field(c), low, high, formatByteSize) },
+	}
+}
+
+func durationKey(name, def, usage, doc string, field func(*Config) *time.Duration, low, high time.Duration) configKey {
+	return configKey{
+		name: name, def: def, usage: usage, doc: doc,
+		set: func(c *Config, v string) error {
+			d, err := time.ParseDuration(strings.TrimSpace(v))
+			if err != nil {
+				return errors.New("is not a duration; use e.g. 500ms, 3s, 10m or 168h")
+			}
+			*field(c) = d
+			return nil
+		},
+		get: func(c *Config) string { return formatDuration(*field(c)) },
+		check: func(c *Config) string {
+			d := *field(c)
+			switch {
+			case d < low:
+				return "is shorter than " + formatDuration(low) + "; use at least " + formatDuration(low)
+			case d > high:
+				return "is longer than " + formatDuration(high) + "; use at most " + formatDuration(high)
+			}
+			return ""
+		},
+	}
+}
+
+func checkRange(n, low, high int64, format func(int64, int) string) string {
+	unbounded := high == math.MaxInt32 || high == math.MaxInt64
+	switch {
+	case n < low && unbounded:
+		return "is less than " + format(low, 10) + "; use at least " + format(low, 10)
+	case n < low:
+		return "is less than " + format(low, 10) + "; use a value from " + format(low, 10) + " to " + format(high, 10)
+	case n > high:
+		return "is more than " + format(high, 10) + "; use a value from " + format(low, 10) + " to " + format(high, 10)
+	}
+	return ""
+}
+
+// parseInteger parses a decimal integer.
+func parseInteger(s string) (int64, error) {
+	n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+	if err != nil {
+		return 0, errors.New("is not an integer; use digits only, e.g. 1")
+	}
+	return n, nil
+}
+
+var byteUnits = []struct {
+	suffix string
+	size   int64
+}{
+	// Longest suffixes first so that "MiB" is not read as "B".
+	{"kib", 1 << 10}, {"mib", 1 << 20}, {"gib", 1 << 30}, {"tib", 1 << 40},
+	{"kb", 1e3}, {"mb", 1e6}, {"gb", 1e9}, {"tb", 1e12},
+	{"b", 1},
+}
+
+// parseByteSize parses a byte count: "1048576", "64MiB", "1GB", "512 KiB".
+// Units are case-insensitive; KiB..TiB are powers of 1024, KB..TB of 1000.
+func parseByteSize(s string) (int64, error) {
+	bad := fmt.Errorf("is not a byte size; use e.g. 64MiB, 1GB or 1048576")
+	t := strings.ToLower(strings.TrimSpace(s))
+	multiplier := int64(1)
+	for _, u := range byteUnits {
+		if strings.HasSuffix(t, u.suffix) {
+			t = strings.TrimSpace(strings.TrimSuffix(t, u.suffix))
+			multiplier = u.size
+			break
+		}
+	}
+	if t == "" || strings.ContainsAny(t, "+-") {
+		return 0, bad
+	}
+	n, err := strconv.ParseInt(t, 10, 64)
+	if err != nil {
+		if errors.Is(err, strconv.ErrRange) {
+			return 0, errors.New("is too large a byte size")
+		}
+		return 0, bad
+	}
+	if n > math.MaxInt64/multiplier {
+		return 0, errors.New("is too large a byte size")
+	}
+	return n * multiplier, nil
+}
+
+// formatByteSize writes n with the largest binary unit that divides it
+// exactly, so that parseByteSize(formatByteSize(n)) == n. The second
+// argument makes it usable where strconv.FormatInt is.
+func formatByteSize(n int64, _ int) string {
+	for _, u := range []struct {
+		suffix string
+		size   int64
+	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if n != 0 && n%u.size == 0 {
+			return strconv.FormatInt(n/u.size, 10) + u.suffix
+		}
+	}
+	return strconv.FormatInt(n, 10)
+}
+
+// formatDuration is time.Duration.String without trailing zero units:
+// 168h instead of 168h0m0s.
+func formatDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+type hostPortRules struct {
+	example    string
+	allowEmpty bool
+	// dialable requires a concrete host and port (an address given to
+	// clients), not a listen address.
+	dialable bool
+}
+
+// checkHostPort returns "" or what is wrong with s as a host:port.
+func checkHostPort(s string, rules hostPortRules) string {
+	if s == "" {
+		if rules.allowEmpty {
+			return ""
+		}
+		return "is empty; use e.g. " + rules.example
+	}
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return "is not host:port; use e.g. " + rules.example
+	}
+	p, err := strconv.ParseUint(port, 10, 16)
+	if err != nil {
+		return "has port " + strconv.Quote(port) + ", which is not a number between 0 and 65535; use e.g. " + rules.example
+	}
+	if strings.ContainsAny(host, " \t/") {
+		return "is not host:port; use e.g. " + rules.example
+	}
+	if rules.dialable {
+		if !dialableHost(host) {
+			return "does not name a host clients can dial; use e.g. " + rules.example
+		}
+		if p == 0 {
+			return "has port 0, which clients cannot dial; use e.g. " + rules.example
+		}
+	}
+	return ""
+}
+
+// dialableHost reports whether host names one machine: not empty and not
+// an unspecified address such as 0.0.0.0 or ::.
+func dialableHost(host string) bool {
+	if host == "" {
+		return false
+	}
+	if ip, err := netip.ParseAddr(host); err == nil && ip.IsUnspecified() {
+		return false
+	}
+	return true
+}
+
+// sameListenAddr reports whether two listen addresses certainly collide:
+// same host text and the same non-zero port.
+func sameListenAddr(a, b string) bool {
+	hostA, portA, errA := net.SplitHostPort(a)
+	hostB, portB, errB := net.SplitHostPort(b)
+	return errA == nil && errB == nil && portA == portB && portA != "0" && hostA == hostB
+}
+
+// didYouMean returns "; did you mean X?" for the candidate closest to
+// name, or "" when none is close.
+func didYouMean(name string, candidates []string) string {
+	normalize := func(s string) string {
+		s = strings.ToLower(s)
+		return strings.NewReplacer("-", "", "_", "").Replace(s)
+	}
+	best, bestDistance := "", math.MaxInt
+	for _, c := range candidates {
+		d := editDistance(normalize(name), normalize(c))
+		if d < bestDistance {
+			best, bestDistance = c, d
+		}
+	}
+	if best == "" || bestDistance > max(1, len(normalize(name))/4) {
+		return ""
+	}
+	return "; did you mean " + best + "?"
+}
+
+// editDistance is the optimal string alignment distance between a and b:
+// insertions, deletions, substitutions and swaps of neighbors cost one.
+func editDistance(a, b string) int {
+	rows := make([][]int, len(a)+1)
+	for i := range rows {
+		rows[i] = make([]int, len(b)+1)
+		rows[i][0] = i
+	}
+	for j := range rows[0] {
+		rows[0][j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			rows[i][j] = min(rows[i-1][j]+1, rows[i][j-1]+1, rows[i-1][j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				rows[i][j] = min(rows[i][j], rows[i-2][j-2]+1)
+			}
+		}
+	}
+	return rows[len(a)][len(b)]
+}
+
+func orList(items []string) string {
+	if len(items) < 2 {
+		return strings.Join(items, "")
+	}
+	return strings.Join(items[:len(items)-1], ", ") + " or " + items[len(items)-1]
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -1,0 +1,159 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/rs/zerolog"
+	"github.com/vibemq/broker/httpapi"
+	"github.com/vibemq/broker/kafkaproto"
+	"github.com/vibemq/broker/pebblestore"
+	"github.com/vibemq/broker/topics"
+)
+
+// shutdownGrace bounds how long in-flight requests may take to finish once
+// the broker is asked to stop.
+const shutdownGrace = 15 * time.Second
+
+// run starts every component of the broker from cfg, serves until ctx is
+// cancelled, then stops them in reverse order: stop accepting, finish
+// in-flight requests, close the store. cfg has been validated.
+func run(ctx context.Context, cfg *Config, log zerolog.Logger) error {
+	start := time.Now()
+	store, err := pebblestore.Open(cfg.DataDir, pebblestore.Options{
+		Logger:       log,
+		MemTableSize: uint64(cfg.MemtableSize),
+		CacheSize:    cfg.CacheSize,
+		NoSync:       cfg.Fsync == "never",
+	})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := store.Close(); err != nil {
+			log.Error().Err(err).Msg("closing the store")
+		}
+	}()
+
+	brokerDefaults := map[string]string{}
+	if cfg.MessageMaxBytes != 1048588 {
+		brokerDefaults["max.message.bytes"] = strconv.Itoa(int(cfg.MessageMaxBytes))
+	}
+	tm, err := topics.Open(store, topics.Config{
+		Logger:            log,
+		AutoCreate:        cfg.AutoCreateTopics,
+		DefaultPartitions: cfg.DefaultPartitions,
+		BrokerDefaults:    brokerDefaults,
+	})
+	if err != nil {
+		return fmt.Errorf("recovering the data in %s: %w", cfg.DataDir, err)
+	}
+	recovered := time.Since(start)
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), collectors.NewBuildInfoCollector())
+
+	ln, err := net.Listen("tcp", cfg.KafkaAddr)
+	if err != nil {
+		return fmt.Errorf("cannot listen for Kafka clients on %s: %w; choose a free address with --kafka-addr", cfg.KafkaAddr, err)
+	}
+	advertised, err := advertisedAddr(cfg.AdvertisedAddr, ln.Addr())
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
+	kafka, err := kafkaproto.NewServer(kafkaproto.Config{
+		Logger:              log,
+		NodeID:              cfg.NodeID,
+		Rack:                cfg.Rack,
+		AdvertisedAddr:      advertised,
+		ClusterID:           tm.ClusterID(),
+		MaxRequestBytes:     cfg.MaxRequestBytes,
+		MaxInflightRequests: cfg.MaxInflightRequests,
+		MaxConnections:      cfg.MaxConnections,
+		Registerer:          reg,
+	}, tm)
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
+
+	var serving atomic.Bool
+	var web *httpapi.Server
+	if cfg.HTTPAddr != "" {
+		web = httpapi.New(httpapi.Config{
+			Addr:     cfg.HTTPAddr,
+			Logger:   log.With().Str("component", "http").Logger(),
+			Registry: reg,
+			Ready: func() error {
+				if !serving.Load() {
+					return errors.New("the broker is starting or stopping")
+				}
+				return nil
+			},
+		})
+		if err := web.Start(); err != nil {
+			_ = ln.Close()
+			return fmt.Errorf("cannot start the HTTP listener on %s: %w; choose a free address with --http-addr", cfg.HTTPAddr, err)
+		}
+	}
+
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- kafka.Serve(ln) }()
+	serving.Store(true)
+	ev := log.Info().Str("kafka_addr", ln.Addr().String()).Str("advertised_addr", advertised).
+		Str("data_dir", cfg.DataDir).Int("topics", len(tm.Topics())).Dur("recovery", recovered)
+	if web != nil {
+		ev = ev.Str("http_addr", web.Addr().String())
+	}
+	ev.Msg("broker started")
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+		log.Info().Msg("shutting down")
+	case err := <-serveErr:
+		runErr = fmt.Errorf("the Kafka listener failed: %w", err)
+	}
+	serving.Store(false)
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancel()
+	if err := kafka.Shutdown(sctx); err != nil {
+		log.Warn().Err(err).Msg("in-flight Kafka requests did not finish in time; connections closed")
+	}
+	if web != nil {
+		if err := web.Shutdown(sctx); err != nil {
+			log.Warn().Err(err).Msg("HTTP shutdown")
+		}
+	}
+	log.Info().Msg("broker stopped")
+	return runErr
+}
+
+// advertisedAddr is the address clients are told to use: the configured one,
+// else the listener's, with an unspecified host replaced by the hostname.
+func advertisedAddr(configured string, listen net.Addr) (string, error) {
+	if configured != "" {
+		return configured, nil
+	}
+	host, port, err := net.SplitHostPort(listen.String())
+	if err != nil {
+		return "", err
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		h, err := os.Hostname()
+		if err != nil || h == "" {
+			return "", fmt.Errorf("the Kafka listener %s has no specific host and the hostname is unknown; set --advertised-addr", listen)
+		}
+		host = h
+	}
+	return net.JoinHostPort(host, port), nil
+}

@@ -1,0 +1,388 @@
+// Package httpapi is the broker's HTTP listener: health and readiness
+// probes, Prometheus metrics, and (added by later work) the native JSON API
+// for queues, dead-letter queues and events. Handlers register with
+// Server.Handle before Start. Every error response is JSON
+// {"code": "...", "message": "..."}.
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	stdlog "log"
+	"net"
+	"net/http"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+)
+
+// Defaults of the Config timeouts and limits.
+const (
+	DefaultReadHeaderTimeout = 10 * time.Second
+	DefaultReadTimeout       = 30 * time.Second
+	DefaultWriteTimeout      = 30 * time.Second
+	DefaultIdleTimeout       = 2 * time.Minute
+	DefaultMaxHeaderBytes    = 64 << 10
+)
+
+// Config configures a Server. Zero durations and sizes take the defaults.
+type Config struct {
+	// Addr is the host:port to listen on; port 0 picks a free port.
+	Addr string
+	// Logger receives server errors and, at debug level, one line per
+	// request.
+	Logger zerolog.Logger
+	// Registry is served on GET /metrics and receives the server's own
+	// request metrics. The caller registers the Go and process collectors.
+	// Nil disables /metrics.
+	Registry *prometheus.Registry
+	// Ready reports whether the broker can take traffic; GET /readyz
+	// answers 503 with its error. Nil means always ready.
+	Ready func() error
+
+	// ReadHeaderTimeout bounds reading the request headers (default 10s).
+	ReadHeaderTimeout time.Duration
+	// ReadTimeout bounds reading the whole request (default 30s).
+	ReadTimeout time.Duration
+	// WriteTimeout bounds writing the response (default 30s). Long-poll
+	// handlers extend their own deadline with
+	// http.NewResponseController(w).SetWriteDeadline.
+	WriteTimeout time.Duration
+	// IdleTimeout closes idle keep-alive connections (default 2m).
+	IdleTimeout time.Duration
+	// MaxHeaderBytes caps the request header size (default 64KiB).
+	MaxHeaderBytes int
+}
+
+func (c *Config) applyDefaults() {
+	if c.ReadHeaderTimeout <= 0 {
+		c.ReadHeaderTimeout = DefaultReadHeaderTimeout
+	}
+	if c.ReadTimeout <= 0 {
+		c.ReadTimeout = DefaultReadTimeout
+	}
+	if c.WriteTimeout <= 0 {
+		c.WriteTimeout = DefaultWriteTimeout
+	}
+	if c.IdleTimeout <= 0 {
+		c.IdleTimeout = DefaultIdleTimeout
+	}
+	if c.MaxHeaderBytes <= 0 {
+		c.MaxHeaderBytes = DefaultMaxHeaderBytes
+	}
+}
+
+// Server is the HTTP listener. Create it with New, add routes with Handle,
+// then Start; Shutdown stops it.
+type Server struct {
+	cfg     Config
+	log     zerolog.Logger
+	mux     *http.ServeMux
+	httpSrv *http.Server
+	metrics *requestMetrics // nil without a Registry
+
+	// shuttingDown makes /readyz fail once Shutdown begins.
+	shuttingDown atomic.Bool
+
+	mu struct {
+		sync.Mutex
+		started  bool
+		listener net.Listener
+		// served is closed when the Serve goroutine returns.
+		served chan struct{}
+	}
+}
+
+// New returns a server with the health, readiness and metrics routes.
+func New(cfg Config) *Server {
+	cfg.applyDefaults()
+	s := &Server{
+		cfg: cfg,
+		log: cfg.Logger,
+		mux: http.NewServeMux(),
+	}
+	s.httpSrv = &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
+		ReadTimeout:       cfg.ReadTimeout,
+		WriteTimeout:      cfg.WriteTimeout,
+		IdleTimeout:       cfg.IdleTimeout,
+		MaxHeaderBytes:    cfg.MaxHeaderBytes,
+		ErrorLog:          stdlog.New(logWriter{s.log}, "", 0),
+	}
+	if cfg.Registry != nil {
+		s.metrics = newRequestMetrics(cfg.Registry)
+	}
+	s.registerHealthRoutes()
+	return s
+}
+
+// Handle registers h for pattern, a Go 1.22 ServeMux pattern such as
+// "POST /v1/queues/{queue}/messages". It panics after Start, and on a
+// pattern that conflicts with another, like http.ServeMux.Handle.
+func (s *Server) Handle(pattern string, h http.Handler) {
+	s.mu.Lock()
+	started := s.mu.started
+	s.mu.Unlock()
+	if started {
+		panic(fmt.Sprintf("httpapi: Handle(%q) called after Start", pattern))
+	}
+	s.mux.Handle(pattern, h)
+}
+
+// Start listens on Config.Addr and serves in a goroutine. A listen error
+// is returned here; Start may be called once.
+func (s *Server) Start() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.started {
+		return errors.New("httpapi: Start called twice")
+	}
+	if s.cfg.Addr == "" {
+		return errors.New("httpapi: no listen address; set Config.Addr, e.g. localhost:8080")
+	}
+	listener, err := net.Listen("tcp", s.cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("httpapi: %w", err) // names the address
+	}
+	s.mu.started = true
+	s.mu.listener = listener
+	s.mu.served = make(chan struct{})
+	served := s.mu.served
+	go func() {
+		defer close(served)
+		if err := s.httpSrv.Serve(listener); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error().Err(err).Str("addr", listener.Addr().String()).Msg("HTTP listener failed")
+		}
+	}()
+	s.log.Info().Str("addr", listener.Addr().String()).Msg("HTTP listener started")
+	return nil
+}
+
+// Addr returns the address the server listens on, or nil before Start.
+func (s *Server) Addr() net.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.listener == nil {
+		return nil
+	}
+	return s.mu.listener.Addr()
+}
+
+// Shutdown stops accepting connections, fails /readyz, and waits for the
+// requests in flight until ctx is done; then it closes the remaining
+// connections and returns ctx's error. It is safe to call before Start and
+// more than once.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.shuttingDown.Store(true)
+	s.mu.Lock()
+	started, served := s.mu.started, s.mu.served
+	s.mu.Unlock()
+	if !started {
+		return nil
+	}
+	err := s.httpSrv.Shutdown(ctx)
+	if err != nil {
+		_ = s.httpSrv.Close()
+	}
+	<-served
+	if err != nil {
+		return fmt.Errorf("httpapi: shutdown: %w", err)
+	}
+	return nil
+}
+
+// ServeHTTP routes r. Unmatched paths and methods get JSON 404 and 405
+// errors; a panicking handler gets a JSON 500.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	sw := &statusWriter{ResponseWriter: w}
+	_, pattern := s.mux.Handler(r)
+	defer func() {
+		if v := recover(); v != nil {
+			if v == http.ErrAbortHandler {
+				panic(v)
+			}
+			s.log.Error().Str("method", r.Method).Str("path", r.URL.Path).Str("panic", fmt.Sprint(v)).
+				Bytes("stack", debug.Stack()).Msg("HTTP handler panicked")
+			if !sw.wroteHeader {
+				writeError(sw, http.StatusInternalServerError, "internal", "internal error; see the broker log")
+			}
+		}
+		route := pattern
+		if route == "" {
+			route = "unmatched"
+		}
+		elapsed := time.Since(start)
+		if s.metrics != nil {
+			s.metrics.observe(route, sw.status(), elapsed)
+		}
+		s.log.Debug().Str("method", r.Method).Str("path", r.URL.Path).Str("route", route).
+			Int("status", sw.status()).Dur("duration", elapsed).Msg("HTTP request")
+	}()
+	if pattern == "" {
+		s.serveUnmatched(sw, r)
+		return
+	}
+	s.mux.ServeHTTP(sw, r)
+}
+
+// serveUnmatched answers a request no pattern matched. The mux's own
+// answer (404, 405 with Allow, or a redirect to a cleaned path) is
+// recorded and rewritten as JSON for the error cases.
+func (s *Server) serveUnmatched(w http.ResponseWriter, r *http.Request) {
+	rec := &recorder{header: make(http.Header)}
+	s.mux.ServeHTTP(rec, r)
+	switch rec.code {
+	case http.StatusNotFound:
+		writeError(w, http.StatusNotFound, "not_found", "no route for "+r.URL.Path)
+	case http.StatusMethodNotAllowed:
+		allow := rec.header.Get("Allow")
+		w.Header().Set("Allow", allow)
+		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed",
+			fmt.Sprintf("method %s is not allowed on %s; use %s", r.Method, r.URL.Path, strings.ReplaceAll(allow, ", ", " or ")))
+	default:
+		for k, v := range rec.header {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(rec.code)
+		_, _ = w.Write(rec.body)
+	}
+}
+
+// errorBody is the JSON of every error response.
+type errorBody struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// writeJSON writes v as the JSON body with status.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		status = http.StatusInternalServerError
+		body = []byte(`{"code":"internal","message":"cannot encode the response"}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(body, '\n'))
+}
+
+// writeError writes {"code": code, "message": message} with status.
+// Codes are lower_snake_case and stable; messages are sentences for people.
+func writeError(w http.ResponseWriter, status int, code, message string) {
+	writeJSON(w, status, errorBody{Code: code, Message: message})
+}
+
+// statusWriter remembers the status written through it. Unwrap lets
+// http.ResponseController reach the connection (flush, deadlines).
+type statusWriter struct {
+	http.ResponseWriter
+	code        int
+	wroteHeader bool
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if !w.wroteHeader {
+		w.code = code
+		w.wroteHeader = true
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(p []byte) (int, error) {
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
+	return w.ResponseWriter.Write(p)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (w *statusWriter) status() int {
+	if !w.wroteHeader {
+		return http.StatusOK
+	}
+	return w.code
+}
+
+// recorder captures the small responses of the mux's fallback handlers.
+type recorder struct {
+	header http.Header
+	code   int
+	body   []byte
+}
+
+func (r *recorder) Header() http.Header { return r.header }
+
+func (r *recorder) WriteHeader(code int) {
+	if r.code == 0 {
+		r.code = code
+	}
+}
+
+func (r *recorder) Write(p []byte) (int, error) {
+	if r.code == 0 {
+		r.code = http.StatusOK
+	}
+	r.body = append(r.body, p...)
+	return len(p), nil
+}
+
+// requestMetrics counts requests by route pattern (bounded cardinality).
+type requestMetrics struct {
+	requests *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+}
+
+func newRequestMetrics(reg *prometheus.Registry) *requestMetrics {
+	return &requestMetrics{
+		requests: registerOrExisting(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "broker_http_requests_total",
+			Help: "HTTP requests served, by route pattern and status code.",
+		}, []string{"route", "code"})),
+		duration: registerOrExisting(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "broker_http_request_duration_seconds",
+			Help:    "Time to serve HTTP requests, by route pattern.",
+			Buckets: prometheus.DefBuckets,
+		}, []string{"route"})),
+	}
+}
+
+func (m *requestMetrics) observe(route string, status int, elapsed time.Duration) {
+	m.requests.WithLabelValues(route, strconv.Itoa(status)).Inc()
+	m.duration.WithLabelValues(route).Observe(elapsed.Seconds())
+}
+
+// registerOrExisting registers c, or returns the equal collector already
+// registered (a second Server on the same registry).
+func registerOrExisting[C prometheus.Collector](reg *prometheus.Registry, c C) C {
+	if err := reg.Register(c); err != nil {
+		var already prometheus.AlreadyRegisteredError
+		if errors.As(err, &already) {
+			if existing, ok := already.ExistingCollector.(C); ok {
+				return existing
+			}
+		}
+		panic(fmt.Sprintf("httpapi: cannot register metrics: %v", err))
+	}
+	return c
+}
+
+// logWriter sends net/http's server errors (TLS handshakes, panics it
+// recovered itself) to the logger.
+type logWriter struct{ log zerolog.Logger }
+
+func (w logWriter) Write(p []byte) (int, error) {
+	w.log.Warn().Msg(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}

@@ -1,0 +1,115 @@
+package kafkaproto
+
+// Produce: v3-v11 (v0-v2 advertised, answered UNSUPPORTED_VERSION)
+//
+// Behavior:
+//   - acks must be -1, 0 or 1, else INVALID_REQUIRED_ACKS. On a single node
+//     acks=1 and acks=-1 are the same: the response is sent only after the
+//     batch is synced to disk (group commit shares one fsync among all
+//     writers in flight). acks=0 writes no response but the append is the
+//     same.
+//   - Each partition's records must be exactly one v2 batch; validation
+//     (CRC, lengths, record count, max.message.bytes, keys on compacted
+//     topics) answers CORRUPT_MESSAGE, INVALID_RECORD, MESSAGE_TOO_LARGE or
+//     UNSUPPORTED_COMPRESSION_TYPE for that partition alone.
+//   - Idempotent producers (producer ID >= 0): a retried batch is answered
+//     with its original offsets; a gap gets OUT_OF_ORDER_SEQUENCE_NUMBER; an
+//     old epoch INVALID_PRODUCER_EPOCH (KIP-98, KIP-360).
+//   - Offsets are assigned on the connection's reader in request order, so a
+//     client pipelining requests (max.in.flight > 1) keeps its order.
+//   - Unknown topics are not created by Produce (as in Kafka).
+//
+// Version notes:
+//   - v0-v2 are advertised so that older librdkafka builds enable
+//     compression (KAFKA-18659), and rejected with UNSUPPORTED_VERSION.
+//   - v8 adds per-partition error messages (KIP-467).
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/vibemq/broker/topics"
+)
+
+func init() {
+	reg := register(kmsg.Produce, 3, 11, (*Server).handleProduce)
+	reg.advertisedMin = 0
+}
+
+func (s *Server) handleProduce(r *request) (reply, error) {
+	req := r.kreq.(*kmsg.ProduceRequest)
+	resp := req.ResponseKind().(*kmsg.ProduceResponse)
+
+	var fixedErr int16
+	switch {
+	case req.Version < 3:
+		fixedErr = kerr.UnsupportedVersion.Code
+	case req.Acks != -1 && req.Acks != 0 && req.Acks != 1:
+		fixedErr = kerr.InvalidRequiredAcks.Code
+	}
+	total := 0
+	for _, rt := range req.Topics {
+		total += len(rt.Partitions)
+	}
+	if total > s.cfg.MaxPartitionsPerRequest {
+		fixedErr = kerr.PolicyViolation.Code
+	}
+
+	appends := make([]*topics.Append, 0, total)
+	type slot struct {
+		topic, part int
+		a           *topics.Append
+	}
+	slots := make([]slot, 0, total)
+	resp.Topics = make([]kmsg.ProduceResponseTopic, len(req.Topics))
+	for ti, rt := range req.Topics {
+		st := &resp.Topics[ti]
+		*st = kmsg.NewProduceResponseTopic()
+		st.Topic = rt.Topic
+		st.Partitions = make([]kmsg.ProduceResponseTopicPartition, len(rt.Partitions))
+		t, topicOK := s.topics.Topic(rt.Topic)
+		for pi, rp := range rt.Partitions {
+			sp := &st.Partitions[pi]
+			*sp = kmsg.NewProduceResponseTopicPartition()
+			sp.Partition = rp.Partition
+			sp.BaseOffset, sp.LogAppendTime, sp.LogStartOffset = -1, -1, -1
+			if fixedErr != 0 {
+				sp.ErrorCode = fixedErr
+				continue
+			}
+			var p *topics.Partition
+			if topicOK {
+				p, _ = t.Partition(rp.Partition)
+			}
+			if p == nil {
+				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				continue
+			}
+			a := &topics.Append{Partition: p, Batch: rp.Records}
+			appends = append(appends, a)
+			slots = append(slots, slot{ti, pi, a})
+		}
+	}
+	pending := s.topics.Append(appends, s.now().UnixMilli())
+	finish := func() {
+		_ = pending.Wait()
+		for _, sl := range slots {
+			sp := &resp.Topics[sl.topic].Partitions[sl.part]
+			a := sl.a
+			if a.Err != nil {
+				sp.ErrorCode = errorCode(a.Err)
+				if req.Version >= 8 {
+					sp.ErrorMessage = errorMessage(a.Err)
+				}
+				continue
+			}
+			sp.BaseOffset = a.BaseOffset
+			sp.LogAppendTime = a.LogAppendTime
+			sp.LogStartOffset = a.LogStartOffset
+			if !a.Duplicate {
+				s.metrics.producedBytes.Add(float64(len(a.Batch)))
+				s.metrics.producedBatches.Inc()
+			}
+		}
+	}
+	return reply{resp: resp, finish: finish, none: req.Acks == 0}, nil
+}

@@ -1,0 +1,326 @@
+package kafkaproto
+
+// Fetch: v4-v16
+//
+// Behavior:
+//   - Batches are returned as stored, byte for byte, never re-encoded. Only
+//     durable offsets (below the high watermark) are returned.
+//   - Limits: the response holds at most max_bytes (capped by the broker at
+//     maxFetchResponseBytes) and each partition at most its
+//     partition_max_bytes, except that the first batch of the first
+//     partition with data is returned whole even when larger (KIP-74).
+//   - A fetch inside a gap (compaction) returns the next batch.
+//   - min_bytes / max_wait_ms: when fewer than min_bytes are available the
+//     request waits on the partitions' high watermarks, up to max_wait_ms,
+//     and answers as soon as enough arrives or an error appears.
+//   - Incremental fetch sessions (KIP-227): see fetch_sessions.go.
+//   - current_leader_epoch (v9+, KIP-320): the only epoch is 0; a larger one
+//     gets UNKNOWN_LEADER_EPOCH, a smaller non-negative one FENCED_LEADER_EPOCH.
+//   - read_committed: the last stable offset equals the high watermark until
+//     transactions are served, and no aborted transactions are listed.
+//
+// Version notes:
+//   - v13 names topics by ID (KIP-516): unknown IDs get UNKNOWN_TOPIC_ID.
+//   - v12 adds tagged fields; diverging epochs are never reported.
+//   - v4 is the oldest version: it is the first with record batches.
+
+import (
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/vibemq/broker/topics"
+)
+
+func init() { register(kmsg.Fetch, 4, 16, (*Server).handleFetch) }
+
+// maxFetchResponseBytes caps one fetch response whatever the client asks.
+const maxFetchResponseBytes = 64 << 20
+
+// maxFetchWait caps max_wait_ms.
+const maxFetchWait = 30 * time.Second
+
+type fetchItem struct {
+	key         sessionKey
+	p           *topics.Partition
+	offset      int64
+	maxBytes    int32
+	leaderEpoch int32
+	errCode     int16
+	sp          *sessionPartition // set when the fetch uses a session
+
+	// Results of the last read.
+	records []byte
+	res     topics.ReadResult
+	readErr int16
+}
+
+func (s *Server) handleFetch(r *request) (reply, error) {
+	req := r.kreq.(*kmsg.FetchRequest)
+	resp := req.ResponseKind().(*kmsg.FetchResponse)
+
+	items, sess, incremental, errCode := s.planFetch(req)
+	if errCode != 0 {
+		resp.ErrorCode = errCode
+		return reply{resp: resp}, nil
+	}
+	if sess != nil {
+		resp.SessionID = sess.id
+	}
+	finish := func() { s.runFetch(req, resp, items, sess, incremental) }
+	return reply{resp: resp, finish: finish}, nil
+}
+
+// planFetch resolves the session and lists the partitions to read.
+func (s *Server) planFetch(req *kmsg.FetchRequest) (items []*fetchItem, sess *fetchSession, incremental bool, errCode int16) {
+	n := 0
+	for _, t := range req.Topics {
+		n += len(t.Partitions)
+	}
+	if n > s.cfg.MaxPartitionsPerRequest {
+		return nil, nil, false, kerr.PolicyViolation.Code
+	}
+	now := s.now()
+	switch {
+	case req.Version < 7:
+	case req.SessionID == 0 && req.SessionEpoch == sessionEpochFinal:
+	case req.SessionEpoch == sessionEpochFinal:
+		s.sessions.remove(req.SessionID)
+	case req.SessionEpoch == sessionEpochInitial:
+		if req.SessionID != 0 {
+			s.sessions.remove(req.SessionID)
+		}
+		sess = s.sessions.create(now)
+	case req.SessionID == 0:
+		return nil, nil, false, kerr.InvalidFetchSessionEpoch.Code
+	default:
+		sess = s.sessions.get(req.SessionID)
+		if sess == nil {
+			return nil, nil, false, kerr.FetchSessionIDNotFound.Code
+		}
+		incremental = true
+	}
+
+	if sess != nil {
+		sess.mu.Lock()
+		defer sess.mu.Unlock()
+		if incremental {
+			if req.SessionEpoch != sess.nextEpoch {
+				return nil, nil, false, kerr.InvalidFetchSessionEpoch.Code
+			}
+			sess.bumpEpoch()
+		}
+		sess.lastUsed = now
+		for _, ft := range req.ForgottenTopics {
+			for _, p := range ft.Partitions {
+				sess.forget(s.fetchKey(req.Version, ft.Topic, ft.TopicID, p))
+			}
+		}
+	}
+	for _, rt := range req.Topics {
+		for _, rp := range rt.Partitions {
+			k := s.fetchKey(req.Version, rt.Topic, rt.TopicID, rp.Partition)
+			if sess != nil {
+				sess.upsert(k, rp.FetchOffset, rp.PartitionMaxBytes)
+				continue
+			}
+			items = append(items, &fetchItem{key: k, offset: rp.FetchOffset, maxBytes: rp.PartitionMaxBytes, leaderEpoch: rp.CurrentLeaderEpoch})
+		}
+	}
+	if sess != nil {
+		epochs := make(map[sessionKey]int32)
+		for _, rt := range req.Topics {
+			for _, rp := range rt.Partitions {
+				epochs[s.fetchKey(req.Version, rt.Topic, rt.TopicID, rp.Partition)] = rp.CurrentLeaderEpoch
+			}
+		}
+		for _, sp := range sess.parts {
+			le, ok := epochs[sp.key]
+			if !ok {
+				le = -1
+			}
+			items = append(items, &fetchItem{key: sp.key, offset: sp.fetchOffset, maxBytes: sp.maxBytes, leaderEpoch: le, sp: sp})
+		}
+	}
+	for _, it := range items {
+		s.resolveFetchItem(req.Version, it)
+	}
+	return items, sess, incremental, 0
+}
+
+// fetchKey names a partition by topic ID from v13, by name before.
+func (s *Server) fetchKey(version int16, topic string, id [16]byte, partition int32) sessionKey {
+	if version >= 13 {
+		return sessionKey{topicID: id, partition: partition}
+	}
+	return sessionKey{topic: topic, partition: partition}
+}
+
+func (s *Server) resolveFetchItem(version int16, it *fetchItem) {
+	var t *topics.Topic
+	var ok bool
+	if version >= 13 {
+		t, ok = s.topics.TopicByID(it.key.topicID)
+		if !ok {
+			it.errCode = kerr.UnknownTopicID.Code
+			return
+		}
+	} else {
+		t, ok = s.topics.Topic(it.key.topic)
+		if !ok {
+			it.errCode = kerr.UnknownTopicOrPartition.Code
+			return
+		}
+	}
+	p, ok := t.Partition(it.key.partition)
+	if !ok {
+		it.errCode = kerr.UnknownTopicOrPartition.Code
+		return
+	}
+	switch {
+	case it.leaderEpoch > 0:
+		it.errCode = kerr.UnknownLeaderEpoch.Code
+		return
+	case it.leaderEpoch < -1:
+		it.errCode = kerr.FencedLeaderEpoch.Code
+		return
+	}
+	it.p = p
+}
+
+// runFetch reads, waits for min_bytes if needed, and fills resp.
+func (s *Server) runFetch(req *kmsg.FetchRequest, resp *kmsg.FetchResponse, items []*fetchItem, sess *fetchSession, incremental bool) {
+	maxWait := time.Duration(req.MaxWaitMillis) * time.Millisecond
+	if maxWait > maxFetchWait {
+		maxWait = maxFetchWait
+	}
+	minBytes := int(req.MinBytes)
+	var wake chan struct{}
+	if maxWait > 0 && minBytes > 0 {
+		wake = make(chan struct{}, 1)
+		for _, it := range items {
+			if it.p != nil {
+				it.p.AddWaiter(wake)
+			}
+		}
+		defer func() {
+			for _, it := range items {
+				if it.p != nil {
+					it.p.RemoveWaiter(wake)
+				}
+			}
+		}()
+	}
+	deadline := time.Now().Add(maxWait)
+	var timer *time.Timer
+	for {
+		bytes, anyErr := s.readFetchItems(req, items)
+		if wake == nil || bytes >= minBytes || anyErr {
+			break
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			break
+		}
+		if timer == nil {
+			timer = time.NewTimer(left)
+			defer timer.Stop()
+		}
+		select {
+		case <-wake:
+		case <-timer.C:
+		case <-s.closing:
+		}
+	}
+
+	if sess != nil {
+		sess.mu.Lock()
+		defer sess.mu.Unlock()
+	}
+	byTopic := map[sessionKey]int{}
+	for _, it := range items {
+		if incremental && !it.changed() {
+			continue
+		}
+		if it.sp != nil {
+			it.sp.highWatermark = it.res.HighWatermark
+			it.sp.lastStable = it.res.LastStableOffset
+			it.sp.logStart = it.res.LogStartOffset
+		}
+		tk := sessionKey{topicID: it.key.topicID, topic: it.key.topic}
+		ti, ok := byTopic[tk]
+		if !ok {
+			rt := kmsg.NewFetchResponseTopic()
+			rt.Topic = it.key.topic
+			rt.TopicID = it.key.topicID
+			resp.Topics = append(resp.Topics, rt)
+			ti = len(resp.Topics) - 1
+			byTopic[tk] = ti
+		}
+		rp := kmsg.NewFetchResponseTopicPartition()
+		rp.Partition = it.key.partition
+		rp.PreferredReadReplica = -1
+		rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
+		rp.RecordBatches = []byte{}
+		if it.errCode != 0 {
+			rp.ErrorCode = it.errCode
+		} else {
+			rp.ErrorCode = it.readErr
+			rp.HighWatermark = it.res.HighWatermark
+			rp.LastStableOffset = it.res.LastStableOffset
+			rp.LogStartOffset = it.res.LogStartOffset
+			// Never null: librdkafka rejects a null record set (size -1).
+			rp.RecordBatches = it.records
+			if rp.RecordBatches == nil {
+				rp.RecordBatches = []byte{}
+			}
+			s.metrics.fetchedBytes.Add(float64(len(it.records)))
+		}
+		resp.Topics[ti].Partitions = append(resp.Topics[ti].Partitions, rp)
+	}
+}
+
+// changed reports whether an incremental response must carry the item.
+func (it *fetchItem) changed() bool {
+	if it.errCode != 0 || it.readErr != 0 || len(it.records) > 0 || it.sp == nil {
+		return true
+	}
+	return it.sp.highWatermark != it.res.HighWatermark ||
+		it.sp.lastStable != it.res.LastStableOffset ||
+		it.sp.logStart != it.res.LogStartOffset
+}
+
+// readFetchItems reads every item within the response budget. It returns
+// the record bytes read and whether any partition has an error to report.
+func (s *Server) readFetchItems(req *kmsg.FetchRequest, items []*fetchItem) (int, bool) {
+	budget := int(req.MaxBytes)
+	if req.Version < 3 || budget <= 0 || budget > maxFetchResponseBytes {
+		budget = maxFetchResponseBytes
+	}
+	total := 0
+	anyErr := false
+	for _, it := range items {
+		it.records = it.records[:0]
+		it.readErr = 0
+		if it.errCode != 0 {
+			anyErr = true
+			continue
+		}
+		limit := int(it.maxBytes)
+		if rem := budget - total; rem < limit {
+			limit = rem
+		}
+		if limit < 0 {
+			limit = 0
+		}
+		var err error
+		it.records, it.res, err = it.p.Read(it.offset, limit, total == 0, it.records)
+		if err != nil {
+			it.readErr = errorCode(err)
+			anyErr = true
+			continue
+		}
+		total += it.res.Bytes
+	}
+	return total, anyErr
+}

@@ -1,0 +1,75 @@
+package kafkaproto
+
+// ListOffsets: v1-v8
+//
+// Behavior:
+//   - timestamp -2: the log start offset; -1: the high watermark (the last
+//     stable offset under read_committed); -3 (v7+, KIP-734): the offset and
+//     timestamp of the record with the largest timestamp; t >= 0: the first
+//     offset whose record timestamp is >= t, or offset -1 and timestamp -1
+//     when no record is that late.
+//   - The leader epoch is always 0; current_leader_epoch is checked as in Fetch.
+//   - A partition named twice in one request gets INVALID_REQUEST (as Kafka).
+//
+// Version notes:
+//   - v0 (old-style offset arrays) is not served.
+//   - -4 (earliest local, KIP-405) and -5 (earliest pending upload) need
+//     tiered storage (v8/v9+) and are not served: v8 is the maximum.
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/vibemq/broker/topics"
+)
+
+func init() { register(kmsg.ListOffsets, 1, 8, (*Server).handleListOffsets) }
+
+func (s *Server) handleListOffsets(r *request) (reply, error) {
+	req := r.kreq.(*kmsg.ListOffsetsRequest)
+	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
+	for _, rt := range req.Topics {
+		st := kmsg.NewListOffsetsResponseTopic()
+		st.Topic = rt.Topic
+		t, topicOK := s.topics.Topic(rt.Topic)
+		seen := map[int32]int{}
+		for _, rp := range rt.Partitions {
+			seen[rp.Partition]++
+		}
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewListOffsetsResponseTopicPartition()
+			sp.Partition = rp.Partition
+			sp.Offset, sp.Timestamp, sp.LeaderEpoch = -1, -1, -1
+			var p *topics.Partition
+			if topicOK {
+				p, _ = t.Partition(rp.Partition)
+			}
+			switch {
+			case seen[rp.Partition] > 1:
+				sp.ErrorCode = kerr.InvalidRequest.Code
+			case p == nil:
+				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			case req.Version >= 4 && rp.CurrentLeaderEpoch > 0:
+				sp.ErrorCode = kerr.UnknownLeaderEpoch.Code
+			case rp.Timestamp < topics.TimestampMaxTimestamp || (rp.Timestamp == topics.TimestampMaxTimestamp && req.Version < 7):
+				sp.ErrorCode = kerr.UnsupportedVersion.Code
+			default:
+				ts := rp.Timestamp
+				offset, stamp, err := p.OffsetForTimestamp(ts)
+				if err != nil {
+					sp.ErrorCode = errorCode(err)
+					break
+				}
+				if ts == topics.TimestampLatest && req.IsolationLevel == 1 {
+					offset = p.LastStableOffset()
+				}
+				sp.Offset, sp.Timestamp = offset, stamp
+				if offset >= 0 {
+					sp.LeaderEpoch = 0
+				}
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return reply{resp: resp}, nil
+}

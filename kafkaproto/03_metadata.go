@@ -1,0 +1,128 @@
+package kafkaproto
+
+// Metadata: v0-v12
+//
+// Behavior:
+//   - One broker (this node) leads every partition at leader epoch 0, with
+//     itself as the only replica and ISR member.
+//   - A null topic list (v1+), or an empty one at v0, lists every topic.
+//   - Unknown topics are created when both the request (v4+ allow flag; v0-v3
+//     always) and the broker's auto-create-topics allow it, with the default
+//     partition count; otherwise UNKNOWN_TOPIC_OR_PARTITION. A topic asked
+//     for by ID only (v10+) that does not exist gets UNKNOWN_TOPIC_ID.
+//   - Invalid topic names get INVALID_TOPIC_EXCEPTION.
+//
+// Version notes:
+//   - v10 adds topic IDs (KIP-516); v7 leader epochs (KIP-320).
+//   - v13 (top-level error code) is not served.
+
+import (
+	"errors"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/vibemq/broker/topics"
+)
+
+func init() { register(kmsg.Metadata, 0, 12, (*Server).handleMetadata) }
+
+func (s *Server) handleMetadata(r *request) (reply, error) {
+	req := r.kreq.(*kmsg.MetadataRequest)
+	resp := req.ResponseKind().(*kmsg.MetadataResponse)
+	if len(req.Topics) > s.cfg.MaxPartitionsPerRequest {
+		return reply{}, errors.New("metadata request names too many topics")
+	}
+	resp.Brokers = []kmsg.MetadataResponseBroker{s.brokerEntry()}
+	resp.ClusterID = &s.cfg.ClusterID
+	resp.ControllerID = s.cfg.NodeID
+
+	all := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)
+	if all {
+		for _, t := range s.topics.Topics() {
+			resp.Topics = append(resp.Topics, s.metadataTopic(t))
+		}
+		return reply{resp: resp}, nil
+	}
+	allowCreate := req.Version < 4 || req.AllowAutoTopicCreation
+	seen := make(map[string]bool, len(req.Topics))
+	for _, rt := range req.Topics {
+		if rt.Topic == nil {
+			t, ok := s.topics.TopicByID(rt.TopicID)
+			if !ok {
+				mt := kmsg.NewMetadataResponseTopic()
+				mt.TopicID = rt.TopicID
+				mt.ErrorCode = kerr.UnknownTopicID.Code
+				resp.Topics = append(resp.Topics, mt)
+				continue
+			}
+			resp.Topics = append(resp.Topics, s.metadataTopic(t))
+			continue
+		}
+		name := *rt.Topic
+		if seen[name] {
+			continue
+		}
+		seen[name] = true
+		t, ok := s.topics.Topic(name)
+		if !ok && allowCreate && s.topics.AutoCreate() {
+			var err error
+			t, err = s.topics.CreateTopic(name, 0, nil, false)
+			if errors.Is(err, topics.ErrTopicExists) {
+				t, _ = s.topics.Topic(name)
+				err = nil
+			}
+			if err != nil {
+				mt := kmsg.NewMetadataResponseTopic()
+				mt.Topic = &name
+				mt.ErrorCode = errorCode(err)
+				resp.Topics = append(resp.Topics, mt)
+				continue
+			}
+			ok = t != nil
+		}
+		if !ok {
+			mt := kmsg.NewMetadataResponseTopic()
+			mt.Topic = &name
+			mt.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			if topics.ValidateTopicName(name) != nil {
+				mt.ErrorCode = kerr.InvalidTopicException.Code
+			}
+			resp.Topics = append(resp.Topics, mt)
+			continue
+		}
+		resp.Topics = append(resp.Topics, s.metadataTopic(t))
+	}
+	return reply{resp: resp}, nil
+}
+
+func (s *Server) brokerEntry() kmsg.MetadataResponseBroker {
+	b := kmsg.NewMetadataResponseBroker()
+	b.NodeID = s.cfg.NodeID
+	b.Host = s.advertisedHost
+	b.Port = s.advertisedPort
+	if s.cfg.Rack != "" {
+		rack := s.cfg.Rack
+		b.Rack = &rack
+	}
+	return b
+}
+
+func (s *Server) metadataTopic(t *topics.Topic) kmsg.MetadataResponseTopic {
+	mt := kmsg.NewMetadataResponseTopic()
+	name := t.Name
+	mt.Topic = &name
+	mt.TopicID = t.ID
+	mt.IsInternal = topics.IsInternalTopic(t.Name)
+	n := t.NumPartitions()
+	mt.Partitions = make([]kmsg.MetadataResponseTopicPartition, 0, n)
+	for i := int32(0); i < n; i++ {
+		p := kmsg.NewMetadataResponseTopicPartition()
+		p.Partition = i
+		p.Leader = s.cfg.NodeID
+		p.LeaderEpoch = 0
+		p.Replicas = []int32{s.cfg.NodeID}
+		p.ISR = []int32{s.cfg.NodeID}
+		mt.Partitions = append(mt.Partitions, p)
+	}
+	return mt
+}

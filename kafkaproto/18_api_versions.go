@@ -1,0 +1,69 @@
+package kafkaproto
+
+// ApiVersions: v0-v4
+//
+// Behavior:
+//   - The key list is built from the registry only, so the broker never
+//     advertises an API it does not serve.
+//   - A request at a version above the supported range gets a v0 response
+//     with UNSUPPORTED_VERSION and the full key list (KIP-511), so the client
+//     can retry at a version both sides know.
+//   - v3+: client_software_name and client_software_version must match
+//     Kafka's pattern [a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?, else
+//     INVALID_REQUEST (KIP-511).
+//
+// Version notes:
+//   - The response header is never flexible, even at v3+ (KIP-511).
+//   - No feature flags are advertised: transaction.version 2 (KIP-890) is
+//     not implemented.
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func init() { register(kmsg.ApiVersions, 0, 4, (*Server).handleApiVersions) }
+
+func (s *Server) handleApiVersions(r *request) (reply, error) {
+	req := r.kreq.(*kmsg.ApiVersionsRequest)
+	resp := apiVersionsList(req.ResponseKind().(*kmsg.ApiVersionsResponse))
+	if req.Version >= 3 && (!validSoftwareField(req.ClientSoftwareName) || !validSoftwareField(req.ClientSoftwareVersion)) {
+		resp.ErrorCode = kerr.InvalidRequest.Code
+	}
+	return reply{resp: resp}, nil
+}
+
+// unsupportedApiVersions is the v0 answer to an ApiVersions request of a
+// version this broker does not know.
+func unsupportedApiVersions() *kmsg.ApiVersionsResponse {
+	resp := apiVersionsList(kmsg.NewPtrApiVersionsResponse())
+	resp.ErrorCode = kerr.UnsupportedVersion.Code
+	return resp
+}
+
+func apiVersionsList(resp *kmsg.ApiVersionsResponse) *kmsg.ApiVersionsResponse {
+	for _, reg := range sortedRegistrations() {
+		k := kmsg.NewApiVersionsResponseApiKey()
+		k.ApiKey = reg.key
+		k.MinVersion = reg.advertisedMin
+		k.MaxVersion = reg.maxVersion
+		resp.ApiKeys = append(resp.ApiKeys, k)
+	}
+	return resp
+}
+
+func validSoftwareField(s string) bool {
+	if s == "" {
+		return false
+	}
+	alnum := func(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' }
+	if !alnum(s[0]) || !alnum(s[len(s)-1]) {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !alnum(c) && c != '-' && c != '.' {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,34 @@
+package kafkaproto
+
+// DescribeCluster: v0-v2
+//
+// Behavior:
+//   - The cluster is this one broker, which is also the controller.
+//   - endpoint_type (v1+, KIP-919): only 1 (brokers) is served; 2
+//     (controllers) gets UNSUPPORTED_ENDPOINT_TYPE.
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func init() { register(kmsg.DescribeCluster, 0, 2, (*Server).handleDescribeCluster) }
+
+func (s *Server) handleDescribeCluster(r *request) (reply, error) {
+	req := r.kreq.(*kmsg.DescribeClusterRequest)
+	resp := req.ResponseKind().(*kmsg.DescribeClusterResponse)
+	resp.EndpointType = req.EndpointType
+	if req.Version >= 1 && req.EndpointType != 1 {
+		resp.ErrorCode = kerr.UnsupportedEndpointType.Code
+		msg := "only broker endpoints (endpoint type 1) are served"
+		resp.ErrorMessage = &msg
+		return reply{resp: resp}, nil
+	}
+	resp.ClusterID = s.cfg.ClusterID
+	resp.ControllerID = s.cfg.NodeID
+	mb := s.brokerEntry()
+	b := kmsg.NewDescribeClusterResponseBroker()
+	b.NodeID, b.Host, b.Port, b.Rack = mb.NodeID, mb.Host, mb.Port, mb.Rack
+	resp.Brokers = []kmsg.DescribeClusterResponseBroker{b}
+	return reply{resp: resp}, nil
+}

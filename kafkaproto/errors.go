@@ -1,0 +1,57 @@
+package kafkaproto
+
+import (
+	"errors"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/vibemq/broker/topics"
+)
+
+// errorTable maps domain errors to Kafka error codes. The first match in
+// order wins, so more specific errors come first.
+var errorTable = []struct {
+	err  error
+	code *kerr.Error
+}{
+	{topics.ErrUnknownTopic, kerr.UnknownTopicOrPartition},
+	{topics.ErrTopicExists, kerr.TopicAlreadyExists},
+	{topics.ErrInvalidTopic, kerr.InvalidTopicException},
+	{topics.ErrInvalidPartitions, kerr.InvalidPartitions},
+	{topics.ErrInvalidConfig, kerr.InvalidConfig},
+	{topics.ErrOffsetOutOfRange, kerr.OffsetOutOfRange},
+	{topics.ErrOutOfOrderSequence, kerr.OutOfOrderSequenceNumber},
+	{topics.ErrInvalidProducerEpoch, kerr.InvalidProducerEpoch},
+	{topics.ErrUnknownProducerID, kerr.UnknownProducerID},
+	{topics.ErrTopicDeleted, kerr.UnknownTopicOrPartition},
+	{topics.ErrCorruptMessage, kerr.CorruptMessage},
+	{topics.ErrInvalidRecord, kerr.InvalidRecord},
+	{topics.ErrMessageTooLarge, kerr.MessageTooLarge},
+	{topics.ErrUnsupportedCompression, kerr.UnsupportedCompressionType},
+	// Produce v3+ with magic 0/1 batches: INVALID_RECORD, as Kafka answers.
+	{topics.ErrUnsupportedMessageFormat, kerr.InvalidRecord},
+	{topics.ErrTransactionalNotReady, kerr.InvalidRecord},
+	{topics.ErrStorage, kerr.KafkaStorageError},
+}
+
+// errorCode returns the Kafka error code for err (0 for nil). Errors the
+// table does not know are UNKNOWN_SERVER_ERROR.
+func errorCode(err error) int16 {
+	if err == nil {
+		return 0
+	}
+	for _, e := range errorTable {
+		if errors.Is(err, e.err) {
+			return e.code.Code
+		}
+	}
+	return kerr.UnknownServerError.Code
+}
+
+// errorMessage returns a pointer to err's text for responses that carry one.
+func errorMessage(err error) *string {
+	if err == nil {
+		return nil
+	}
+	s := err.Error()
+	return &s
+}

@@ -1,0 +1,51 @@
+package kafkaproto
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// metrics are the Kafka front end's Prometheus series.
+type metrics struct {
+	connections     prometheus.Gauge
+	requests        *prometheus.CounterVec
+	badRequests     prometheus.Counter
+	panics          prometheus.Counter
+	bytesOut        prometheus.Counter
+	producedBytes   prometheus.Counter
+	producedBatches prometheus.Counter
+	fetchedBytes    prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		connections: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "broker_kafka_connections", Help: "Open Kafka client connections."}),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "broker_kafka_requests_total", Help: "Kafka requests decoded, by API."}, []string{"api"}),
+		badRequests: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "broker_kafka_bad_requests_total", Help: "Connections closed for malformed or oversized requests."}),
+		panics: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "broker_kafka_handler_panics_total", Help: "Requests whose handler panicked (a bug); the connection was closed."}),
+		bytesOut: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "broker_kafka_response_bytes_total", Help: "Bytes of Kafka responses written."}),
+		producedBytes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "broker_produced_bytes_total", Help: "Record batch bytes appended by Produce."}),
+		producedBatches: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "broker_produced_batches_total", Help: "Record batches appended by Produce."}),
+		fetchedBytes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "broker_fetched_bytes_total", Help: "Record batch bytes returned by Fetch."}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.connections, m.requests, m.badRequests, m.panics, m.bytesOut,
+			m.producedBytes, m.producedBatches, m.fetchedBytes)
+	}
+	return m
+}
+
+func apiName(key int16) string {
+	if n := kmsg.NameForKey(key); n != "" {
+		return n
+	}
+	return "Unknown"
+}

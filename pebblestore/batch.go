@@ -1,0 +1,141 @@
+package pebblestore
+
+import (
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// Batch collects writes that become visible and durable together.
+//
+// The two-step commit (Apply, then Wait) lets a caller publish writes in a
+// fixed order while the fsync that makes them durable is shared with every
+// other writer in flight (group commit): Apply returns once the writes are in
+// the memtable; Wait returns once they are in the synced WAL. Callers must
+// not treat applied writes as acknowledged before Wait returns nil.
+type Batch struct {
+	s       *Store
+	b       *pebble.Batch
+	applied bool
+}
+
+// NewBatch starts an empty write batch.
+func (s *Store) NewBatch() *Batch { return &Batch{s: s, b: s.db.NewBatch()} }
+
+// Set writes key=value. The bytes are copied.
+func (b *Batch) Set(key, value []byte) { _ = b.b.Set(key, value, nil) }
+
+// Delete removes key.
+func (b *Batch) Delete(key []byte) { _ = b.b.Delete(key, nil) }
+
+// DeleteRange removes every key in [start, end).
+func (b *Batch) DeleteRange(start, end []byte) { _ = b.b.DeleteRange(start, end, nil) }
+
+// Empty reports whether the batch holds no writes.
+func (b *Batch) Empty() bool { return b.b.Empty() }
+
+// Len is the encoded size of the batch in bytes.
+func (b *Batch) Len() int { return b.b.Len() }
+
+// Apply makes the batch visible to readers, in the order Apply is called.
+// The batch is not yet durable; call Wait.
+func (b *Batch) Apply() error {
+	if b.s.closed.Load() {
+		return ErrClosed
+	}
+	b.applied = true
+	if b.s.writeOpt.Sync {
+		if err := b.s.db.ApplyNoSyncWait(b.b, b.s.writeOpt); err != nil {
+			b.applied = false
+			return fmt.Errorf("pebblestore: apply: %w", err)
+		}
+		return nil
+	}
+	if err := b.s.db.Apply(b.b, b.s.writeOpt); err != nil {
+		b.applied = false
+		return fmt.Errorf("pebblestore: apply: %w", err)
+	}
+	return nil
+}
+
+// Wait blocks until an applied batch is durable, then releases it.
+func (b *Batch) Wait() error {
+	defer b.b.Close()
+	if !b.applied {
+		return nil
+	}
+	if b.s.writeOpt.Sync {
+		if err := b.b.SyncWait(); err != nil {
+			return fmt.Errorf("pebblestore: sync: %w", err)
+		}
+	}
+	return nil
+}
+
+// Commit is Apply followed by Wait.
+func (b *Batch) Commit() error {
+	if err := b.Apply(); err != nil {
+		b.b.Close()
+		return err
+	}
+	return b.Wait()
+}
+
+// Close releases a batch that was never applied.
+func (b *Batch) Close() {
+	if !b.applied {
+		b.b.Close()
+	}
+}
+
+// Iter iterates keys in [lower, upper) of a consistent view.
+type Iter struct {
+	it *pebble.Iterator
+}
+
+// NewIter opens an iterator over [lower, upper). upper may be nil.
+func (s *Store) NewIter(lower, upper []byte) (*Iter, error) {
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	if err != nil {
+		return nil, fmt.Errorf("pebblestore: new iterator: %w", err)
+	}
+	return &Iter{it: it}, nil
+}
+
+// First moves to the first key; false when there is none.
+func (i *Iter) First() bool { return i.it.First() }
+
+// Last moves to the last key; false when there is none.
+func (i *Iter) Last() bool { return i.it.Last() }
+
+// Next moves to the next key.
+func (i *Iter) Next() bool { return i.it.Next() }
+
+// Prev moves to the previous key.
+func (i *Iter) Prev() bool { return i.it.Prev() }
+
+// SeekGE moves to the first key >= key.
+func (i *Iter) SeekGE(key []byte) bool { return i.it.SeekGE(key) }
+
+// SeekLT moves to the last key < key.
+func (i *Iter) SeekLT(key []byte) bool { return i.it.SeekLT(key) }
+
+// Valid reports whether the iterator is at a key.
+func (i *Iter) Valid() bool { return i.it.Valid() }
+
+// Key is the current key; valid until the iterator moves.
+func (i *Iter) Key() []byte { return i.it.Key() }
+
+// Value is the current value; valid until the iterator moves.
+func (i *Iter) Value() ([]byte, error) { return i.it.ValueAndErr() }
+
+// SetBounds changes the iterator's bounds; it must be positioned again.
+func (i *Iter) SetBounds(lower, upper []byte) { i.it.SetBounds(lower, upper) }
+
+// Close releases the iterator and returns any error it met.
+func (i *Iter) Close() error { return i.it.Close() }
+
+// LogData adds a WAL-only record that changes no key. A batch holding only
+// LogData still goes through the commit pipeline, so Wait on it is a
+// durability barrier for everything applied before it.
+func (b *Batch) LogData(data []byte) { _ = b.b.LogData(data, nil) }

@@ -1,0 +1,208 @@
+// Package pebblestore owns the broker's single Pebble database: the data
+// directory (format marker and lock), the key layout (keys.go), and thin
+// wrappers over batches and iterators. It is the only package that imports
+// Pebble; it knows bytes, keys and bounds, nothing of Kafka.
+package pebblestore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/rs/zerolog"
+)
+
+var (
+	// ErrNotFound is returned by Get when a key has no value.
+	ErrNotFound = errors.New("pebblestore: not found")
+	// ErrCorruption marks stored data that fails its own checks.
+	ErrCorruption = errors.New("pebblestore: corruption")
+	// ErrClosed is returned after Close.
+	ErrClosed = errors.New("pebblestore: store is closed")
+)
+
+// Options configure a Store. The zero value is usable: durable writes and
+// defaults tuned for a log-shaped write load.
+type Options struct {
+	// Logger receives Pebble's events (flushes, compactions, stalls).
+	Logger zerolog.Logger
+	// MemTableSize is the size of one memtable. Large memtables let many
+	// concurrent synced writers share flushes; 64 MiB by default.
+	MemTableSize uint64
+	// CacheSize is the block cache size; 256 MiB by default.
+	CacheSize int64
+	// NoSync makes Commit skip the fsync. Acknowledged writes may then be
+	// lost on a machine crash. Only for the explicit relaxed mode.
+	NoSync bool
+	// FS replaces the real filesystem (tests use vfs.NewCrashableMem). When
+	// set, no directory lock is taken and the marker lives on FS.
+	FS vfs.FS
+}
+
+// Store is the broker's Pebble database plus its data directory.
+type Store struct {
+	db       *pebble.DB
+	dir      string
+	lockFile *os.File
+	writeOpt *pebble.WriteOptions
+	closed   atomic.Bool
+}
+
+// Open opens (creating on first boot) the data directory dir. It refuses to
+// open a directory that another process holds, a directory whose format
+// marker names another format, and a non-empty directory without a marker.
+// It never deletes or rewrites existing data.
+func Open(dir string, opts Options) (*Store, error) {
+	fs := opts.FS
+	var lockFile *os.File
+	if fs == nil {
+		fs = vfs.Default
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("pebblestore: cannot create data directory %s: %w; check the path and its permissions", dir, err)
+		}
+		var err error
+		lockFile, err = lockDir(dir)
+		if err != nil {
+			return nil, err
+		}
+	} else if err := fs.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("pebblestore: cannot create data directory %s: %w", dir, err)
+	}
+	fail := func(err error) (*Store, error) {
+		if lockFile != nil {
+			_ = lockFile.Close()
+		}
+		return nil, err
+	}
+	if err := checkMarker(fs, dir); err != nil {
+		return fail(err)
+	}
+
+	memtable := opts.MemTableSize
+	if memtable == 0 {
+		memtable = 64 << 20
+	}
+	cacheSize := opts.CacheSize
+	if cacheSize == 0 {
+		cacheSize = 256 << 20
+	}
+	cache := pebble.NewCache(cacheSize)
+	defer cache.Unref()
+	po := &pebble.Options{
+		FS:                          fs,
+		Cache:                       cache,
+		FormatMajorVersion:          pebbleFormat,
+		MemTableSize:                memtable,
+		MemTableStopWritesThreshold: 4,
+		L0CompactionThreshold:       4,
+		L0StopWritesThreshold:       24,
+		LBaseMaxBytes:               256 << 20,
+		MaxOpenFiles:                4096,
+		BytesPerSync:                1 << 20,
+		WALBytesPerSync:             0,
+		Logger:                      pebbleLogger{opts.Logger},
+	}
+	po.EnsureDefaults()
+	el := pebble.MakeLoggingEventListener(pebbleLogger{opts.Logger})
+	po.EventListener = &el
+	for i := range po.Levels {
+		po.Levels[i].BlockSize = 32 << 10
+	}
+	po.CompactionConcurrencyRange = func() (int, int) { return 1, 2 }
+
+	db, err := pebble.Open(filepath.Join(dir, storeSubdir), po)
+	if err != nil {
+		return fail(fmt.Errorf("pebblestore: cannot open the database in %s: %w", dir, err))
+	}
+	s := &Store{db: db, dir: dir, lockFile: lockFile, writeOpt: pebble.Sync}
+	if opts.NoSync {
+		s.writeOpt = pebble.NoSync
+	}
+	if err := s.checkFormatKey(); err != nil {
+		_ = db.Close()
+		return fail(err)
+	}
+	return s, nil
+}
+
+// Dir is the data directory.
+func (s *Store) Dir() string { return s.dir }
+
+// Close flushes nothing extra (every acknowledged write is already in the
+// WAL), closes Pebble and releases the directory lock.
+func (s *Store) Close() error {
+	if !s.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	err := s.db.Close()
+	if s.lockFile != nil {
+		_ = s.lockFile.Close()
+	}
+	return err
+}
+
+// Get returns a copy of the value stored at key, or ErrNotFound.
+func (s *Store) Get(key []byte) ([]byte, error) {
+	v, closer, err := s.db.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("pebblestore: get %x: %w", key, err)
+	}
+	out := append([]byte(nil), v...)
+	_ = closer.Close()
+	return out, nil
+}
+
+// Flush flushes memtables to sstables (used by storage admin and tests).
+func (s *Store) Flush() error { return s.db.Flush() }
+
+// Compact compacts the key range [start, end) to reclaim space.
+func (s *Store) Compact(start, end []byte) error {
+	return s.db.Compact(context.Background(), start, end, true)
+}
+
+// Checkpoint writes a consistent, openable copy of the database to destDir.
+func (s *Store) Checkpoint(destDir string) error {
+	return s.db.Checkpoint(destDir, pebble.WithFlushedWAL())
+}
+
+// Metrics returns Pebble's metrics (for /metrics and `storage stats`).
+func (s *Store) Metrics() *pebble.Metrics { return s.db.Metrics() }
+
+// DiskUsage returns the bytes of disk the database uses.
+func (s *Store) DiskUsage() uint64 { return s.db.Metrics().DiskSpaceUsage() }
+
+func lockDir(dir string) (*os.File, error) {
+	path := filepath.Join(dir, lockFileName)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("pebblestore: cannot create lock file %s: %w; check the permissions of the data directory", path, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("pebblestore: data directory %s is in use by another broker process (lock %s is held); stop that broker or choose another data directory", dir, path)
+	}
+	return f, nil
+}
+
+// pebbleLogger routes Pebble's log lines into zerolog.
+type pebbleLogger struct{ log zerolog.Logger }
+
+func (l pebbleLogger) Infof(format string, args ...any) {
+	l.log.Debug().Str("component", "pebble").Msgf(format, args...)
+}
+func (l pebbleLogger) Errorf(format string, args ...any) {
+	l.log.Error().Str("component", "pebble").Msgf(format, args...)
+}
+func (l pebbleLogger) Fatalf(format string, args ...any) {
+	l.log.Error().Str("component", "pebble").Msgf(format, args...)
+	panic(fmt.Sprintf("pebble: "+format, args...))
+}

@@ -1,0 +1,252 @@
+package topics
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+
+	"github.com/vibemq/broker/pebblestore"
+)
+
+// Append is one partition's batch in a produce request, and after
+// Manager.Append and PendingAppend.Wait, its outcome.
+type Append struct {
+	Partition *Partition
+	// Batch holds exactly one v2 RecordBatch as the producer sent it. Append
+	// rewrites its header in place (base offset; max timestamp and CRC under
+	// LogAppendTime), so the caller must not share it.
+	Batch []byte
+
+	// Extra, when set, is called once the batch is accepted, with the Pebble
+	// batch that will carry it and its base offset, so that an owner of
+	// derived state (a consumer-offsets index, transaction markers) can add
+	// rows that become durable atomically with the records. It runs with the
+	// partition locked: it must be quick and must not call back into topics.
+	Extra func(b *pebblestore.Batch, baseOffset int64)
+
+	// Results, final after Wait.
+	BaseOffset     int64
+	LogAppendTime  int64 // -1 unless the topic uses LogAppendTime
+	LogStartOffset int64
+	Duplicate      bool // an idempotent retry: answered with the original offsets
+	Err            error
+
+	end int64 // offset after the batch's last record
+}
+
+// PendingAppend is a set of appends that are visible in order but not yet
+// known to be durable. Wait must be called exactly once.
+type PendingAppend struct {
+	m       *Manager
+	batch   *pebblestore.Batch
+	appends []*Append
+}
+
+// Append validates each batch, assigns offsets, checks idempotent producer
+// sequences and publishes the batches to the store in offset order. It
+// returns once the batches are applied; PendingAppend.Wait returns once they
+// are durable, and only then may they be acknowledged. now is the broker's
+// clock in Unix milliseconds (LogAppendTime).
+//
+// Appends with a nil Partition or a failing batch get Err and write nothing;
+// the others are unaffected.
+func (m *Manager) Append(appends []*Append, now int64) *PendingAppend {
+	pa := &PendingAppend{m: m, appends: appends}
+	type checked struct {
+		a *Append
+		h BatchHeader
+	}
+	ok := make([]checked, 0, len(appends))
+	for _, a := range appends {
+		a.BaseOffset, a.LogAppendTime, a.LogStartOffset = -1, -1, -1
+		if a.Partition == nil {
+			a.Err = ErrUnknownTopic
+			continue
+		}
+		t := a.Partition.Topic
+		h, err := ValidateBatch(a.Batch, ValidateOptions{MaxBatchBytes: t.maxMessageBytes(), RequireKeys: t.isCompacted()})
+		if err != nil {
+			a.Err = err
+			continue
+		}
+		if h.IsTransactional() {
+			a.Err = fmt.Errorf("%w: batch has the transactional flag", ErrTransactionalNotReady)
+			continue
+		}
+		ok = append(ok, checked{a, h})
+	}
+	if len(ok) == 0 {
+		return pa
+	}
+	sort.SliceStable(ok, func(i, j int) bool {
+		pi, pj := ok[i].a.Partition, ok[j].a.Partition
+		if c := bytes.Compare(pi.Topic.ID[:], pj.Topic.ID[:]); c != 0 {
+			return c < 0
+		}
+		return pi.Index < pj.Index
+	})
+
+	// Lock each distinct partition once, in (topic ID, partition) order.
+	var locked []*Partition
+	for _, c := range ok {
+		if len(locked) == 0 || locked[len(locked)-1] != c.a.Partition {
+			c.a.Partition.mu.Lock()
+			locked = append(locked, c.a.Partition)
+		}
+	}
+	type undo struct {
+		p         *Partition
+		next      int64
+		producers map[int64]*producerState
+	}
+	undos := make([]undo, 0, len(locked))
+	for _, p := range locked {
+		undos = append(undos, undo{p: p, next: p.mu.nextOffset, producers: map[int64]*producerState{}})
+	}
+	undoOf := func(p *Partition) *undo {
+		for i := range undos {
+			if undos[i].p == p {
+				return &undos[i]
+			}
+		}
+		return nil
+	}
+
+	b := m.store.NewBatch()
+	needBarrier := false
+	for _, c := range ok {
+		a, h, p := c.a, c.h, c.a.Partition
+		if p.deleted.Load() {
+			a.Err = ErrUnknownTopic
+			continue
+		}
+		a.LogStartOffset = p.logStart.Load()
+		var st *producerState
+		var lastSeq int32
+		if h.ProducerID >= 0 {
+			st = p.mu.producers[h.ProducerID]
+			lastSeq = incrementSequence(h.BaseSequence, h.LastOffsetDelta)
+			if dup, found := st.findDuplicate(h.ProducerEpoch, h.BaseSequence, lastSeq); found {
+				a.BaseOffset = dup.BaseOffset
+				a.end = dup.BaseOffset + int64(dup.OffsetDelta) + 1
+				a.Duplicate = true
+				needBarrier = true
+				if p.Topic.logAppendTime() {
+					a.LogAppendTime = dup.Timestamp
+				}
+				continue
+			}
+			if err := st.checkSequence(h.ProducerEpoch, h.BaseSequence); err != nil {
+				a.Err = err
+				continue
+			}
+		}
+		base := p.mu.nextOffset
+		SetBaseOffset(a.Batch, base)
+		SetPartitionLeaderEpoch(a.Batch, 0) // the only leader epoch is 0
+		maxTS := h.MaxTimestamp
+		if p.Topic.logAppendTime() {
+			SetLogAppendTime(a.Batch, now)
+			maxTS = now
+			a.LogAppendTime = now
+		}
+		a.BaseOffset = base
+		a.end = base + int64(h.LastOffsetDelta) + 1
+		p.mu.nextOffset = a.end
+		b.Set(pebblestore.BatchKey(p.Topic.ID, p.Index, base), a.Batch)
+		b.Set(pebblestore.BatchIndexKey(p.Topic.ID, p.Index, base),
+			batchIndex{LastOffset: a.end - 1, MaxTimestamp: maxTS, Size: uint32(len(a.Batch))}.encode())
+		if a.Extra != nil {
+			a.Extra(b, base)
+		}
+		if h.ProducerID >= 0 {
+			u := undoOf(p)
+			if _, saved := u.producers[h.ProducerID]; !saved {
+				u.producers[h.ProducerID] = st.clone()
+			}
+			if st == nil {
+				st = &producerState{Epoch: h.ProducerEpoch}
+				p.mu.producers[h.ProducerID] = st
+			}
+			st.record(h.ProducerEpoch, producerBatch{
+				FirstSeq: h.BaseSequence, LastSeq: lastSeq, BaseOffset: base,
+				OffsetDelta: h.LastOffsetDelta, Timestamp: maxTS,
+			})
+			b.Set(pebblestore.ProducerStateKey(p.Topic.ID, p.Index, h.ProducerID), st.encode())
+		}
+	}
+	if b.Empty() && needBarrier {
+		b.LogData(nil)
+	}
+	var applyErr error
+	if !b.Empty() {
+		applyErr = b.Apply()
+	}
+	if applyErr != nil {
+		for _, u := range undos {
+			u.p.mu.nextOffset = u.next
+			for id, st := range u.producers {
+				if st == nil {
+					delete(u.p.mu.producers, id)
+				} else {
+					u.p.mu.producers[id] = st
+				}
+			}
+		}
+		for _, c := range ok {
+			if c.a.Err == nil {
+				c.a.Err = fmt.Errorf("%w: %v", ErrStorage, applyErr)
+				c.a.BaseOffset = -1
+			}
+		}
+		b.Close()
+		b = nil
+	}
+	for _, p := range locked {
+		p.mu.Unlock()
+	}
+	pa.batch = b
+	return pa
+}
+
+// Wait blocks until the applied batches are durable, then advances each
+// partition's high watermark past them and fills the final results.
+func (pa *PendingAppend) Wait() error {
+	if pa.batch == nil {
+		return nil
+	}
+	err := pa.batch.Wait()
+	for _, a := range pa.appends {
+		if a.Err != nil || a.Partition == nil {
+			continue
+		}
+		if err != nil {
+			// The store failed to sync; the outcome of this write is unknown.
+			a.Err = fmt.Errorf("%w: %v", ErrStorage, err)
+			a.BaseOffset = -1
+			continue
+		}
+		// A synced batch implies every batch applied before it is synced
+		// (the WAL is synced as a prefix), so the durable prefix of this
+		// partition now reaches a.end.
+		a.Partition.advanceHighWatermark(a.end)
+	}
+	if err != nil {
+		pa.m.log.Error().Err(err).Msg("store sync failed; produce requests answered with a storage error")
+	}
+	return err
+}
+
+// incrementSequence adds delta to a producer sequence, wrapping at MaxInt32
+// as Kafka's DefaultRecordBatch.incrementSequence does.
+func incrementSequence(seq, delta int32) int32 {
+	if seq > math.MaxInt32-delta {
+		return delta - (math.MaxInt32 - seq) - 1
+	}
+	return seq + delta
+}
+
+// IsStorageError reports whether err means the store failed.
+func IsStorageError(err error) bool { return errors.Is(err, ErrStorage) }

@@ -1,0 +1,194 @@
+package topics
+
+import (
+	"fmt"
+
+	"github.com/vibemq/broker/pebblestore"
+)
+
+// ReadResult is what Read found for one partition.
+type ReadResult struct {
+	HighWatermark    int64
+	LastStableOffset int64
+	LogStartOffset   int64
+	// Bytes is the number of batch bytes appended to dst.
+	Bytes int
+}
+
+// Read appends to dst the stored batches that hold offset and the ones after
+// it, up to maxBytes, and returns the extended slice. With minOne the first
+// batch is appended whole even when larger than maxBytes (KIP-74), so a
+// consumer always progresses; otherwise, and for later batches, a batch is
+// appended only if it fits.
+// Batches are returned as stored, byte for byte. Only durable offsets (below
+// the high watermark) are ever returned.
+//
+// offset == high watermark returns no bytes; offset outside
+// [log start, high watermark] returns ErrOffsetOutOfRange.
+func (p *Partition) Read(offset int64, maxBytes int, minOne bool, dst []byte) ([]byte, ReadResult, error) {
+	res := ReadResult{HighWatermark: p.highWatermark.Load(), LogStartOffset: p.logStart.Load()}
+	res.LastStableOffset = res.HighWatermark
+	if p.deleted.Load() {
+		return dst, res, ErrUnknownTopic
+	}
+	if offset < res.LogStartOffset || offset > res.HighWatermark {
+		return dst, res, fmt.Errorf("%w: offset %d is outside [%d, %d]", ErrOffsetOutOfRange, offset, res.LogStartOffset, res.HighWatermark)
+	}
+	if offset == res.HighWatermark {
+		return dst, res, nil
+	}
+	store := p.Topic.m.store
+	lower := pebblestore.BatchKey(p.Topic.ID, p.Index, res.LogStartOffset)
+	upper := pebblestore.BatchKey(p.Topic.ID, p.Index, res.HighWatermark)
+	it, err := store.NewIter(lower, upper)
+	if err != nil {
+		return dst, res, fmt.Errorf("%w: %v", ErrStorage, err)
+	}
+	defer it.Close()
+
+	// The batch holding offset starts at or before it; compaction may have
+	// left a gap, in which case the next batch after offset is returned.
+	valid := it.SeekLT(pebblestore.BatchKey(p.Topic.ID, p.Index, offset+1))
+	if valid {
+		v, err := it.Value()
+		if err != nil {
+			return dst, res, fmt.Errorf("%w: %v", ErrStorage, err)
+		}
+		h, err := ParseBatchHeader(v)
+		if err != nil {
+			return dst, res, fmt.Errorf("%w: stored batch at %s/%d offset %d: %v", pebblestore.ErrCorruption, p.Topic.Name, p.Index, pebblestore.OffsetFromKey(it.Key()), err)
+		}
+		if h.LastOffset() < offset {
+			valid = it.Next()
+		}
+	} else {
+		valid = it.First()
+	}
+	for ; valid; valid = it.Next() {
+		v, err := it.Value()
+		if err != nil {
+			return dst, res, fmt.Errorf("%w: %v", ErrStorage, err)
+		}
+		if res.Bytes+len(v) > maxBytes && (res.Bytes > 0 || !minOne) {
+			break
+		}
+		dst = append(dst, v...)
+		res.Bytes += len(v)
+		if res.Bytes >= maxBytes {
+			break
+		}
+	}
+	if err := it.Close(); err != nil {
+		return dst, res, fmt.Errorf("%w: %v", ErrStorage, err)
+	}
+	return dst, res, nil
+}
+
+// Special timestamps of ListOffsets.
+const (
+	TimestampLatest       int64 = -1
+	TimestampEarliest     int64 = -2
+	TimestampMaxTimestamp int64 = -3
+)
+
+// OffsetForTimestamp answers ListOffsets for one partition:
+//   - TimestampEarliest: the log start offset;
+//   - TimestampLatest: the high watermark;
+//   - TimestampMaxTimestamp: the offset and timestamp of the record with the
+//     largest timestamp (KIP-734), or (-1, -1) for an empty log;
+//   - ts >= 0: the first offset whose record timestamp is >= ts and that
+//     timestamp, or (-1, -1) when there is none.
+func (p *Partition) OffsetForTimestamp(ts int64) (offset, timestamp int64, err error) {
+	if p.deleted.Load() {
+		return -1, -1, ErrUnknownTopic
+	}
+	hwm := p.highWatermark.Load()
+	start := p.logStart.Load()
+	switch ts {
+	case TimestampEarliest:
+		return start, -1, nil
+	case TimestampLatest:
+		return hwm, -1, nil
+	}
+	store := p.Topic.m.store
+	lower := pebblestore.BatchIndexKey(p.Topic.ID, p.Index, 0)
+	upper := pebblestore.BatchIndexKey(p.Topic.ID, p.Index, hwm)
+	it, err := store.NewIter(lower, upper)
+	if err != nil {
+		return -1, -1, fmt.Errorf("%w: %v", ErrStorage, err)
+	}
+	defer it.Close()
+
+	var found int64 = -1
+	var bestTS int64 = -1
+	for ok := it.First(); ok; ok = it.Next() {
+		v, err := it.Value()
+		if err != nil {
+			return -1, -1, fmt.Errorf("%w: %v", ErrStorage, err)
+		}
+		idx, err := decodeBatchIndex(v)
+		if err != nil {
+			return -1, -1, fmt.Errorf("%w: %v", pebblestore.ErrCorruption, err)
+		}
+		if idx.LastOffset < start {
+			continue
+		}
+		base := pebblestore.OffsetFromKey(it.Key())
+		if ts == TimestampMaxTimestamp {
+			if found < 0 || idx.MaxTimestamp > bestTS {
+				bestTS, found = idx.MaxTimestamp, base
+			}
+			continue
+		}
+		if idx.MaxTimestamp >= ts {
+			found = base
+			break
+		}
+	}
+	if found < 0 {
+		return -1, -1, nil
+	}
+	// Look inside the batch for the exact record.
+	raw, err := store.Get(pebblestore.BatchKey(p.Topic.ID, p.Index, found))
+	if err != nil {
+		return -1, -1, fmt.Errorf("%w: %v", ErrStorage, err)
+	}
+	h, records, err := DecodeRecords(raw)
+	if err != nil {
+		return -1, -1, fmt.Errorf("%w: stored batch %s/%d@%d: %v", pebblestore.ErrCorruption, p.Topic.Name, p.Index, found, err)
+	}
+	if h.LogAppendTime() {
+		off := h.BaseOffset
+		if ts == TimestampMaxTimestamp {
+			off = h.LastOffset()
+		}
+		if off < start {
+			off = start
+		}
+		return off, h.MaxTimestamp, nil
+	}
+	var bestOff int64 = -1
+	bestTS = -1
+	for _, r := range records {
+		off := h.BaseOffset + int64(r.OffsetDelta)
+		rts := h.BaseTimestamp + r.TimestampDelta
+		if off < start {
+			continue
+		}
+		if ts == TimestampMaxTimestamp {
+			if bestOff < 0 || rts > bestTS {
+				bestTS, bestOff = rts, off
+			}
+			continue
+		}
+		if rts >= ts {
+			return off, rts, nil
+		}
+	}
+	if ts == TimestampMaxTimestamp && bestOff >= 0 {
+		return bestOff, bestTS, nil
+	}
+	// The batch's max timestamp matched but no record did (it can happen only
+	// with an inconsistent producer); answer the next batch start.
+	return h.LastOffset() + 1, -1, nil
+}
