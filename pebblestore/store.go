@@ -74,6 +74,11 @@ func Open(dir string, opts Options) (*Store, error) {
 	} else if err := fs.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("pebblestore: cannot create data directory %s: %w", dir, err)
 	}
+	// Make the directory entries durable: a data directory created just
+	// before a power loss must not vanish with the data acknowledged in it.
+	if err := syncDir(fs, filepath.Dir(filepath.Clean(dir))); err != nil {
+		return nil, fmt.Errorf("pebblestore: cannot sync the parent of %s: %w", dir, err)
+	}
 	fail := func(err error) (*Store, error) {
 		if lockFile != nil {
 			_ = lockFile.Close()
@@ -119,6 +124,10 @@ func Open(dir string, opts Options) (*Store, error) {
 	db, err := pebble.Open(filepath.Join(dir, storeSubdir), po)
 	if err != nil {
 		return fail(fmt.Errorf("pebblestore: cannot open the database in %s: %w", dir, err))
+	}
+	if err := syncDir(fs, dir); err != nil {
+		_ = db.Close()
+		return fail(fmt.Errorf("pebblestore: cannot sync data directory %s: %w", dir, err))
 	}
 	s := &Store{db: db, dir: dir, lockFile: lockFile, writeOpt: pebble.Sync}
 	if opts.NoSync {
@@ -179,6 +188,15 @@ func (s *Store) Metrics() *pebble.Metrics { return s.db.Metrics() }
 
 // DiskUsage returns the bytes of disk the database uses.
 func (s *Store) DiskUsage() uint64 { return s.db.Metrics().DiskSpaceUsage() }
+
+func syncDir(fs vfs.FS, dir string) error {
+	d, err := fs.OpenDir(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
 
 func lockDir(dir string) (*os.File, error) {
 	path := filepath.Join(dir, lockFileName)
