@@ -1,0 +1,66 @@
+package broker_test
+
+import (
+	"encoding/json"
+	"io"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/vibemq/broker"
+
+// forbidden lists, per package, imports that break the architecture's
+// direction (shared/design/ARCHITECTURE.md): arrows point down only, only
+// pebblestore imports Pebble, and the native-queue domains know no Kafka.
+var forbidden = map[string][]string{
+	"topics":      {"/kafkaproto", "/httpapi", "/retention", "/groups", "/queues", "/events", "/cmd/"},
+	"groups":      {"/kafkaproto", "/httpapi", "/retention", "/queues", "/events", "/cmd/"},
+	"queues":      {"/kafkaproto", "/httpapi", "/retention", "/groups", "/cmd/", "github.com/twmb/franz-go"},
+	"events":      {"/kafkaproto", "/httpapi", "/retention", "/groups", "/queues", "/cmd/", "github.com/twmb/franz-go"},
+	"retention":   {"/kafkaproto", "/httpapi", "/cmd/"},
+	"kafkaproto":  {"/httpapi", "/cmd/"},
+	"httpapi":     {"/kafkaproto", "/cmd/"},
+	"pebblestore": {"/topics", "/groups", "/queues", "/events", "/kafkaproto", "/httpapi", "/retention", "/cmd/"},
+}
+
+// TestImportRules enforces the package dependency rules with `go list`.
+func TestImportRules(t *testing.T) {
+	out, err := exec.Command("go", "list", "-json", "./...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	seen := 0
+	for {
+		var pkg struct {
+			ImportPath string
+			Imports    []string
+		}
+		if err := dec.Decode(&pkg); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		seen++
+		rel := strings.TrimPrefix(strings.TrimPrefix(pkg.ImportPath, module), "/")
+		top := strings.SplitN(rel, "/", 2)[0]
+		for _, imp := range pkg.Imports {
+			if strings.HasPrefix(imp, "github.com/cockroachdb/pebble") && top != "pebblestore" {
+				t.Errorf("%s imports %s: only pebblestore may import Pebble", pkg.ImportPath, imp)
+			}
+			for _, bad := range forbidden[top] {
+				target := bad
+				if strings.HasPrefix(bad, "/") {
+					target = module + bad
+				}
+				if strings.HasPrefix(imp, target) {
+					t.Errorf("%s imports %s, against the architecture's import direction", pkg.ImportPath, imp)
+				}
+			}
+		}
+	}
+	if seen < 5 {
+		t.Fatalf("go list found only %d packages; the check is not looking at the module", seen)
+	}
+}
