@@ -12,8 +12,10 @@ import (
 	"path/filepath"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/sstable"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/rs/zerolog"
 )
@@ -40,6 +42,9 @@ type Options struct {
 	// NoSync makes Commit skip the fsync. Acknowledged writes may then be
 	// lost on a machine crash. Only for the explicit relaxed mode.
 	NoSync bool
+	// NoValueSeparation keeps large values inline in sstables (for
+	// comparisons; the default separates them into blob files).
+	NoValueSeparation bool
 	// FS replaces the real filesystem (tests use vfs.NewCrashableMem). When
 	// set, no directory lock is taken and the marker lives on FS.
 	FS vfs.FS
@@ -118,6 +123,21 @@ func Open(dir string, opts Options) (*Store, error) {
 	po.EventListener = &el
 	for i := range po.Levels {
 		po.Levels[i].BlockSize = 32 << 10
+		// Record batches are stored as producers sent them: usually
+		// compressed already, and Kafka does not recompress either.
+		// Compressing sstable blocks cost a third of the broker's CPU.
+		po.Levels[i].Compression = func() *sstable.CompressionProfile { return sstable.NoCompression }
+	}
+	// Large values (record batches) go to blob files that compactions do not
+	// rewrite, so a log written once is not copied again at every level.
+	po.Experimental.ValueSeparationPolicy = func() pebble.ValueSeparationPolicy {
+		return pebble.ValueSeparationPolicy{
+			Enabled:               !opts.NoValueSeparation,
+			MinimumSize:           1024,
+			MaxBlobReferenceDepth: 10,
+			RewriteMinimumAge:     5 * time.Minute,
+			TargetGarbageRatio:    0.2,
+		}
 	}
 	po.CompactionConcurrencyRange = func() (int, int) { return 1, 2 }
 

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
+	"net/http/pprof"
 	"os"
 	"strconv"
 	"sync/atomic"
@@ -100,6 +102,11 @@ func run(ctx context.Context, cfg *Config, log zerolog.Logger) error {
 				return nil
 			},
 		})
+		// Profiles of the running broker (go tool pprof http://HTTP_ADDR/debug/pprof/profile).
+		web.Handle("GET /debug/pprof/", http.HandlerFunc(pprof.Index))
+		web.Handle("GET /debug/pprof/profile", http.HandlerFunc(pprof.Profile))
+		web.Handle("GET /debug/pprof/trace", http.HandlerFunc(pprof.Trace))
+		web.Handle("GET /debug/pprof/symbol", http.HandlerFunc(pprof.Symbol))
 		if err := web.Start(); err != nil {
 			_ = ln.Close()
 			return fmt.Errorf("cannot start the HTTP listener on %s: %w; choose a free address with --http-addr", cfg.HTTPAddr, err)
