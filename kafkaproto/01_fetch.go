@@ -228,9 +228,13 @@ func (s *Server) runFetch(req *kmsg.FetchRequest, resp *kmsg.FetchResponse, item
 		}
 		select {
 		case <-wake:
+			continue
 		case <-timer.C:
 		case <-s.closing:
 		}
+		// The wait is over: one last read, then answer.
+		s.readFetchItems(req, items)
+		break
 	}
 
 	if sess != nil {

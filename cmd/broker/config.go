@@ -177,7 +177,7 @@ var configKeys = []configKey{
 	{
 		name:   "auto-create-topics",
 		def:    "true",
-		usage:  "create unknown topics on Metadata and Produce requests",
+		usage:  "create unknown topics when a client asks for them in a Metadata request (as Kafka auto.create.topics.enable)",
 		doc:    "Auto-created topics get default-partitions partitions.",
 		isBool: true,
 		set: func(c *Config, v string) error {

@@ -1,0 +1,208 @@
+#!/usr/bin/env bash
+# bench/run.sh — Kafka produce/consume benchmark: our broker vs kfake.
+#
+# Builds cmd/broker, bench/kfake-server and cmd/broker-load into a temp dir,
+# then for each run (default 3) and each target (ours, kfake): starts the
+# target on a free 127.0.0.1 port with a fresh data dir, waits until it
+# answers, runs the suite, stops it and deletes its data. Prints a markdown
+# table of medians and keeps raw JSON lines in bench/results/ (gitignored).
+#
+# Suite, for 1 and 8 partitions, 1 KiB records, acks=all, idempotent, no
+# compression:
+#   produce  1 producer, PRODUCE_RECORDS records or PRODUCE_MAX_DURATION,
+#            whichever first (throughput, produce latency, broker CPU/GB)
+#   consume  read back everything produced, verified (throughput, CPU/GB)
+#   e2e      E2E_RATE records/s for E2E_DURATION with linger 0 (latency)
+#
+# Usage: bench/run.sh [-n RUNS] [-t "ours kfake"]
+# Environment overrides: RUNS TARGETS PARTITIONS PRODUCE_RECORDS
+#   PRODUCE_MAX_DURATION E2E_DURATION E2E_RATE RESULTS_DIR
+# All traffic stays on 127.0.0.1. Each step is bounded by --timeout.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+RUNS=${RUNS:-3}
+TARGETS=${TARGETS:-"ours kfake"}
+PARTITIONS=${PARTITIONS:-"1 8"}
+PRODUCE_RECORDS=${PRODUCE_RECORDS:-2000000}
+PRODUCE_MAX_DURATION=${PRODUCE_MAX_DURATION:-20s}
+E2E_DURATION=${E2E_DURATION:-15s}
+E2E_RATE=${E2E_RATE:-5000}
+RESULTS_DIR=${RESULTS_DIR:-$ROOT/bench/results}
+
+while getopts "n:t:h" opt; do
+	case $opt in
+	n) RUNS=$OPTARG ;;
+	t) TARGETS=$OPTARG ;;
+	*) sed -n '2,21p' "$0"; exit 2 ;;
+	esac
+done
+
+log() { printf '%s bench: %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/vibemq-bench.XXXXXX")
+TARGET_PID=""
+cleanup() {
+	if [[ -n $TARGET_PID ]] && kill -0 "$TARGET_PID" 2>/dev/null; then
+		kill -KILL "$TARGET_PID" 2>/dev/null || true
+	fi
+	rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# --- build ------------------------------------------------------------------
+log "building into $WORK"
+(cd "$ROOT" && go build -o "$WORK/broker-load" ./cmd/broker-load)
+(cd "$ROOT/bench/kfake-server" && go build -o "$WORK/kfake-server" .)
+BUILT_TARGETS=""
+for target in $TARGETS; do
+	case $target in
+	ours)
+		if (cd "$ROOT" && go build -o "$WORK/broker" ./cmd/broker); then
+			BUILT_TARGETS+=" ours"
+		else
+			log "WARNING: cmd/broker does not build; skipping target ours"
+		fi
+		;;
+	kfake) BUILT_TARGETS+=" kfake" ;;
+	*) log "unknown target $target (want ours or kfake)"; exit 2 ;;
+	esac
+done
+
+mkdir -p "$RESULTS_DIR"
+STAMP=$(date +%Y%m%d-%H%M%S)
+RESULTS=$RESULTS_DIR/$STAMP.jsonl
+TABLE=$RESULTS_DIR/$STAMP.md
+: >"$RESULTS"
+
+# --- target control -----------------------------------------------------------
+port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+free_port() {
+	local port
+	for _ in $(seq 1 100); do
+		port=$((20000 + RANDOM % 40000))
+		if ! port_in_use "$port"; then
+			echo "$port"
+			return
+		fi
+	done
+	log "no free port found"
+	return 1
+}
+
+# start_target TARGET DATA_DIR PORT LOG: starts it in the background and sets
+# TARGET_PID to the broker process itself (so /proc/PID/stat is its CPU).
+start_target() {
+	local target=$1 data=$2 port=$3 logfile=$4
+	case $target in
+	ours)
+		local http_port
+		http_port=$(free_port)
+		"$WORK/broker" serve --data-dir "$data" --kafka-addr "127.0.0.1:$port" \
+			--http-addr "127.0.0.1:$http_port" --log-level warn >"$logfile" 2>&1 &
+		;;
+	kfake)
+		"$WORK/kfake-server" --port "$port" --data-dir "$data" --sync=true \
+			--log-level warn >"$logfile" 2>&1 &
+		;;
+	esac
+	TARGET_PID=$!
+}
+
+# wait_ready PORT: until the Kafka port accepts connections and, if kcat is
+# installed, answers a Metadata request; at most 30 s.
+wait_ready() {
+	local port=$1
+	for _ in $(seq 1 300); do
+		if ! kill -0 "$TARGET_PID" 2>/dev/null; then
+			return 1
+		fi
+		if port_in_use "$port"; then
+			if ! command -v kcat >/dev/null || kcat -L -b "127.0.0.1:$port" -m 2 >/dev/null 2>&1; then
+				return 0
+			fi
+		fi
+		sleep 0.1
+	done
+	return 1
+}
+
+stop_target() {
+	[[ -n $TARGET_PID ]] || return 0
+	kill -TERM "$TARGET_PID" 2>/dev/null || true
+	for _ in $(seq 1 300); do
+		kill -0 "$TARGET_PID" 2>/dev/null || break
+		sleep 0.1
+	done
+	if kill -0 "$TARGET_PID" 2>/dev/null; then
+		log "target pid $TARGET_PID did not stop in 30 s; killing it"
+		kill -KILL "$TARGET_PID" 2>/dev/null || true
+	fi
+	wait "$TARGET_PID" 2>/dev/null || true
+	TARGET_PID=""
+}
+
+# load MODE ARGS...: one load-tool step; its JSON line goes to $RESULTS. A
+# failed step is logged and the suite goes on (its line says ok:false).
+load() {
+	local mode=$1
+	shift
+	if ! "$WORK/broker-load" "$mode" --json "$@" >>"$RESULTS"; then
+		log "WARNING: $mode $* failed"
+	fi
+	tail -n 1 "$RESULTS" >&2
+}
+
+# --- suite ---------------------------------------------------------------------
+run_suite() {
+	local target=$1 run=$2 port=$3
+	local common=(--brokers "127.0.0.1:$port" --target "$target" --broker-pid "$TARGET_PID"
+		--record-size 1024 --acks all --idempotent=true --compression none)
+	for p in $PARTITIONS; do
+		load produce "${common[@]}" --case "produce-p$p-run$run" --topic "bench-p$p" \
+			--create-topic --partitions "$p" --records "$PRODUCE_RECORDS" \
+			--duration "$PRODUCE_MAX_DURATION" --producers 1 --timeout 3m
+		load consume "${common[@]}" --case "consume-p$p-run$run" --topic "bench-p$p" \
+			--consumers 1 --idle-timeout 10s --timeout 3m
+		load e2e "${common[@]}" --case "e2e-p$p-run$run" --topic "bench-e2e-p$p" \
+			--create-topic --partitions "$p" --duration "$E2E_DURATION" --rate "$E2E_RATE" \
+			--linger 0 --idle-timeout 10s --timeout 2m
+	done
+}
+
+START=$(date +%s)
+for run in $(seq 1 "$RUNS"); do
+	for target in $BUILT_TARGETS; do
+		data=$(mktemp -d "$WORK/data-$target-$run.XXXXXX")
+		port=$(free_port)
+		logfile=$WORK/$target-$run.log
+		log "run $run/$RUNS: $target on 127.0.0.1:$port, data $data"
+		start_target "$target" "$data" "$port" "$logfile"
+		if wait_ready "$port"; then
+			run_suite "$target" "$run" "$port"
+		else
+			log "WARNING: $target did not answer on port $port; its log:"
+			tail -n 20 "$logfile" >&2 || true
+		fi
+		stop_target
+		cp "$logfile" "$RESULTS_DIR/$STAMP-$target-$run.log" 2>/dev/null || true
+		rm -rf "$data"
+	done
+done
+ELAPSED=$(($(date +%s) - START))
+
+# --- report --------------------------------------------------------------------
+report_targets=$(echo "$TARGETS" | tr -s ' ' ',' | sed 's/^,//; s/,$//')
+commit=$(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo unknown)
+if [[ -n $(cd "$ROOT" && git status --porcelain --untracked-files=no 2>/dev/null) ]]; then
+	commit+=" (uncommitted changes)"
+fi
+{
+	echo "Runs: $RUNS; targets: $TARGETS; commit $commit; suite took ${ELAPSED}s;" \
+		"$(nproc) cores; $(lscpu | sed -n 's/^Model name: *//p' | head -n 1)"
+	echo
+	"$WORK/broker-load" report --targets "$report_targets" "$RESULTS"
+} | tee "$TABLE"
+log "raw results: $RESULTS; table: $TABLE"

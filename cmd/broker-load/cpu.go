@@ -1,0 +1,93 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"strconv"
+)
+
+// clockTicksPerSecond is USER_HZ, the unit of utime and stime in
+// /proc/PID/stat. The kernel exports them in USER_HZ whatever its internal
+// HZ, and USER_HZ is 100 on every Linux architecture Go supports
+// (`getconf CLK_TCK`).
+const clockTicksPerSecond = 100
+
+// processCPUSeconds returns utime+stime of process pid, in seconds, from
+// /proc/PID/stat (fields 14 and 15, see proc_pid_stat(5)). Threads are
+// included; children are not. Resolution is 1/clockTicksPerSecond.
+func processCPUSeconds(pid int) (float64, error) {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	return parseProcStatCPU(stat)
+}
+
+// parseProcStatCPU parses a /proc/PID/stat line. Field 2, comm, is in
+// parentheses and may itself hold spaces and parentheses, so fields are
+// counted from the last ')'.
+func parseProcStatCPU(stat []byte) (float64, error) {
+	end := bytes.LastIndexByte(stat, ')')
+	if end < 0 {
+		return 0, fmt.Errorf("proc stat: no ')' in %q", stat)
+	}
+	// After ")": field 3 (state) is the first; utime is field 14, stime 15.
+	fields := bytes.Fields(stat[end+1:])
+	const utimeIndex, stimeIndex = 14 - 3, 15 - 3
+	if len(fields) <= stimeIndex {
+		return 0, fmt.Errorf("proc stat: %d fields after comm, want more than %d", len(fields), stimeIndex)
+	}
+	utime, err := strconv.ParseUint(string(fields[utimeIndex]), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("proc stat utime: %w", err)
+	}
+	stime, err := strconv.ParseUint(string(fields[stimeIndex]), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("proc stat stime: %w", err)
+	}
+	return float64(utime+stime) / clockTicksPerSecond, nil
+}
+
+// cpuMeter measures the CPU a broker process uses over a phase. A zero pid
+// measures nothing.
+type cpuMeter struct {
+	pid   int
+	start float64
+	err   error
+}
+
+func startCPUMeter(pid int) *cpuMeter {
+	m := &cpuMeter{pid: pid}
+	if pid != 0 {
+		m.start, m.err = processCPUSeconds(pid)
+	}
+	return m
+}
+
+// stop fills r's broker CPU fields; movedBytes is what the phase moved.
+func (m *cpuMeter) stop(r *Result, movedBytes int64) {
+	if m.pid == 0 {
+		return
+	}
+	end, err := processCPUSeconds(m.pid)
+	if m.err != nil || err != nil {
+		fmt.Fprintf(os.Stderr, "broker-load: broker CPU of pid %d: %v\n", m.pid, firstNonNil(m.err, err))
+		return
+	}
+	seconds := round(end-m.start, 2)
+	r.BrokerCPUSeconds = &seconds
+	if movedBytes > 0 {
+		perGB := round(seconds/(float64(movedBytes)/bytesPerGB), 3)
+		r.BrokerCPUSecondsPerGB = &perGB
+	}
+}
+
+func firstNonNil(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,216 @@
+package main
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// e2eHeaderSize is the bytes at the start of every e2e value: the record's
+// sequence number and its intended send time, both big-endian uint64.
+const e2eHeaderSize = 16
+
+// monotonicBase anchors the send times carried in e2e values: nanoseconds
+// since it, read from Go's monotonic clock, so wall-clock steps cannot skew
+// latencies. Producer and consumer share the process, hence the base.
+var monotonicBase = time.Now()
+
+func sinceBase() int64 { return int64(time.Since(monotonicBase)) }
+
+// sequenceSet records which sequence numbers arrived.
+type sequenceSet struct {
+	mu   sync.Mutex
+	seen []uint64 // bitset
+}
+
+// add marks sequence and reports whether it was new.
+func (s *sequenceSet) add(sequence uint64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	word, bit := sequence/64, uint64(1)<<(sequence%64)
+	for uint64(len(s.seen)) <= word {
+		s.seen = append(s.seen, 0)
+	}
+	if s.seen[word]&bit != 0 {
+		return false
+	}
+	s.seen[word] |= bit
+	return true
+}
+
+// runEndToEnd produces at a fixed rate of --rate records/s for --duration
+// (or --records) while consumers read the same partitions from the end
+// offsets seen before the first send. Each value carries a sequence number
+// and its intended send time: the schedule's, not the moment Produce was
+// called, so a stalled producer or broker cannot hide latency (coordinated
+// omission). The end-to-end latency is receipt time minus that send time.
+// After producing it flushes, then waits until every acknowledged record has
+// arrived or --idle-timeout passes without one; a missing acknowledged
+// record fails the run.
+func runEndToEnd(ctx context.Context, cfg *Config) (*Result, error) {
+	result := newResult(cfg)
+	result.Producers, result.Consumers, result.Rate = 1, cfg.Consumers, cfg.Rate
+	result.Acks, result.Idempotent, result.Compression = cfg.Acks, cfg.Idempotent, cfg.Compression
+	producer, err := kgo.NewClient(producerOptions(cfg)...)
+	if err != nil {
+		return nil, err
+	}
+	defer producer.Close()
+	// The warm-up record lands before we read the end offsets to consume
+	// from, so the consumers never see it.
+	pool := newPayloadPool(cfg.RecordSize)
+	if err := warmUp(ctx, []*kgo.Client{producer}, pool, cfg.RecordSize); err != nil {
+		return nil, err
+	}
+	partitions, _, end, err := partitionOffsets(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	result.Partitions = len(partitions)
+
+	consumeCtx, cancelConsume := context.WithCancel(ctx)
+	defer cancelConsume()
+	var (
+		received, receivedBytes, duplicates, badValues atomic.Int64
+		lastReceived                                   atomic.Int64 // nanoseconds since start
+		consumeErrors                                  atomic.Int64
+		firstConsumeError                              atomic.Pointer[error]
+		sequences                                      sequenceSet
+		latency                                        = newLockedHistogram()
+		wg                                             sync.WaitGroup
+	)
+	for _, assigned := range assignPartitions(partitions, cfg.Consumers) {
+		if len(assigned) == 0 {
+			continue
+		}
+		offsets := make(map[int32]kgo.Offset, len(assigned))
+		for _, p := range assigned {
+			offsets[p] = kgo.NewOffset().At(end[p])
+		}
+		consumer, err := kgo.NewClient(
+			kgo.SeedBrokers(cfg.Brokers...),
+			kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{cfg.Topic: offsets}),
+		)
+		if err != nil {
+			return nil, err
+		}
+		defer consumer.Close()
+		wg.Go(func() {
+			for consumeCtx.Err() == nil {
+				fetches := consumer.PollFetches(consumeCtx)
+				now := sinceBase()
+				fetches.EachError(func(topic string, partition int32, err error) {
+					if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+						consumeErrors.Add(1)
+						firstConsumeError.CompareAndSwap(nil, &err)
+					}
+				})
+				fetches.EachRecord(func(r *kgo.Record) {
+					if len(r.Value) < e2eHeaderSize {
+						badValues.Add(1)
+						return
+					}
+					sequence := binary.BigEndian.Uint64(r.Value[0:8])
+					sentNanos := int64(binary.BigEndian.Uint64(r.Value[8:16]))
+					if !sequences.add(sequence) {
+						duplicates.Add(1)
+						return
+					}
+					latency.RecordDuration(time.Duration(now - sentNanos))
+					received.Add(1)
+					receivedBytes.Add(int64(len(r.Key) + len(r.Value)))
+					lastReceived.Store(now)
+				})
+			}
+		})
+	}
+
+	// Produce on schedule: record i is due at start + i/rate seconds.
+	var (
+		acked, ackedBytes atomic.Int64
+		counters          produceCounters
+		ackLatency        = newLockedHistogram()
+		sent              int64
+		scheduleLagMax    time.Duration
+		cursor            int
+	)
+	meter := startCPUMeter(cfg.BrokerPID)
+	start := time.Now()
+	startNanos := sinceBase()
+	for ctx.Err() == nil {
+		if cfg.Records > 0 && sent >= cfg.Records {
+			break
+		}
+		due := time.Duration(sent * int64(time.Second) / int64(cfg.Rate))
+		if cfg.Duration > 0 && due >= cfg.Duration {
+			break
+		}
+		if wait := due - time.Since(start); wait > 0 {
+			time.Sleep(wait)
+		} else {
+			scheduleLagMax = max(scheduleLagMax, -wait)
+		}
+		dueNanos := startNanos + int64(due)
+		value := make([]byte, cfg.RecordSize)
+		binary.BigEndian.PutUint64(value[0:8], uint64(sent))
+		binary.BigEndian.PutUint64(value[8:16], uint64(dueNanos))
+		copy(value[e2eHeaderSize:], pool.value(&cursor, cfg.RecordSize)[e2eHeaderSize:])
+		producer.Produce(ctx, &kgo.Record{Value: value}, func(r *kgo.Record, err error) {
+			if err != nil {
+				counters.fail(err)
+				return
+			}
+			ackLatency.RecordDuration(time.Duration(sinceBase() - dueNanos))
+			acked.Add(1)
+			ackedBytes.Add(int64(len(r.Value)))
+		})
+		sent++
+	}
+	if err := producer.Flush(ctx); err != nil {
+		counters.fail(fmt.Errorf("flush: %w", err))
+	}
+
+	reason := waitForConsumers(ctx, cfg.IdleTimeout, monotonicBase, &lastReceived, func() bool {
+		return received.Load() >= acked.Load()
+	})
+	cancelConsume()
+	wg.Wait()
+	meter.stop(result, ackedBytes.Load()+receivedBytes.Load())
+
+	result.Sent, result.Acked, result.Received = sent, acked.Load(), received.Load()
+	result.Records, result.Bytes = result.Received, receivedBytes.Load()
+	result.Duplicates, result.BadValues = duplicates.Load(), badValues.Load()
+	result.Missing = max(result.Acked-result.Received, 0)
+	result.Errors = counters.errors.Load() + consumeErrors.Load()
+	result.setFirstError(counters.firstErr())
+	if p := firstConsumeError.Load(); p != nil {
+		result.setFirstError(*p)
+	}
+	result.setThroughput(time.Duration(lastReceived.Load() - startNanos))
+	latencies := latency.Snapshot()
+	result.setLatency(latencies)
+	if acks := ackLatency.Snapshot(); acks.Count() > 0 {
+		result.AckP99Ms = milliseconds(acks.Quantile(0.99))
+	}
+	result.ScheduleLagMaxMs = milliseconds(int64(scheduleLagMax))
+
+	switch {
+	case counters.errors.Load() > 0:
+		return result, fmt.Errorf("%d records failed to produce, first: %s", counters.errors.Load(), result.FirstError)
+	case result.Missing > 0:
+		if reason == nil {
+			reason = errors.New("not every acknowledged record arrived")
+		}
+		return result, fmt.Errorf("%d acknowledged records never arrived: %w", result.Missing, reason)
+	case result.Duplicates > 0 || result.BadValues > 0:
+		return result, fmt.Errorf("%d duplicates, %d values without the e2e header", result.Duplicates, result.BadValues)
+	}
+	result.OK = true
+	return result, nil
+}

@@ -1,0 +1,147 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// produceCounters are shared by every producer's promises.
+type produceCounters struct {
+	acked      atomic.Int64
+	ackedBytes atomic.Int64
+	errors     atomic.Int64
+	firstError atomic.Pointer[error]
+}
+
+func (c *produceCounters) fail(err error) {
+	c.errors.Add(1)
+	c.firstError.CompareAndSwap(nil, &err)
+}
+
+func (c *produceCounters) firstErr() error {
+	if p := c.firstError.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// runProduce runs cfg.Producers clients, each calling Produce as fast as the
+// client accepts records (it blocks at --max-buffered-records), until
+// --duration has passed or --records have been handed out. The measured time
+// ends when every producer has flushed, so throughput counts only
+// acknowledged records.
+func runProduce(ctx context.Context, cfg *Config) (*Result, error) {
+	result := newResult(cfg)
+	result.Producers, result.Acks, result.Idempotent, result.Compression =
+		cfg.Producers, cfg.Acks, cfg.Idempotent, cfg.Compression
+	partitions, _, _, err := partitionOffsets(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	result.Partitions = len(partitions)
+
+	clients := make([]*kgo.Client, cfg.Producers)
+	for i := range clients {
+		if clients[i], err = kgo.NewClient(producerOptions(cfg)...); err != nil {
+			return nil, err
+		}
+		defer clients[i].Close()
+	}
+	pool := newPayloadPool(cfg.RecordSize)
+	if err := warmUp(ctx, clients, pool, cfg.RecordSize); err != nil {
+		return nil, err
+	}
+	var (
+		counters  produceCounters
+		remaining atomic.Int64 // records not yet handed out, if --records
+		latencies = make([]*lockedHistogram, cfg.Producers)
+		wg        sync.WaitGroup
+	)
+	remaining.Store(cfg.Records)
+	meter := startCPUMeter(cfg.BrokerPID)
+	start := time.Now()
+	var deadline time.Time
+	if cfg.Duration > 0 {
+		deadline = start.Add(cfg.Duration)
+	}
+	for i, client := range clients {
+		latencies[i] = newLockedHistogram()
+		wg.Go(func() {
+			produceLoop(ctx, cfg, client, pool, deadline, &remaining, &counters, latencies[i])
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+
+	latency := NewHistogram()
+	for _, h := range latencies {
+		latency.Merge(h.Snapshot())
+	}
+	result.Records, result.Bytes = counters.acked.Load(), counters.ackedBytes.Load()
+	result.Acked = result.Records
+	result.Errors = counters.errors.Load()
+	result.setFirstError(counters.firstErr())
+	result.setThroughput(elapsed)
+	result.setLatency(latency)
+	meter.stop(result, result.Bytes)
+
+	switch {
+	case ctx.Err() != nil:
+		result.setFirstError(ctx.Err())
+		return result, fmt.Errorf("interrupted: %w", ctx.Err())
+	case result.Errors > 0:
+		return result, fmt.Errorf("%d records failed, first: %s", result.Errors, result.FirstError)
+	case cfg.Records > 0 && cfg.Duration == 0 && result.Records != cfg.Records:
+		return result, fmt.Errorf("acknowledged %d records, want %d", result.Records, cfg.Records)
+	}
+	result.OK = true
+	return result, nil
+}
+
+// warmUp produces one record synchronously through every client, so that
+// connections, metadata and producer IDs are in place before the clock
+// starts. These records are not counted; they stay in the topic.
+func warmUp(ctx context.Context, clients []*kgo.Client, pool *payloadPool, recordSize int) error {
+	cursor := 0
+	for i, client := range clients {
+		record := &kgo.Record{Value: pool.value(&cursor, recordSize)}
+		if err := client.ProduceSync(ctx, record).FirstErr(); err != nil {
+			return fmt.Errorf("producer %d warm-up: %w", i, err)
+		}
+	}
+	return nil
+}
+
+func produceLoop(ctx context.Context, cfg *Config, client *kgo.Client, pool *payloadPool,
+	deadline time.Time, remaining *atomic.Int64, counters *produceCounters, latency *lockedHistogram) {
+	cursor := 0
+	for ctx.Err() == nil {
+		if cfg.Records > 0 && remaining.Add(-1) < 0 {
+			break
+		}
+		sent := time.Now()
+		if !deadline.IsZero() && sent.After(deadline) {
+			break
+		}
+		record := &kgo.Record{Value: pool.value(&cursor, cfg.RecordSize)}
+		size := int64(len(record.Value))
+		// Promises run serially on the client's promise goroutine.
+		client.Produce(ctx, record, func(_ *kgo.Record, err error) {
+			if err != nil {
+				counters.fail(err)
+				return
+			}
+			latency.RecordDuration(time.Since(sent))
+			counters.acked.Add(1)
+			counters.ackedBytes.Add(size)
+		})
+	}
+	if err := client.Flush(ctx); err != nil {
+		counters.fail(fmt.Errorf("flush: %w", err))
+	}
+}
