@@ -68,7 +68,13 @@ func (s *Server) handleFetch(r *request) (reply, error) {
 		resp.SessionID = sess.id
 	}
 	finish := func() { s.runFetch(req, resp, items, sess, incremental) }
-	return reply{resp: resp, finish: finish}, nil
+	release := func() {
+		for _, it := range items {
+			putBuffer(it.records)
+			it.records = nil
+		}
+	}
+	return reply{resp: resp, finish: finish, release: release}, nil
 }
 
 // planFetch resolves the session and lists the partitions to read.
@@ -316,6 +322,9 @@ func (s *Server) readFetchItems(req *kmsg.FetchRequest, items []*fetchItem) (int
 		}
 		if limit < 0 {
 			limit = 0
+		}
+		if it.records == nil {
+			it.records = getBuffer(min(limit, 1<<20))[:0]
 		}
 		var err error
 		it.records, it.res, err = it.p.Read(it.offset, limit, total == 0, it.records)

@@ -18,6 +18,9 @@ type reply struct {
 	finish func()
 	// none means no response is written (Produce with acks=0); finish still runs.
 	none bool
+	// release, when set, runs after resp has been encoded: buffers that resp
+	// borrowed may be reused from then on.
+	release func()
 }
 
 // handler serves one decoded request. A returned error closes the

@@ -75,7 +75,7 @@ func (c *conn) readLoop() {
 			c.s.metrics.badRequests.Inc()
 			return
 		}
-		body := make([]byte, size)
+		body := getBuffer(int(size))
 		if _, err := io.ReadFull(br, body); err != nil {
 			c.logReadEnd(err)
 			return
@@ -95,6 +95,11 @@ func (c *conn) readLoop() {
 		if err != nil {
 			c.log.Warn().Err(err).Int16("api_key", r.key).Int16("version", r.version).Msg("closing connection: request cannot be served")
 			return
+		}
+		if r.key == int16(kmsg.Produce) {
+			// Append copied every batch into the store's write batch; nothing
+			// refers to the request bytes any more.
+			putBuffer(body)
 		}
 		c.replies <- queued{corr: r.corr, version: r.version, key: r.key, reply: rep}
 	}
@@ -202,6 +207,9 @@ func (c *conn) writeLoop() {
 			buf = append(buf, 0)
 		}
 		buf = resp.AppendTo(buf)
+		if q.reply.release != nil {
+			q.reply.release()
+		}
 		binary.BigEndian.PutUint32(buf[:4], uint32(len(buf)-4))
 		c.s.metrics.bytesOut.Add(float64(len(buf)))
 		if _, err := bw.Write(buf); err != nil {
@@ -215,8 +223,8 @@ func (c *conn) writeLoop() {
 				_ = c.nc.Close()
 			}
 		}
-		if cap(buf) > 1<<20 {
-			buf = nil // do not pin a large fetch buffer to an idle connection
+		if cap(buf) > 64<<20 || (cap(buf) > 1<<20 && len(c.replies) == 0) {
+			buf = nil // do not pin a large response buffer to an idle connection
 		}
 	}
 	_ = bw.Flush()
