@@ -118,6 +118,11 @@ func Open(dir string, opts Options) (*Store, error) {
 		WALBytesPerSync:             0,
 		Logger:                      pebbleLogger{opts.Logger},
 	}
+	// Few, large files: a flush of one memtable was cut into two dozen
+	// 2 MiB sstables and blob files, and flushing became the bottleneck of
+	// sustained produce (write stalls at the memtable limit).
+	po.TargetFileSizes[0] = 64 << 20
+	po.FlushSplitBytes = 256 << 20
 	po.EnsureDefaults()
 	el := pebble.MakeLoggingEventListener(pebbleLogger{opts.Logger})
 	po.EventListener = &el
