@@ -67,7 +67,7 @@ func (s *Server) handleFetch(r *request) (reply, error) {
 	if sess != nil {
 		resp.SessionID = sess.id
 	}
-	finish := func() { s.runFetch(req, resp, items, sess, incremental) }
+	finish := func() { s.runFetch(r.c, req, resp, items, sess, incremental) }
 	release := func() {
 		for _, it := range items {
 			putBuffer(it.records)
@@ -195,14 +195,16 @@ func (s *Server) resolveFetchItem(version int16, it *fetchItem) {
 }
 
 // runFetch reads, waits for min_bytes if needed, and fills resp.
-func (s *Server) runFetch(req *kmsg.FetchRequest, resp *kmsg.FetchResponse, items []*fetchItem, sess *fetchSession, incremental bool) {
+func (s *Server) runFetch(c *conn, req *kmsg.FetchRequest, resp *kmsg.FetchResponse, items []*fetchItem, sess *fetchSession, incremental bool) {
 	maxWait := time.Duration(req.MaxWaitMillis) * time.Millisecond
 	if maxWait > maxFetchWait {
 		maxWait = maxFetchWait
 	}
 	minBytes := int(req.MinBytes)
 	var wake chan struct{}
-	if maxWait > 0 && minBytes > 0 {
+	// A fetch that names no partition (and has none in its session) has
+	// nothing to wait for: Kafka answers it at once.
+	if maxWait > 0 && minBytes > 0 && len(items) > 0 {
 		wake = make(chan struct{}, 1)
 		for _, it := range items {
 			if it.p != nil {
@@ -237,6 +239,8 @@ func (s *Server) runFetch(req *kmsg.FetchRequest, resp *kmsg.FetchResponse, item
 			continue
 		case <-timer.C:
 		case <-s.closing:
+		case <-c.readDone:
+			// Nobody will read the answer; free the connection now.
 		}
 		// The wait is over: one last read, then answer.
 		s.readFetchItems(req, items)

@@ -41,14 +41,19 @@ type conn struct {
 	nc      net.Conn
 	log     zerolog.Logger
 	replies chan queued
+	// readDone is closed when the reader stops: the client closed the
+	// connection, sent bytes we refuse, or the server is shutting down.
+	// Replies still waiting (long polls) give up then.
+	readDone chan struct{}
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
 	return &conn{
-		s:       s,
-		nc:      nc,
-		log:     s.log.With().Str("remote", nc.RemoteAddr().String()).Logger(),
-		replies: make(chan queued, s.cfg.MaxInflightRequests),
+		s:        s,
+		nc:       nc,
+		log:      s.log.With().Str("remote", nc.RemoteAddr().String()).Logger(),
+		replies:  make(chan queued, s.cfg.MaxInflightRequests),
+		readDone: make(chan struct{}),
 	}
 }
 
@@ -61,6 +66,7 @@ var errFrame = errors.New("malformed request")
 
 func (c *conn) readLoop() {
 	defer close(c.replies)
+	defer close(c.readDone)
 	br := bufio.NewReaderSize(c.nc, 64<<10)
 	var sizeBuf [4]byte
 	for {

@@ -31,8 +31,18 @@ const (
 	markerPrefix   = "broker-data-format "
 )
 
+// inspectMarker checks dir's FORMAT file without writing anything: nil for
+// a matching marker or an empty directory, an error otherwise.
+func inspectMarker(fs vfs.FS, dir string) error {
+	return checkMarkerMaybeWrite(fs, dir, false)
+}
+
 // checkMarker validates the FORMAT file of dir, writing it on first boot.
 func checkMarker(fs vfs.FS, dir string) error {
+	return checkMarkerMaybeWrite(fs, dir, true)
+}
+
+func checkMarkerMaybeWrite(fs vfs.FS, dir string, write bool) error {
 	path := filepath.Join(dir, markerFileName)
 	f, err := fs.Open(path)
 	if err == nil {
@@ -56,6 +66,9 @@ func checkMarker(fs vfs.FS, dir string) error {
 		if n != lockFileName {
 			return fmt.Errorf("pebblestore: data directory %s is not empty and has no %s marker, so it is not broker data (found %q); choose an empty or new directory", dir, markerFileName, n)
 		}
+	}
+	if !write {
+		return nil
 	}
 	return writeMarker(fs, dir, path)
 }

@@ -71,6 +71,11 @@ func Open(dir string, opts Options) (*Store, error) {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, fmt.Errorf("pebblestore: cannot create data directory %s: %w; check the path and its permissions", dir, err)
 		}
+		// Refuse foreign or newer data before creating anything in it, the
+		// lock file included.
+		if err := inspectMarker(fs, dir); err != nil {
+			return nil, err
+		}
 		var err error
 		lockFile, err = lockDir(dir)
 		if err != nil {
