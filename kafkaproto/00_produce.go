@@ -17,7 +17,9 @@ package kafkaproto
 //     old epoch INVALID_PRODUCER_EPOCH (KIP-98, KIP-360).
 //   - Offsets are assigned on the connection's reader in request order, so a
 //     client pipelining requests (max.in.flight > 1) keeps its order.
-//   - Unknown topics are not created by Produce (as in Kafka).
+//   - Unknown topics are not created by Produce (as in Kafka); internal
+//     topics (__consumer_offsets) refuse client writes with
+//     INVALID_TOPIC_EXCEPTION.
 //
 // Version notes:
 //   - v0-v2 are advertised so that older librdkafka builds enable
@@ -67,6 +69,9 @@ func (s *Server) handleProduce(r *request) (reply, error) {
 		st.Topic = rt.Topic
 		st.Partitions = make([]kmsg.ProduceResponseTopicPartition, len(rt.Partitions))
 		t, topicOK := s.topics.Topic(rt.Topic)
+		// Clients may not write internal topics (Kafka: INVALID_TOPIC_EXCEPTION);
+		// only the coordinators append to them.
+		internal := topics.IsInternalTopic(rt.Topic)
 		for pi, rp := range rt.Partitions {
 			sp := &st.Partitions[pi]
 			*sp = kmsg.NewProduceResponseTopicPartition()
@@ -74,6 +79,10 @@ func (s *Server) handleProduce(r *request) (reply, error) {
 			sp.BaseOffset, sp.LogAppendTime, sp.LogStartOffset = -1, -1, -1
 			if fixedErr != 0 {
 				sp.ErrorCode = fixedErr
+				continue
+			}
+			if internal {
+				sp.ErrorCode = kerr.InvalidTopicException.Code
 				continue
 			}
 			var p *topics.Partition

@@ -3,22 +3,28 @@ package kafkaproto
 // DescribeConfigs: v0-v4
 //
 // Behavior:
-//   - Topic resources list every topic config the broker knows with its
-//     effective value and source: DYNAMIC_TOPIC_CONFIG when set on the topic,
+//   - Topic resources list every topic config the broker knows (Kafka's
+//     non-internal LogConfig names), defaults included, with the effective
+//     value and its source: DYNAMIC_TOPIC_CONFIG when set on the topic,
 //     STATIC_BROKER_CONFIG when the broker's configuration sets the default,
-//     DEFAULT_CONFIG otherwise. config_names (non-null) filters the list;
+//     DEFAULT_CONFIG otherwise. Values are reported as stored, so
+//     cleanup.policy reads compact, delete or compact,delete as it was set
+//     (Kafka Connect checks it). config_names (non-null) filters the list;
 //     unknown names are left out, as Kafka does.
 //   - Broker resources (name "" or this node's ID) list the broker-level
-//     defaults of topic configs under their broker names
-//     (log.retention.ms, message.max.bytes, ...) and a few broker settings.
+//     defaults of topic configs under their broker names (log.retention.ms,
+//     message.max.bytes, ...) and a few broker settings, all read-only:
+//     broker settings are static here.
 //   - include_synonyms (v1+) lists, most specific first, the topic value,
-//     the broker setting and the default (KIP-226).
-//   - Other resource types get INVALID_REQUEST; unknown topics
-//     UNKNOWN_TOPIC_OR_PARTITION.
+//     the broker setting and Kafka's default (KIP-226);
+//     include_documentation (v3+) adds each config's documentation.
+//   - Unknown topics get UNKNOWN_TOPIC_OR_PARTITION, invalid topic names
+//     INVALID_TOPIC_EXCEPTION, another node's ID and other resource types
+//     INVALID_REQUEST.
 //
 // Version notes:
 //   - v0 reports is_default instead of a source; v3 adds config types and
-//     documentation (KIP-569).
+//     documentation (KIP-569); v4 is the flexible version.
 
 import (
 	"fmt"
@@ -49,33 +55,42 @@ func (s *Server) handleDescribeConfigs(r *request) (reply, error) {
 			}
 			return false
 		}
+		fail := func(code int16, msg string) {
+			res.ErrorCode = code
+			res.ErrorMessage = &msg
+		}
 		switch rr.ResourceType {
 		case kmsg.ConfigResourceTypeTopic:
 			t, ok := s.topics.Topic(rr.ResourceName)
 			if !ok {
-				res.ErrorCode = kerr.UnknownTopicOrPartition.Code
-				msg := fmt.Sprintf("topic %q does not exist", rr.ResourceName)
-				res.ErrorMessage = &msg
+				if err := topics.ValidateTopicName(rr.ResourceName); err != nil {
+					fail(kerr.InvalidTopicException.Code, err.Error())
+				} else {
+					fail(kerr.UnknownTopicOrPartition.Code, fmt.Sprintf("topic %q does not exist", rr.ResourceName))
+				}
 				break
 			}
+			set := t.Configs()
+			broker := s.topics.BrokerConfigEntries()
 			for _, e := range t.EffectiveConfigs() {
 				if !want(e.Def.Name) {
 					continue
 				}
-				res.Configs = append(res.Configs, s.describeConfigEntry(req, e.Def.Name, e, t.Configs()))
+				res.Configs = append(res.Configs, s.describeConfigEntry(req, e.Def.Name, e, set, broker))
 			}
 		case kmsg.ConfigResourceTypeBroker:
-			if rr.ResourceName != "" && rr.ResourceName != strconv.Itoa(int(s.cfg.NodeID)) {
-				res.ErrorCode = kerr.InvalidRequest.Code
-				msg := fmt.Sprintf("broker %q is not this broker (node %d)", rr.ResourceName, s.cfg.NodeID)
-				res.ErrorMessage = &msg
+			if code, msg := s.checkBrokerResource(rr.ResourceName); code != 0 {
+				fail(code, msg)
 				break
 			}
-			for _, e := range s.topics.BrokerConfigEntries() {
+			broker := s.topics.BrokerConfigEntries()
+			for _, e := range broker {
 				if !want(e.Def.BrokerSynonym) {
 					continue
 				}
-				res.Configs = append(res.Configs, s.describeConfigEntry(req, e.Def.BrokerSynonym, e, nil))
+				c := s.describeConfigEntry(req, e.Def.BrokerSynonym, e, nil, broker)
+				c.ReadOnly = true
+				res.Configs = append(res.Configs, c)
 			}
 			for _, bc := range s.brokerOnlyConfigs() {
 				if !want(bc.Name) {
@@ -84,16 +99,23 @@ func (s *Server) handleDescribeConfigs(r *request) (reply, error) {
 				res.Configs = append(res.Configs, bc)
 			}
 		default:
-			res.ErrorCode = kerr.InvalidRequest.Code
-			msg := fmt.Sprintf("config resource type %d is not supported", rr.ResourceType)
-			res.ErrorMessage = &msg
+			fail(kerr.InvalidRequest.Code, fmt.Sprintf("config resource type %d is not supported", rr.ResourceType))
 		}
 		resp.Resources = append(resp.Resources, res)
 	}
 	return reply{resp: resp}, nil
 }
 
-func (s *Server) describeConfigEntry(req *kmsg.DescribeConfigsRequest, name string, e topics.ConfigEntry, topicSet map[string]string) kmsg.DescribeConfigsResponseResourceConfig {
+// checkBrokerResource accepts "" (the cluster default, which on one node
+// is this broker) and this node's ID.
+func (s *Server) checkBrokerResource(name string) (int16, string) {
+	if name != "" && name != strconv.Itoa(int(s.cfg.NodeID)) {
+		return kerr.InvalidRequest.Code, fmt.Sprintf("broker %q is not this broker (node %d)", name, s.cfg.NodeID)
+	}
+	return 0, ""
+}
+
+func (s *Server) describeConfigEntry(req *kmsg.DescribeConfigsRequest, name string, e topics.ConfigEntry, topicSet map[string]string, broker []topics.ConfigEntry) kmsg.DescribeConfigsResponseResourceConfig {
 	c := kmsg.NewDescribeConfigsResponseResourceConfig()
 	c.Name = name
 	v := e.Value
@@ -111,20 +133,21 @@ func (s *Server) describeConfigEntry(req *kmsg.DescribeConfigsRequest, name stri
 			syn.Name, syn.Value, syn.Source = e.Def.Name, &tv, kmsg.ConfigSourceDynamicTopicConfig
 			c.ConfigSynonyms = append(c.ConfigSynonyms, syn)
 		}
-		for _, be := range s.topics.BrokerConfigEntries() {
-			if be.Def.Name != e.Def.Name {
-				continue
-			}
-			if be.Source == topics.SourceStaticBroker {
+		synonym := e.Def.BrokerSynonym
+		if synonym == "" {
+			synonym = e.Def.Name
+		}
+		for _, be := range broker {
+			if be.Def.Name == e.Def.Name && be.Source == topics.SourceStaticBroker {
 				bv := be.Value
 				syn := kmsg.NewDescribeConfigsResponseResourceConfigConfigSynonym()
-				syn.Name, syn.Value, syn.Source = e.Def.BrokerSynonym, &bv, kmsg.ConfigSourceStaticBrokerConfig
+				syn.Name, syn.Value, syn.Source = synonym, &bv, kmsg.ConfigSourceStaticBrokerConfig
 				c.ConfigSynonyms = append(c.ConfigSynonyms, syn)
 			}
 		}
 		dv := e.Def.Default
 		syn := kmsg.NewDescribeConfigsResponseResourceConfigConfigSynonym()
-		syn.Name, syn.Value, syn.Source = e.Def.BrokerSynonym, &dv, kmsg.ConfigSourceDefaultConfig
+		syn.Name, syn.Value, syn.Source = synonym, &dv, kmsg.ConfigSourceDefaultConfig
 		c.ConfigSynonyms = append(c.ConfigSynonyms, syn)
 	}
 	return c

@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/vibemq/broker/groups"
 	"github.com/vibemq/broker/topics"
 )
 
@@ -13,6 +14,26 @@ var errorTable = []struct {
 	err  error
 	code *kerr.Error
 }{
+	// Consumer groups first: their errors may carry a storage error's text.
+	{groups.ErrInvalidGroupID, kerr.InvalidGroupID},
+	{groups.ErrInvalidSessionTimeout, kerr.InvalidSessionTimeout},
+	{groups.ErrUnknownMemberID, kerr.UnknownMemberID},
+	{groups.ErrMemberIDRequired, kerr.MemberIDRequired},
+	{groups.ErrIllegalGeneration, kerr.IllegalGeneration},
+	{groups.ErrRebalanceInProgress, kerr.RebalanceInProgress},
+	{groups.ErrFencedInstanceID, kerr.FencedInstanceID},
+	{groups.ErrInconsistentGroupProtocol, kerr.InconsistentGroupProtocol},
+	{groups.ErrGroupMaxSizeReached, kerr.GroupMaxSizeReached},
+	{groups.ErrCoordinatorNotAvailable, kerr.CoordinatorNotAvailable},
+	{groups.ErrNotCoordinator, kerr.NotCoordinator},
+	{groups.ErrGroupIDNotFound, kerr.GroupIDNotFound},
+	{groups.ErrNonEmptyGroup, kerr.NonEmptyGroup},
+	{groups.ErrGroupSubscribedToTopic, kerr.GroupSubscribedToTopic},
+	{groups.ErrOffsetMetadataTooLarge, kerr.OffsetMetadataTooLarge},
+	{groups.ErrInvalidCommitOffsetSize, kerr.InvalidCommitOffsetSize},
+	{groups.ErrUnstableOffsetCommit, kerr.UnstableOffsetCommit},
+	{groups.ErrInvalidRequest, kerr.InvalidRequest},
+	{groups.ErrUnknownServer, kerr.UnknownServerError},
 	{topics.ErrUnknownTopic, kerr.UnknownTopicOrPartition},
 	{topics.ErrTopicExists, kerr.TopicAlreadyExists},
 	{topics.ErrInvalidTopic, kerr.InvalidTopicException},
@@ -30,6 +51,10 @@ var errorTable = []struct {
 	// Produce v3+ with magic 0/1 batches: INVALID_RECORD, as Kafka answers.
 	{topics.ErrUnsupportedMessageFormat, kerr.InvalidRecord},
 	{topics.ErrTransactionalNotReady, kerr.InvalidRecord},
+	{topics.ErrInvalidTimestamp, kerr.InvalidTimestamp},
+	{topics.ErrPolicyViolation, kerr.PolicyViolation},
+	{topics.ErrInvalidRequest, kerr.InvalidRequest},
+	{topics.ErrInvalidReplicaAssignment, kerr.InvalidReplicaAssignment},
 	{topics.ErrStorage, kerr.KafkaStorageError},
 }
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
+	"github.com/vibemq/broker/groups"
 	"github.com/vibemq/broker/topics"
 )
 
@@ -42,6 +43,9 @@ type Config struct {
 	MaxPartitionsPerRequest int
 	// Registerer receives the server's metrics; nil means unregistered.
 	Registerer prometheus.Registerer
+	// Groups is the consumer group coordinator; nil answers the group APIs
+	// with COORDINATOR_NOT_AVAILABLE.
+	Groups *groups.Coordinator
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }

@@ -233,3 +233,26 @@ func FuzzDecodeRequest(f *testing.F) {
 		}
 	})
 }
+
+// TestProduceToInternalTopicRefused pins that clients cannot write
+// __consumer_offsets: forged commits would be visible to tools reading it.
+func TestProduceToInternalTopicRefused(t *testing.T) {
+	_, addr := startTestServer(t)
+	cl := newClient(t, addr)
+	req := kmsg.NewPtrProduceRequest()
+	req.Acks = -1
+	req.TimeoutMillis = 1000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = "__consumer_offsets"
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Records = []byte{0}
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(context.Background(), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := resp.Topics[0].Partitions[0].ErrorCode; code != kerr.InvalidTopicException.Code {
+		t.Fatalf("produce to __consumer_offsets: error %d, want INVALID_TOPIC_EXCEPTION", code)
+	}
+}

@@ -22,6 +22,12 @@ type Batch struct {
 // NewBatch starts an empty write batch.
 func (s *Store) NewBatch() *Batch { return &Batch{s: s, b: s.db.NewBatch()} }
 
+// NewBatchWithSize starts an empty batch with room for about size bytes of
+// keys and values, so that adding large values does not grow it repeatedly.
+func (s *Store) NewBatchWithSize(size int) *Batch {
+	return &Batch{s: s, b: s.db.NewBatchWithSize(size)}
+}
+
 // Set writes key=value. The bytes are copied.
 func (b *Batch) Set(key, value []byte) { _ = b.b.Set(key, value, nil) }
 
@@ -90,11 +96,15 @@ func (b *Batch) Close() {
 
 // Iter iterates keys in [lower, upper) of a consistent view.
 type Iter struct {
-	it *pebble.Iterator
+	it     *pebble.Iterator
+	closed bool
 }
 
 // NewIter opens an iterator over [lower, upper). upper may be nil.
 func (s *Store) NewIter(lower, upper []byte) (*Iter, error) {
+	if s.closed.Load() {
+		return nil, ErrClosed
+	}
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
 	if err != nil {
 		return nil, fmt.Errorf("pebblestore: new iterator: %w", err)
@@ -132,8 +142,16 @@ func (i *Iter) Value() ([]byte, error) { return i.it.ValueAndErr() }
 // SetBounds changes the iterator's bounds; it must be positioned again.
 func (i *Iter) SetBounds(lower, upper []byte) { i.it.SetBounds(lower, upper) }
 
-// Close releases the iterator and returns any error it met.
-func (i *Iter) Close() error { return i.it.Close() }
+// Close releases the iterator and returns any error it met. Closing twice
+// is a no-op: Pebble pools iterators, so a second Close on the Pebble
+// iterator would close another reader's iterator.
+func (i *Iter) Close() error {
+	if i.closed {
+		return nil
+	}
+	i.closed = true
+	return i.it.Close()
+}
 
 // LogData adds a WAL-only record that changes no key. A batch holding only
 // LogData still goes through the commit pipeline, so Wait on it is a

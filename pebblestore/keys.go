@@ -21,11 +21,32 @@ import (
 //	0x04    "cluster-id"                                 cluster ID string, chosen at first boot
 //	0x10    topicID [16] | partition u32 | base u64      raw Kafka v2 RecordBatch, as stored
 //	0x11    topicID [16] | partition u32 | base u64      batch index: last offset u64 | max timestamp i64 | size u32
-//	0x12    topicID [16] | partition u32                 partition state: log start offset u64
+//	0x12    topicID [16] | partition u32                 partition state (below)
 //	0x13    topicID [16] | partition u32 | producer u64  idempotent producer state (see topics/producer.go)
-//	0x20-2f reserved: consumer groups
-//	0x30-3f reserved: native queues and dead letters
-//	0x40-4f reserved: event store
+//	0x14    topicID [16] | partition u32 | base u64      segment summary (below)
+//	0x20    groupID u64                                  consumer group row: u16 name length | name | last GroupMetadataValue (see groups/store.go)
+//	0x21    groupID u64 | topicID [16] | partition u32   committed offset: u16 topic length | topic | OffsetCommitValue (see groups/store.go)
+//	0x22-2f reserved: consumer groups
+//	0x30    queue name                                   queue ID u32 (queue catalog; the name is the whole suffix)
+//	0x31    queueID u32                                  queue record (JSON: name, kind, topic ID, attributes)
+//	0x32    "next-queue-id" | "receipt-key"              u32 next queue ID (never reused) | 32-byte receipt HMAC key
+//	0x33    queueID u32 | partition u32 | offset u64     delivery state of one message (see queues/state.go)
+//	0x34    queueID u32 | band u8 | due u64 | part u32 | offset u64   ready index, band = 255 - priority (empty value)
+//	0x35    queueID u32 | deadline u64 | part u32 | offset u64       lease index -> epoch u32
+//	0x36    queueID u32 | expireAt u64 | part u32 | offset u64       expiry index: TTL and retention (empty value)
+//	0x37    queueID u32 | dedup hash [16]                dedup entry: partition u32 | offset u64 | expires u64
+//	0x38    queueID u32 | expires u64 | dedup hash [16]  dedup expiry index (empty value)
+//	0x39    queueID u32 | done u64 | part u32 | offset u64           retained terminal index (retain_acked_ms)
+//	0x3a    task ID u64                                  redrive task (JSON, see queues/redrive.go)
+//	0x3b-3f reserved: native queues
+//	0x40    storeName                                    event store record (JSON: id, name, topic ID, created)
+//	0x41    "next-store-id"                              u32 next unallocated event store ID (IDs are never reused)
+//	0x42    storeID u32 | streamName                     streamID u64 (stream catalog)
+//	0x43    storeID u32 | streamID u64                   stream head (see events/keys.go)
+//	0x44    storeID u32 | streamID u64 | revision u64   position u64 (stream index)
+//	0x45    storeID u32 | sha256(eventID)[:16]           idempotency entry (see events/keys.go)
+//	0x46    storeID u32 | second u64                     first position whose timestamp is in that Unix second
+//	0x47-4f reserved: event store
 //	0x50-5f reserved: transactions
 //
 // Invariants:
@@ -35,6 +56,35 @@ import (
 //     starts at last(B)+1, except where compaction has removed whole batches.
 //   - Offsets below the partition's log start offset may still have keys while
 //     a range deletion is pending; readers never look below the log start.
+//   - Segments (0x14) cut a partition's batches into consecutive ranges, the
+//     units of retention and compaction (Kafka's log segments): every batch
+//     belongs to the segment with the greatest base <= its base, and the
+//     last segment is the active one, which appends extend. A segment row
+//     sums its batches' index rows and is written in the same Pebble batch
+//     as every change to them. Retention deletes whole segments, batches,
+//     index rows and segment rows together, with range deletions.
+//
+// Partition state row (0x12), 24 bytes (an 8-byte row holds the log start
+// offset alone):
+//
+//	logStart u64 | cleanerCheckpoint u64 | tombstoneHorizon i64
+//
+// logStart is the first offset readers may ask for; when retention deletes
+// every batch it equals the log end offset, which recovery then takes from
+// it. cleanerCheckpoint is the offset below which compaction has cleaned
+// (Kafka's cleaner-offset-checkpoint). tombstoneHorizon is the earliest time
+// (Unix ms) at which a tombstone kept by compaction may be removed, -1 when
+// none waits.
+//
+// Segment row (0x14), 40 bytes:
+//
+//	lastOffset u64 | size u64 | records u64 | rollTimestamp i64 | maxTimestamp i64
+//
+// lastOffset is the last offset of its last batch; size and records sum its
+// batches' bytes and NumRecords; rollTimestamp is the max timestamp of its
+// first batch (segment.ms counts from it); maxTimestamp is the largest batch
+// max timestamp (retention.ms counts from it). Timestamps of batches without
+// one are the broker's append time.
 const (
 	PrefixFormat         byte = 0x01
 	PrefixTopic          byte = 0x02
@@ -44,6 +94,33 @@ const (
 	PrefixBatchIndex     byte = 0x11
 	PrefixPartitionState byte = 0x12
 	PrefixProducerState  byte = 0x13
+	PrefixSegment        byte = 0x14
+
+	// Consumer groups (groups/store.go builds these keys).
+	PrefixGroup       byte = 0x20
+	PrefixGroupOffset byte = 0x21
+
+	// Native queues and dead-letter queues (package queues).
+	PrefixQueueName      byte = 0x30
+	PrefixQueue          byte = 0x31
+	PrefixQueueSingleton byte = 0x32
+	PrefixQueueState     byte = 0x33
+	PrefixQueueReady     byte = 0x34
+	PrefixQueueLease     byte = 0x35
+	PrefixQueueExpiry    byte = 0x36
+	PrefixQueueDedup     byte = 0x37
+	PrefixQueueDedupExp  byte = 0x38
+	PrefixQueueRetained  byte = 0x39
+	PrefixQueueTask      byte = 0x3a
+
+	// Event store (events/keys.go builds these keys).
+	PrefixEventStore       byte = 0x40
+	PrefixEventStoreNextID byte = 0x41
+	PrefixEventStream      byte = 0x42
+	PrefixEventStreamHead  byte = 0x43
+	PrefixEventStreamIndex byte = 0x44
+	PrefixEventIdempotency byte = 0x45
+	PrefixEventTimeIndex   byte = 0x46
 )
 
 // TopicID is a Kafka topic UUID.
@@ -103,6 +180,11 @@ func TopicTablePrefix(prefix byte, id TopicID) []byte {
 // PartitionStateKey is the key of a partition's state row.
 func PartitionStateKey(id TopicID, partition int32) []byte {
 	return partitionKey(PrefixPartitionState, id, partition, 0)
+}
+
+// SegmentKey is the key of the summary row of the segment starting at base.
+func SegmentKey(id TopicID, partition int32, base int64) []byte {
+	return binary.BigEndian.AppendUint64(partitionKey(PrefixSegment, id, partition, 8), uint64(base))
 }
 
 // ProducerStateKey is the key of one producer's state in one partition.

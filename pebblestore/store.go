@@ -188,6 +188,9 @@ func (s *Store) Close() error {
 
 // Get returns a copy of the value stored at key, or ErrNotFound.
 func (s *Store) Get(key []byte) ([]byte, error) {
+	if s.closed.Load() {
+		return nil, ErrClosed
+	}
 	v, closer, err := s.db.Get(key)
 	if errors.Is(err, pebble.ErrNotFound) {
 		return nil, ErrNotFound

@@ -16,7 +16,9 @@ type Append struct {
 	Partition *Partition
 	// Batch holds exactly one v2 RecordBatch as the producer sent it. Append
 	// rewrites its header in place (base offset; max timestamp and CRC under
-	// LogAppendTime), so the caller must not share it.
+	// LogAppendTime), so the caller must not share it; when the topic's
+	// compression.type names another codec, Append replaces it with the
+	// recompressed batch.
 	Batch []byte
 
 	// Extra, when set, is called once the batch is accepted, with the Pebble
@@ -65,11 +67,28 @@ func (m *Manager) Append(appends []*Append, now int64) *PendingAppend {
 			a.Err = ErrUnknownTopic
 			continue
 		}
-		t := a.Partition.Topic
-		h, err := ValidateBatch(a.Batch, ValidateOptions{MaxBatchBytes: t.maxMessageBytes(), RequireKeys: t.isCompacted()})
+		settings := a.Partition.Topic.currentSettings()
+		opts := ValidateOptions{MaxBatchBytes: settings.maxMessageBytes, RequireKeys: settings.compact}
+		if !settings.logAppendTime {
+			opts.CheckTimestamps = true
+			opts.MinTimestamp, opts.MaxTimestamp = settings.timestampBounds(now)
+		}
+		h, err := ValidateBatch(a.Batch, opts)
 		if err != nil {
 			a.Err = err
 			continue
+		}
+		if settings.logAppendTime && h.LogAppendTime() {
+			// Kafka LogValidator.validateTimestamp: the broker, not the
+			// producer, sets the LogAppendTime attribute.
+			a.Err = fmt.Errorf("%w: the producer set the LogAppendTime attribute; only the broker may", ErrInvalidTimestamp)
+			continue
+		}
+		if settings.recompress && h.Codec() != settings.compression {
+			if h, err = recompressBatch(a, h, settings); err != nil {
+				a.Err = err
+				continue
+			}
 		}
 		if h.IsTransactional() {
 			a.Err = fmt.Errorf("%w: batch has the transactional flag", ErrTransactionalNotReady)
@@ -100,10 +119,13 @@ func (m *Manager) Append(appends []*Append, now int64) *PendingAppend {
 		p         *Partition
 		next      int64
 		producers map[int64]*producerState
+		active    *segment
+		// bytes and records appended, added to the size counters on success
+		bytes, records int64
 	}
 	undos := make([]undo, 0, len(locked))
 	for _, p := range locked {
-		undos = append(undos, undo{p: p, next: p.mu.nextOffset, producers: map[int64]*producerState{}})
+		undos = append(undos, undo{p: p, next: p.mu.nextOffset, producers: map[int64]*producerState{}, active: p.mu.active})
 	}
 	undoOf := func(p *Partition) *undo {
 		for i := range undos {
@@ -114,7 +136,11 @@ func (m *Manager) Append(appends []*Append, now int64) *PendingAppend {
 		return nil
 	}
 
-	b := m.store.NewBatch()
+	size := 0
+	for _, c := range ok {
+		size += len(c.a.Batch) + 256 // batch, index row, producer row, keys
+	}
+	b := m.store.NewBatchWithSize(size)
 	needBarrier := false
 	for _, c := range ok {
 		a, h, p := c.a, c.h, c.a.Partition
@@ -158,11 +184,19 @@ func (m *Manager) Append(appends []*Append, now int64) *PendingAppend {
 		b.Set(pebblestore.BatchKey(p.Topic.ID, p.Index, base), a.Batch)
 		b.Set(pebblestore.BatchIndexKey(p.Topic.ID, p.Index, base),
 			batchIndex{LastOffset: a.end - 1, MaxTimestamp: maxTS, Size: uint32(len(a.Batch))}.encode())
+		segTS := maxTS
+		if segTS < 0 {
+			segTS = now // a batch without timestamps ages from its append
+		}
+		seg := p.extendActiveLocked(p.Topic.currentSettings(), base, a.end-1, len(a.Batch), h.NumRecords, segTS)
+		b.Set(pebblestore.SegmentKey(p.Topic.ID, p.Index, seg.Base), seg.encode())
+		u := undoOf(p)
+		u.bytes += int64(len(a.Batch))
+		u.records += int64(h.NumRecords)
 		if a.Extra != nil {
 			a.Extra(b, base)
 		}
 		if h.ProducerID >= 0 {
-			u := undoOf(p)
 			if _, saved := u.producers[h.ProducerID]; !saved {
 				u.producers[h.ProducerID] = st.clone()
 			}
@@ -187,6 +221,7 @@ func (m *Manager) Append(appends []*Append, now int64) *PendingAppend {
 	if applyErr != nil {
 		for _, u := range undos {
 			u.p.mu.nextOffset = u.next
+			u.p.mu.active = u.active
 			for id, st := range u.producers {
 				if st == nil {
 					delete(u.p.mu.producers, id)
@@ -203,6 +238,11 @@ func (m *Manager) Append(appends []*Append, now int64) *PendingAppend {
 		}
 		b.Close()
 		b = nil
+	} else {
+		for _, u := range undos {
+			u.p.sizeBytes.Add(u.bytes)
+			u.p.records.Add(u.records)
+		}
 	}
 	for _, p := range locked {
 		p.mu.Unlock()
@@ -237,6 +277,28 @@ func (pa *PendingAppend) Wait() error {
 		pa.m.log.Error().Err(err).Msg("store sync failed; produce requests answered with a storage error")
 	}
 	return err
+}
+
+// recompressBatch rewrites a.Batch in the topic's compression.type, as
+// Kafka's LogValidator does when the producer's codec differs: same records,
+// offsets deltas, timestamps and producer fields, a new CRC. This is the one
+// case where a batch is not stored as received.
+func recompressBatch(a *Append, h BatchHeader, settings *topicSettings) (BatchHeader, error) {
+	_, records, err := DecodeRecords(a.Batch)
+	if err != nil {
+		return h, err
+	}
+	nh := h
+	nh.Attributes = h.Attributes&^batchAttributeCodecMask | int16(settings.compression)
+	out, err := EncodeBatch(nh, records)
+	if err != nil {
+		return h, err
+	}
+	if settings.maxMessageBytes > 0 && len(out) > settings.maxMessageBytes {
+		return h, fmt.Errorf("%w: batch is %d bytes in the topic's compression.type, above max.message.bytes %d", ErrMessageTooLarge, len(out), settings.maxMessageBytes)
+	}
+	a.Batch = out
+	return ParseBatchHeader(out)
 }
 
 // incrementSequence adds delta to a producer sequence, wrapping at MaxInt32

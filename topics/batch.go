@@ -67,6 +67,7 @@ const (
 	batchAttributeLogAppendTime = 0x08
 	batchAttributeTransactional = 0x10
 	batchAttributeControl       = 0x20
+	batchAttributeDeleteHorizon = 0x40
 )
 
 var batchCRCTable = crc32.MakeTable(crc32.Castagnoli)
@@ -125,6 +126,11 @@ func (h BatchHeader) IsTransactional() bool { return h.Attributes&batchAttribute
 // IsControl reports whether the batch holds a control record (transaction
 // marker, attribute bit 5). Only the broker writes control batches.
 func (h BatchHeader) IsControl() bool { return h.Attributes&batchAttributeControl != 0 }
+
+// HasDeleteHorizon reports whether compaction has stamped the batch with a
+// delete horizon (attribute bit 6, KIP-534); the horizon is then its
+// BaseTimestamp.
+func (h BatchHeader) HasDeleteHorizon() bool { return h.Attributes&batchAttributeDeleteHorizon != 0 }
 
 // LastOffset is the offset of the last record the batch covers.
 func (h BatchHeader) LastOffset() int64 { return h.BaseOffset + int64(h.LastOffsetDelta) }
@@ -188,6 +194,12 @@ type ValidateOptions struct {
 	MaxBatchBytes int
 	// RequireKeys refuses records with a null key (compacted topics).
 	RequireKeys bool
+	// CheckTimestamps requires the timestamp of every record (the base
+	// timestamp plus its delta; -1 means none and is not checked) to lie in
+	// [MinTimestamp, MaxTimestamp]: Kafka's message.timestamp.before.max.ms
+	// and after.max.ms on CreateTime topics (ErrInvalidTimestamp).
+	CheckTimestamps            bool
+	MinTimestamp, MaxTimestamp int64
 }
 
 // ValidateBatch checks the records field of one partition of a Produce
@@ -208,10 +220,12 @@ type ValidateOptions struct {
 //   - records that do not decode (bad varints, negative or overlong
 //     lengths, bytes left inside a record), offset deltas other than
 //     0..NumRecords-1 in order, a record count other than NumRecords, bytes
-//     after the last record, a null key when opts.RequireKeys: ErrInvalidRecord.
+//     after the last record, a null key when opts.RequireKeys: ErrInvalidRecord;
+//   - with opts.CheckTimestamps, a record timestamp outside the bounds:
+//     ErrInvalidTimestamp.
 //
-// Timestamps, the base offset (Kafka wants 0 from clients; the broker
-// overwrites it anyway) and producer state are not checked here.
+// Timestamps unless asked, the base offset (Kafka wants 0 from clients; the
+// broker overwrites it anyway) and producer state are not checked here.
 //
 // Uncompressed batches are walked in place without allocating; compressed
 // ones are decompressed into a pooled buffer. ValidateBatch never panics and
@@ -306,6 +320,12 @@ func batchValidateRecords(raw []byte, h *BatchHeader, opts ValidateOptions) erro
 		}
 		if opts.RequireKeys && r.key == nil {
 			return fmt.Errorf("%w: record %d has a null key; compacted topics need a key on every record", ErrInvalidRecord, i)
+		}
+		if opts.CheckTimestamps {
+			if ts := h.BaseTimestamp + r.timestampDelta; ts != -1 && (ts < opts.MinTimestamp || ts > opts.MaxTimestamp) {
+				return fmt.Errorf("%w: timestamp %d of record %d is out of range; the timestamp should be within [%d, %d]",
+					ErrInvalidTimestamp, ts, i, opts.MinTimestamp, opts.MaxTimestamp)
+			}
 		}
 		pos += n
 	}

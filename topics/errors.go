@@ -17,4 +17,18 @@ var (
 	ErrTopicDeleted          = errors.New("topics: topic is being deleted")
 	ErrStorage               = errors.New("topics: storage error")
 	ErrTransactionalNotReady = errors.New("topics: transactional produce is not supported yet")
+
+	// ErrInvalidTimestamp: a CreateTime record timestamp outside the
+	// topic's message.timestamp.before/after.max.ms window. Kafka
+	// INVALID_TIMESTAMP.
+	ErrInvalidTimestamp = errors.New("topics: invalid timestamp")
+	// ErrPolicyViolation: DeleteRecords on a topic whose cleanup.policy
+	// lacks delete. Kafka POLICY_VIOLATION.
+	ErrPolicyViolation = errors.New("topics: policy violation")
+	// ErrInvalidRequest: a request that contradicts itself (a null config
+	// value, an unknown config operation). Kafka INVALID_REQUEST.
+	ErrInvalidRequest = errors.New("topics: invalid request")
+	// ErrInvalidReplicaAssignment: a replica assignment naming another
+	// broker. Kafka INVALID_REPLICA_ASSIGNMENT.
+	ErrInvalidReplicaAssignment = errors.New("topics: invalid replica assignment")
 )

@@ -255,6 +255,14 @@ func TestCreateTopicValidation(t *testing.T) {
 	if _, err := m.CreateTopic("x", 1, nil, false); !errors.Is(err, ErrTopicExists) {
 		t.Errorf("duplicate: %v", err)
 	}
+	if _, err := m.CreateTopic("a.b", 1, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"a_b"} {
+		if _, err := m.CreateTopic(name, 1, nil, false); !errors.Is(err, ErrInvalidTopic) {
+			t.Errorf("%q next to a.b: %v, want ErrInvalidTopic (collision)", name, err)
+		}
+	}
 }
 
 // TestCrashKeepsAcknowledgedAppends appends from several goroutines, takes

@@ -1,5 +1,7 @@
-// Package topics owns partition logs: the topic catalog, appends with offset
-// assignment and idempotent-producer checks, reads, and producer IDs. It
+// Package topics owns partition logs: the topic catalog and topic configs,
+// appends with offset assignment and idempotent-producer checks, reads,
+// producer IDs, and the decisions of retention (retention.go) and
+// compaction (compaction.go) over log segments (segments.go). It
 // stores everything through pebblestore and knows nothing of the Kafka wire
 // protocol beyond the RecordBatch format that the logs are made of. Functions
 // that depend on time take it as an argument.
@@ -13,8 +15,9 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/rs/zerolog"
 	"github.com/vibemq/broker/pebblestore"
@@ -35,6 +38,20 @@ type Config struct {
 	BrokerDefaults map[string]string
 	// MaxPartitionsPerTopic bounds CreateTopics; 0 means 10000.
 	MaxPartitionsPerTopic int32
+
+	// Background work (see retention.go and compaction.go); zero values
+	// take the defaults.
+
+	// RetentionDeletionsPerCall bounds how many partitions one
+	// EnforceRetention call trims; default 64.
+	RetentionDeletionsPerCall int
+	// CompactionMapEntries bounds the keys one compaction pass
+	// deduplicates, and so its memory (about 48 bytes a key, as Kafka's
+	// log.cleaner.dedupe.buffer.size bounds its offset map); default 1<<20.
+	CompactionMapEntries int
+	// CompactionBytesPerCall bounds the batch bytes one Compact call reads;
+	// a cleaning pass continues over as many calls as it needs; default 32 MiB.
+	CompactionBytesPerCall int64
 }
 
 // Validate checks the config.
@@ -42,10 +59,8 @@ func (c *Config) Validate() error {
 	if c.DefaultPartitions < 1 {
 		return fmt.Errorf("topics: default partitions must be at least 1, got %d", c.DefaultPartitions)
 	}
-	for k, v := range c.BrokerDefaults {
-		if err := ValidateConfigValue(k, &v); err != nil {
-			return fmt.Errorf("topics: broker default: %w", err)
-		}
+	if err := ValidateTopicConfigs(c.BrokerDefaults, nil); err != nil {
+		return fmt.Errorf("topics: broker default: %w", err)
 	}
 	return nil
 }
@@ -59,6 +74,11 @@ type Manager struct {
 	store     *pebblestore.Store
 	log       zerolog.Logger
 	clusterID string
+
+	// cleaning is the compaction pass in progress (compaction.go); only the
+	// caller of Compact touches it, under cleaningMu.
+	cleaningMu sync.Mutex
+	cleaning   *cleaningPass
 
 	mu struct {
 		sync.RWMutex
@@ -83,6 +103,9 @@ type Topic struct {
 	configs    map[string]string
 	deleted    bool
 	m          *Manager
+	// settings are the effective configs parsed, replaced whole with
+	// configs (under mu) and read without a lock.
+	settings atomic.Pointer[topicSettings]
 }
 
 // topicRecord is the catalog row (value of pebblestore.TopicKey), JSON encoded.
@@ -98,6 +121,15 @@ type topicRecord struct {
 func Open(store *pebblestore.Store, cfg Config) (*Manager, error) {
 	if cfg.MaxPartitionsPerTopic == 0 {
 		cfg.MaxPartitionsPerTopic = 10000
+	}
+	if cfg.RetentionDeletionsPerCall <= 0 {
+		cfg.RetentionDeletionsPerCall = 64
+	}
+	if cfg.CompactionMapEntries <= 0 {
+		cfg.CompactionMapEntries = 1 << 20
+	}
+	if cfg.CompactionBytesPerCall <= 0 {
+		cfg.CompactionBytesPerCall = 32 << 20
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -130,6 +162,7 @@ func Open(store *pebblestore.Store, cfg Config) (*Manager, error) {
 		if t.configs == nil {
 			t.configs = map[string]string{}
 		}
+		t.refreshSettings()
 		for i := int32(0); i < rec.Partitions; i++ {
 			p, err := recoverPartition(store, t, i)
 			if err != nil {
@@ -246,18 +279,29 @@ func (m *Manager) CreateTopic(name string, partitions int32, configs map[string]
 	}
 	clean := make(map[string]string, len(configs))
 	for k, v := range configs {
-		if err := ValidateConfigValue(k, &v); err != nil {
-			return nil, err
-		}
 		clean[k] = v
+	}
+	if err := ValidateTopicConfigs(clean, m.cfg.BrokerDefaults); err != nil {
+		return nil, err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if _, ok := m.mu.byName[name]; ok {
 		return nil, fmt.Errorf("%w: %s", ErrTopicExists, name)
 	}
+	// Kafka refuses names that differ only in '.' versus '_': both map to
+	// the same metric names.
+	if collide := metricName(name); collide != name || strings.ContainsRune(name, '_') {
+		for other := range m.mu.byName {
+			if metricName(other) == collide {
+				return nil, fmt.Errorf("%w: %q collides with existing topic %q ('.' and '_' are the same in metric names)", ErrInvalidTopic, name, other)
+			}
+		}
+	}
 	if validateOnly {
-		return &Topic{Name: name, configs: clean, m: m, partitions: make([]*Partition, partitions)}, nil
+		t := &Topic{Name: name, configs: clean, m: m, partitions: make([]*Partition, partitions)}
+		t.refreshSettings()
+		return t, nil
 	}
 	var id TopicID
 	for {
@@ -269,6 +313,7 @@ func (m *Manager) CreateTopic(name string, partitions int32, configs map[string]
 		}
 	}
 	t := &Topic{Name: name, ID: id, configs: clean, m: m}
+	t.refreshSettings()
 	for i := int32(0); i < partitions; i++ {
 		t.partitions = append(t.partitions, newPartition(t, i, 0, 0))
 	}
@@ -313,16 +358,19 @@ func (m *Manager) DeleteTopic(name string) error {
 	parts := t.partitions
 	t.mu.Unlock()
 
+	// Mark the partitions first: background work (retention, compaction)
+	// checks the mark under the partition lock before it applies a write, so
+	// none can land after the range deletions below.
+	for _, p := range parts {
+		p.markDeleted()
+	}
 	b := m.store.NewBatch()
 	b.Delete(pebblestore.TopicKey(t.ID))
-	for _, prefix := range []byte{pebblestore.PrefixBatch, pebblestore.PrefixBatchIndex, pebblestore.PrefixPartitionState, pebblestore.PrefixProducerState} {
+	for _, prefix := range []byte{pebblestore.PrefixBatch, pebblestore.PrefixBatchIndex, pebblestore.PrefixPartitionState, pebblestore.PrefixProducerState, pebblestore.PrefixSegment} {
 		p := pebblestore.TopicTablePrefix(prefix, t.ID)
 		b.DeleteRange(p, pebblestore.PrefixEnd(p))
 	}
 	err := b.Commit()
-	for _, p := range parts {
-		p.markDeleted()
-	}
 	if err != nil {
 		return fmt.Errorf("%w: deleting topic %s: %v", ErrStorage, name, err)
 	}
@@ -397,6 +445,9 @@ func (t *Topic) EffectiveConfigs() []ConfigEntry {
 	out := make([]ConfigEntry, 0, len(topicConfigDefs))
 	for i := range topicConfigDefs {
 		d := &topicConfigDefs[i]
+		if d.Internal {
+			continue
+		}
 		e := ConfigEntry{Def: d, Value: d.Default, Source: SourceDefault}
 		if v, ok := t.m.cfg.BrokerDefaults[d.Name]; ok {
 			e.Value, e.Source = v, SourceStaticBroker
@@ -415,6 +466,9 @@ func (m *Manager) BrokerConfigEntries() []ConfigEntry {
 	out := make([]ConfigEntry, 0, len(topicConfigDefs))
 	for i := range topicConfigDefs {
 		d := &topicConfigDefs[i]
+		if d.Internal || d.BrokerSynonym == "" {
+			continue
+		}
 		e := ConfigEntry{Def: d, Value: d.Default, Source: SourceDefault}
 		if v, ok := m.cfg.BrokerDefaults[d.Name]; ok {
 			e.Value, e.Source = v, SourceStaticBroker
@@ -424,24 +478,11 @@ func (m *Manager) BrokerConfigEntries() []ConfigEntry {
 	return out
 }
 
-func (t *Topic) maxMessageBytes() int {
-	n, err := strconv.Atoi(t.Config("max.message.bytes"))
-	if err != nil {
-		return 1048588
-	}
-	return n
-}
+func (t *Topic) maxMessageBytes() int { return t.currentSettings().maxMessageBytes }
 
-func (t *Topic) isCompacted() bool {
-	for _, p := range splitList(t.Config("cleanup.policy")) {
-		if p == "compact" {
-			return true
-		}
-	}
-	return false
-}
+func (t *Topic) isCompacted() bool { return t.currentSettings().compact }
 
-func (t *Topic) logAppendTime() bool { return t.Config("message.timestamp.type") == "LogAppendTime" }
+func (t *Topic) logAppendTime() bool { return t.currentSettings().logAppendTime }
 
 func splitList(v string) []string {
 	var out []string
@@ -502,6 +543,8 @@ func (m *Manager) AllocateProducerID() (int64, error) {
 	m.producerIDs.next++
 	return id, nil
 }
+
+func metricName(topic string) string { return strings.ReplaceAll(topic, ".", "_") }
 
 // IsInternalTopic reports whether name is one of Kafka's internal topics.
 func IsInternalTopic(name string) bool {

@@ -19,8 +19,15 @@ import (
 //     is synced. Readers never see records at or above it.
 //   - logStart is the first offset readers may ask for.
 //
-// The owner of each field: mu guards nextOffset, producers and waiters;
-// highWatermark and logStart are atomics written under mu and read freely.
+// The owner of each field: mu guards nextOffset, producers, waiters, the
+// active segment and the cleaner's state; highWatermark, logStart and the
+// size counters are atomics written under mu and read freely. logStart moves
+// forward only (retention, DeleteRecords), under mu, before the write that
+// makes the move durable is applied.
+//
+// cleaner serializes the background work that rewrites or deletes stored
+// batches of the partition (retention's deletions, compaction); it is taken
+// before mu and never held by the produce or fetch paths.
 type Partition struct {
 	Topic *Topic
 	Index int32
@@ -30,12 +37,23 @@ type Partition struct {
 	highWatermark atomic.Int64
 	logStart      atomic.Int64
 	deleted       atomic.Bool
+	// sizeBytes and records sum the stored batches (metrics).
+	sizeBytes atomic.Int64
+	records   atomic.Int64
+
+	cleaner sync.Mutex
 
 	mu struct {
 		sync.Mutex
 		nextOffset int64
 		producers  map[int64]*producerState
 		waiters    map[chan<- struct{}]struct{}
+		// active is the segment appends extend, replaced (never modified)
+		// on every append; nil when the log holds no batch.
+		active *segment
+		// cleanerCheckpoint and tombstoneHorizon: see partitionState.
+		cleanerCheckpoint int64
+		tombstoneHorizon  int64
 	}
 }
 
@@ -47,24 +65,29 @@ func newPartition(t *Topic, index int32, logStart, next int64) *Partition {
 	p.mu.nextOffset = next
 	p.mu.producers = make(map[int64]*producerState)
 	p.mu.waiters = make(map[chan<- struct{}]struct{})
+	p.mu.tombstoneHorizon = -1
 	return p
 }
 
 // recoverPartition rebuilds a partition's offsets and producer state from
-// the store: the log start from its state row, the log end from the last
-// batch index row, producers from their rows.
+// the store: the log start and the cleaner's state from its state row, the
+// log end from the last batch index row (or the log start when retention
+// deleted every batch), the segments from their rows, producers from theirs.
+// Its cost grows with the number of segments, not with the data.
 func recoverPartition(store *pebblestore.Store, t *Topic, index int32) (*Partition, error) {
-	var logStart, next int64
-	state, err := store.Get(pebblestore.PartitionStateKey(t.ID, index))
+	var next int64
+	st := partitionState{TombstoneHorizon: -1}
+	raw, err := store.Get(pebblestore.PartitionStateKey(t.ID, index))
 	switch {
 	case errors.Is(err, pebblestore.ErrNotFound):
 	case err != nil:
 		return nil, err
-	case len(state) < 8:
-		return nil, fmt.Errorf("%w: partition state of %s/%d has %d bytes", pebblestore.ErrCorruption, t.Name, index, len(state))
 	default:
-		logStart = int64(binary.BigEndian.Uint64(state))
+		if st, err = decodePartitionState(raw); err != nil {
+			return nil, fmt.Errorf("%w: partition state of %s/%d: %v", pebblestore.ErrCorruption, t.Name, index, err)
+		}
 	}
+	logStart := st.LogStart
 	next = logStart
 
 	idxPrefix := pebblestore.PartitionPrefix(pebblestore.PrefixBatchIndex, t.ID, index)
@@ -92,6 +115,11 @@ func recoverPartition(store *pebblestore.Store, t *Topic, index int32) (*Partiti
 	}
 
 	p := newPartition(t, index, logStart, next)
+	p.mu.cleanerCheckpoint = st.CleanerCheckpoint
+	p.mu.tombstoneHorizon = st.TombstoneHorizon
+	if err := p.recoverSegments(store, next); err != nil {
+		return nil, err
+	}
 	prodPrefix := pebblestore.PartitionPrefix(pebblestore.PrefixProducerState, t.ID, index)
 	it, err = store.NewIter(prodPrefix, pebblestore.PrefixEnd(prodPrefix))
 	if err != nil {

@@ -38,13 +38,19 @@ func (p *Partition) Read(offset int64, maxBytes int, minOne bool, dst []byte) ([
 		return dst, res, nil
 	}
 	store := p.Topic.m.store
-	lower := pebblestore.BatchKey(p.Topic.ID, p.Index, res.LogStartOffset)
+	// The lower bound is the partition's first key, not the log start: after
+	// DeleteRecords the log start may be inside a batch, which must still be
+	// found. Keys below the log start are either range-deleted or in the
+	// segment that holds the log start.
+	lower := p.batchPrefix
 	upper := pebblestore.BatchKey(p.Topic.ID, p.Index, res.HighWatermark)
 	it, err := store.NewIter(lower, upper)
 	if err != nil {
 		return dst, res, fmt.Errorf("%w: %v", ErrStorage, err)
 	}
-	defer it.Close()
+	// Every return below closes the iterator exactly once (no defer):
+	// Pebble pools iterators, and a second Close would release one that is
+	// already in use by another reader.
 
 	// The batch holding offset starts at or before it; compaction may have
 	// left a gap, in which case the next batch after offset is returned.
@@ -52,10 +58,12 @@ func (p *Partition) Read(offset int64, maxBytes int, minOne bool, dst []byte) ([
 	if valid {
 		v, err := it.Value()
 		if err != nil {
+			_ = it.Close()
 			return dst, res, fmt.Errorf("%w: %v", ErrStorage, err)
 		}
 		h, err := ParseBatchHeader(v)
 		if err != nil {
+			_ = it.Close()
 			return dst, res, fmt.Errorf("%w: stored batch at %s/%d offset %d: %v", pebblestore.ErrCorruption, p.Topic.Name, p.Index, pebblestore.OffsetFromKey(it.Key()), err)
 		}
 		if h.LastOffset() < offset {
@@ -67,6 +75,7 @@ func (p *Partition) Read(offset int64, maxBytes int, minOne bool, dst []byte) ([
 	for ; valid; valid = it.Next() {
 		v, err := it.Value()
 		if err != nil {
+			_ = it.Close()
 			return dst, res, fmt.Errorf("%w: %v", ErrStorage, err)
 		}
 		if res.Bytes+len(v) > maxBytes && (res.Bytes > 0 || !minOne) {

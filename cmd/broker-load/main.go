@@ -46,6 +46,9 @@ func main() {
 		os.Exit(2)
 	}
 	mode, args := os.Args[1], os.Args[2:]
+	if mode == "queue" {
+		os.Exit(runQueueMode(args))
+	}
 	if mode == "report" {
 		if err := runReport(os.Stdout, args); err != nil {
 			fmt.Fprintf(os.Stderr, "broker-load: %v\n", err)

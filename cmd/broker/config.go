@@ -74,6 +74,20 @@ type Config struct {
 	// OffsetsRetention is how long committed offsets of an empty group are
 	// kept.
 	OffsetsRetention time.Duration
+	// Log retention and compaction defaults of topics, and their loops
+	// (see logs.go).
+	LogCleanupPolicy            string
+	LogRetention                time.Duration // negative: keep forever
+	LogRetentionBytes           int64         // negative: no size limit
+	LogSegmentBytes             int64
+	LogRoll                     time.Duration
+	LogCleanerDeleteRetention   time.Duration
+	LogCleanerMinCompactionLag  time.Duration
+	LogCleanerMinCleanableRatio float64
+	LogRetentionCheckInterval   time.Duration
+	LogCleanerBackoff           time.Duration
+	LogCleanerEnable            bool
+	LogCleanerDedupeBufferSize  int64
 
 	// source records where each key's value came from ("--data-dir",
 	// "BROKER_DATA_DIR", "broker.yaml line 3") so that Validate can say
@@ -119,13 +133,16 @@ func envName(key string) string {
 const (
 	// configFlag names the YAML file to read.
 	configFlag = "config"
-	// configEnv is the only BROKER_* variable that is not a key.
+	// configEnv is the BROKER_* variable naming the config file.
 	configEnv = "BROKER_CONFIG"
+	// bootstrapEnv is read by the Kafka client subcommands (topics, groups);
+	// serve accepts it in its environment and ignores it.
+	bootstrapEnv = "BROKER_BOOTSTRAP_SERVER"
 )
 
 // configKeys is the table of every configuration key, in documentation
 // order. Defaults are parsed by the same setters as user input.
-var configKeys = []configKey{
+var configKeys = append([]configKey{
 	stringKey("data-dir", "./data",
 		"data directory: the Pebble store and the FORMAT marker",
 		"Created at first start. A directory written by a broker with another\nstorage format is refused, never rewritten.",
@@ -217,7 +234,7 @@ var configKeys = []configKey{
 	durationKey("offsets-retention", "168h", "how long committed offsets of an empty consumer group are kept",
 		"Kafka offsets.retention.minutes.",
 		func(c *Config) *time.Duration { return &c.OffsetsRetention }, time.Minute, math.MaxInt64),
-}
+}, logConfigKeys...) // log retention and compaction: logs.go
 
 // lookupKey returns the key named name, or nil.
 func lookupKey(name string) *configKey {
@@ -280,7 +297,7 @@ func loadConfig(path string, environ []string, flags flagLookup) (*Config, error
 		}
 	}
 	for _, name := range sortedKeys(envs) {
-		if name == configEnv {
+		if name == configEnv || name == bootstrapEnv {
 			continue
 		}
 		found := false

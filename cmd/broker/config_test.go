@@ -78,6 +78,18 @@ func TestDefaults(t *testing.T) {
 		CacheSize:                  256 << 20,
 		GroupInitialRebalanceDelay: 3 * time.Second,
 		OffsetsRetention:           168 * time.Hour,
+		// Log retention and compaction (logs.go).
+		LogCleanupPolicy:            "delete",
+		LogRetention:                168 * time.Hour,
+		LogRetentionBytes:           -1,
+		LogSegmentBytes:             1 << 30,
+		LogRoll:                     168 * time.Hour,
+		LogCleanerDeleteRetention:   24 * time.Hour,
+		LogCleanerMinCleanableRatio: 0.5,
+		LogRetentionCheckInterval:   5 * time.Minute,
+		LogCleanerBackoff:           15 * time.Second,
+		LogCleanerEnable:            true,
+		LogCleanerDedupeBufferSize:  64 << 20,
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("defaults:\n got %+v\nwant %+v", c, want)

@@ -62,6 +62,10 @@ func newApp() *cli.App {
 		Commands: []*cli.Command{
 			serveCommand(),
 			versionCommand(),
+			topicsCommand(),
+			eventsCommand(), storageCommand(),
+			queueCommand(), dlqCommand(),
+			groupsCommand(),
 		},
 	}
 }

@@ -8,16 +8,19 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"os"
-	"strconv"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/rs/zerolog"
+	"github.com/vibemq/broker/events"
+	"github.com/vibemq/broker/groups"
 	"github.com/vibemq/broker/httpapi"
 	"github.com/vibemq/broker/kafkaproto"
 	"github.com/vibemq/broker/pebblestore"
+	"github.com/vibemq/broker/queues"
+	"github.com/vibemq/broker/retention"
 	"github.com/vibemq/broker/topics"
 )
 
@@ -45,15 +48,13 @@ func run(ctx context.Context, cfg *Config, log zerolog.Logger) error {
 		}
 	}()
 
-	brokerDefaults := map[string]string{}
-	if cfg.MessageMaxBytes != 1048588 {
-		brokerDefaults["max.message.bytes"] = strconv.Itoa(int(cfg.MessageMaxBytes))
-	}
+	brokerDefaults := topicBrokerDefaults(cfg) // logs.go
 	tm, err := topics.Open(store, topics.Config{
-		Logger:            log,
-		AutoCreate:        cfg.AutoCreateTopics,
-		DefaultPartitions: cfg.DefaultPartitions,
-		BrokerDefaults:    brokerDefaults,
+		Logger:               log,
+		AutoCreate:           cfg.AutoCreateTopics,
+		DefaultPartitions:    cfg.DefaultPartitions,
+		BrokerDefaults:       brokerDefaults,
+		CompactionMapEntries: compactionMapEntries(cfg),
 	})
 	if err != nil {
 		return fmt.Errorf("recovering the data in %s: %w", cfg.DataDir, err)
@@ -62,6 +63,37 @@ func run(ctx context.Context, cfg *Config, log zerolog.Logger) error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), collectors.NewBuildInfoCollector())
+
+	// Native queues: delivery state beside the queue topics' logs; their
+	// maintenance (leases, dead-lettering, TTLs, redrive) runs in retention.
+	qe, err := queues.Open(store, tm, queues.Config{Logger: log}, time.Now().UnixMilli())
+	if err != nil {
+		return fmt.Errorf("recovering the queues in %s: %w", cfg.DataDir, err)
+	}
+	defer qe.Close()
+	es, err := events.Open(store, tm, events.Config{Logger: log})
+	if err != nil {
+		return fmt.Errorf("recovering the event stores in %s: %w", cfg.DataDir, err)
+	}
+	// Consumer groups: offsets and group metadata in __consumer_offsets;
+	// their timers (sessions, rebalances, offset retention) run in retention.
+	gc, err := groups.Open(store, tm, groups.Config{
+		Logger:                log,
+		Registerer:            reg,
+		InitialRebalanceDelay: cfg.GroupInitialRebalanceDelay,
+		OffsetsRetention:      cfg.OffsetsRetention,
+	}, time.Now())
+	if err != nil {
+		return fmt.Errorf("recovering the consumer groups in %s: %w", cfg.DataDir, err)
+	}
+	// Every background loop: group timers, queue maintenance, log retention
+	// and compaction (logs.go). Stopped before the store closes.
+	background := retention.New(log, nil)
+	background.Add(retention.GroupsTask(gc, 0))
+	background.Add(retention.QueueTask(qe, reg, 0))
+	retention.AddTopicTasks(background, tm, topicTasksConfig(cfg, reg))
+	background.Start()
+	defer background.Stop()
 
 	ln, err := net.Listen("tcp", cfg.KafkaAddr)
 	if err != nil {
@@ -82,6 +114,7 @@ func run(ctx context.Context, cfg *Config, log zerolog.Logger) error {
 		MaxInflightRequests: cfg.MaxInflightRequests,
 		MaxConnections:      cfg.MaxConnections,
 		Registerer:          reg,
+		Groups:              gc,
 	}, tm)
 	if err != nil {
 		_ = ln.Close()
@@ -107,6 +140,10 @@ func run(ctx context.Context, cfg *Config, log zerolog.Logger) error {
 		web.Handle("GET /debug/pprof/profile", http.HandlerFunc(pprof.Profile))
 		web.Handle("GET /debug/pprof/trace", http.HandlerFunc(pprof.Trace))
 		web.Handle("GET /debug/pprof/symbol", http.HandlerFunc(pprof.Symbol))
+		httpapi.RegisterQueues(web, qe, nil)
+		web.RegisterEvents(httpapi.EventsConfig{Events: es})
+		web.RegisterStorage(httpapi.StorageConfig{Store: store, Topics: tm, Events: es, QueueCounts: queueCounts(qe)})
+		web.RegisterOpenAPI()
 		if err := web.Start(); err != nil {
 			_ = ln.Close()
 			return fmt.Errorf("cannot start the HTTP listener on %s: %w; choose a free address with --http-addr", cfg.HTTPAddr, err)

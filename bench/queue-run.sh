@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# bench/queue-run.sh — native queue benchmark: our broker (HTTP API, fsync
+# always) vs NATS JetStream (work-queue stream, file storage) vs Redis
+# streams (consumer group, appendfsync always), in one run on this machine.
+#
+# For each case (batch 10, batch 1) and each target: start the target with a
+# fresh data dir on 127.0.0.1, send MESSAGES 1 KiB messages from 4 producers
+# (BATCH per request), then drain them with 4 consumers (receive up to BATCH,
+# ack them), stop the target. Prints one result line per run and a markdown
+# table; raw JSON lines go to bench/results/queue-<stamp>.jsonl.
+#
+# Needs: nats-server and redis-server (Debian: apt-get install -y nats-server
+# redis-server). Targets that are missing are skipped with a warning.
+# Usage: bench/queue-run.sh   Environment: MESSAGES_B10 MESSAGES_B1 TARGETS
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+MESSAGES_B10=${MESSAGES_B10:-40000}
+MESSAGES_B1=${MESSAGES_B1:-10000}
+TARGETS=${TARGETS:-"ours jetstream redis"}
+RESULTS_DIR=${RESULTS_DIR:-$ROOT/bench/results}
+
+log() { printf '%s queue-bench: %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/vibemq-qbench.XXXXXX")
+PID=""
+stop_target() {
+	if [[ -n $PID ]] && kill -0 "$PID" 2>/dev/null; then
+		kill -TERM "$PID" 2>/dev/null || true
+		for _ in $(seq 50); do kill -0 "$PID" 2>/dev/null || break; sleep 0.1; done
+		kill -KILL "$PID" 2>/dev/null || true
+	fi
+	PID=""
+}
+cleanup() { stop_target; rm -rf "$WORK"; }
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+log "building into $WORK"
+(cd "$ROOT" && go build -o "$WORK/broker" ./cmd/broker && go build -o "$WORK/broker-load" ./cmd/broker-load)
+(cd "$ROOT/bench/queue-jetstream" && go build -o "$WORK/queue-jetstream" .)
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
+wait_port() { for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.1; done; return 1; }
+
+mkdir -p "$RESULTS_DIR"
+STAMP=$(date +%Y%m%d-%H%M%S)
+RESULTS=$RESULTS_DIR/queue-$STAMP.jsonl
+: >"$RESULTS"
+
+run_case() { # target batch messages
+	local target=$1 batch=$2 messages=$3 data=$WORK/data-$1-$2 port
+	rm -rf "$data"; mkdir -p "$data"
+	port=$(free_port)
+	case $target in
+	ours)
+		"$WORK/broker" serve --data-dir "$data" --kafka-addr "127.0.0.1:$(free_port)" --http-addr "127.0.0.1:$port" \
+			--log-level warn --log-format json >"$data.log" 2>&1 &
+		PID=$!
+		wait_port "$port" || { log "broker did not start"; return 1; }
+		sleep 0.3
+		"$WORK/broker-load" queue --target ours --addr "127.0.0.1:$port" --batch "$batch" --messages "$messages" \
+			--case "batch$batch" --json | tee -a "$RESULTS"
+		;;
+	jetstream)
+		command -v nats-server >/dev/null || { log "WARNING: nats-server missing; skipping"; return 0; }
+		nats-server -js -sd "$data" -a 127.0.0.1 -p "$port" >"$data.log" 2>&1 &
+		PID=$!
+		wait_port "$port" || { log "nats-server did not start"; return 1; }
+		"$WORK/queue-jetstream" --url "nats://127.0.0.1:$port" --batch "$batch" --messages "$messages" \
+			--case "batch$batch" --json | tee -a "$RESULTS"
+		;;
+	redis)
+		command -v redis-server >/dev/null || { log "WARNING: redis-server missing; skipping"; return 0; }
+		redis-server --bind 127.0.0.1 --port "$port" --dir "$data" --appendonly yes --appendfsync always \
+			--save '' --daemonize no >"$data.log" 2>&1 &
+		PID=$!
+		wait_port "$port" || { log "redis-server did not start"; return 1; }
+		"$WORK/broker-load" queue --target redis --addr "127.0.0.1:$port" --batch "$batch" --messages "$messages" \
+			--case "batch$batch" --json | tee -a "$RESULTS"
+		;;
+	esac
+	stop_target
+}
+
+for batch in 10 1; do
+	messages=$MESSAGES_B10
+	[[ $batch == 1 ]] && messages=$MESSAGES_B1
+	for target in $TARGETS; do
+		log "$target batch=$batch messages=$messages"
+		run_case "$target" "$batch" "$messages" || log "WARNING: $target batch=$batch failed"
+	done
+done
+
+python3 - "$RESULTS" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+print("| case | target | send msg/s | receive+ack msg/s | receive p50 ms | receive p99 ms |")
+print("|---|---|---:|---:|---:|---:|")
+for r in rows:
+    print(f"| {r['case']} | {r['target']} | {r['send_msgs_per_sec']:.0f} | {r['receive_ack_msgs_per_sec']:.0f} | {r['receive_p50_ms']:.2f} | {r['receive_p99_ms']:.2f} |")
+PY
+log "raw results: $RESULTS"

@@ -1,0 +1,487 @@
+package main
+
+// The queue mode: native-queue load against our broker's HTTP API or a
+// Redis stream (consumer group), printing one result line per run. The
+// JetStream side of the comparison lives in bench/queue-jetstream (its
+// client, nats.go, stays out of this module) and prints the same line.
+//
+//	broker-load queue --target ours  --addr 127.0.0.1:8080 --batch 10
+//	broker-load queue --target redis --addr 127.0.0.1:6379 --batch 1
+//
+// Phase 1 sends --messages messages of --size bytes from --producers
+// clients, --batch per request; phase 2 drains them with --consumers
+// clients, each receiving up to --batch and acking them in one request.
+// Reported: send and receive+ack messages per second, p50/p99 receive
+// latency (one receive call).
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+type queueConfig struct {
+	target, addr, queue, label string
+	messages, size             int
+	producers, consumers       int
+	batch                      int
+	timeout                    time.Duration
+	jsonOut                    bool
+}
+
+// QueueResult is one queue run; bench/queue-jetstream prints the same fields.
+type QueueResult struct {
+	Target        string  `json:"target"`
+	Case          string  `json:"case"`
+	Batch         int     `json:"batch"`
+	Messages      int     `json:"messages"`
+	Size          int     `json:"size"`
+	Producers     int     `json:"producers"`
+	Consumers     int     `json:"consumers"`
+	SendPerSec    float64 `json:"send_msgs_per_sec"`
+	ConsumePerSec float64 `json:"receive_ack_msgs_per_sec"`
+	ReceiveP50Ms  float64 `json:"receive_p50_ms"`
+	ReceiveP99Ms  float64 `json:"receive_p99_ms"`
+	Consumed      int64   `json:"consumed"`
+	Errors        int64   `json:"errors"`
+}
+
+// queueDriver is one system under test.
+type queueDriver interface {
+	setup(ctx context.Context) error
+	// send sends one batch of bodies.
+	send(ctx context.Context, bodies [][]byte) error
+	// receiveAck receives up to n messages, acks them, and returns how many
+	// and the latency of the receive alone.
+	receiveAck(ctx context.Context, consumer, n int) (int, time.Duration, error)
+}
+
+func runQueueMode(args []string) int {
+	cfg := queueConfig{}
+	fs := flag.NewFlagSet("broker-load queue", flag.ContinueOnError)
+	fs.StringVar(&cfg.target, "target", "ours", "ours (HTTP API) or redis (streams)")
+	fs.StringVar(&cfg.addr, "addr", "127.0.0.1:8080", "HTTP address of the broker, or Redis host:port")
+	fs.StringVar(&cfg.queue, "queue", "bench-queue", "queue or stream name (recreated)")
+	fs.StringVar(&cfg.label, "case", "", "label copied into the result")
+	fs.IntVar(&cfg.messages, "messages", 20000, "messages to send and then consume")
+	fs.IntVar(&cfg.size, "size", 1024, "body bytes")
+	fs.IntVar(&cfg.producers, "producers", 4, "sending clients")
+	fs.IntVar(&cfg.consumers, "consumers", 4, "receiving clients")
+	fs.IntVar(&cfg.batch, "batch", 10, "messages per send, and max per receive")
+	fs.DurationVar(&cfg.timeout, "timeout", 5*time.Minute, "hard limit of the run")
+	fs.BoolVar(&cfg.jsonOut, "json", false, "print the result as one JSON line")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if cfg.messages < 1 || cfg.producers < 1 || cfg.consumers < 1 || cfg.batch < 1 || cfg.batch > 1000 || cfg.size < 1 {
+		fmt.Fprintln(os.Stderr, "broker-load queue: --messages, --producers, --consumers, --size must be positive and --batch 1..1000")
+		return 2
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.timeout)
+	defer cancel()
+	var d queueDriver
+	switch cfg.target {
+	case "ours":
+		d = newHTTPQueueDriver(cfg)
+	case "redis":
+		d = &redisQueueDriver{cfg: cfg}
+	default:
+		fmt.Fprintf(os.Stderr, "broker-load queue: --target %q is not ours or redis\n", cfg.target)
+		return 2
+	}
+	res, err := runQueueLoad(ctx, cfg, d)
+	if res != nil {
+		if cfg.jsonOut {
+			_ = json.NewEncoder(os.Stdout).Encode(res)
+		} else {
+			fmt.Printf("%s batch=%d: send %.0f msg/s, receive+ack %.0f msg/s, receive p50 %.2f ms p99 %.2f ms (%d consumed, %d errors)\n",
+				res.Target, res.Batch, res.SendPerSec, res.ConsumePerSec, res.ReceiveP50Ms, res.ReceiveP99Ms, res.Consumed, res.Errors)
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "broker-load queue: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// runQueueLoad runs the send phase then the receive+ack phase on d.
+func runQueueLoad(ctx context.Context, cfg queueConfig, d queueDriver) (*QueueResult, error) {
+	if err := d.setup(ctx); err != nil {
+		return nil, fmt.Errorf("setup: %w", err)
+	}
+	res := &QueueResult{Target: cfg.target, Case: cfg.label, Batch: cfg.batch, Messages: cfg.messages, Size: cfg.size, Producers: cfg.producers, Consumers: cfg.consumers}
+	body := bytes.Repeat([]byte("q"), cfg.size)
+	var errCount atomic.Int64
+	var firstErr atomic.Value
+	fail := func(err error) {
+		errCount.Add(1)
+		firstErr.CompareAndSwap(nil, err)
+	}
+	// Phase 1: send.
+	var next atomic.Int64
+	start := time.Now()
+	var wg sync.WaitGroup
+	for p := 0; p < cfg.producers; p++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				n := next.Add(int64(cfg.batch))
+				first := n - int64(cfg.batch)
+				if first >= int64(cfg.messages) {
+					return
+				}
+				k := int(min(n, int64(cfg.messages)) - first)
+				bodies := make([][]byte, k)
+				for i := range bodies {
+					bodies[i] = body
+				}
+				if err := d.send(ctx, bodies); err != nil {
+					fail(err)
+					if errCount.Load() > 100 {
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	res.SendPerSec = float64(cfg.messages) / time.Since(start).Seconds()
+
+	// Phase 2: receive and ack until everything is consumed.
+	var consumed atomic.Int64
+	lat := newLockedHistogram()
+	start = time.Now()
+	for c := 0; c < cfg.consumers; c++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			idle := 0
+			for ctx.Err() == nil && consumed.Load() < int64(cfg.messages) && idle < 5 {
+				n, took, err := d.receiveAck(ctx, c, cfg.batch)
+				if err != nil {
+					fail(err)
+					if errCount.Load() > 100 {
+						return
+					}
+					continue
+				}
+				if n == 0 {
+					idle++
+					continue
+				}
+				idle = 0
+				lat.RecordDuration(took)
+				consumed.Add(int64(n))
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	res.Consumed = consumed.Load()
+	res.ConsumePerSec = float64(res.Consumed) / elapsed.Seconds()
+	h := lat.Snapshot()
+	res.ReceiveP50Ms = float64(h.QuantileDuration(0.50).Microseconds()) / 1000
+	res.ReceiveP99Ms = float64(h.QuantileDuration(0.99).Microseconds()) / 1000
+	res.Errors = errCount.Load()
+	if e, ok := firstErr.Load().(error); ok {
+		return res, fmt.Errorf("%d errors, first: %w", res.Errors, e)
+	}
+	if res.Consumed < int64(cfg.messages) {
+		return res, fmt.Errorf("consumed %d of %d messages", res.Consumed, cfg.messages)
+	}
+	return res, nil
+}
+
+// httpQueueDriver drives our native queue API.
+type httpQueueDriver struct {
+	cfg    queueConfig
+	client *http.Client
+	base   string
+}
+
+func newHTTPQueueDriver(cfg queueConfig) *httpQueueDriver {
+	tr := &http.Transport{MaxIdleConns: 64, MaxIdleConnsPerHost: 64, IdleConnTimeout: time.Minute}
+	return &httpQueueDriver{cfg: cfg, client: &http.Client{Transport: tr, Timeout: 60 * time.Second}, base: "http://" + cfg.addr + "/v1/queues/" + cfg.queue}
+}
+
+func (d *httpQueueDriver) do(ctx context.Context, method, url string, body any, out any) error {
+	var rd io.Reader
+	if body != nil {
+		raw, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(raw)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, rd)
+	if err != nil {
+		return err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := d.client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode/100 != 2 && !(method == "DELETE" && resp.StatusCode == 404) {
+		return fmt.Errorf("%s %s: %d %s", method, url, resp.StatusCode, bytes.TrimSpace(raw))
+	}
+	if out != nil {
+		return json.Unmarshal(raw, out)
+	}
+	return nil
+}
+
+func (d *httpQueueDriver) setup(ctx context.Context) error {
+	if err := d.do(ctx, "DELETE", d.base+"?force=true", nil, nil); err != nil {
+		return err
+	}
+	return d.do(ctx, "PUT", d.base, map[string]any{"visibility_timeout_ms": 60000}, nil)
+}
+
+func (d *httpQueueDriver) send(ctx context.Context, bodies [][]byte) error {
+	msgs := make([]map[string]string, len(bodies))
+	for i, b := range bodies {
+		msgs[i] = map[string]string{"body": string(b)}
+	}
+	var res struct {
+		Results []struct {
+			Error *struct{ Code, Message string } `json:"error"`
+		} `json:"results"`
+	}
+	if err := d.do(ctx, "POST", d.base+"/messages", map[string]any{"messages": msgs}, &res); err != nil {
+		return err
+	}
+	for _, r := range res.Results {
+		if r.Error != nil {
+			return fmt.Errorf("send: %s: %s", r.Error.Code, r.Error.Message)
+		}
+	}
+	return nil
+}
+
+func (d *httpQueueDriver) receiveAck(ctx context.Context, _ int, n int) (int, time.Duration, error) {
+	start := time.Now()
+	var res struct {
+		Messages []struct {
+			Receipt string `json:"receipt"`
+		} `json:"messages"`
+	}
+	if err := d.do(ctx, "POST", d.base+"/receive", map[string]any{"max_messages": n, "wait_ms": 1000}, &res); err != nil {
+		return 0, 0, err
+	}
+	took := time.Since(start)
+	if len(res.Messages) == 0 {
+		return 0, took, nil
+	}
+	receipts := make([]string, len(res.Messages))
+	for i, m := range res.Messages {
+		receipts[i] = m.Receipt
+	}
+	var ack struct {
+		Results []struct {
+			Status string `json:"status"`
+		} `json:"results"`
+	}
+	if err := d.do(ctx, "POST", d.base+"/ack", map[string]any{"receipts": receipts}, &ack); err != nil {
+		return 0, took, err
+	}
+	for _, r := range ack.Results {
+		if r.Status != "acked" {
+			return 0, took, fmt.Errorf("ack: %+v", ack.Results)
+		}
+	}
+	return len(receipts), took, nil
+}
+
+// redisQueueDriver drives a Redis stream with a consumer group (XADD,
+// XREADGROUP, XACK) over a minimal RESP client, one connection per client.
+type redisQueueDriver struct {
+	cfg   queueConfig
+	mu    sync.Mutex
+	conns []*respConn
+}
+
+type respConn struct {
+	c net.Conn
+	r *bufio.Reader
+	w *bufio.Writer
+}
+
+func (d *redisQueueDriver) conn() (*respConn, error) {
+	d.mu.Lock()
+	if n := len(d.conns); n > 0 {
+		c := d.conns[n-1]
+		d.conns = d.conns[:n-1]
+		d.mu.Unlock()
+		return c, nil
+	}
+	d.mu.Unlock()
+	c, err := net.DialTimeout("tcp", d.cfg.addr, 5*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	return &respConn{c: c, r: bufio.NewReaderSize(c, 1<<16), w: bufio.NewWriterSize(c, 1<<16)}, nil
+}
+
+func (d *redisQueueDriver) put(c *respConn) {
+	d.mu.Lock()
+	d.conns = append(d.conns, c)
+	d.mu.Unlock()
+}
+
+func (c *respConn) write(args ...[]byte) {
+	fmt.Fprintf(c.w, "*%d\r\n", len(args))
+	for _, a := range args {
+		fmt.Fprintf(c.w, "$%d\r\n", len(a))
+		c.w.Write(a)
+		c.w.WriteString("\r\n")
+	}
+}
+
+func (c *respConn) read() (any, error) {
+	line, err := c.r.ReadString('\n')
+	if err != nil {
+		return nil, err
+	}
+	line = strings.TrimRight(line, "\r\n")
+	if line == "" {
+		return nil, errors.New("resp: empty line")
+	}
+	switch line[0] {
+	case '+':
+		return line[1:], nil
+	case '-':
+		return nil, errors.New("redis: " + line[1:])
+	case ':':
+		return strconv.ParseInt(line[1:], 10, 64)
+	case '$':
+		n, _ := strconv.Atoi(line[1:])
+		if n < 0 {
+			return nil, nil
+		}
+		buf := make([]byte, n+2)
+		if _, err := io.ReadFull(c.r, buf); err != nil {
+			return nil, err
+		}
+		return string(buf[:n]), nil
+	case '*':
+		n, _ := strconv.Atoi(line[1:])
+		if n < 0 {
+			return nil, nil
+		}
+		out := make([]any, n)
+		for i := range out {
+			v, err := c.read()
+			if err != nil {
+				return nil, err
+			}
+			out[i] = v
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("resp: unexpected %q", line)
+}
+
+func b(s string) []byte { return []byte(s) }
+
+func (d *redisQueueDriver) cmd(args ...string) (any, error) {
+	c, err := d.conn()
+	if err != nil {
+		return nil, err
+	}
+	bs := make([][]byte, len(args))
+	for i, a := range args {
+		bs[i] = b(a)
+	}
+	c.write(bs...)
+	if err := c.w.Flush(); err != nil {
+		return nil, err
+	}
+	v, err := c.read()
+	d.put(c)
+	return v, err
+}
+
+func (d *redisQueueDriver) setup(context.Context) error {
+	if _, err := d.cmd("DEL", d.cfg.queue); err != nil {
+		return err
+	}
+	_, err := d.cmd("XGROUP", "CREATE", d.cfg.queue, "workers", "$", "MKSTREAM")
+	return err
+}
+
+func (d *redisQueueDriver) send(_ context.Context, bodies [][]byte) error {
+	c, err := d.conn()
+	if err != nil {
+		return err
+	}
+	for _, body := range bodies { // pipelined: one round trip per batch
+		c.write(b("XADD"), b(d.cfg.queue), b("*"), b("d"), body)
+	}
+	if err := c.w.Flush(); err != nil {
+		return err
+	}
+	for range bodies {
+		if _, err := c.read(); err != nil {
+			return err
+		}
+	}
+	d.put(c)
+	return nil
+}
+
+func (d *redisQueueDriver) receiveAck(_ context.Context, consumer, n int) (int, time.Duration, error) {
+	start := time.Now()
+	v, err := d.cmd("XREADGROUP", "GROUP", "workers", "c"+strconv.Itoa(consumer), "COUNT", strconv.Itoa(n), "BLOCK", "1000", "STREAMS", d.cfg.queue, ">")
+	took := time.Since(start)
+	if err != nil || v == nil {
+		return 0, took, err
+	}
+	streams, _ := v.([]any)
+	var ids []string
+	for _, s := range streams {
+		pair, _ := s.([]any)
+		if len(pair) != 2 {
+			continue
+		}
+		entries, _ := pair[1].([]any)
+		for _, e := range entries {
+			if ent, ok := e.([]any); ok && len(ent) > 0 {
+				ids = append(ids, ent[0].(string))
+			}
+		}
+	}
+	if len(ids) == 0 {
+		return 0, took, nil
+	}
+	args := append([]string{"XACK", d.cfg.queue, "workers"}, ids...)
+	if _, err := d.cmd(args...); err != nil {
+		return 0, took, err
+	}
+	return len(ids), took, nil
+}

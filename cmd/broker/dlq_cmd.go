@@ -1,0 +1,172 @@
+package main
+
+import (
+	"fmt"
+	"net/url"
+	"strconv"
+	"text/tabwriter"
+
+	"github.com/urfave/cli/v2"
+)
+
+// dlqCommand is `broker dlq ...`: browse and redrive dead-letter queues.
+// QUEUE may name a source queue (its DLQ is used) or a DLQ itself.
+func dlqCommand() *cli.Command {
+	return &cli.Command{
+		Name:        "dlq",
+		Usage:       "list, peek at, redrive and purge dead-letter queues",
+		Description: "QUEUE is a queue (its dead-letter queue is used) or a dead-letter queue. " + queueExitCodes,
+		Subcommands: []*cli.Command{
+			{Name: "list", Usage: "list dead-letter queues and their depth", Flags: clientFlags(), Action: dlqList},
+			{
+				Name: "peek", Usage: "show dead-lettered messages without consuming them", ArgsUsage: "QUEUE",
+				Flags: append(clientFlags(),
+					&cli.IntFlag{Name: "limit", Value: 20, Usage: "messages to show (1..1000)"},
+					&cli.StringFlag{Name: "reason", Usage: "only this reason (max_receives, max_expiries, rejected, expired)"},
+					&cli.StringFlag{Name: "after", Usage: "start after this message id"},
+				),
+				Action: dlqPeek,
+			},
+			{
+				Name: "redrive", Usage: "move dead-lettered messages back (to their source, or --to)", ArgsUsage: "QUEUE",
+				Flags: append(clientFlags(),
+					&cli.StringFlag{Name: "to", Usage: "destination queue (default: each message's source)"},
+					&cli.IntFlag{Name: "rate", Value: 500, Usage: "messages per second (1..10000)"},
+					&cli.StringSliceFlag{Name: "id", Usage: "only these message ids (repeatable)"},
+					&cli.StringFlag{Name: "reason", Usage: "only this dead-letter reason"},
+					&cli.Int64Flag{Name: "limit", Usage: "move at most this many"},
+					&cli.BoolFlag{Name: "keep-deliveries", Usage: "keep the delivery count instead of starting at 0"},
+				),
+				Action: dlqRedrive,
+			},
+			{Name: "purge", Usage: "delete every message of a dead-letter queue", ArgsUsage: "QUEUE", Flags: clientFlags(), Action: dlqPurge},
+		},
+	}
+}
+
+// resolveDLQ returns the DLQ of name (or name when it is a DLQ).
+func resolveDLQ(cCtx *cli.Context, name string) (string, error) {
+	c, err := newAPIClient(cCtx)
+	if err != nil {
+		return "", err
+	}
+	var info cliQueueInfo
+	if _, err := c.call(cCtx.Context, "GET", queuePath(name), nil, nil, &info); err != nil {
+		return "", err
+	}
+	if info.Kind == "dlq" {
+		return info.Name, nil
+	}
+	if info.DeadLetterQueue == "" {
+		return "", &exitError{code: exitNotFound, err: fmt.Errorf("queue %s has no dead-letter queue (dead_letter is none)", name)}
+	}
+	return info.DeadLetterQueue, nil
+}
+
+func dlqList(cCtx *cli.Context) error {
+	if _, err := queueArgs(cCtx, 0, 0, "broker dlq list"); err != nil {
+		return err
+	}
+	return listQueues(cCtx, "", "dlq")
+}
+
+func dlqPeek(cCtx *cli.Context) error {
+	args, err := queueArgs(cCtx, 1, 1, "broker dlq peek QUEUE [--limit N --reason R]")
+	if err != nil {
+		return err
+	}
+	out, err := outputFormat(cCtx)
+	if err != nil {
+		return err
+	}
+	dlq, err := resolveDLQ(cCtx, args[0])
+	if err != nil {
+		return err
+	}
+	c, _ := newAPIClient(cCtx)
+	q := url.Values{"limit": {strconv.Itoa(cCtx.Int("limit"))}}
+	if r := cCtx.String("reason"); r != "" {
+		q.Set("reason", r)
+	}
+	if a := cCtx.String("after"); a != "" {
+		q.Set("after", a)
+	}
+	var res struct {
+		Messages []cliMessage `json:"messages"`
+		Next     string       `json:"next"`
+	}
+	if _, err := c.call(cCtx.Context, "GET", queuePath(dlq, "messages"), q, nil, &res); err != nil {
+		return err
+	}
+	if out == "json" {
+		if res.Messages == nil {
+			res.Messages = []cliMessage{}
+		}
+		return printJSON(cCtx.App.Writer, res)
+	}
+	tw := tabwriter.NewWriter(cCtx.App.Writer, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tREASON\tSOURCE\tDELIVERIES\tFAILED_AT\tLAST_ERROR\tBODY")
+	for _, m := range res.Messages {
+		reason, source, failed, detail := "-", "-", "-", ""
+		deliveries := m.Deliveries
+		if d := m.DeadLetter; d != nil {
+			reason, source, failed, detail = d.Reason, d.SourceQueue+" "+d.SourceID, d.FailedAt, d.Detail
+			deliveries = d.Deliveries
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.ID, reason, source, deliveries, failed, oneLine(detail, 40), oneLine(m.bodyText(), 40))
+	}
+	return tw.Flush()
+}
+
+func dlqRedrive(cCtx *cli.Context) error {
+	args, err := queueArgs(cCtx, 1, 1, "broker dlq redrive QUEUE [--to Q --rate N --id ID --reason R]")
+	if err != nil {
+		return err
+	}
+	out, err := outputFormat(cCtx)
+	if err != nil {
+		return err
+	}
+	if ids := cCtx.StringSlice("id"); len(ids) > 0 && cCtx.IsSet("reason") {
+		return usageErrorf("give --id or --reason, not both")
+	}
+	dlq, err := resolveDLQ(cCtx, args[0])
+	if err != nil {
+		return err
+	}
+	body := map[string]any{"rate_per_sec": cCtx.Int("rate"), "keep_deliveries": cCtx.Bool("keep-deliveries")}
+	if to := cCtx.String("to"); to != "" {
+		body["destination"] = to
+	}
+	if ids := cCtx.StringSlice("id"); len(ids) > 0 {
+		body["ids"] = ids
+	}
+	if r := cCtx.String("reason"); r != "" {
+		body["filter"] = map[string]any{"reason": r}
+	}
+	if l := cCtx.Int64("limit"); l > 0 {
+		body["limit"] = l
+	}
+	c, _ := newAPIClient(cCtx)
+	var task map[string]any
+	if _, err := c.call(cCtx.Context, "POST", queuePath(dlq, "redrive"), nil, body, &task); err != nil {
+		return err
+	}
+	if out == "json" {
+		return printJSON(cCtx.App.Writer, task)
+	}
+	_, err = fmt.Fprintf(cCtx.App.Writer, "redrive task %v started on %s at %v messages/s; follow it with GET /v1/tasks/%v\n", task["id"], dlq, task["rate_per_sec"], task["id"])
+	return err
+}
+
+func dlqPurge(cCtx *cli.Context) error {
+	args, err := queueArgs(cCtx, 1, 1, "broker dlq purge QUEUE")
+	if err != nil {
+		return err
+	}
+	dlq, err := resolveDLQ(cCtx, args[0])
+	if err != nil {
+		return err
+	}
+	return purgeQueue(cCtx, dlq)
+}

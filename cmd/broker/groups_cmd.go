@@ -1,0 +1,649 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/urfave/cli/v2"
+)
+
+// groupsExitCodes documents the exit codes of `broker groups` in --help.
+const groupsExitCodes = "Exit codes: 0 ok, 1 error, 2 usage (nothing was sent), 3 group not found,\n" +
+	"4 conflict (the group has members: delete or reset-offsets refused), 6 broker unreachable."
+
+// groupsCommand administers consumer groups over the Kafka protocol
+// (kadm), so it works against any running broker, ours or Kafka.
+func groupsCommand() *cli.Command {
+	flags := func(extra ...cli.Flag) []cli.Flag {
+		return append([]cli.Flag{
+			&cli.StringFlag{Name: "bootstrap-server", Aliases: []string{"b"}, Value: "localhost:9092", Usage: "host:port of a broker to connect to", EnvVars: []string{bootstrapEnv}},
+			&cli.StringFlag{Name: outputFlag, Aliases: []string{"o"}, Value: "table", Usage: "output format: table or json"},
+			&cli.DurationFlag{Name: timeoutFlag, Value: 30 * time.Second, Usage: "give up after this long"},
+		}, extra...)
+	}
+	return &cli.Command{
+		Name:        "groups",
+		Usage:       "list, describe, show the lag of, delete consumer groups and reset their offsets",
+		Description: "Talks to a running broker over the Kafka protocol.\n" + groupsExitCodes,
+		Subcommands: []*cli.Command{
+			{
+				Name:        "list",
+				Usage:       "list consumer groups with their state and protocol type",
+				Description: groupsExitCodes,
+				Flags:       flags(&cli.StringSliceFlag{Name: "state", Usage: "only groups in this state (Empty, Stable, PreparingRebalance, CompletingRebalance), repeatable"}),
+				Action:      groupsList,
+			},
+			{
+				Name:        "describe",
+				Usage:       "show the state, protocol and members of groups, with each member's assignment",
+				ArgsUsage:   "GROUP...",
+				Description: groupsExitCodes,
+				Flags:       flags(),
+				Action:      groupsDescribe,
+			},
+			{
+				Name:        "lag",
+				Usage:       "show each partition's committed offset, end offset and lag, with the member consuming it",
+				ArgsUsage:   "GROUP...",
+				Description: groupsExitCodes,
+				Flags:       flags(),
+				Action:      groupsLag,
+			},
+			{
+				Name:        "delete",
+				Usage:       "delete empty groups and their committed offsets",
+				ArgsUsage:   "GROUP...",
+				Description: groupsExitCodes,
+				Flags:       flags(),
+				Action:      groupsDelete,
+			},
+			{
+				Name:      "reset-offsets",
+				Usage:     "set an empty group's committed offsets (a dry run unless --execute)",
+				ArgsUsage: "GROUP (after the flags)",
+				Description: "Moves the committed offsets of a group that has no members to the earliest or latest\n" +
+					"offset, the first offset at or after a time, or a given offset (kept inside the log).\n" +
+					"Prints the plan; --execute commits it. Refused (exit 4) while the group has members.\n" + groupsExitCodes,
+				Flags: flags(
+					&cli.StringSliceFlag{Name: "topic", Aliases: []string{"t"}, Usage: "TOPIC or TOPIC:P,P,... to reset, repeatable"},
+					&cli.BoolFlag{Name: "all-topics", Usage: "reset every topic the group has committed offsets for"},
+					&cli.BoolFlag{Name: "to-earliest", Usage: "reset to the log start offset"},
+					&cli.BoolFlag{Name: "to-latest", Usage: "reset to the end (high watermark)"},
+					&cli.StringFlag{Name: "to-datetime", Usage: "reset to the first offset at or after this time (RFC 3339, e.g. 2026-01-02T15:04:05Z)"},
+					&cli.Int64Flag{Name: "to-offset", Value: -1, Usage: "reset to this offset, clamped to the log's range"},
+					&cli.BoolFlag{Name: "execute", Usage: "commit the new offsets (without it nothing changes)"},
+				),
+				Action: groupsResetOffsets,
+			},
+		},
+	}
+}
+
+// groupsAdmin connects a kadm client to --bootstrap-server.
+func groupsAdmin(cCtx *cli.Context) (*kadm.Client, context.Context, func(), error) {
+	if _, err := outputFormat(cCtx); err != nil {
+		return nil, nil, nil, err
+	}
+	addr := cCtx.String("bootstrap-server")
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(addr, ",")...), kgo.ClientID("broker-cli"),
+		kgo.RequestRetries(2), kgo.RetryTimeout(10*time.Second))
+	if err != nil {
+		return nil, nil, nil, usageErrorf("--bootstrap-server %q: %v", addr, err)
+	}
+	ctx, cancel := context.WithTimeout(cCtx.Context, cCtx.Duration(timeoutFlag))
+	return kadm.NewClient(cl), ctx, func() { cancel(); cl.Close() }, nil
+}
+
+// groupsNamed returns the GROUP arguments, at least one.
+func groupsNamed(cCtx *cli.Context) ([]string, error) {
+	if !cCtx.Args().Present() {
+		return nil, usageErrorf("broker groups %s needs at least one group name", cCtx.Command.Name)
+	}
+	if err := flagsAfterArgs(cCtx); err != nil {
+		return nil, err
+	}
+	return cCtx.Args().Slice(), nil
+}
+
+// flagsAfterArgs refuses a flag written after the group names: it would
+// be read as a group name.
+func flagsAfterArgs(cCtx *cli.Context) error {
+	for _, a := range cCtx.Args().Slice() {
+		if strings.HasPrefix(a, "-") {
+			return usageErrorf("broker groups %s: flag %s comes after the group name; put flags first, e.g. broker groups %s %s GROUP", cCtx.Command.Name, a, cCtx.Command.Name, a)
+		}
+	}
+	return nil
+}
+
+// groupsError gives a failed request its exit code: unreachable broker 6,
+// unknown group 3, non-empty group 4, anything else 1.
+func groupsError(what string, err error) error {
+	var ne net.Error
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &ne), errors.Is(err, context.DeadlineExceeded), errors.Is(err, kgo.ErrClientClosed),
+		strings.Contains(err.Error(), "unable to dial"), strings.Contains(err.Error(), "connection refused"):
+		return &exitError{code: exitUnavailable, err: fmt.Errorf("%s: the broker is unreachable: %w", what, err)}
+	case errors.Is(err, kerr.GroupIDNotFound):
+		return &exitError{code: exitNotFound, err: fmt.Errorf("%s: %w", what, err)}
+	case errors.Is(err, kerr.NonEmptyGroup):
+		return &exitError{code: exitConflict, err: fmt.Errorf("%s: %w", what, err)}
+	default:
+		return fmt.Errorf("%s: %w", what, err)
+	}
+}
+
+func groupsList(cCtx *cli.Context) error {
+	if cCtx.Args().Present() {
+		return usageErrorf("broker groups list takes no arguments; use describe for given groups")
+	}
+	adm, ctx, done, err := groupsAdmin(cCtx)
+	if err != nil {
+		return err
+	}
+	defer done()
+	listed, err := adm.ListGroups(ctx, cCtx.StringSlice("state")...)
+	if err != nil {
+		return groupsError("listing groups", err)
+	}
+	type row struct {
+		Group        string `json:"group"`
+		State        string `json:"state"`
+		ProtocolType string `json:"protocol_type"`
+		Coordinator  int32  `json:"coordinator"`
+	}
+	rows := []row{}
+	for _, g := range listed.Sorted() {
+		rows = append(rows, row{g.Group, g.State, g.ProtocolType, g.Coordinator})
+	}
+	if cCtx.String(outputFlag) == "json" {
+		return printJSON(cCtx.App.Writer, rows)
+	}
+	w := tabwriter.NewWriter(cCtx.App.Writer, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "GROUP\tSTATE\tPROTOCOL TYPE\tCOORDINATOR")
+	for _, r := range rows {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%d\n", r.Group, r.State, dash(r.ProtocolType), r.Coordinator)
+	}
+	return w.Flush()
+}
+
+// describedMember is one member in `groups describe` output.
+type describedMember struct {
+	MemberID   string           `json:"member_id"`
+	InstanceID *string          `json:"instance_id,omitempty"`
+	ClientID   string           `json:"client_id"`
+	ClientHost string           `json:"client_host"`
+	Assigned   map[string][]int `json:"assigned,omitempty"`
+	// AssignmentBytes is the size of a non-"consumer" assignment.
+	AssignmentBytes int `json:"assignment_bytes,omitempty"`
+}
+
+type describedGroup struct {
+	Group        string            `json:"group"`
+	State        string            `json:"state"`
+	ProtocolType string            `json:"protocol_type"`
+	Protocol     string            `json:"protocol"`
+	Members      []describedMember `json:"members"`
+}
+
+func groupsDescribe(cCtx *cli.Context) error {
+	names, err := groupsNamed(cCtx)
+	if err != nil {
+		return err
+	}
+	adm, ctx, done, err := groupsAdmin(cCtx)
+	if err != nil {
+		return err
+	}
+	defer done()
+	described, err := adm.DescribeGroups(ctx, names...)
+	if err != nil {
+		return groupsError("describing groups", err)
+	}
+	var out []describedGroup
+	var missing []string
+	for _, name := range names {
+		d, ok := described[name]
+		if !ok || d.Err != nil {
+			if !ok {
+				return groupsError("describing group "+name, errors.New("no answer"))
+			}
+			return groupsError("describing group "+name, d.Err)
+		}
+		if d.State == "Dead" {
+			missing = append(missing, name)
+			continue
+		}
+		g := describedGroup{Group: d.Group, State: d.State, ProtocolType: d.ProtocolType, Protocol: d.Protocol, Members: []describedMember{}}
+		for _, m := range d.Members {
+			dm := describedMember{MemberID: m.MemberID, InstanceID: m.InstanceID, ClientID: m.ClientID, ClientHost: m.ClientHost}
+			if c, ok := m.Assigned.AsConsumer(); ok {
+				dm.Assigned = map[string][]int{}
+				for _, t := range c.Topics {
+					for _, p := range t.Partitions {
+						dm.Assigned[t.Topic] = append(dm.Assigned[t.Topic], int(p))
+					}
+				}
+			}
+			g.Members = append(g.Members, dm)
+		}
+		out = append(out, g)
+	}
+	if cCtx.String(outputFlag) == "json" {
+		if out == nil {
+			out = []describedGroup{}
+		}
+		if err := printJSON(cCtx.App.Writer, out); err != nil {
+			return err
+		}
+	} else {
+		w := tabwriter.NewWriter(cCtx.App.Writer, 0, 4, 2, ' ', 0)
+		for i, g := range out {
+			if i > 0 {
+				fmt.Fprintln(w)
+			}
+			fmt.Fprintf(w, "group %s: %s, protocol type %s, protocol %s, %d members\n", g.Group, g.State, dash(g.ProtocolType), dash(g.Protocol), len(g.Members))
+			if len(g.Members) == 0 {
+				continue
+			}
+			fmt.Fprintln(w, "MEMBER\tINSTANCE\tCLIENT\tHOST\tASSIGNED")
+			for _, m := range g.Members {
+				inst := "-"
+				if m.InstanceID != nil {
+					inst = *m.InstanceID
+				}
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", m.MemberID, inst, m.ClientID, m.ClientHost, formatAssigned(m.Assigned))
+			}
+		}
+		if err := w.Flush(); err != nil {
+			return err
+		}
+	}
+	if len(missing) > 0 {
+		return &exitError{code: exitNotFound, err: fmt.Errorf("no such group: %s", strings.Join(missing, ", "))}
+	}
+	return nil
+}
+
+func formatAssigned(a map[string][]int) string {
+	if len(a) == 0 {
+		return "-"
+	}
+	topics := make([]string, 0, len(a))
+	for t := range a {
+		topics = append(topics, t)
+	}
+	sort.Strings(topics)
+	var parts []string
+	for _, t := range topics {
+		ps := a[t]
+		sort.Ints(ps)
+		s := make([]string, len(ps))
+		for i, p := range ps {
+			s[i] = strconv.Itoa(p)
+		}
+		parts = append(parts, t+":"+strings.Join(s, ","))
+	}
+	return strings.Join(parts, " ")
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// lagRow is one partition in `groups lag` output.
+type lagRow struct {
+	Group     string `json:"group"`
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	Committed int64  `json:"committed"`
+	End       int64  `json:"end"`
+	Lag       int64  `json:"lag"`
+	MemberID  string `json:"member_id,omitempty"`
+	ClientID  string `json:"client_id,omitempty"`
+	Error     string `json:"error,omitempty"`
+}
+
+func groupsLag(cCtx *cli.Context) error {
+	names, err := groupsNamed(cCtx)
+	if err != nil {
+		return err
+	}
+	adm, ctx, done, err := groupsAdmin(cCtx)
+	if err != nil {
+		return err
+	}
+	defer done()
+	lags, err := adm.Lag(ctx, names...)
+	if err != nil {
+		return groupsError("computing lag", err)
+	}
+	rows := []lagRow{}
+	var missing []string
+	for _, name := range names {
+		l, ok := lags[name]
+		if !ok {
+			return groupsError("computing the lag of "+name, errors.New("no answer"))
+		}
+		if err := l.Error(); err != nil {
+			return groupsError("computing the lag of "+name, err)
+		}
+		if l.State == "Dead" {
+			missing = append(missing, name)
+			continue
+		}
+		for _, ml := range l.Lag.Sorted() {
+			r := lagRow{Group: name, Topic: ml.Topic, Partition: ml.Partition, Committed: ml.Commit.At, End: ml.End.Offset, Lag: ml.Lag}
+			if ml.Member != nil {
+				r.MemberID, r.ClientID = ml.Member.MemberID, ml.Member.ClientID
+			}
+			if ml.Err != nil {
+				r.Error = ml.Err.Error()
+			}
+			rows = append(rows, r)
+		}
+	}
+	if cCtx.String(outputFlag) == "json" {
+		if err := printJSON(cCtx.App.Writer, rows); err != nil {
+			return err
+		}
+	} else if err := printLag(cCtx.App.Writer, rows); err != nil {
+		return err
+	}
+	if len(missing) > 0 {
+		return &exitError{code: exitNotFound, err: fmt.Errorf("no such group: %s", strings.Join(missing, ", "))}
+	}
+	return nil
+}
+
+func printLag(out io.Writer, rows []lagRow) error {
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "GROUP\tTOPIC\tPARTITION\tCOMMITTED\tEND\tLAG\tMEMBER\tCLIENT")
+	for _, r := range rows {
+		committed := strconv.FormatInt(r.Committed, 10)
+		if r.Committed < 0 {
+			committed = "-"
+		}
+		lag := strconv.FormatInt(r.Lag, 10)
+		if r.Error != "" {
+			lag = "error: " + r.Error
+		}
+		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%d\t%s\t%s\t%s\n", r.Group, r.Topic, r.Partition, committed, r.End, lag, dash(r.MemberID), dash(r.ClientID))
+	}
+	return w.Flush()
+}
+
+func groupsDelete(cCtx *cli.Context) error {
+	names, err := groupsNamed(cCtx)
+	if err != nil {
+		return err
+	}
+	adm, ctx, done, err := groupsAdmin(cCtx)
+	if err != nil {
+		return err
+	}
+	defer done()
+	resps, err := adm.DeleteGroups(ctx, names...)
+	if err != nil {
+		return groupsError("deleting groups", err)
+	}
+	type row struct {
+		Group string `json:"group"`
+		Error string `json:"error,omitempty"`
+	}
+	rows := []row{}
+	var firstErr error
+	for _, name := range names {
+		r := resps[name]
+		if r.Err != nil {
+			rows = append(rows, row{name, r.Err.Error()})
+			if firstErr == nil {
+				firstErr = groupsError("deleting group "+name, r.Err)
+			}
+			continue
+		}
+		rows = append(rows, row{Group: name})
+	}
+	if cCtx.String(outputFlag) == "json" {
+		if err := printJSON(cCtx.App.Writer, rows); err != nil {
+			return err
+		}
+	} else {
+		for _, r := range rows {
+			if r.Error == "" {
+				fmt.Fprintf(cCtx.App.Writer, "group %s deleted\n", r.Group)
+			}
+		}
+	}
+	return firstErr
+}
+
+// resetRow is one partition of a reset-offsets plan.
+type resetRow struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	Current   int64  `json:"current"`
+	New       int64  `json:"new"`
+	Error     string `json:"error,omitempty"`
+}
+
+func groupsResetOffsets(cCtx *cli.Context) error {
+	if err := flagsAfterArgs(cCtx); err != nil {
+		return err
+	}
+	if cCtx.NArg() != 1 {
+		return usageErrorf("broker groups reset-offsets takes one group name, got %d arguments", cCtx.NArg())
+	}
+	group := cCtx.Args().First()
+	targets := 0
+	for _, f := range []string{"to-earliest", "to-latest", "to-datetime", "to-offset"} {
+		if cCtx.IsSet(f) {
+			targets++
+		}
+	}
+	if targets != 1 {
+		return usageErrorf("give exactly one of --to-earliest, --to-latest, --to-datetime, --to-offset")
+	}
+	var at time.Time
+	if cCtx.IsSet("to-datetime") {
+		var err error
+		if at, err = time.Parse(time.RFC3339, cCtx.String("to-datetime")); err != nil {
+			return usageErrorf("--to-datetime %q is not an RFC 3339 time such as 2026-01-02T15:04:05Z", cCtx.String("to-datetime"))
+		}
+	}
+	if cCtx.IsSet("to-offset") && cCtx.Int64("to-offset") < 0 {
+		return usageErrorf("--to-offset must not be negative")
+	}
+	topicFlags := joinPartitionLists(cCtx.StringSlice("topic"))
+	if len(topicFlags) == 0 == !cCtx.Bool("all-topics") {
+		return usageErrorf("give --topic (repeatable) or --all-topics")
+	}
+	wanted := map[string][]int32{} // topic -> partitions; nil means all
+	for _, tf := range topicFlags {
+		name, parts, hasParts := strings.Cut(tf, ":")
+		if name == "" {
+			return usageErrorf("--topic %q has no topic name", tf)
+		}
+		if !hasParts {
+			wanted[name] = nil
+			continue
+		}
+		for _, p := range strings.Split(parts, ",") {
+			n, err := strconv.ParseInt(strings.TrimSpace(p), 10, 32)
+			if err != nil || n < 0 {
+				return usageErrorf("--topic %q: %q is not a partition number", tf, p)
+			}
+			wanted[name] = append(wanted[name], int32(n))
+		}
+	}
+
+	adm, ctx, done, err := groupsAdmin(cCtx)
+	if err != nil {
+		return err
+	}
+	defer done()
+	described, err := adm.DescribeGroups(ctx, group)
+	if err != nil {
+		return groupsError("describing group "+group, err)
+	}
+	if d := described[group]; d.Err != nil {
+		return groupsError("describing group "+group, d.Err)
+	} else if d.State != "Empty" && d.State != "Dead" {
+		return &exitError{code: exitConflict, err: fmt.Errorf("group %s is %s with %d members; stop its consumers first (offsets can only be reset while the group is empty)", group, d.State, len(d.Members))}
+	}
+	current, err := adm.FetchOffsets(ctx, group)
+	if err != nil {
+		return groupsError("fetching the offsets of "+group, err)
+	}
+	if cCtx.Bool("all-topics") {
+		for t := range current {
+			wanted[t] = nil
+		}
+		if len(wanted) == 0 {
+			return &exitError{code: exitNotFound, err: fmt.Errorf("group %s has no committed offsets; name topics with --topic", group)}
+		}
+	}
+	var topics []string
+	for t := range wanted {
+		topics = append(topics, t)
+	}
+	sort.Strings(topics)
+	starts, err := adm.ListStartOffsets(ctx, topics...)
+	if err != nil {
+		return groupsError("listing start offsets", err)
+	}
+	ends, err := adm.ListEndOffsets(ctx, topics...)
+	if err != nil {
+		return groupsError("listing end offsets", err)
+	}
+	var byTime kadm.ListedOffsets
+	if !at.IsZero() {
+		if byTime, err = adm.ListOffsetsAfterMilli(ctx, at.UnixMilli(), topics...); err != nil {
+			return groupsError("listing offsets by time", err)
+		}
+	}
+
+	var rows []resetRow
+	commit := kadm.Offsets{}
+	for _, t := range topics {
+		parts := wanted[t]
+		if parts == nil {
+			for p := range ends[t] {
+				parts = append(parts, p)
+			}
+			if len(parts) == 0 {
+				return &exitError{code: exitNotFound, err: fmt.Errorf("topic %s does not exist", t)}
+			}
+			sort.Slice(parts, func(i, j int) bool { return parts[i] < parts[j] })
+		}
+		for _, p := range parts {
+			row := resetRow{Topic: t, Partition: p, Current: -1, New: -1}
+			if c, ok := current.Lookup(t, p); ok && c.Err == nil {
+				row.Current = c.At
+			}
+			start, okS := starts.Lookup(t, p)
+			end, okE := ends.Lookup(t, p)
+			switch {
+			case !okS || !okE:
+				row.Error = "no such partition"
+			case start.Err != nil:
+				row.Error = start.Err.Error()
+			case end.Err != nil:
+				row.Error = end.Err.Error()
+			case cCtx.Bool("to-earliest"):
+				row.New = start.Offset
+			case cCtx.Bool("to-latest"):
+				row.New = end.Offset
+			case cCtx.IsSet("to-offset"):
+				row.New = min(max(cCtx.Int64("to-offset"), start.Offset), end.Offset)
+			default:
+				row.New = end.Offset // no record at or after the time: the end
+				if o, ok := byTime.Lookup(t, p); ok && o.Err == nil && o.Offset >= 0 {
+					row.New = o.Offset
+				}
+			}
+			if row.Error == "" {
+				commit.Add(kadm.Offset{Topic: t, Partition: p, At: row.New, LeaderEpoch: -1})
+			}
+			rows = append(rows, row)
+		}
+	}
+	for _, r := range rows {
+		if r.Error != "" {
+			return fmt.Errorf("%s/%d: %s; nothing was reset", r.Topic, r.Partition, r.Error)
+		}
+	}
+	if cCtx.Bool("execute") {
+		resps, err := adm.CommitOffsets(ctx, group, commit)
+		if err != nil {
+			return groupsError("committing offsets of "+group, err)
+		}
+		var failed error
+		for i := range rows {
+			if r, ok := resps.Lookup(rows[i].Topic, rows[i].Partition); ok && r.Err != nil {
+				rows[i].Error = r.Err.Error()
+				if failed == nil {
+					failed = r.Err
+				}
+			}
+		}
+		if failed != nil {
+			if errors.Is(failed, kerr.UnknownMemberID) || errors.Is(failed, kerr.IllegalGeneration) {
+				return &exitError{code: exitConflict, err: fmt.Errorf("committing offsets of %s: %w; members joined the group meanwhile", group, failed)}
+			}
+			return groupsError("committing offsets of "+group, failed)
+		}
+	}
+	if cCtx.String(outputFlag) == "json" {
+		return printJSON(cCtx.App.Writer, map[string]any{"group": group, "executed": cCtx.Bool("execute"), "offsets": rows})
+	}
+	w := tabwriter.NewWriter(cCtx.App.Writer, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "TOPIC\tPARTITION\tCURRENT\tNEW")
+	for _, r := range rows {
+		cur := strconv.FormatInt(r.Current, 10)
+		if r.Current < 0 {
+			cur = "-"
+		}
+		fmt.Fprintf(w, "%s\t%d\t%s\t%d\n", r.Topic, r.Partition, cur, r.New)
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	if !cCtx.Bool("execute") {
+		fmt.Fprintln(cCtx.App.Writer, "dry run: nothing changed; add --execute to commit these offsets")
+	} else {
+		fmt.Fprintf(cCtx.App.Writer, "offsets of group %s reset\n", group)
+	}
+	return nil
+}
+
+// joinPartitionLists undoes the comma splitting of slice flags for
+// --topic TOPIC:P,P,...: a bare number continues the previous value's
+// partition list.
+func joinPartitionLists(values []string) []string {
+	var out []string
+	for _, v := range values {
+		if _, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && len(out) > 0 && strings.Contains(out[len(out)-1], ":") {
+			out[len(out)-1] += "," + v
+			continue
+		}
+		out = append(out, v)
+	}
+	return out
+}

@@ -1,0 +1,146 @@
+package events
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"fmt"
+
+	"github.com/vibemq/broker/pebblestore"
+)
+
+// Keys and values of the event store, under the prefixes 0x40-0x46 that
+// pebblestore/keys.go reserves. The layouts are part of the file format.
+//
+//	0x40 storeName                              storeRecord, JSON
+//	0x41 "next-store-id"                        u32
+//	0x42 storeID u32 | streamName               streamID u64
+//	0x43 storeID u32 | streamID u64             streamHead: v1 u8 | lastRevision u64 | lastPosition u64 | name
+//	0x44 storeID u32 | streamID u64 | rev u64   position u64
+//	0x45 storeID u32 | sha256(eventID)[:16]     idempotencyEntry: v1 u8 | position u64 | streamID u64 |
+//	                                            revision u64 | batchFirst u64 | batchLen u32 | eventID
+//	0x46 storeID u32 | second u64               position u64: the first event stamped in that Unix second
+//
+// Every row of one append (0x42 for a new stream, 0x43, 0x44, 0x45, 0x46) is
+// written in the Pebble batch that carries the appended RecordBatch
+// (topics.Append.Extra), so the log and its indexes are durable together.
+
+func storeKey(name string) []byte {
+	return append([]byte{pebblestore.PrefixEventStore}, name...)
+}
+
+func storePrefix() []byte { return []byte{pebblestore.PrefixEventStore} }
+
+func nextStoreIDKey() []byte {
+	return append([]byte{pebblestore.PrefixEventStoreNextID}, "next-store-id"...)
+}
+
+func storeTablePrefix(prefix byte, storeID uint32) []byte {
+	return binary.BigEndian.AppendUint32([]byte{prefix}, storeID)
+}
+
+func streamCatalogKey(storeID uint32, stream string) []byte {
+	return append(storeTablePrefix(pebblestore.PrefixEventStream, storeID), stream...)
+}
+
+func streamHeadKey(storeID uint32, streamID uint64) []byte {
+	return binary.BigEndian.AppendUint64(storeTablePrefix(pebblestore.PrefixEventStreamHead, storeID), streamID)
+}
+
+func streamIndexPrefix(storeID uint32, streamID uint64) []byte {
+	return binary.BigEndian.AppendUint64(storeTablePrefix(pebblestore.PrefixEventStreamIndex, storeID), streamID)
+}
+
+func streamIndexKey(storeID uint32, streamID uint64, revision int64) []byte {
+	return binary.BigEndian.AppendUint64(streamIndexPrefix(storeID, streamID), uint64(revision))
+}
+
+func idempotencyKey(storeID uint32, eventID string) []byte {
+	sum := sha256.Sum256([]byte(eventID))
+	return append(storeTablePrefix(pebblestore.PrefixEventIdempotency, storeID), sum[:16]...)
+}
+
+func timeIndexKey(storeID uint32, second int64) []byte {
+	return binary.BigEndian.AppendUint64(storeTablePrefix(pebblestore.PrefixEventTimeIndex, storeID), uint64(second))
+}
+
+// storeTables are the per-store tables, all keyed by storeID first.
+var storeTables = []byte{
+	pebblestore.PrefixEventStream,
+	pebblestore.PrefixEventStreamHead,
+	pebblestore.PrefixEventStreamIndex,
+	pebblestore.PrefixEventIdempotency,
+	pebblestore.PrefixEventTimeIndex,
+}
+
+func encodeU64(v int64) []byte { return binary.BigEndian.AppendUint64(nil, uint64(v)) }
+
+func decodeU64(v []byte, what string, key []byte) (int64, error) {
+	if len(v) != 8 {
+		return 0, fmt.Errorf("%w: %s row %x has %d bytes, want 8", pebblestore.ErrCorruption, what, key, len(v))
+	}
+	return int64(binary.BigEndian.Uint64(v)), nil
+}
+
+const rowVersion = 1
+
+// streamHead is the value of a 0x43 row.
+type streamHead struct {
+	LastRevision int64
+	LastPosition int64
+	Name         string
+}
+
+func (h streamHead) encode() []byte {
+	out := make([]byte, 0, 17+len(h.Name))
+	out = append(out, rowVersion)
+	out = binary.BigEndian.AppendUint64(out, uint64(h.LastRevision))
+	out = binary.BigEndian.AppendUint64(out, uint64(h.LastPosition))
+	return append(out, h.Name...)
+}
+
+func decodeStreamHead(v []byte, key []byte) (streamHead, error) {
+	if len(v) < 17 || v[0] != rowVersion {
+		return streamHead{}, fmt.Errorf("%w: stream head row %x is malformed (%d bytes)", pebblestore.ErrCorruption, key, len(v))
+	}
+	return streamHead{
+		LastRevision: int64(binary.BigEndian.Uint64(v[1:])),
+		LastPosition: int64(binary.BigEndian.Uint64(v[9:])),
+		Name:         string(v[17:]),
+	}, nil
+}
+
+// idempotencyEntry is the value of a 0x45 row: where an event id was
+// appended and which append it belonged to.
+type idempotencyEntry struct {
+	Position   int64
+	StreamID   uint64
+	Revision   int64
+	BatchFirst int64 // position of the first event of the append
+	BatchLen   uint32
+	EventID    string
+}
+
+func (e idempotencyEntry) encode() []byte {
+	out := make([]byte, 0, 37+len(e.EventID))
+	out = append(out, rowVersion)
+	out = binary.BigEndian.AppendUint64(out, uint64(e.Position))
+	out = binary.BigEndian.AppendUint64(out, e.StreamID)
+	out = binary.BigEndian.AppendUint64(out, uint64(e.Revision))
+	out = binary.BigEndian.AppendUint64(out, uint64(e.BatchFirst))
+	out = binary.BigEndian.AppendUint32(out, e.BatchLen)
+	return append(out, e.EventID...)
+}
+
+func decodeIdempotencyEntry(v []byte, key []byte) (idempotencyEntry, error) {
+	if len(v) < 37 || v[0] != rowVersion {
+		return idempotencyEntry{}, fmt.Errorf("%w: idempotency row %x is malformed (%d bytes)", pebblestore.ErrCorruption, key, len(v))
+	}
+	return idempotencyEntry{
+		Position:   int64(binary.BigEndian.Uint64(v[1:])),
+		StreamID:   binary.BigEndian.Uint64(v[9:]),
+		Revision:   int64(binary.BigEndian.Uint64(v[17:])),
+		BatchFirst: int64(binary.BigEndian.Uint64(v[25:])),
+		BatchLen:   binary.BigEndian.Uint32(v[33:]),
+		EventID:    string(v[37:]),
+	}, nil
+}

@@ -1,0 +1,107 @@
+package groups
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+)
+
+// Config configures a Coordinator. Zero values take the documented
+// defaults, except InitialRebalanceDelay, where zero means no delay.
+type Config struct {
+	Logger zerolog.Logger
+	// Registerer receives the coordinator's metrics; nil means unregistered.
+	Registerer prometheus.Registerer
+
+	// InitialRebalanceDelay is how long a group that was Empty waits for
+	// more members before its first rebalance completes, extended by each
+	// new member up to the rebalance timeout (Kafka
+	// group.initial.rebalance.delay.ms; the broker's default is 3s). Zero
+	// means no delay.
+	InitialRebalanceDelay time.Duration
+	// OffsetsRetention is how long the committed offsets of an Empty group
+	// are kept after it became Empty, and those of a group without a
+	// protocol (manual assignment) after their commit (Kafka
+	// offsets.retention.minutes); default 7 days.
+	OffsetsRetention time.Duration
+	// OffsetsRetentionCheckInterval is how often expired offsets are
+	// removed (Kafka offsets.retention.check.interval.ms); default 10m.
+	OffsetsRetentionCheckInterval time.Duration
+	// MinSessionTimeout and MaxSessionTimeout bound the session timeout a
+	// member may ask for (Kafka group.min.session.timeout.ms and
+	// group.max.session.timeout.ms); defaults 6s and 30m.
+	MinSessionTimeout time.Duration
+	MaxSessionTimeout time.Duration
+	// NewMemberJoinTimeout bounds how long a new member may wait in its
+	// first JoinGroup (Kafka's fixed 5 minutes); default 5m.
+	NewMemberJoinTimeout time.Duration
+	// MaxGroupSize bounds the members of one group (Kafka group.max.size);
+	// default 10000.
+	MaxGroupSize int
+	// MaxOffsetMetadataBytes bounds the metadata string of one committed
+	// offset (Kafka offset.metadata.max.bytes); default 4096.
+	MaxOffsetMetadataBytes int
+	// MaxMemberMetadataBytes bounds the protocol metadata one member sends
+	// in JoinGroup (all protocols together) and the assignment the leader
+	// gives one member in SyncGroup; default 1 MiB. Kafka has no such
+	// limit; past it the group's metadata record could never be stored.
+	MaxMemberMetadataBytes int
+	// OffsetsTopicPartitions is the partition count of __consumer_offsets
+	// when the coordinator creates it (Kafka offsets.topic.num.partitions);
+	// default 50. An existing topic keeps its count.
+	OffsetsTopicPartitions int32
+}
+
+func (c *Config) setDefaults() {
+	if c.OffsetsRetention == 0 {
+		c.OffsetsRetention = 7 * 24 * time.Hour
+	}
+	if c.OffsetsRetentionCheckInterval == 0 {
+		c.OffsetsRetentionCheckInterval = 10 * time.Minute
+	}
+	if c.MinSessionTimeout == 0 {
+		c.MinSessionTimeout = 6 * time.Second
+	}
+	if c.MaxSessionTimeout == 0 {
+		c.MaxSessionTimeout = 30 * time.Minute
+	}
+	if c.NewMemberJoinTimeout == 0 {
+		c.NewMemberJoinTimeout = 5 * time.Minute
+	}
+	if c.MaxGroupSize == 0 {
+		c.MaxGroupSize = 10000
+	}
+	if c.MaxOffsetMetadataBytes == 0 {
+		c.MaxOffsetMetadataBytes = 4096
+	}
+	if c.MaxMemberMetadataBytes == 0 {
+		c.MaxMemberMetadataBytes = 1 << 20
+	}
+	if c.OffsetsTopicPartitions == 0 {
+		c.OffsetsTopicPartitions = 50
+	}
+}
+
+// Validate checks the config after defaults are applied.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.InitialRebalanceDelay < 0 {
+		errs = append(errs, fmt.Errorf("groups: the initial rebalance delay is %v; it must not be negative", c.InitialRebalanceDelay))
+	}
+	if c.OffsetsRetention < 0 || c.OffsetsRetentionCheckInterval < 0 || c.NewMemberJoinTimeout < 0 {
+		errs = append(errs, errors.New("groups: offsets retention, its check interval and the new member join timeout must not be negative"))
+	}
+	if c.MinSessionTimeout < 0 || c.MaxSessionTimeout < c.MinSessionTimeout {
+		errs = append(errs, fmt.Errorf("groups: the session timeout range %v-%v is empty or negative; the minimum must not exceed the maximum", c.MinSessionTimeout, c.MaxSessionTimeout))
+	}
+	if c.MaxGroupSize < 0 || c.MaxOffsetMetadataBytes < 0 || c.MaxMemberMetadataBytes < 0 {
+		errs = append(errs, errors.New("groups: the group size and metadata limits must not be negative"))
+	}
+	if c.OffsetsTopicPartitions < 0 || c.OffsetsTopicPartitions > 1000 {
+		errs = append(errs, fmt.Errorf("groups: %d partitions for __consumer_offsets; use 1 to 1000", c.OffsetsTopicPartitions))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,457 @@
+package groups
+
+// Committed offsets: OffsetCommit, OffsetFetch, OffsetDelete and offset
+// retention, after Apache Kafka's OffsetMetadataManager.
+
+import (
+	"time"
+
+	"github.com/vibemq/broker/topics"
+)
+
+// pendingCommit is one offset appended by a commit that is not yet durable.
+type pendingCommit struct {
+	tp    topicPartition
+	entry *offsetEntry
+}
+
+// Commit handles an OffsetCommit request. Partitions of unknown topics get
+// topics.ErrUnknownTopic; the others are checked against the group
+// (generation, member, state) and appended to __consumer_offsets. The
+// offsets become visible to FetchOffsets once durable, and Wait returns
+// after that.
+func (c *Coordinator) Commit(req CommitRequest, now time.Time) *Future[CommitResult] {
+	res := CommitResult{Topics: make([][]error, len(req.Topics))}
+	topicIDs := make([][16]byte, len(req.Topics))
+	valid := 0
+	for i, t := range req.Topics {
+		res.Topics[i] = make([]error, len(t.Partitions))
+		tp, ok := c.tm.Topic(t.Topic)
+		if ok {
+			topicIDs[i] = tp.ID
+		}
+		for j, p := range t.Partitions {
+			if !ok || p.Partition < 0 || p.Partition >= tp.NumPartitions() {
+				res.Topics[i][j] = topics.ErrUnknownTopic
+				continue
+			}
+			valid++
+		}
+	}
+	// written marks the partitions whose records were appended: a failed
+	// write turns exactly those into errors.
+	var written [][2]int
+	failed := func(r CommitResult, err error) CommitResult {
+		for _, w := range written {
+			r.Topics[w[0]][w[1]] = err
+		}
+		return r
+	}
+	f := newFuture(failed)
+	f.mapErr = commitAppendError
+	if valid == 0 {
+		f.ch <- res
+		return f
+	}
+	setAll := func(err error) {
+		for i := range res.Topics {
+			for j := range res.Topics[i] {
+				if res.Topics[i][j] == nil {
+					res.Topics[i][j] = err
+				}
+			}
+		}
+	}
+
+	o := &op{now: now}
+	c.mu.Lock()
+	defer func() {
+		c.mu.Unlock()
+		f.persists = o.persists
+		f.ch <- res
+	}()
+	g := c.mu.groups[req.Group]
+	if g == nil {
+		switch {
+		case req.Generation < 0:
+			// A commit outside group management creates a "simple"
+			// group (Kafka: admin clients, manual assignment).
+			g = c.newGroupLocked(req.Group)
+		case req.Version >= 9:
+			setAll(ErrGroupIDNotFound)
+			return f
+		default:
+			setAll(ErrIllegalGeneration)
+			return f
+		}
+	}
+	if err := validateOffsetCommit(g, req); err != nil {
+		setAll(err)
+		c.dropIfUnusedLocked(g)
+		return f
+	}
+	if g.is(StateStable) || g.is(StatePreparingRebalance) {
+		if m := g.members[req.MemberID]; m != nil {
+			m.heartbeatDeadline = now.Add(m.sessionTimeout) // commits keep the session
+		}
+	}
+
+	var recs []topics.Record
+	var rows []rowOp
+	var commits []pendingCommit
+	for i, t := range req.Topics {
+		for j, p := range t.Partitions {
+			if res.Topics[i][j] != nil {
+				continue
+			}
+			md := ""
+			if p.Metadata != nil {
+				md = *p.Metadata
+			}
+			if len(md) > c.cfg.MaxOffsetMetadataBytes {
+				res.Topics[i][j] = ErrOffsetMetadataTooLarge
+				continue
+			}
+			e := &offsetEntry{offset: p.Offset, leaderEpoch: p.LeaderEpoch, metadata: md, commitTime: now, topicID: topicIDs[i]}
+			if req.Retention != nil {
+				e.expireTime = now.Add(*req.Retention)
+			}
+			tp := topicPartition{t.Topic, p.Partition}
+			value := encodeOffsetCommitValue(e)
+			recs = append(recs, topics.Record{Key: offsetCommitKey(g.name, t.Topic, p.Partition), Value: value})
+			if old := g.offsets[tp]; old != nil && old.topicID != e.topicID {
+				rows = append(rows, rowOp{key: offsetRowKey(g.id, old.topicID, p.Partition), del: true})
+			}
+			rows = append(rows, rowOp{key: offsetRowKey(g.id, e.topicID, p.Partition), value: encodeNamed(t.Topic, value)})
+			commits = append(commits, pendingCommit{tp, e})
+			written = append(written, [2]int{i, j})
+		}
+	}
+	if len(recs) == 0 {
+		c.dropIfUnusedLocked(g)
+		return f
+	}
+	ps, base, err := c.appendLocked(o, g, recs, rows)
+	if err != nil {
+		c.log.Warn().Err(err).Str("group", g.name).Msg("storing offsets failed")
+		for _, w := range written {
+			res.Topics[w[0]][w[1]] = commitAppendError(err)
+		}
+		written = nil
+		c.dropIfUnusedLocked(g)
+		return f
+	}
+	for i := range commits {
+		commits[i].entry.logOffset = base + int64(i)
+		g.pendingTPs[commits[i].tp]++
+	}
+	g.pendingCommits++
+	c.metrics.offsetCommits.Add(float64(len(commits)))
+	ps.after = func(err error) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		g.pendingCommits--
+		for _, pc := range commits {
+			if g.pendingTPs[pc.tp]--; g.pendingTPs[pc.tp] <= 0 {
+				delete(g.pendingTPs, pc.tp)
+			}
+			if err != nil || c.mu.groups[g.name] != g {
+				continue
+			}
+			if cur := g.offsets[pc.tp]; cur != nil && cur.logOffset > pc.entry.logOffset {
+				continue // a later commit is already visible
+			}
+			if at, ok := g.deletedAt[pc.tp]; ok && at > pc.entry.logOffset {
+				continue // deleted after this commit
+			}
+			g.offsets[pc.tp] = pc.entry
+		}
+		if g.pendingCommits == 0 {
+			clear(g.deletedAt)
+		}
+	}
+	return f
+}
+
+// validateOffsetCommit is Kafka's ClassicGroup.validateOffsetCommit.
+func validateOffsetCommit(g *group, req CommitRequest) error {
+	if g.is(StateDead) {
+		return ErrCoordinatorNotAvailable
+	}
+	if req.Generation < 0 && g.is(StateEmpty) {
+		return nil // admin tools and manual assignment commit to Empty groups
+	}
+	if req.Generation >= 0 || req.MemberID != "" || req.InstanceID != nil {
+		if err := g.validateMember(req.MemberID, req.InstanceID); err != nil {
+			return err
+		}
+		if req.Generation != g.generation {
+			return ErrIllegalGeneration
+		}
+	} else if !g.is(StateEmpty) {
+		return ErrUnknownMemberID
+	}
+	if g.is(StateCompletingRebalance) {
+		return ErrRebalanceInProgress
+	}
+	return nil
+}
+
+// currentTopicID is the ID of the topic named name, and whether it exists.
+func (c *Coordinator) currentTopicID(name string, cache map[string][16]byte) ([16]byte, bool) {
+	if id, ok := cache[name]; ok {
+		return id, id != [16]byte{}
+	}
+	t, ok := c.tm.Topic(name)
+	var id [16]byte
+	if ok {
+		id = t.ID
+	}
+	cache[name] = id
+	return id, ok
+}
+
+// FetchOffsets handles one group of an OffsetFetch request. A group that
+// does not exist has no offsets: -1 for each partition asked for, no error
+// (as Kafka answers). Offsets committed to a topic since deleted are not
+// returned. With RequireStable, a partition whose latest commit is not yet
+// durable gets ErrUnstableOffsetCommit, which clients retry.
+func (c *Coordinator) FetchOffsets(req FetchOffsetsRequest) FetchOffsetsResult {
+	var res FetchOffsetsResult
+	ids := map[string][16]byte{}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	g := c.mu.groups[req.Group]
+	visible := func(tp topicPartition) *offsetEntry {
+		if g == nil {
+			return nil
+		}
+		e := g.offsets[tp]
+		if e == nil {
+			return nil
+		}
+		if id, ok := c.currentTopicID(tp.topic, ids); !ok || id != e.topicID {
+			return nil
+		}
+		return e
+	}
+	fill := func(tp topicPartition, e *offsetEntry) FetchedOffset {
+		fo := FetchedOffset{Partition: tp.partition, Offset: -1, LeaderEpoch: -1}
+		empty := ""
+		fo.Metadata = &empty
+		if req.RequireStable && g != nil && g.pendingTPs[tp] > 0 {
+			fo.Err = ErrUnstableOffsetCommit
+			return fo
+		}
+		if e != nil {
+			md := e.metadata
+			fo.Offset, fo.LeaderEpoch, fo.Metadata = e.offset, e.leaderEpoch, &md
+		}
+		return fo
+	}
+	if req.Topics == nil {
+		if g == nil {
+			return res
+		}
+		byTopic := map[string]int{}
+		for _, tp := range sortedOffsets(g) {
+			e := visible(tp)
+			if e == nil {
+				continue
+			}
+			i, ok := byTopic[tp.topic]
+			if !ok {
+				i = len(res.Topics)
+				byTopic[tp.topic] = i
+				res.Topics = append(res.Topics, FetchedTopic{Topic: tp.topic})
+			}
+			res.Topics[i].Partitions = append(res.Topics[i].Partitions, fill(tp, e))
+		}
+		return res
+	}
+	res.Topics = make([]FetchedTopic, len(req.Topics))
+	for i, t := range req.Topics {
+		res.Topics[i] = FetchedTopic{Topic: t.Topic, Partitions: make([]FetchedOffset, len(t.Partitions))}
+		for j, p := range t.Partitions {
+			tp := topicPartition{t.Topic, p}
+			res.Topics[i].Partitions[j] = fill(tp, visible(tp))
+		}
+	}
+	return res
+}
+
+// deleteOffsetsLocked appends tombstones for tps and removes them from
+// memory and the index. REQUIRES: c.mu held.
+func (c *Coordinator) deleteOffsetsLocked(o *op, g *group, tps []topicPartition) error {
+	if len(tps) == 0 {
+		return nil
+	}
+	recs := make([]topics.Record, 0, len(tps))
+	rows := make([]rowOp, 0, len(tps))
+	for _, tp := range tps {
+		e := g.offsets[tp]
+		recs = append(recs, topics.Record{Key: offsetCommitKey(g.name, tp.topic, tp.partition)})
+		if e != nil {
+			rows = append(rows, rowOp{key: offsetRowKey(g.id, e.topicID, tp.partition), del: true})
+		}
+	}
+	_, base, err := c.appendLocked(o, g, recs, rows)
+	if err != nil {
+		return commitAppendError(err)
+	}
+	for i, tp := range tps {
+		delete(g.offsets, tp)
+		if g.pendingCommits > 0 {
+			g.deletedAt[tp] = base + int64(i)
+		}
+	}
+	return nil
+}
+
+// DeleteOffsets handles an OffsetDelete request: the offsets of an Empty
+// group, or of topics a "consumer" group does not subscribe to, are
+// deleted.
+func (c *Coordinator) DeleteOffsets(groupName string, req []OffsetDeleteTopic, now time.Time) *Future[OffsetDeleteResult] {
+	failed := func(r OffsetDeleteResult, err error) OffsetDeleteResult {
+		for i := range r.Topics {
+			for j := range r.Topics[i] {
+				if r.Topics[i][j] == nil {
+					r.Topics[i][j] = err
+				}
+			}
+		}
+		return r
+	}
+	f := newFuture(failed)
+	f.mapErr = commitAppendError
+	o := &op{now: now}
+	c.mu.Lock()
+	defer func() {
+		c.mu.Unlock()
+		f.persists = o.persists
+	}()
+	g := c.mu.groups[groupName]
+	switch {
+	case g == nil || g.is(StateDead):
+		f.ch <- OffsetDeleteResult{Err: ErrGroupIDNotFound}
+		return f
+	case !g.is(StateEmpty) && !g.usesConsumerProtocol():
+		f.ch <- OffsetDeleteResult{Err: ErrNonEmptyGroup}
+		return f
+	}
+	res := OffsetDeleteResult{Topics: make([][]error, len(req))}
+	var tps []topicPartition
+	for i, t := range req {
+		res.Topics[i] = make([]error, len(t.Partitions))
+		subscribed := !g.is(StateEmpty) && g.isSubscribedToTopic(t.Topic)
+		for j, p := range t.Partitions {
+			if subscribed {
+				res.Topics[i][j] = ErrGroupSubscribedToTopic
+				continue
+			}
+			tp := topicPartition{t.Topic, p}
+			if g.offsets[tp] != nil || g.pendingTPs[tp] > 0 {
+				tps = append(tps, tp)
+			}
+		}
+	}
+	if err := c.deleteOffsetsLocked(o, g, dedupe(tps)); err != nil {
+		res = failed(res, err)
+	}
+	f.ch <- res
+	return f
+}
+
+func dedupe(tps []topicPartition) []topicPartition {
+	seen := make(map[topicPartition]bool, len(tps))
+	out := tps[:0]
+	for _, tp := range tps {
+		if !seen[tp] {
+			seen[tp] = true
+			out = append(out, tp)
+		}
+	}
+	return out
+}
+
+// expireOffsetsLocked is the retention pass (Kafka's
+// cleanupGroupMetadata): it deletes the offsets that expired and the
+// offsets of deleted topics, then Empty groups left without offsets.
+// REQUIRES: c.mu held.
+func (c *Coordinator) expireOffsetsLocked(o *op) {
+	if len(c.mu.strayRows) > 0 {
+		b := c.store.NewBatch()
+		for _, k := range c.mu.strayRows {
+			b.Delete(k)
+		}
+		if err := b.Commit(); err != nil {
+			c.log.Warn().Err(err).Msg("deleting stray offset rows failed")
+		} else {
+			c.mu.strayRows = nil
+		}
+	}
+	ids := map[string][16]byte{}
+	expired := 0
+	for _, g := range c.mu.groups {
+		var tps []topicPartition
+		all := true
+		for tp, e := range g.offsets {
+			if id, ok := c.currentTopicID(tp.topic, ids); !ok || id != e.topicID {
+				tps = append(tps, tp) // the topic was deleted
+				continue
+			}
+			if c.offsetExpired(g, tp, e, o.now) {
+				tps = append(tps, tp)
+				continue
+			}
+			all = false
+		}
+		if len(tps) > 0 {
+			if err := c.deleteOffsetsLocked(o, g, tps); err != nil {
+				c.log.Warn().Err(err).Str("group", g.name).Msg("deleting expired offsets failed")
+				continue
+			}
+			expired += len(tps)
+		}
+		if all && g.is(StateEmpty) && g.pendingCommits == 0 && len(g.pending) == 0 {
+			if err := c.deleteGroupLocked(o, g); err != nil {
+				c.log.Warn().Err(err).Str("group", g.name).Msg("deleting an expired group failed")
+				continue
+			}
+			c.log.Info().Str("group", g.name).Msg("empty group removed: its offsets expired")
+		}
+	}
+	if expired > 0 {
+		c.metrics.expiredOffsets.Add(float64(expired))
+		c.log.Info().Int("offsets", expired).Msg("expired committed offsets removed")
+	}
+}
+
+// offsetExpired is Kafka's ClassicGroup.offsetExpirationCondition with
+// OffsetExpirationConditionImpl.
+func (c *Coordinator) offsetExpired(g *group, tp topicPartition, e *offsetEntry, now time.Time) bool {
+	var base time.Time
+	switch {
+	case g.protocolType == nil:
+		base = e.commitTime // a simple group: from each commit
+	case g.is(StateEmpty):
+		base = g.stateTimestamp // from when the group became Empty
+		if base.IsZero() {
+			base = e.commitTime
+		}
+	case g.usesConsumerProtocol() && g.subscribedTopics != nil && g.is(StateStable):
+		if g.subscribedTopics[tp.topic] {
+			return false
+		}
+		base = e.commitTime
+	default:
+		return false
+	}
+	if g.pendingTPs[tp] > 0 {
+		return false
+	}
+	if !e.expireTime.IsZero() {
+		return !now.Before(e.expireTime)
+	}
+	return now.Sub(base) >= c.cfg.OffsetsRetention
+}

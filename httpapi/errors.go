@@ -1,0 +1,162 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+	"syscall"
+)
+
+// nativeError is an error of the native JSON API: a stable lower_snake_case
+// code, a sentence for people and optional details (the field, the
+// bounds, the current revision). Its JSON is {"code", "message",
+// "details"?} like every error this server writes.
+type nativeError struct {
+	Code    string         `json:"code"`
+	Message string         `json:"message"`
+	Details map[string]any `json:"details,omitempty"`
+}
+
+func (e *nativeError) Error() string { return e.Code + ": " + e.Message }
+
+// nativeCodeStatus is the table of the error codes of the event store,
+// storage admin and request-decoding layers, with their HTTP statuses
+// (NATIVE-QUEUE.md §3.8). The queue API's codes are declared in
+// queues.Codes(); a code in both tables has the same status there
+// (TestErrorTablesAgree). /openapi.json lists both.
+var nativeCodeStatus = map[string]int{
+	// Request decoding (every native route).
+	"invalid_json":           http.StatusBadRequest,
+	"unknown_field":          http.StatusBadRequest,
+	"out_of_range":           http.StatusBadRequest,
+	"invalid_enum":           http.StatusBadRequest,
+	"conflicting_fields":     http.StatusBadRequest,
+	"invalid_body":           http.StatusBadRequest,
+	"invalid_base64":         http.StatusBadRequest,
+	"request_too_large":      http.StatusRequestEntityTooLarge,
+	"message_too_large":      http.StatusRequestEntityTooLarge,
+	"unsupported_media_type": http.StatusUnsupportedMediaType,
+	"storage_unavailable":    http.StatusServiceUnavailable,
+	"shutting_down":          http.StatusServiceUnavailable,
+	"storage_full":           http.StatusInsufficientStorage,
+	"internal":               http.StatusInternalServerError,
+
+	// Event store.
+	"invalid_name":              http.StatusBadRequest,
+	"reserved_name":             http.StatusBadRequest,
+	"invalid_id":                http.StatusBadRequest,
+	"invalid_stream":            http.StatusBadRequest,
+	"invalid_type":              http.StatusBadRequest,
+	"invalid_expected_revision": http.StatusBadRequest,
+	"duplicate_event_id":        http.StatusBadRequest,
+	"invalid_from":              http.StatusBadRequest,
+	"store_not_found":           http.StatusNotFound,
+	"stream_not_found":          http.StatusNotFound,
+	"topic_exists":              http.StatusConflict,
+	"wrong_expected_revision":   http.StatusConflict,
+	"idempotency_conflict":      http.StatusConflict,
+
+	// Storage admin.
+	"invalid_path":         http.StatusBadRequest,
+	"target_not_empty":     http.StatusConflict,
+	"task_already_running": http.StatusConflict,
+	"storage_corrupt":      http.StatusInternalServerError,
+}
+
+// newNativeError builds an error with a code of nativeCodeStatus.
+func newNativeError(code, format string, args ...any) *nativeError {
+	if _, ok := nativeCodeStatus[code]; !ok {
+		panic("httpapi: error code " + code + " is not in nativeCodeStatus")
+	}
+	return &nativeError{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+func (e *nativeError) with(key string, value any) *nativeError {
+	if e.Details == nil {
+		e.Details = map[string]any{}
+	}
+	e.Details[key] = value
+	return e
+}
+
+// writeNativeError writes e with the status of its code.
+func writeNativeError(w http.ResponseWriter, e *nativeError) {
+	status, ok := nativeCodeStatus[e.Code]
+	if !ok {
+		status = http.StatusInternalServerError
+	}
+	if status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", "1")
+	}
+	writeJSON(w, status, e)
+}
+
+// storageError classifies a failure of the store: 507 storage_full when the
+// disk is full, else 503 storage_unavailable (the outcome is unknown, the
+// request may be retried).
+func storageError(err error) *nativeError {
+	if errors.Is(err, syscall.ENOSPC) || strings.Contains(err.Error(), "no space left on device") {
+		return newNativeError("storage_full", "the disk of the data directory is full: %v", err)
+	}
+	return newNativeError("storage_unavailable", "the store failed; the outcome of this request is unknown, retry it: %v", err)
+}
+
+// decodeJSONBody decodes the request body into v strictly: the content type
+// must be JSON (or absent), the body at most limit bytes, one JSON value
+// with no unknown fields and nothing after it.
+func decodeJSONBody(w http.ResponseWriter, r *http.Request, limit int64, v any) *nativeError {
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
+			return newNativeError("unsupported_media_type", "the body must be JSON (Content-Type: application/json), not %q", ct)
+		}
+	}
+	if r.ContentLength > limit {
+		return newNativeError("request_too_large", "the body is %d bytes, the limit is %d", r.ContentLength, limit).with("limit", limit)
+	}
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
+	dec.DisallowUnknownFields()
+	dec.UseNumber()
+	if err := dec.Decode(v); err != nil {
+		return jsonError(err, limit)
+	}
+	var extra json.RawMessage
+	switch err := dec.Decode(&extra); {
+	case errors.Is(err, io.EOF):
+		return nil
+	case err == nil:
+		return newNativeError("invalid_json", "the body holds more than one JSON value")
+	default:
+		if ne := jsonError(err, limit); ne.Code == "request_too_large" {
+			return ne
+		}
+		return newNativeError("invalid_json", "the body has bytes after its JSON value")
+	}
+}
+
+func jsonError(err error, limit int64) *nativeError {
+	var tooLarge *http.MaxBytesError
+	var syntax *json.SyntaxError
+	var typeErr *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &tooLarge):
+		return newNativeError("request_too_large", "the body is larger than the limit of %d bytes", limit).with("limit", limit)
+	case errors.As(err, &syntax):
+		return newNativeError("invalid_json", "the body is not valid JSON: %v (at byte %d)", err, syntax.Offset)
+	case errors.As(err, &typeErr):
+		field := typeErr.Field
+		return newNativeError("invalid_json", "field %q must be %s, not a JSON %s", field, typeErr.Type, typeErr.Value).with("field", field)
+	case errors.Is(err, io.EOF):
+		return newNativeError("invalid_json", "the body is empty; send a JSON object")
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		field := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+		return newNativeError("unknown_field", "unknown field %q", field).with("field", field)
+	case strings.Contains(err.Error(), "unexpected EOF"):
+		return newNativeError("invalid_json", "the body ends in the middle of a JSON value")
+	}
+	return newNativeError("invalid_json", "the body is not valid JSON: %v", err)
+}

@@ -1,0 +1,761 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/vibemq/broker/events"
+	"github.com/vibemq/broker/pebblestore"
+)
+
+// Event store routes (NATIVE-QUEUE.md §4 and §6):
+//
+//	GET    /v1/stores                                   list stores
+//	PUT    /v1/stores/{store}                           create a store (201, or 200 when it exists)
+//	GET    /v1/stores/{store}                           describe a store
+//	DELETE /v1/stores/{store}                           delete a store and its topic (204)
+//	POST   /v1/stores/{store}/streams/{stream}/events   append (201; 200 for an idempotent retry)
+//	GET    /v1/stores/{store}/streams/{stream}/events   read a stream forward or backward
+//	GET    /v1/stores/{store}/streams/{stream}          describe a stream
+//	GET    /v1/stores/{store}/events                    read the whole store; long-poll with wait_ms;
+//	                                                    Server-Sent Events with Accept: text/event-stream
+//
+// An append to a store that does not exist creates it.
+
+// Limits and defaults of the event routes.
+const (
+	eventsWaitMaxMs        = 60000
+	eventsHeartbeat        = 15 * time.Second
+	eventsSSEPageLimit     = 1000
+	eventsWriteDeadlinePad = 30 * time.Second
+)
+
+// EventsConfig wires the event store routes.
+type EventsConfig struct {
+	Events *events.Service
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
+	// Heartbeat is the idle interval between SSE comments (15s when 0).
+	Heartbeat time.Duration
+}
+
+type eventsAPI struct {
+	s         *Server
+	svc       *events.Service
+	now       func() time.Time
+	heartbeat time.Duration
+	bodyLimit int64
+	// done is closed when the server shuts down: tails end, long-polls
+	// answer with what they have.
+	done chan struct{}
+}
+
+// RegisterEvents adds the event store routes. Call before Start.
+func (s *Server) RegisterEvents(cfg EventsConfig) {
+	api := &eventsAPI{s: s, svc: cfg.Events, now: cfg.Now, heartbeat: cfg.Heartbeat, done: make(chan struct{})}
+	if api.now == nil {
+		api.now = time.Now
+	}
+	if api.heartbeat <= 0 {
+		api.heartbeat = eventsHeartbeat
+	}
+	limits := cfg.Events.Limits()
+	// Base64 data grows by 4/3; allow for the JSON around it.
+	api.bodyLimit = int64(limits.MaxAppendBytes)*4/3 + 1<<20
+	var once sync.Once
+	s.httpSrv.RegisterOnShutdown(func() { once.Do(func() { close(api.done) }) })
+
+	s.Handle("GET /v1/stores", http.HandlerFunc(api.handleListStores))
+	s.Handle("PUT /v1/stores/{store}", http.HandlerFunc(api.handleCreateStore))
+	s.Handle("GET /v1/stores/{store}", http.HandlerFunc(api.handleGetStore))
+	s.Handle("DELETE /v1/stores/{store}", http.HandlerFunc(api.handleDeleteStore))
+	s.Handle("POST /v1/stores/{store}/streams/{stream}/events", http.HandlerFunc(api.handleAppend))
+	s.Handle("GET /v1/stores/{store}/streams/{stream}/events", http.HandlerFunc(api.handleReadStream))
+	s.Handle("GET /v1/stores/{store}/streams/{stream}", http.HandlerFunc(api.handleGetStream))
+	s.Handle("GET /v1/stores/{store}/events", http.HandlerFunc(api.handleReadAll))
+}
+
+// eventsError maps an events error to the API's code.
+func eventsError(err error) *nativeError {
+	var wrong *events.WrongExpectedRevisionError
+	switch {
+	case errors.As(err, &wrong):
+		e := newNativeError("wrong_expected_revision", "%s", strings.TrimPrefix(err.Error(), "events: "))
+		e.with("expected", wrong.Expected.String()).with("current_state", wrong.CurrentState())
+		if wrong.CurrentRevision >= 0 {
+			e.with("current_revision", wrong.CurrentRevision)
+		} else {
+			e.with("current_revision", nil)
+		}
+		return e
+	case errors.Is(err, events.ErrStoreNotFound):
+		return newNativeError("store_not_found", "%s", trimEvents(err))
+	case errors.Is(err, events.ErrStreamNotFound):
+		return newNativeError("stream_not_found", "%s", trimEvents(err))
+	case errors.Is(err, events.ErrTopicExists):
+		return newNativeError("topic_exists", "%s", trimEvents(err))
+	case errors.Is(err, events.ErrInvalidStoreName):
+		return newNativeError("invalid_name", "%s", trimEvents(err))
+	case errors.Is(err, events.ErrReservedName):
+		return newNativeError("reserved_name", "%s", trimEvents(err))
+	case errors.Is(err, events.ErrInvalidStream):
+		return newNativeError("invalid_stream", "%s", trimEvents(err))
+	case errors.Is(err, events.ErrInvalidType):
+		return newNativeError("invalid_type", "%s", trimEvents(err))
+	case errors.Is(err, events.ErrInvalidEventID):
+		return newNativeError("invalid_id", "%s", trimEvents(err))
+	case errors.Is(err, events.ErrInvalidMetadata):
+		return newNativeError("invalid_body", "%s", trimEvents(err))
+	case errors.Is(err, events.ErrInvalidExpected):
+		return newNativeError("invalid_expected_revision", "%s", trimEvents(err))
+	case errors.Is(err, events.ErrDuplicateEventID):
+		return newNativeError("duplicate_event_id", "%s", trimEvents(err))
+	case errors.Is(err, events.ErrEventTooLarge):
+		return newNativeError("message_too_large", "%s", trimEvents(err))
+	case errors.Is(err, events.ErrAppendTooLarge):
+		return newNativeError("request_too_large", "%s", trimEvents(err))
+	case errors.Is(err, events.ErrOutOfRange):
+		return newNativeError("out_of_range", "%s", trimEvents(err))
+	case errors.Is(err, events.ErrIdempotencyConflict):
+		return newNativeError("idempotency_conflict", "%s", trimEvents(err))
+	case errors.Is(err, pebblestore.ErrCorruption):
+		return newNativeError("storage_corrupt", "%v; run 'broker storage verify'", err)
+	case errors.Is(err, events.ErrStorage):
+		return storageError(err)
+	}
+	return newNativeError("internal", "%v", err)
+}
+
+// trimEvents drops the package prefixes of a domain error for people.
+func trimEvents(err error) string {
+	msg := err.Error()
+	for strings.Contains(msg, "events: ") {
+		i := strings.Index(msg, "events: ")
+		msg = msg[:i] + msg[i+len("events: "):]
+	}
+	return msg
+}
+
+// eventJSON is an event in responses.
+type eventJSON struct {
+	Position int64  `json:"position"`
+	Stream   string `json:"stream"`
+	// Revision is null for a record a Kafka client wrote into the store's topic.
+	Revision    *int64          `json:"revision"`
+	ID          string          `json:"id,omitempty"`
+	Type        string          `json:"type"`
+	Data        json.RawMessage `json:"data,omitempty"`
+	DataBase64  *string         `json:"data_base64,omitempty"`
+	Metadata    json.RawMessage `json:"metadata,omitempty"`
+	Timestamp   string          `json:"timestamp"`
+	TimestampMs int64           `json:"timestamp_ms"`
+}
+
+func formatMillis(ms int64) string {
+	return time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.000Z")
+}
+
+func toEventJSON(e *events.Event) eventJSON {
+	out := eventJSON{
+		Position:    e.Position,
+		Stream:      e.Stream,
+		ID:          e.ID,
+		Type:        e.Type,
+		Timestamp:   formatMillis(e.Timestamp),
+		TimestampMs: e.Timestamp,
+	}
+	if e.Revision >= 0 {
+		rev := e.Revision
+		out.Revision = &rev
+	}
+	if e.ContentType == events.ContentTypeJSON {
+		out.Data = e.Data
+	} else {
+		b := base64.StdEncoding.EncodeToString(e.Data)
+		out.DataBase64 = &b
+	}
+	if len(e.Metadata) > 0 && json.Valid(e.Metadata) {
+		out.Metadata = e.Metadata
+	}
+	return out
+}
+
+func toEventsJSON(evs []events.Event) []eventJSON {
+	out := make([]eventJSON, len(evs))
+	for i := range evs {
+		out[i] = toEventJSON(&evs[i])
+	}
+	return out
+}
+
+func (api *eventsAPI) store(w http.ResponseWriter, r *http.Request) (*events.Store, bool) {
+	st, err := api.svc.Store(r.PathValue("store"))
+	if err != nil {
+		writeNativeError(w, eventsError(err))
+		return nil, false
+	}
+	return st, true
+}
+
+func (api *eventsAPI) handleListStores(w http.ResponseWriter, _ *http.Request) {
+	stores := api.svc.Stores()
+	out := make([]events.Info, 0, len(stores))
+	for _, st := range stores {
+		out = append(out, st.Info())
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"stores": out})
+}
+
+func (api *eventsAPI) handleCreateStore(w http.ResponseWriter, r *http.Request) {
+	if r.ContentLength != 0 {
+		var body struct{}
+		if e := decodeJSONBody(w, r, 4096, &body); e != nil {
+			writeNativeError(w, e)
+			return
+		}
+	}
+	st, created, err := api.svc.CreateStore(r.PathValue("store"), api.now().UnixMilli())
+	if err != nil {
+		writeNativeError(w, eventsError(err))
+		return
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	writeJSON(w, status, st.Info())
+}
+
+func (api *eventsAPI) handleGetStore(w http.ResponseWriter, r *http.Request) {
+	st, ok := api.store(w, r)
+	if !ok {
+		return
+	}
+	writeJSON(w, http.StatusOK, st.Info())
+}
+
+func (api *eventsAPI) handleDeleteStore(w http.ResponseWriter, r *http.Request) {
+	if err := api.svc.DeleteStore(r.PathValue("store")); err != nil {
+		writeNativeError(w, eventsError(err))
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// appendRequest is the body of an append.
+type appendRequest struct {
+	// ExpectedRevision is "any" (default), "no_stream", "exists", or a
+	// revision number (JSON number or string).
+	ExpectedRevision json.RawMessage   `json:"expected_revision"`
+	Events           []appendEventJSON `json:"events"`
+}
+
+type appendEventJSON struct {
+	ID         string          `json:"id"`
+	Type       string          `json:"type"`
+	Data       json.RawMessage `json:"data"`
+	DataBase64 *string         `json:"data_base64"`
+	Metadata   json.RawMessage `json:"metadata"`
+}
+
+type appendResponse struct {
+	events.AppendResult
+	NextExpectedRevision int64 `json:"next_expected_revision"`
+}
+
+func parseExpectedJSON(raw json.RawMessage) (events.ExpectedRevision, *nativeError) {
+	s := strings.TrimSpace(string(raw))
+	if s == "" || s == "null" {
+		return events.Any, nil
+	}
+	if s[0] == '"' {
+		var str string
+		if err := json.Unmarshal(raw, &str); err != nil {
+			return events.Any, newNativeError("invalid_expected_revision", "expected_revision is not a valid JSON string")
+		}
+		s = str
+	}
+	exp, err := events.ParseExpectedRevision(s)
+	if err != nil || s == "" {
+		return events.Any, newNativeError("invalid_expected_revision",
+			"expected_revision %s is not \"any\", \"no_stream\", \"exists\" or a revision number >= 0", string(raw)).with("field", "expected_revision")
+	}
+	return exp, nil
+}
+
+func (api *eventsAPI) handleAppend(w http.ResponseWriter, r *http.Request) {
+	storeName, stream := r.PathValue("store"), r.PathValue("stream")
+	if err := events.ValidateStoreName(storeName); err != nil {
+		writeNativeError(w, eventsError(err))
+		return
+	}
+	if err := events.ValidateStream(stream); err != nil {
+		writeNativeError(w, eventsError(err))
+		return
+	}
+	var req appendRequest
+	if e := decodeJSONBody(w, r, api.bodyLimit, &req); e != nil {
+		writeNativeError(w, e)
+		return
+	}
+	expected, e := parseExpectedJSON(req.ExpectedRevision)
+	if e != nil {
+		writeNativeError(w, e)
+		return
+	}
+	limits := api.svc.Limits()
+	if len(req.Events) == 0 || len(req.Events) > limits.MaxAppendEvents {
+		writeNativeError(w, newNativeError("out_of_range", "an append holds 1 to %d events, this one %d", limits.MaxAppendEvents, len(req.Events)).
+			with("field", "events").with("min", 1).with("max", limits.MaxAppendEvents))
+		return
+	}
+	proposed := make([]events.ProposedEvent, len(req.Events))
+	for i, in := range req.Events {
+		field := fmt.Sprintf("events[%d]", i)
+		p := events.ProposedEvent{ID: in.ID, Type: in.Type, ContentType: events.ContentTypeJSON}
+		switch {
+		case in.DataBase64 != nil && len(in.Data) > 0:
+			writeNativeError(w, newNativeError("conflicting_fields", "%s has both data and data_base64; send one", field).with("field", field))
+			return
+		case in.DataBase64 != nil:
+			data, err := base64.StdEncoding.DecodeString(*in.DataBase64)
+			if err != nil {
+				writeNativeError(w, newNativeError("invalid_base64", "%s.data_base64 is not standard base64: %v", field, err).with("field", field+".data_base64"))
+				return
+			}
+			p.Data, p.ContentType = data, events.ContentTypeBinary
+		case len(in.Data) > 0:
+			p.Data = in.Data
+		default:
+			p.Data = []byte("null")
+		}
+		if m := strings.TrimSpace(string(in.Metadata)); m != "" && m != "null" {
+			p.Metadata = in.Metadata
+		}
+		proposed[i] = p
+	}
+	st, err := api.svc.Store(storeName)
+	if errors.Is(err, events.ErrStoreNotFound) {
+		st, _, err = api.svc.CreateStore(storeName, api.now().UnixMilli())
+	}
+	if err != nil {
+		writeNativeError(w, eventsError(err))
+		return
+	}
+	res, err := st.Append(stream, expected, proposed, api.now().UnixMilli())
+	if err != nil {
+		ne := eventsError(err)
+		if msg := err.Error(); strings.HasPrefix(msg, "event ") {
+			if i := strings.IndexByte(msg, ':'); i > 0 {
+				if n, convErr := strconv.Atoi(msg[len("event "):i]); convErr == nil {
+					ne.with("field", fmt.Sprintf("events[%d]", n))
+				}
+			}
+		}
+		writeNativeError(w, ne)
+		return
+	}
+	status := http.StatusCreated
+	if res.Idempotent {
+		status = http.StatusOK
+	}
+	writeJSON(w, status, appendResponse{AppendResult: res, NextExpectedRevision: res.LastRevision})
+}
+
+// eventsQueryInt parses an integer query parameter within [minimum, maximum].
+func eventsQueryInt(r *http.Request, name string, def, minimum, maximum int64) (int64, *nativeError) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < minimum || n > maximum {
+		return 0, newNativeError("out_of_range", "%s must be an integer from %d to %d, not %q", name, minimum, maximum, v).
+			with("field", name).with("min", minimum).with("max", maximum)
+	}
+	return n, nil
+}
+
+type streamPageJSON struct {
+	Stream       string      `json:"stream"`
+	Events       []eventJSON `json:"events"`
+	NextRevision int64       `json:"next_revision"`
+	HeadRevision int64       `json:"head_revision"`
+	EndOfStream  bool        `json:"end_of_stream"`
+}
+
+func (api *eventsAPI) handleReadStream(w http.ResponseWriter, r *http.Request) {
+	st, ok := api.store(w, r)
+	if !ok {
+		return
+	}
+	q := r.URL.Query()
+	backward := false
+	switch d := q.Get("direction"); d {
+	case "", "forward":
+	case "backward":
+		backward = true
+	default:
+		writeNativeError(w, newNativeError("invalid_enum", "direction must be forward or backward, not %q", d).with("field", "direction"))
+		return
+	}
+	from := int64(0)
+	if backward {
+		from = events.FromEnd
+	}
+	switch v := q.Get("from_revision"); v {
+	case "":
+	case "start":
+		from = 0
+	case "end":
+		if !backward {
+			writeNativeError(w, newNativeError("invalid_from", "from_revision=end reads backward; add direction=backward").with("field", "from_revision"))
+			return
+		}
+		from = events.FromEnd
+	default:
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			writeNativeError(w, newNativeError("invalid_from", "from_revision must be a revision number >= 0, start or end, not %q", v).with("field", "from_revision"))
+			return
+		}
+		from = n
+	}
+	limit, e := eventsQueryInt(r, "limit", events.DefaultReadLimit, 1, events.MaxReadLimit)
+	if e != nil {
+		writeNativeError(w, e)
+		return
+	}
+	maxBytes, e := eventsQueryInt(r, "max_bytes", events.DefaultReadBytes, 1024, events.MaxReadBytes)
+	if e != nil {
+		writeNativeError(w, e)
+		return
+	}
+	stream := r.PathValue("stream")
+	page, err := st.ReadStream(stream, from, backward, int(limit), int(maxBytes))
+	if err != nil {
+		writeNativeError(w, eventsError(err))
+		return
+	}
+	writeJSON(w, http.StatusOK, streamPageJSON{
+		Stream:       stream,
+		Events:       toEventsJSON(page.Events),
+		NextRevision: page.NextRevision,
+		HeadRevision: page.HeadRevision,
+		EndOfStream:  page.EndOfStream,
+	})
+}
+
+func (api *eventsAPI) handleGetStream(w http.ResponseWriter, r *http.Request) {
+	st, ok := api.store(w, r)
+	if !ok {
+		return
+	}
+	stream := r.PathValue("stream")
+	page, err := st.ReadStream(stream, events.FromEnd, true, 1, events.MaxReadBytes)
+	if err != nil {
+		writeNativeError(w, eventsError(err))
+		return
+	}
+	out := map[string]any{"stream": stream, "head_revision": page.HeadRevision}
+	if len(page.Events) == 1 {
+		out["head_position"] = page.Events[0].Position
+		out["last_event_at"] = formatMillis(page.Events[0].Timestamp)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// parseFrom resolves the from parameter of a store read: first, last, new,
+// a position (N or pos:N), time:RFC3339 or delta:DURATION (that long ago).
+func (api *eventsAPI) parseFrom(st *events.Store, v string) (int64, *nativeError) {
+	bad := func(format string, args ...any) (int64, *nativeError) {
+		return 0, newNativeError("invalid_from", format, args...).with("field", "from")
+	}
+	switch {
+	case v == "first":
+		return st.FirstPosition(), nil
+	case v == "new":
+		return st.NextPosition(), nil
+	case v == "last":
+		return max(st.NextPosition()-1, st.FirstPosition()), nil
+	case strings.HasPrefix(v, "time:"):
+		t, err := time.Parse(time.RFC3339Nano, strings.TrimPrefix(v, "time:"))
+		if err != nil {
+			return bad("from=%s: the time is not RFC 3339, e.g. time:2025-01-31T12:00:00Z", v)
+		}
+		pos, perr := st.PositionAt(t.UnixMilli())
+		if perr != nil {
+			return 0, eventsError(perr)
+		}
+		return pos, nil
+	case strings.HasPrefix(v, "delta:"):
+		d, err := time.ParseDuration(strings.TrimPrefix(v, "delta:"))
+		if err != nil || d < 0 {
+			return bad("from=%s: the delta is not a positive Go duration, e.g. delta:15m", v)
+		}
+		pos, perr := st.PositionAt(api.now().Add(-d).UnixMilli())
+		if perr != nil {
+			return 0, eventsError(perr)
+		}
+		return pos, nil
+	}
+	n, err := strconv.ParseInt(strings.TrimPrefix(v, "pos:"), 10, 64)
+	if err != nil || n < 0 {
+		return bad("from must be first, last, new, a position, pos:N, time:RFC3339 or delta:DURATION, not %q", v)
+	}
+	return n, nil
+}
+
+type allPageJSON struct {
+	Events        []eventJSON `json:"events"`
+	NextPosition  int64       `json:"next_position"`
+	HeadPosition  int64       `json:"head_position"`
+	FirstPosition int64       `json:"first_position"`
+	Truncated     bool        `json:"truncated"`
+}
+
+// readAllParams are the parsed parameters of a store read.
+type readAllParams struct {
+	from     int64
+	limit    int
+	maxBytes int
+	wait     time.Duration
+	filter   func(string) bool
+}
+
+func (api *eventsAPI) parseReadAll(r *http.Request, st *events.Store, defaultFrom string) (readAllParams, *nativeError) {
+	var p readAllParams
+	q := r.URL.Query()
+	from := q.Get("from")
+	if from == "" {
+		from = defaultFrom
+	}
+	var e *nativeError
+	if p.from, e = api.parseFrom(st, from); e != nil {
+		return p, e
+	}
+	limit, e := eventsQueryInt(r, "limit", events.DefaultReadLimit, 1, events.MaxReadLimit)
+	if e != nil {
+		return p, e
+	}
+	maxBytes, e := eventsQueryInt(r, "max_bytes", events.DefaultReadBytes, 1024, events.MaxReadBytes)
+	if e != nil {
+		return p, e
+	}
+	waitMs, e := eventsQueryInt(r, "wait_ms", 0, 0, eventsWaitMaxMs)
+	if e != nil {
+		return p, e
+	}
+	p.limit, p.maxBytes, p.wait = int(limit), int(maxBytes), time.Duration(waitMs)*time.Millisecond
+	stream, prefix := q.Get("stream"), q.Get("stream_prefix")
+	switch {
+	case stream != "" && prefix != "":
+		return p, newNativeError("conflicting_fields", "give stream or stream_prefix, not both").with("field", "stream_prefix")
+	case stream != "":
+		p.filter = func(s string) bool { return s == stream }
+	case prefix != "":
+		p.filter = func(s string) bool { return strings.HasPrefix(s, prefix) }
+	}
+	return p, nil
+}
+
+func wantsEventStream(r *http.Request) bool {
+	for _, part := range strings.Split(r.Header.Get("Accept"), ",") {
+		mt, _, _ := strings.Cut(strings.TrimSpace(part), ";")
+		if strings.EqualFold(strings.TrimSpace(mt), "text/event-stream") {
+			return true
+		}
+	}
+	return false
+}
+
+func (api *eventsAPI) handleReadAll(w http.ResponseWriter, r *http.Request) {
+	st, ok := api.store(w, r)
+	if !ok {
+		return
+	}
+	if wantsEventStream(r) {
+		api.serveSSE(w, r, st)
+		return
+	}
+	p, e := api.parseReadAll(r, st, "first")
+	if e != nil {
+		writeNativeError(w, e)
+		return
+	}
+	if p.wait > 0 {
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(p.wait + eventsWriteDeadlinePad))
+	}
+	page, err := api.longPoll(r.Context(), st, p)
+	if err != nil {
+		writeNativeError(w, eventsError(err))
+		return
+	}
+	writeJSON(w, http.StatusOK, allPageJSON{
+		Events:        toEventsJSON(page.Events),
+		NextPosition:  page.NextPosition,
+		HeadPosition:  page.HeadPosition,
+		FirstPosition: page.FirstPosition,
+		Truncated:     page.Truncated,
+	})
+}
+
+// longPoll reads from p.from and, when nothing matched and the read caught
+// up with the store, waits up to p.wait for new events.
+func (api *eventsAPI) longPoll(ctx context.Context, st *events.Store, p readAllParams) (events.AllPage, error) {
+	var deadline <-chan time.Time
+	var wake chan struct{}
+	pos := p.from
+	truncated := false
+	for {
+		page, err := st.ReadAll(pos, p.limit, p.maxBytes, p.filter)
+		if err != nil {
+			return page, err
+		}
+		page.Truncated = page.Truncated || truncated
+		truncated = page.Truncated
+		if len(page.Events) > 0 || p.wait <= 0 {
+			return page, nil
+		}
+		pos = page.NextPosition
+		if wake == nil {
+			wake = make(chan struct{}, 1)
+			st.AddWaiter(wake)
+			defer st.RemoveWaiter(wake)
+			timer := time.NewTimer(p.wait)
+			defer timer.Stop()
+			deadline = timer.C
+			continue // re-check after registering: no wake-up is lost
+		}
+		if pos < st.NextPosition() {
+			// A filtered read stopped before the end; keep scanning
+			// unless the time is up.
+			select {
+			case <-deadline:
+				return page, nil
+			default:
+				continue
+			}
+		}
+		select {
+		case <-wake:
+		case <-deadline:
+			return page, nil
+		case <-ctx.Done():
+			return page, nil
+		case <-api.done:
+			return page, nil
+		}
+		if st.Deleted() {
+			return page, fmt.Errorf("%w: %q was deleted", events.ErrStoreNotFound, st.Name())
+		}
+	}
+}
+
+// serveSSE tails the store as Server-Sent Events: one "id: <position>",
+// "event: <type>", "data: <event JSON>" message per event, a comment every
+// heartbeat while idle. It resumes after Last-Event-ID when the client
+// sends one, else starts at from (default new). It reads from the log, so
+// a slow client falls behind without the broker buffering for it.
+func (api *eventsAPI) serveSSE(w http.ResponseWriter, r *http.Request, st *events.Store) {
+	p, e := api.parseReadAll(r, st, "new")
+	if e != nil {
+		writeNativeError(w, e)
+		return
+	}
+	if id := r.Header.Get("Last-Event-ID"); id != "" {
+		n, err := strconv.ParseInt(id, 10, 64)
+		if err != nil || n < -1 {
+			writeNativeError(w, newNativeError("invalid_from", "Last-Event-ID must be an event position, not %q", id).with("field", "Last-Event-ID"))
+			return
+		}
+		p.from = n + 1
+	}
+	if p.from > st.NextPosition() {
+		writeNativeError(w, newNativeError("out_of_range", "position %d is past the store's next position %d", p.from, st.NextPosition()).
+			with("head_position", st.NextPosition()))
+		return
+	}
+	rc := http.NewResponseController(w)
+	_ = rc.SetWriteDeadline(time.Time{})
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	if _, err := fmt.Fprintf(w, "retry: 1000\n\n"); err != nil {
+		return
+	}
+	_ = rc.Flush()
+
+	wake := make(chan struct{}, 1)
+	st.AddWaiter(wake)
+	defer st.RemoveWaiter(wake)
+	heartbeat := time.NewTicker(api.heartbeat)
+	defer heartbeat.Stop()
+	pos := p.from
+	var buf []byte
+	for {
+		page, err := st.ReadAll(pos, eventsSSEPageLimit, p.maxBytes, p.filter)
+		if err != nil {
+			body, _ := json.Marshal(eventsError(err))
+			_, _ = fmt.Fprintf(w, "event: error\ndata: %s\n\n", body)
+			_ = rc.Flush()
+			return
+		}
+		for i := range page.Events {
+			ev := &page.Events[i]
+			body, err := json.Marshal(toEventJSON(ev))
+			if err != nil {
+				return
+			}
+			buf = strconv.AppendInt(append(buf[:0], "id: "...), ev.Position, 10)
+			buf = append(buf, '\n')
+			if ev.Type != "" {
+				buf = append(append(append(buf, "event: "...), ev.Type...), '\n')
+			}
+			buf = append(append(append(buf, "data: "...), body...), "\n\n"...)
+			if _, err := w.Write(buf); err != nil {
+				return
+			}
+		}
+		if len(page.Events) > 0 {
+			if err := rc.Flush(); err != nil {
+				return
+			}
+		}
+		pos = page.NextPosition
+		if pos < st.NextPosition() {
+			select {
+			case <-r.Context().Done():
+				return
+			case <-api.done:
+				return
+			default:
+				continue
+			}
+		}
+		select {
+		case <-wake:
+		case <-heartbeat.C:
+			if _, err := w.Write([]byte(": heartbeat\n\n")); err != nil {
+				return
+			}
+			if err := rc.Flush(); err != nil {
+				return
+			}
+		case <-r.Context().Done():
+			return
+		case <-api.done:
+			return
+		}
+	}
+}

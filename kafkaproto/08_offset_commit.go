@@ -1,0 +1,106 @@
+package kafkaproto
+
+// OffsetCommit: v0-v9
+//
+// Behavior:
+//   - Each offset is appended as an OffsetCommit record (Kafka's own key
+//     v1 / value v3 format) to the group's partition of __consumer_offsets
+//     through the produce path, and answered once durable; OffsetFetch sees
+//     it from then on.
+//   - Partitions of unknown topics: UNKNOWN_TOPIC_OR_PARTITION. The others
+//     are checked against the group as Kafka does: generation -1 without a
+//     member commits only to an Empty group (admin tools, manual
+//     assignment), creating it if needed; otherwise an unknown member is
+//     UNKNOWN_MEMBER_ID, a stale generation ILLEGAL_GENERATION, a replaced
+//     static member FENCED_INSTANCE_ID, a group in CompletingRebalance
+//     REBALANCE_IN_PROGRESS. Metadata over 4096 bytes:
+//     OFFSET_METADATA_TOO_LARGE. A failed write: NOT_COORDINATOR (the
+//     client retries).
+//
+// Version notes:
+//   - v0 (ZooKeeper storage in Kafka) is stored like the other versions.
+//   - v1's per-partition commit timestamp is ignored (the broker's clock
+//     is used, as in Kafka since 2.1).
+//   - v2-v4 retention_time_ms other than -1 expires the offsets that long
+//     after the commit.
+//   - v7: group_instance_id (KIP-345). v9: an unknown group with a
+//     generation >= 0 is GROUP_ID_NOT_FOUND (ILLEGAL_GENERATION before).
+//   - v10 (topic IDs, KIP-848) is not served.
+
+import (
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/vibemq/broker/groups"
+)
+
+func init() { register(kmsg.OffsetCommit, 0, 9, (*Server).handleOffsetCommit) }
+
+func (s *Server) handleOffsetCommit(r *request) (reply, error) {
+	req := r.kreq.(*kmsg.OffsetCommitRequest)
+	resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
+	total := 0
+	for _, t := range req.Topics {
+		total += len(t.Partitions)
+	}
+	var fixed int16
+	switch {
+	case total > s.cfg.MaxPartitionsPerRequest:
+		fixed = kerr.PolicyViolation.Code
+	case s.cfg.Groups == nil:
+		fixed = kerr.CoordinatorNotAvailable.Code
+	}
+	resp.Topics = make([]kmsg.OffsetCommitResponseTopic, len(req.Topics))
+	for i, t := range req.Topics {
+		rt := &resp.Topics[i]
+		*rt = kmsg.NewOffsetCommitResponseTopic()
+		rt.Topic = t.Topic
+		rt.Partitions = make([]kmsg.OffsetCommitResponseTopicPartition, len(t.Partitions))
+		for j, p := range t.Partitions {
+			rp := &rt.Partitions[j]
+			*rp = kmsg.NewOffsetCommitResponseTopicPartition()
+			rp.Partition = p.Partition
+			rp.ErrorCode = fixed
+		}
+	}
+	if fixed != 0 {
+		return reply{resp: resp}, nil
+	}
+	cr := groups.CommitRequest{
+		Group:      req.Group,
+		Generation: req.Generation,
+		MemberID:   req.MemberID,
+		InstanceID: req.InstanceID,
+		Version:    req.Version,
+		Topics:     make([]groups.CommitTopic, len(req.Topics)),
+	}
+	if req.Version == 0 {
+		cr.Generation = -1
+	}
+	if req.Version >= 2 && req.Version <= 4 && req.RetentionTimeMillis != -1 {
+		d := time.Duration(max(req.RetentionTimeMillis, 0)) * time.Millisecond
+		cr.Retention = &d
+	}
+	for i, t := range req.Topics {
+		ct := groups.CommitTopic{Topic: t.Topic, Partitions: make([]groups.CommitPartition, len(t.Partitions))}
+		for j, p := range t.Partitions {
+			epoch := int32(-1)
+			if req.Version >= 6 {
+				epoch = p.LeaderEpoch
+			}
+			ct.Partitions[j] = groups.CommitPartition{Partition: p.Partition, Offset: p.Offset, LeaderEpoch: epoch, Metadata: p.Metadata}
+		}
+		cr.Topics[i] = ct
+	}
+	fut := s.cfg.Groups.Commit(cr, s.now())
+	finish := func() {
+		res := fut.Wait(nil)
+		for i := range resp.Topics {
+			for j := range resp.Topics[i].Partitions {
+				resp.Topics[i].Partitions[j].ErrorCode = errorCode(res.Topics[i][j])
+			}
+		}
+	}
+	return reply{resp: resp, finish: finish}, nil
+}

@@ -1,0 +1,126 @@
+package kafkaproto
+
+// OffsetFetch: v0-v9
+//
+// Behavior:
+//   - Returns committed offsets that are durable. A partition without one,
+//     and every partition of a group that does not exist, is offset -1,
+//     leader epoch -1, metadata "" and no error (as Kafka answers). A null
+//     topic list (v2+) returns every committed offset of the group.
+//   - Offsets committed to a topic since deleted are not returned.
+//   - require_stable (v7+): a partition whose latest commit is not yet
+//     durable gets UNSTABLE_OFFSET_COMMIT, which clients retry.
+//
+// Version notes:
+//   - v0 (ZooKeeper storage in Kafka) reads the same offsets.
+//   - v8 batches groups (KIP-709); v0-v7 carry one group and its error at
+//     the top level (v2+).
+//   - v9's member ID and epoch (KIP-848) are ignored: classic groups do
+//     not check them. v10 (topic IDs) is not served.
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/vibemq/broker/groups"
+)
+
+func init() { register(kmsg.OffsetFetch, 0, 9, (*Server).handleOffsetFetch) }
+
+func (s *Server) handleOffsetFetch(r *request) (reply, error) {
+	req := r.kreq.(*kmsg.OffsetFetchRequest)
+	resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
+
+	var asks []groups.FetchOffsetsRequest
+	if req.Version < 8 {
+		ask := groups.FetchOffsetsRequest{Group: req.Group, RequireStable: req.RequireStable}
+		if req.Topics != nil || req.Version < 2 {
+			ask.Topics = make([]groups.FetchOffsetsTopic, 0, len(req.Topics))
+			for _, t := range req.Topics {
+				ask.Topics = append(ask.Topics, groups.FetchOffsetsTopic{Topic: t.Topic, Partitions: t.Partitions})
+			}
+		}
+		asks = append(asks, ask)
+	} else {
+		for _, g := range req.Groups {
+			ask := groups.FetchOffsetsRequest{Group: g.Group, RequireStable: req.RequireStable}
+			if g.Topics != nil {
+				ask.Topics = make([]groups.FetchOffsetsTopic, 0, len(g.Topics))
+				for _, t := range g.Topics {
+					ask.Topics = append(ask.Topics, groups.FetchOffsetsTopic{Topic: t.Topic, Partitions: t.Partitions})
+				}
+			}
+			asks = append(asks, ask)
+		}
+	}
+	total := 0
+	for _, a := range asks {
+		total++
+		for _, t := range a.Topics {
+			total += len(t.Partitions)
+		}
+	}
+	var fixed int16
+	switch {
+	case total > s.cfg.MaxPartitionsPerRequest:
+		fixed = kerr.PolicyViolation.Code
+	case s.cfg.Groups == nil:
+		fixed = kerr.CoordinatorNotAvailable.Code
+	}
+
+	for _, a := range asks {
+		var res groups.FetchOffsetsResult
+		if fixed == 0 {
+			res = s.cfg.Groups.FetchOffsets(a)
+		}
+		if req.Version < 8 {
+			resp.ErrorCode = fixed
+			if fixed == 0 {
+				resp.ErrorCode = errorCode(res.Err)
+			}
+			for _, t := range res.Topics {
+				rt := kmsg.NewOffsetFetchResponseTopic()
+				rt.Topic = t.Topic
+				for _, p := range t.Partitions {
+					rp := kmsg.NewOffsetFetchResponseTopicPartition()
+					rp.Partition, rp.Offset, rp.LeaderEpoch, rp.Metadata = p.Partition, p.Offset, p.LeaderEpoch, p.Metadata
+					rp.ErrorCode = errorCode(p.Err)
+					rt.Partitions = append(rt.Partitions, rp)
+				}
+				resp.Topics = append(resp.Topics, rt)
+			}
+			if fixed != 0 && req.Version < 2 {
+				// No top-level error before v2: fail each partition.
+				for _, t := range a.Topics {
+					rt := kmsg.NewOffsetFetchResponseTopic()
+					rt.Topic = t.Topic
+					for _, p := range t.Partitions {
+						rp := kmsg.NewOffsetFetchResponseTopicPartition()
+						rp.Partition, rp.Offset, rp.ErrorCode = p, -1, fixed
+						rt.Partitions = append(rt.Partitions, rp)
+					}
+					resp.Topics = append(resp.Topics, rt)
+				}
+			}
+			continue
+		}
+		rg := kmsg.NewOffsetFetchResponseGroup()
+		rg.Group = a.Group
+		rg.ErrorCode = fixed
+		if fixed == 0 {
+			rg.ErrorCode = errorCode(res.Err)
+		}
+		for _, t := range res.Topics {
+			rt := kmsg.NewOffsetFetchResponseGroupTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
+				rp.Partition, rp.Offset, rp.LeaderEpoch, rp.Metadata = p.Partition, p.Offset, p.LeaderEpoch, p.Metadata
+				rp.ErrorCode = errorCode(p.Err)
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			rg.Topics = append(rg.Topics, rt)
+		}
+		resp.Groups = append(resp.Groups, rg)
+	}
+	return reply{resp: resp}, nil
+}

@@ -1,0 +1,62 @@
+package kafkaproto
+
+// FindCoordinator: v0-v5
+//
+// Behavior:
+//   - This broker coordinates every group (key type 0) and every
+//     transactional ID (key type 1): the answer is always this node. Other
+//     key types (2, share groups, needs v6) get INVALID_REQUEST.
+//   - A group key is answered COORDINATOR_NOT_AVAILABLE when the broker
+//     runs without a group coordinator.
+//   - Keys are not validated: Kafka answers an empty group ID too.
+//
+// Version notes:
+//   - v4 batches keys (KIP-699): one result per key; v0-v3 have one key and
+//     a top-level error, with node -1, host "" and port -1 on error.
+//   - v6 (share coordinators, KIP-932) is not served.
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func init() { register(kmsg.FindCoordinator, 0, 5, (*Server).handleFindCoordinator) }
+
+func (s *Server) handleFindCoordinator(r *request) (reply, error) {
+	req := r.kreq.(*kmsg.FindCoordinatorRequest)
+	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
+	keys := req.CoordinatorKeys
+	if req.Version < 4 {
+		keys = []string{req.CoordinatorKey}
+	}
+	tooMany := len(keys) > s.cfg.MaxPartitionsPerRequest
+	for _, key := range keys {
+		c := kmsg.NewFindCoordinatorResponseCoordinator()
+		c.Key = key
+		c.NodeID, c.Port = -1, -1
+		switch {
+		case tooMany:
+			c.ErrorCode = kerr.PolicyViolation.Code
+		case req.CoordinatorType != 0 && req.CoordinatorType != 1:
+			c.ErrorCode = kerr.InvalidRequest.Code
+			c.ErrorMessage = kmsg.StringPtr("only coordinator types 0 (group) and 1 (transaction) are served")
+		case req.CoordinatorType == 0 && s.cfg.Groups == nil:
+			c.ErrorCode = kerr.CoordinatorNotAvailable.Code
+		default:
+			c.NodeID, c.Host, c.Port = s.cfg.NodeID, s.advertisedHost, s.advertisedPort
+		}
+		resp.Coordinators = append(resp.Coordinators, c)
+	}
+	if req.Version < 4 {
+		c := resp.Coordinators[0]
+		resp.Coordinators = nil
+		resp.ErrorCode, resp.NodeID, resp.Host, resp.Port = c.ErrorCode, c.NodeID, c.Host, c.Port
+		if c.ErrorCode != 0 {
+			resp.ErrorMessage = c.ErrorMessage
+			if resp.ErrorMessage == nil {
+				resp.ErrorMessage = kmsg.StringPtr(kerr.ErrorForCode(c.ErrorCode).Error())
+			}
+		}
+	}
+	return reply{resp: resp}, nil
+}

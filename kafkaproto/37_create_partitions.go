@@ -1,0 +1,73 @@
+package kafkaproto
+
+// CreatePartitions: v0-v3
+//
+// Behavior:
+//   - Raises a topic's partition count to count. The count only grows: an
+//     equal or smaller count, or one above the per-topic limit, gets
+//     INVALID_PARTITIONS with Kafka's message. New partitions are empty,
+//     start at offset 0 and appear in Metadata at once; the count is stored
+//     in the topic catalog.
+//   - An assignment, when given, must list one replica set per new
+//     partition, each exactly [this node]: else INVALID_REPLICA_ASSIGNMENT.
+//   - A topic named twice gets INVALID_REQUEST for each; an unknown topic
+//     UNKNOWN_TOPIC_OR_PARTITION; the internal topics (whose partition
+//     count places groups and transactions) INVALID_REQUEST.
+//   - validate_only checks everything and changes nothing.
+//
+// Version notes:
+//   - v1 changes only throttling; v2 is the flexible version; v3 is v2
+//     (KAFKA-14264).
+
+import (
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/vibemq/broker/topics"
+)
+
+func init() { register(kmsg.CreatePartitions, 0, 3, (*Server).handleCreatePartitions) }
+
+func (s *Server) handleCreatePartitions(r *request) (reply, error) {
+	req := r.kreq.(*kmsg.CreatePartitionsRequest)
+	resp := req.ResponseKind().(*kmsg.CreatePartitionsResponse)
+	count := map[string]int{}
+	for _, rt := range req.Topics {
+		count[rt.Topic]++
+	}
+	for _, rt := range req.Topics {
+		st := kmsg.NewCreatePartitionsResponseTopic()
+		st.Topic = rt.Topic
+		fail := func(code int16, msg string) {
+			st.ErrorCode = code
+			st.ErrorMessage = &msg
+		}
+		t, ok := s.topics.Topic(rt.Topic)
+		switch {
+		case count[rt.Topic] > 1:
+			fail(kerr.InvalidRequest.Code, "duplicate topic name")
+		case !ok:
+			fail(kerr.UnknownTopicOrPartition.Code, fmt.Sprintf("topic %q does not exist", rt.Topic))
+		case topics.IsInternalTopic(rt.Topic):
+			fail(kerr.InvalidRequest.Code, fmt.Sprintf("cannot change the partition count of the internal topic %s", rt.Topic))
+		case len(rt.Assignment) > 0 && int32(len(rt.Assignment)) != rt.Count-t.NumPartitions():
+			fail(kerr.InvalidReplicaAssignment.Code, fmt.Sprintf("%d replica assignments given for %d new partitions", len(rt.Assignment), rt.Count-t.NumPartitions()))
+		default:
+			for _, a := range rt.Assignment {
+				if len(a.Replicas) != 1 || a.Replicas[0] != s.cfg.NodeID {
+					fail(kerr.InvalidReplicaAssignment.Code, fmt.Sprintf("replicas must be exactly [%d] on this single broker", s.cfg.NodeID))
+					break
+				}
+			}
+			if st.ErrorCode != 0 {
+				break
+			}
+			if err := s.topics.CreatePartitions(rt.Topic, rt.Count, req.ValidateOnly); err != nil {
+				fail(errorCode(err), err.Error())
+			}
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return reply{resp: resp}, nil
+}

@@ -1,0 +1,271 @@
+package queues
+
+import (
+	"github.com/vibemq/broker/pebblestore"
+)
+
+// BrowseRequest lists messages without leasing them.
+type BrowseRequest struct {
+	// State filters: ready, delayed, inflight, acked, or "" for all.
+	State string
+	// After is a message id; listing starts after it.
+	After string
+	// Limit is 1..1000, default 100.
+	Limit int
+	// Reason and Source filter dead-lettered messages by their headers.
+	Reason, Source string
+	Base64         bool
+}
+
+// Browse lists a queue's live messages in (partition, offset) order. It
+// takes no lease and changes nothing. next is the id to pass as After.
+func (e *Engine) Browse(name string, req BrowseRequest, now int64) ([]Message, string, error) {
+	q, qerr := e.queueByName(name)
+	if qerr != nil {
+		return nil, "", qerr
+	}
+	if req.Limit == 0 {
+		req.Limit = 100
+	}
+	if req.Limit < 1 || req.Limit > 1000 {
+		return nil, "", rangeErr("limit", 1, 1000)
+	}
+	switch req.State {
+	case "", "ready", "delayed", "inflight", "acked":
+	default:
+		return nil, "", withField(errf(CodeInvalidEnum, "state %q is not one of ready, delayed, inflight, acked", req.State), "state")
+	}
+	prefix := tablePrefix(pebblestore.PrefixQueueState, q.id)
+	lower := prefix
+	if req.After != "" {
+		m, err := parseID(req.After)
+		if err != nil {
+			return nil, "", withField(err, "after")
+		}
+		lower = pebblestore.PrefixEnd(stateKey(q.id, m))
+	}
+	it, err := e.store.NewIter(lower, pebblestore.PrefixEnd(prefix))
+	if err != nil {
+		return nil, "", errStorage(err)
+	}
+	defer it.Close()
+	rr := newRecordReader(q.topic)
+	var out []Message
+	next := ""
+	scanned := 0
+	for ok := it.First(); ok && len(out) < req.Limit && scanned < 100000; ok = it.Next() {
+		scanned++
+		v, err := it.Value()
+		if err != nil {
+			return nil, "", errStorage(err)
+		}
+		st, err := decodeState(v)
+		if err != nil {
+			return nil, "", errStorage(err)
+		}
+		m := msgFromKeyTail(it.Key())
+		next = fmtID(m)
+		if req.State != "" && stateName(st.State, st.Due, now) != req.State {
+			continue
+		}
+		msg := e.messageView(q, rr, m, &st, now, req.Base64)
+		if req.Reason != "" && (msg.DeadLetter == nil || msg.DeadLetter.Reason != req.Reason) {
+			continue
+		}
+		if req.Source != "" && (msg.DeadLetter == nil || msg.DeadLetter.SourceQueue != req.Source) {
+			continue
+		}
+		out = append(out, msg)
+	}
+	if !it.Valid() {
+		next = ""
+	}
+	if out == nil {
+		out = []Message{}
+	}
+	return out, next, nil
+}
+
+// GetMessage returns one live message by id.
+func (e *Engine) GetMessage(name, id string, now int64) (Message, error) {
+	q, qerr := e.queueByName(name)
+	if qerr != nil {
+		return Message{}, qerr
+	}
+	m, perr := parseID(id)
+	if perr != nil {
+		return Message{}, perr
+	}
+	st, ok, err := e.getState(q, m)
+	if err != nil {
+		return Message{}, errStorage(err)
+	}
+	if !ok {
+		return Message{}, errf(CodeMessageNotFound, "queue %q has no live message %s", name, id)
+	}
+	return e.messageView(q, newRecordReader(q.topic), m, &st, now, false), nil
+}
+
+// DeleteMessage removes one message whatever its state (a leased one
+// too: its receipt then gets not_found).
+func (e *Engine) DeleteMessage(name, id string, now int64) error {
+	q, qerr := e.queueByName(name)
+	if qerr != nil {
+		return qerr
+	}
+	m, perr := parseID(id)
+	if perr != nil {
+		return perr
+	}
+	q.mu.Lock()
+	st, ok, err := e.getState(q, m)
+	if err != nil {
+		q.mu.Unlock()
+		return errStorage(err)
+	}
+	if !ok {
+		q.mu.Unlock()
+		return errf(CodeMessageNotFound, "queue %q has no live message %s", name, id)
+	}
+	w := &write{e: e, now: now}
+	w.op(func(b *pebblestore.Batch) {
+		q.removeRows(b, m, &st)
+		if st.State == stateAcked {
+			b.Delete(retainedKey(q.id, st.Deadline, m))
+		}
+	})
+	w.onApplied = append(w.onApplied, func() { q.forgetLocked(m, &st) })
+	pw, aerr := w.apply()
+	q.mu.Unlock()
+	if aerr != nil {
+		return aerr
+	}
+	return pw.finish()
+}
+
+// Purge deletes every message of a queue (ready, delayed, in flight,
+// retained). Dedup entries stay: a dedup id outlives the message. The log
+// keeps the records for Kafka readers until retention.
+func (e *Engine) Purge(name string, now int64) (int64, error) {
+	q, qerr := e.queueByName(name)
+	if qerr != nil {
+		return 0, qerr
+	}
+	q.mu.Lock()
+	if q.deleted {
+		q.mu.Unlock()
+		return 0, errf(CodeQueueNotFound, "queue %q does not exist", name)
+	}
+	b := e.store.NewBatch()
+	for _, p := range deliveryTables {
+		start := tablePrefix(p, q.id)
+		b.DeleteRange(start, pebblestore.PrefixEnd(start))
+	}
+	if err := b.Apply(); err != nil {
+		q.mu.Unlock()
+		b.Close()
+		return 0, errStorage(err)
+	}
+	n := q.available + q.inflight + q.retained
+	q.available, q.inflight, q.retained = 0, 0, 0
+	q.leases = map[msgKey]leaseInfo{}
+	q.leaseHeap = q.leaseHeap[:0]
+	for i := range q.bands {
+		q.bands[i].reset(true)
+	}
+	q.expiryFrom = now
+	q.mu.Unlock()
+	if err := b.Wait(); err != nil {
+		return 0, errStorage(err)
+	}
+	e.log.Info().Str("queue", name).Int64("messages", n).Msg("queue purged")
+	return n, nil
+}
+
+// Stats describes a queue's contents and traffic.
+type Stats struct {
+	Queue        string           `json:"queue"`
+	Kind         string           `json:"kind"`
+	Available    int64            `json:"available"`
+	Ready        int64            `json:"ready"`
+	Delayed      int64            `json:"delayed"`
+	DelayedExact bool             `json:"delayed_exact"`
+	Inflight     int64            `json:"inflight"`
+	Retained     int64            `json:"retained_acked"`
+	OldestAgeMs  int64            `json:"oldest_age_ms"`
+	DLQ          string           `json:"dead_letter_queue,omitempty"`
+	DLQDepth     int64            `json:"dead_letter_depth"`
+	Waiters      int              `json:"waiters"`
+	Partitions   []PartitionStats `json:"partitions"`
+	Totals       Totals           `json:"totals"`
+	Rates        Rates            `json:"rates_per_sec"`
+}
+
+// PartitionStats are the log offsets of one partition of the queue's topic.
+type PartitionStats struct {
+	Partition      int32 `json:"partition"`
+	LogStartOffset int64 `json:"log_start_offset"`
+	HighWatermark  int64 `json:"high_watermark"`
+}
+
+// Stats returns the queue's counters. Delayed is counted by a bounded scan
+// of the ready index (delayed_exact false beyond 100000 keys).
+func (e *Engine) Stats(name string, now int64) (Stats, error) {
+	q, qerr := e.queueByName(name)
+	if qerr != nil {
+		return Stats{}, qerr
+	}
+	q.mu.Lock()
+	s := Stats{Queue: q.rec.Name, Kind: q.rec.Kind, Available: q.available, Inflight: q.inflight, Retained: q.retained,
+		DLQ: q.rec.DeadLetterQueue, Waiters: len(q.waiters), Rates: q.rates.rates()}
+	s.Totals = q.totals
+	s.Totals.DeadLettered = map[string]int64{}
+	for k, v := range q.totals.DeadLettered {
+		s.Totals.DeadLettered[k] = v
+	}
+	levels := q.rec.Attributes.PriorityLevels
+	dlq := e.deadLetterQueueLocked(q)
+	q.mu.Unlock()
+	if dlq != nil {
+		dlq.mu.Lock()
+		s.DLQDepth = dlq.available + dlq.inflight
+		dlq.mu.Unlock()
+	}
+	// Delayed: ready index keys due after now.
+	s.DelayedExact = true
+	scanned := 0
+	for p := 0; p < int(levels) && p < PriorityLevelsMax; p++ {
+		prefix := readyBandPrefix(q.id, uint8(p))
+		it, err := e.store.NewIter(readyKey(q.id, uint8(p), now+1, msgKey{}), pebblestore.PrefixEnd(prefix))
+		if err != nil {
+			return Stats{}, errStorage(err)
+		}
+		for ok := it.First(); ok; ok = it.Next() {
+			if scanned++; scanned > 100000 {
+				s.DelayedExact = false
+				break
+			}
+			s.Delayed++
+		}
+		_ = it.Close()
+	}
+	s.Ready = max(s.Available-s.Delayed, 0)
+	// Oldest: the lowest live offset of each partition.
+	for _, p := range q.topic.Partitions() {
+		s.Partitions = append(s.Partitions, PartitionStats{Partition: p.Index, LogStartOffset: p.LogStartOffset(), HighWatermark: p.HighWatermark()})
+		prefix := appendMsg(tablePrefix(pebblestore.PrefixQueueState, q.id), msgKey{part: p.Index})[:9]
+		it, err := e.store.NewIter(prefix, pebblestore.PrefixEnd(prefix))
+		if err != nil {
+			return Stats{}, errStorage(err)
+		}
+		if it.First() {
+			if v, err := it.Value(); err == nil {
+				if st, err := decodeState(v); err == nil && st.State != stateAcked {
+					s.OldestAgeMs = max(s.OldestAgeMs, now-st.Enqueued)
+				}
+			}
+		}
+		_ = it.Close()
+	}
+	return s, nil
+}

@@ -1,0 +1,669 @@
+package queues
+
+import (
+	"errors"
+	"strconv"
+
+	"github.com/vibemq/broker/pebblestore"
+)
+
+// ReceiveRequest asks for up to MaxMessages ready messages.
+type ReceiveRequest struct {
+	MaxMessages         int    `json:"max_messages,omitempty"`
+	MaxBytes            int64  `json:"max_bytes,omitempty"`
+	VisibilityTimeoutMs *int64 `json:"visibility_timeout_ms,omitempty"`
+	WaitMs              *int64 `json:"wait_ms,omitempty"`
+	Group               string `json:"group,omitempty"`
+	Consumer            string `json:"consumer,omitempty"`
+	RequestID           string `json:"request_id,omitempty"`
+	BodyEncoding        string `json:"body_encoding,omitempty"`
+}
+
+// Message is a received (or browsed) message.
+type Message struct {
+	ID          string            `json:"id"`
+	Partition   int32             `json:"partition"`
+	Offset      int64             `json:"offset"`
+	Receipt     string            `json:"receipt,omitempty"`
+	State       string            `json:"state,omitempty"`
+	Body        *string           `json:"body,omitempty"`
+	BodyBase64  *string           `json:"body_base64,omitempty"`
+	Key         *string           `json:"key,omitempty"`
+	KeyBase64   *string           `json:"key_base64,omitempty"`
+	Headers     map[string]string `json:"headers,omitempty"`
+	Priority    int               `json:"priority"`
+	Deliveries  uint32            `json:"deliveries"`
+	Expiries    uint32            `json:"expiries,omitempty"`
+	Nacks       uint32            `json:"nacks,omitempty"`
+	EnqueuedAt  string            `json:"enqueued_at"`
+	VisibleAt   string            `json:"visible_at,omitempty"`
+	LeaseUntil  string            `json:"lease_until,omitempty"`
+	ExpireAt    string            `json:"expire_at,omitempty"`
+	LastError   string            `json:"last_error,omitempty"`
+	DeadLetter  *DeadLetterInfo   `json:"dead_letter,omitempty"`
+	bodyMissing bool
+}
+
+// DeadLetterInfo is the story of a dead-lettered message, from its headers.
+type DeadLetterInfo struct {
+	Reason      string `json:"reason"`
+	Detail      string `json:"detail,omitempty"`
+	FailedAt    string `json:"failed_at,omitempty"`
+	SourceQueue string `json:"source_queue,omitempty"`
+	SourceID    string `json:"source_id,omitempty"`
+	Deliveries  int64  `json:"deliveries"`
+}
+
+// ReceiveResult is what Receive leased.
+type ReceiveResult struct {
+	Messages []Message `json:"messages"`
+}
+
+type leased struct {
+	m  msgKey
+	st deliveryState
+}
+
+// CheckReceive validates a receive request against the queue and returns
+// the wait to apply in ms (0 for none).
+func (e *Engine) CheckReceive(name string, req *ReceiveRequest) (int64, error) {
+	q, qerr := e.queueByName(name)
+	if qerr != nil {
+		return 0, qerr
+	}
+	q.mu.Lock()
+	a := q.rec.Attributes
+	q.mu.Unlock()
+	if req.MaxMessages == 0 {
+		req.MaxMessages = 1
+	}
+	if req.MaxMessages < 1 || req.MaxMessages > ReceiveMessagesMax {
+		return 0, rangeErr("max_messages", 1, ReceiveMessagesMax)
+	}
+	if req.MaxBytes == 0 {
+		req.MaxBytes = ReceiveBytesDefault
+	}
+	if req.MaxBytes < ReceiveBytesMin || req.MaxBytes > ReceiveBytesMax {
+		return 0, rangeErr("max_bytes", ReceiveBytesMin, ReceiveBytesMax)
+	}
+	if v := req.VisibilityTimeoutMs; v != nil && (*v < VisibilityMinMs || *v > VisibilityMaxMs) {
+		return 0, rangeErr("visibility_timeout_ms", VisibilityMinMs, VisibilityMaxMs)
+	}
+	var wait int64
+	if req.WaitMs != nil {
+		if *req.WaitMs < 0 || *req.WaitMs > a.ReceiveWaitMaxMs {
+			return 0, rangeErr("wait_ms", 0, a.ReceiveWaitMaxMs)
+		}
+		wait = *req.WaitMs
+	}
+	if req.Group != "" && req.Group != name {
+		return 0, withField(errf(CodeGroupNotFound, "group %q does not exist; native queues have one built-in group named after the queue", req.Group), "group")
+	}
+	if len(req.Consumer) > ConsumerMax {
+		return 0, rangeErr("consumer", 0, ConsumerMax)
+	}
+	if len(req.RequestID) > RequestIDMax {
+		return 0, withField(errf(CodeInvalidRequestID, "request_id must be 1 to %d characters", RequestIDMax), "request_id")
+	}
+	switch req.BodyEncoding {
+	case "", "auto", "base64":
+	default:
+		return 0, withField(errf(CodeInvalidEnum, "body_encoding is %q; it must be auto or base64", req.BodyEncoding), "body_encoding")
+	}
+	return wait, nil
+}
+
+// Receive leases up to req.MaxMessages ready messages, highest priority
+// first, then earliest due. It never waits: long polling is the caller's
+// loop over Receive and Wake. REQUIRES: CheckReceive accepted req.
+func (e *Engine) Receive(name string, req ReceiveRequest, now int64) ([]Message, error) {
+	q, qerr := e.queueByName(name)
+	if qerr != nil {
+		return nil, qerr
+	}
+	q.mu.Lock()
+	if q.deleted {
+		q.mu.Unlock()
+		return nil, errf(CodeQueueDeleted, "queue %q was deleted", name)
+	}
+	a := q.rec.Attributes
+	if q.inflight >= a.MaxInflight {
+		q.mu.Unlock()
+		return nil, errf(CodeMaxInflightReached, "queue %q has %d messages in flight, its max_inflight; ack some first", name, q.inflight)
+	}
+	visibility := a.VisibilityTimeoutMs
+	if req.VisibilityTimeoutMs != nil {
+		visibility = *req.VisibilityTimeoutMs
+	}
+	want := min(int64(req.MaxMessages), a.MaxInflight-q.inflight)
+	var got []leased
+	var bytes int64
+	b := e.store.NewBatch()
+	for prio := int(a.PriorityLevels) - 1; prio >= 0 && int64(len(got)) < want; prio-- {
+		band := &q.bands[prio]
+		for int64(len(got)) < want {
+			top, ok, err := q.peekBand(prio)
+			if err != nil {
+				q.mu.Unlock()
+				b.Close()
+				return nil, errStorage(err)
+			}
+			if !ok || top.due > now {
+				break
+			}
+			sk := stateKey(q.id, top.m)
+			v, err := e.store.Get(sk)
+			if errors.Is(err, pebblestore.ErrNotFound) {
+				band.pop()
+				continue
+			}
+			if err != nil {
+				q.mu.Unlock()
+				b.Close()
+				return nil, errStorage(err)
+			}
+			st, err := decodeState(v)
+			if err != nil {
+				q.mu.Unlock()
+				b.Close()
+				return nil, errStorage(err)
+			}
+			if st.State != stateAvailable || st.Due != top.due || int(st.Priority) != prio || st.Deliveries != top.deliveries {
+				band.pop() // stale
+				continue
+			}
+			if exp := expiryOf(&st, &a); exp > 0 && exp <= now {
+				band.pop() // expired: the expiry sweep settles it
+				continue
+			}
+			if len(got) > 0 && bytes+int64(st.Size) > req.MaxBytes {
+				want = int64(len(got))
+				break
+			}
+			band.pop()
+			old := st
+			st.State = stateInflight
+			st.Deliveries++
+			st.Deadline = now + visibility
+			st.LeaseStart = now
+			if st.FirstRecv == 0 {
+				st.FirstRecv = now
+			}
+			b.Delete(readyKey(q.id, old.Priority, old.Due, top.m))
+			b.Set(sk, st.encode())
+			b.Set(leaseKey(q.id, st.Deadline, top.m), u32Bytes(st.Deliveries))
+			bytes += int64(st.Size)
+			got = append(got, leased{m: top.m, st: st})
+		}
+	}
+	if len(got) == 0 {
+		q.mu.Unlock()
+		b.Close()
+		return nil, nil
+	}
+	if err := b.Apply(); err != nil {
+		q.mu.Unlock()
+		b.Close()
+		// Nothing was written; the popped entries are back in Pebble only.
+		q.resetBandsAfterFailure()
+		return nil, errStorage(err)
+	}
+	for _, l := range got {
+		q.available--
+		q.inflight++
+		q.setLeaseLocked(l.m, l.st.Deliveries, l.st.Deadline)
+	}
+	q.totals.Received += int64(len(got))
+	topic := q.topic
+	q.mu.Unlock()
+	if err := b.Wait(); err != nil {
+		return nil, errStorage(err)
+	}
+	rr := newRecordReader(topic)
+	out := make([]Message, 0, len(got))
+	for _, l := range got {
+		msg := e.messageView(q, rr, l.m, &l.st, now, req.BodyEncoding == "base64")
+		if msg.bodyMissing {
+			continue // retention removed the record; the lease lapses and the sweep drops it
+		}
+		msg.Receipt = e.encodeReceipt(receipt{qid: q.id, m: l.m, epoch: l.st.Deliveries})
+		out = append(out, msg)
+	}
+	return out, nil
+}
+
+// resetBandsAfterFailure forgets the buffered ready entries so that they
+// are reloaded from Pebble.
+func (q *queue) resetBandsAfterFailure() {
+	q.mu.Lock()
+	for i := range q.bands {
+		q.bands[i].reset(false)
+	}
+	q.mu.Unlock()
+}
+
+// messageView builds the API view of a message, reading its record.
+func (e *Engine) messageView(q *queue, rr *recordReader, m msgKey, st *deliveryState, now int64, base64Body bool) Message {
+	msg := Message{
+		ID: fmtID(m), Partition: m.part, Offset: m.off, Priority: int(st.Priority),
+		Deliveries: st.Deliveries, Expiries: st.Expiries, Nacks: st.Nacks,
+		EnqueuedAt: FormatTime(st.Enqueued), LastError: st.LastError,
+		State: stateName(st.State, st.Due, now),
+	}
+	switch st.State {
+	case stateAvailable:
+		msg.VisibleAt = FormatTime(st.Due)
+	case stateInflight:
+		msg.LeaseUntil = FormatTime(st.Deadline)
+	}
+	if st.ExpireAt > 0 {
+		msg.ExpireAt = FormatTime(st.ExpireAt)
+	}
+	rec, err := rr.read(m)
+	if err != nil {
+		msg.bodyMissing = true
+		return msg
+	}
+	setBytes(&msg.Body, &msg.BodyBase64, rec.Value, base64Body)
+	if rec.Key != nil {
+		setBytes(&msg.Key, &msg.KeyBase64, rec.Key, base64Body)
+	}
+	var dl *DeadLetterInfo
+	for _, h := range rec.Headers {
+		if msg.Headers == nil {
+			msg.Headers = map[string]string{}
+		}
+		msg.Headers[h.Key] = string(h.Value)
+		if h.Key == HeaderDLQReason {
+			dl = &DeadLetterInfo{}
+		}
+	}
+	if dl != nil {
+		dl.Reason = msg.Headers[HeaderDLQReason]
+		dl.Detail = msg.Headers[HeaderDLQDetail]
+		dl.FailedAt = msg.Headers[HeaderDLQFailedAt]
+		dl.SourceQueue = msg.Headers[HeaderDLQSourceQueue]
+		dl.SourceID = msg.Headers[HeaderDLQSourceID]
+		dl.Deliveries, _ = strconv.ParseInt(msg.Headers[HeaderDLQDeliveries], 10, 64)
+		msg.DeadLetter = dl
+	}
+	return msg
+}
+
+// ItemResult is the outcome of one receipt of an ack, nack or extend.
+type ItemResult struct {
+	Index     int    `json:"index"`
+	Receipt   string `json:"receipt,omitempty"`
+	ID        string `json:"id,omitempty"`
+	Status    string `json:"status,omitempty"` // acked, already_acked, requeued, dead_lettered, discarded, extended
+	VisibleAt string `json:"visible_at,omitempty"`
+	LeaseTill string `json:"lease_until,omitempty"`
+	Error     *Error `json:"error,omitempty"`
+}
+
+// decodeReceipts checks receipts in order: invalid_receipt, wrong_queue,
+// duplicate_in_request. Valid ones are returned with their index.
+func (e *Engine) decodeReceipts(q *queue, receipts []string, results []ItemResult) []int {
+	seen := map[string]bool{}
+	var valid []int
+	for i, s := range receipts {
+		results[i] = ItemResult{Index: i, Receipt: s}
+		r, err := e.decodeReceipt(s)
+		if err != nil {
+			results[i].Error = err
+			continue
+		}
+		if r.qid != q.id {
+			results[i].Error = errf(CodeWrongQueue, "the receipt belongs to another queue")
+			continue
+		}
+		if seen[s] {
+			results[i].Error = errf(CodeDuplicateInRequest, "the receipt appears twice in this request")
+			continue
+		}
+		seen[s] = true
+		results[i].ID = fmtID(r.m)
+		valid = append(valid, i)
+	}
+	return valid
+}
+
+func checkReceiptCount(receipts []string) *Error {
+	if len(receipts) < 1 || len(receipts) > BatchMessagesMax {
+		return rangeErr("receipts", 1, BatchMessagesMax)
+	}
+	return nil
+}
+
+// getState reads a message's state row; ok false when it has none.
+func (e *Engine) getState(q *queue, m msgKey) (deliveryState, bool, error) {
+	v, err := e.store.Get(stateKey(q.id, m))
+	if errors.Is(err, pebblestore.ErrNotFound) {
+		return deliveryState{}, false, nil
+	}
+	if err != nil {
+		return deliveryState{}, false, err
+	}
+	st, err := decodeState(v)
+	return st, err == nil, err
+}
+
+// Ack settles leased messages. A receipt whose lease lapsed but whose
+// message was not leased again is still accepted (late ack, as SQS).
+func (e *Engine) Ack(name string, receipts []string, now int64) ([]ItemResult, error) {
+	q, qerr := e.queueByName(name)
+	if qerr != nil {
+		return nil, qerr
+	}
+	if err := checkReceiptCount(receipts); err != nil {
+		return nil, err
+	}
+	results := make([]ItemResult, len(receipts))
+	valid := e.decodeReceipts(q, receipts, results)
+	q.mu.Lock()
+	if q.deleted {
+		q.mu.Unlock()
+		return nil, errf(CodeQueueDeleted, "queue %q was deleted", name)
+	}
+	a := q.rec.Attributes
+	w := &write{e: e, now: now}
+	for _, i := range valid {
+		r, _ := e.decodeReceipt(receipts[i])
+		st, ok, err := e.getState(q, r.m)
+		if err != nil {
+			results[i].Error = errStorage(err)
+			continue
+		}
+		switch {
+		case !ok:
+			results[i].Error = errf(CodeNotFound, "message %s is gone (acked, dead-lettered, expired or purged)", fmtID(r.m))
+		case st.State == stateAcked:
+			if st.Deliveries == r.epoch {
+				results[i].Status = "already_acked"
+			} else {
+				results[i].Error = errf(CodeLeaseLost, "message %s was received again (delivery %d) and acked under that lease", fmtID(r.m), st.Deliveries)
+			}
+		case st.Deliveries != r.epoch:
+			results[i].Error = errf(CodeLeaseLost, "the lease of this receipt ended and message %s was received again (delivery %d)", fmtID(r.m), st.Deliveries)
+		default:
+			results[i].Status = "acked"
+			m, old := r.m, st
+			w.op(func(b *pebblestore.Batch) {
+				q.removeRows(b, m, &old)
+				if a.RetainAckedMs > 0 {
+					acked := old
+					acked.State = stateAcked
+					acked.Deadline = now
+					b.Set(stateKey(q.id, m), acked.encode())
+					b.Set(retainedKey(q.id, now, m), nil)
+				}
+			})
+			w.onApplied = append(w.onApplied, func() {
+				q.forgetLocked(m, &old)
+				q.totals.Acked++
+				if a.RetainAckedMs > 0 {
+					q.retained++
+				}
+			})
+		}
+	}
+	pw, err := w.apply()
+	q.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	if err := pw.finish(); err != nil {
+		return nil, err
+	}
+	return results, nil
+}
+
+// NackRequest returns leased messages: requeued after DelayMs (nil: the
+// queue's backoff), or to the DLQ with DeadLetter (a reject).
+type NackRequest struct {
+	Receipts   []string `json:"receipts"`
+	DelayMs    *int64   `json:"delay_ms,omitempty"`
+	Reason     string   `json:"reason,omitempty"`
+	DeadLetter bool     `json:"dead_letter,omitempty"`
+}
+
+// Nack requeues or dead-letters leased messages.
+func (e *Engine) Nack(name string, req NackRequest, now int64) ([]ItemResult, error) {
+	q, qerr := e.queueByName(name)
+	if qerr != nil {
+		return nil, qerr
+	}
+	if err := checkReceiptCount(req.Receipts); err != nil {
+		return nil, err
+	}
+	if req.DelayMs != nil && (*req.DelayMs < 0 || *req.DelayMs > VisibilityMaxMs) {
+		return nil, rangeErr("delay_ms", 0, VisibilityMaxMs)
+	}
+	if len(req.Reason) > ReasonMax {
+		return nil, rangeErr("reason", 0, ReasonMax)
+	}
+	results := make([]ItemResult, len(req.Receipts))
+	valid := e.decodeReceipts(q, req.Receipts, results)
+	q.mu.Lock()
+	dlq := e.deadLetterQueueLocked(q)
+	q.mu.Unlock()
+	unlock := lockQueues(q, dlq)
+	if q.deleted {
+		unlock()
+		return nil, errf(CodeQueueDeleted, "queue %q was deleted", name)
+	}
+	if dlq != nil && dlq.deleted {
+		dlq = nil
+	}
+	a := q.rec.Attributes
+	w := &write{e: e, now: now}
+	rr := newRecordReader(q.topic)
+	var inserts []func()
+	for _, i := range valid {
+		r, _ := e.decodeReceipt(req.Receipts[i])
+		st, ok, err := e.getState(q, r.m)
+		if err != nil {
+			results[i].Error = errStorage(err)
+			continue
+		}
+		live := ok && st.State == stateInflight && st.Deadline > now
+		reaped := ok && st.State == stateAvailable
+		switch {
+		case !ok:
+			results[i].Error = errf(CodeNotFound, "message %s is gone (acked, dead-lettered, expired or purged)", fmtID(r.m))
+			continue
+		case st.Deliveries != r.epoch:
+			results[i].Error = errf(CodeLeaseLost, "the lease of this receipt ended and message %s was received again (delivery %d)", fmtID(r.m), st.Deliveries)
+			continue
+		case req.DeadLetter && (live || reaped || st.State == stateInflight):
+			// reject: to the DLQ below
+		case !live:
+			results[i].Error = errf(CodeNotInflight, "the lease of message %s has ended; it is no longer held", fmtID(r.m))
+			continue
+		}
+		m := r.m
+		expired := expiryOf(&st, &a)
+		switch {
+		case req.DeadLetter:
+			w.deadLetterLocked(q, dlq, m, st, ReasonRejected, req.Reason, rr)
+			results[i].Status = statusMoved(dlq)
+		case a.MaxReceives > 0 && st.Deliveries >= uint32(a.MaxReceives):
+			w.deadLetterLocked(q, dlq, m, st, ReasonMaxReceives, req.Reason, rr)
+			results[i].Status = statusMoved(dlq)
+		case expired > 0 && expired <= now:
+			e.expireLocked(w, q, dlq, m, st, rr)
+			results[i].Status = "expired"
+		default:
+			delay := int64(0)
+			if req.DelayMs != nil {
+				delay = *req.DelayMs
+			} else {
+				delay = e.backoff(a.Backoff, st.Deliveries)
+			}
+			old := st
+			st.State = stateAvailable
+			st.Nacks++
+			st.Due = now + delay
+			st.Deadline = 0
+			if req.Reason != "" {
+				st.LastError = req.Reason
+			}
+			nst := st
+			w.op(func(b *pebblestore.Batch) {
+				b.Delete(leaseKey(q.id, old.Deadline, m))
+				b.Set(stateKey(q.id, m), nst.encode())
+				b.Set(readyKey(q.id, nst.Priority, nst.Due, m), u32Bytes(nst.Deliveries))
+			})
+			w.onApplied = append(w.onApplied, func() {
+				q.inflight--
+				q.available++
+				delete(q.leases, m)
+				q.totals.Nacked++
+			})
+			inserts = append(inserts, func() {
+				q.bands[nst.Priority].insert(readyEntry{due: nst.Due, m: m, deliveries: nst.Deliveries})
+			})
+			results[i].Status = "requeued"
+			results[i].VisibleAt = FormatTime(nst.Due)
+		}
+	}
+	pw, err := w.apply()
+	if err == nil {
+		for _, f := range inserts {
+			f()
+		}
+		if len(inserts) > 0 {
+			q.wakeLocked()
+		}
+	}
+	unlock()
+	if err != nil {
+		return nil, err
+	}
+	if err := pw.finish(); err != nil {
+		return nil, err
+	}
+	return results, nil
+}
+
+func statusMoved(dlq *queue) string {
+	if dlq == nil {
+		return "discarded"
+	}
+	return "dead_lettered"
+}
+
+func (e *Engine) backoff(b Backoff, deliveries uint32) int64 {
+	e.rndMu.Lock()
+	defer e.rndMu.Unlock()
+	return b.delay(deliveries, e.rnd)
+}
+
+// ExtendRequest extends leases to now + VisibilityTimeoutMs.
+type ExtendRequest struct {
+	Receipts            []string `json:"receipts"`
+	VisibilityTimeoutMs int64    `json:"visibility_timeout_ms"`
+}
+
+// Extend moves the deadline of live leases to now + the visibility
+// timeout. A lease may last at most 12 hours from its receive
+// (visibility_too_long, never clamped); a lapsed lease is not_inflight.
+func (e *Engine) Extend(name string, req ExtendRequest, now int64) ([]ItemResult, error) {
+	q, qerr := e.queueByName(name)
+	if qerr != nil {
+		return nil, qerr
+	}
+	if err := checkReceiptCount(req.Receipts); err != nil {
+		return nil, err
+	}
+	if req.VisibilityTimeoutMs < VisibilityMinMs || req.VisibilityTimeoutMs > VisibilityMaxMs {
+		return nil, rangeErr("visibility_timeout_ms", VisibilityMinMs, VisibilityMaxMs)
+	}
+	results := make([]ItemResult, len(req.Receipts))
+	valid := e.decodeReceipts(q, req.Receipts, results)
+	q.mu.Lock()
+	if q.deleted {
+		q.mu.Unlock()
+		return nil, errf(CodeQueueDeleted, "queue %q was deleted", name)
+	}
+	w := &write{e: e, now: now}
+	for _, i := range valid {
+		r, _ := e.decodeReceipt(req.Receipts[i])
+		st, ok, err := e.getState(q, r.m)
+		if err != nil {
+			results[i].Error = errStorage(err)
+			continue
+		}
+		switch {
+		case !ok:
+			results[i].Error = errf(CodeNotFound, "message %s is gone", fmtID(r.m))
+			continue
+		case st.Deliveries != r.epoch:
+			results[i].Error = errf(CodeLeaseLost, "the lease of this receipt ended and message %s was received again", fmtID(r.m))
+			continue
+		case st.State != stateInflight || st.Deadline <= now:
+			results[i].Error = errf(CodeNotInflight, "the lease of message %s has ended", fmtID(r.m))
+			continue
+		}
+		deadline := now + req.VisibilityTimeoutMs
+		if deadline-st.LeaseStart > VisibilityMaxMs {
+			e := errf(CodeVisibilityTooLong, "a lease may last at most %d ms from its receive; this one began %d ms ago", VisibilityMaxMs, now-st.LeaseStart)
+			results[i].Error = e
+			continue
+		}
+		m, old := r.m, st
+		st.Deadline = deadline
+		nst := st
+		w.op(func(b *pebblestore.Batch) {
+			b.Delete(leaseKey(q.id, old.Deadline, m))
+			b.Set(leaseKey(q.id, nst.Deadline, m), u32Bytes(nst.Deliveries))
+			b.Set(stateKey(q.id, m), nst.encode())
+		})
+		w.onApplied = append(w.onApplied, func() { q.setLeaseLocked(m, nst.Deliveries, nst.Deadline) })
+		results[i].Status = "extended"
+		results[i].LeaseTill = FormatTime(deadline)
+	}
+	pw, err := w.apply()
+	q.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	if err := pw.finish(); err != nil {
+		return nil, err
+	}
+	return results, nil
+}
+
+// Wait registers a wake-up channel for long polling: it receives a value
+// when a message may have become ready (send, nack, reaped lease, due
+// time) or the queue was deleted. Call the returned cancel when done.
+func (e *Engine) Wait(name string) (<-chan struct{}, func(), error) {
+	q, qerr := e.queueByName(name)
+	if qerr != nil {
+		return nil, nil, qerr
+	}
+	ch := make(chan struct{}, 1)
+	q.mu.Lock()
+	if q.deleted {
+		q.mu.Unlock()
+		return nil, nil, errf(CodeQueueDeleted, "queue %q was deleted", name)
+	}
+	q.waiters[ch] = struct{}{}
+	q.mu.Unlock()
+	return ch, func() {
+		q.mu.Lock()
+		delete(q.waiters, ch)
+		q.mu.Unlock()
+	}, nil
+}
+
+// wakeLocked signals every parked receiver.
+// REQUIRES: q.mu held.
+func (q *queue) wakeLocked() {
+	for ch := range q.waiters {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}

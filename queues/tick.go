@@ -1,0 +1,349 @@
+package queues
+
+import (
+	"container/heap"
+
+	"github.com/vibemq/broker/pebblestore"
+)
+
+// tickBudget bounds the leases reaped and the expiry keys swept per queue
+// per Tick, so one Tick never holds a queue for long.
+const tickBudget = 1000
+
+// sweepIntervalMs is how often the dedup and retained-ack tables are swept.
+const sweepIntervalMs = 10000
+
+// TickReport says what one Tick did, for metrics.
+type TickReport struct {
+	Reaped       int
+	Requeued     int
+	Expired      int
+	Discarded    int
+	DeadLettered map[string]int
+	DedupSwept   int
+	AckedSwept   int
+	RedriveMoved int
+	Errors       int
+}
+
+// Tick runs the queue maintenance due at now: expired leases (requeued,
+// or dead-lettered at max_receives / max_expiries), TTL and retention
+// expiry, dedup and retained-ack cleanup, redrive steps, and wakes long
+// polls whose messages became due. Each step is bounded; calls are
+// serialized.
+func (e *Engine) Tick(now int64) TickReport {
+	rep := TickReport{DeadLettered: map[string]int{}}
+	if e.closed.Load() {
+		return rep
+	}
+	e.tickMu.Lock()
+	defer e.tickMu.Unlock()
+	for _, q := range e.allQueues() {
+		if err := e.tickQueue(q, now, &rep); err != nil {
+			rep.Errors++
+			e.log.Error().Err(err).Str("queue", q.rec.Name).Msg("queue maintenance failed; retrying at the next tick")
+		}
+	}
+	e.runTasks(now, &rep)
+	return rep
+}
+
+func (e *Engine) tickQueue(q *queue, now int64, rep *TickReport) error {
+	q.mu.Lock()
+	dlq := e.deadLetterQueueLocked(q)
+	q.rates.sample(now, &q.totals)
+	q.mu.Unlock()
+	unlock := lockQueues(q, dlq)
+	defer func() {
+		if unlock != nil {
+			unlock()
+		}
+	}()
+	if q.deleted {
+		return nil
+	}
+	if dlq != nil && dlq.deleted {
+		dlq = nil
+	}
+	a := q.rec.Attributes
+	w := &write{e: e, now: now}
+	rr := newRecordReader(q.topic)
+	touched := map[msgKey]bool{}
+	var inserts []readyEntry
+	var insertPrio []uint8
+	var popped []leaseEntry
+	dead := map[string]int{}
+
+	// 1. Leases that ran out.
+	for n := 0; n < tickBudget; n++ {
+		le, ok := q.nextExpiredLeaseLocked(now)
+		if !ok {
+			break
+		}
+		popped = append(popped, le)
+		st, ok, err := e.getState(q, le.m)
+		if err != nil {
+			q.restoreLeases(popped)
+			return err
+		}
+		if !ok || st.State != stateInflight || st.Deliveries != le.epoch {
+			delete(q.leases, le.m) // memory disagreed with the store; the store wins
+			continue
+		}
+		touched[le.m] = true
+		rep.Reaped++
+		m := le.m
+		st.Expiries++
+		exp := expiryOf(&st, &a)
+		switch {
+		case exp > 0 && exp <= now:
+			if e.expireLocked(w, q, dlq, m, st, rr) {
+				dead[ReasonExpired]++
+			} else {
+				rep.Expired++
+			}
+		case a.MaxExpiries > 0 && st.Expiries >= uint32(a.MaxExpiries):
+			w.deadLetterLocked(q, dlq, m, st, ReasonMaxExpiries, st.LastError, rr)
+			dead[ReasonMaxExpiries]++
+		case a.MaxReceives > 0 && st.Deliveries >= uint32(a.MaxReceives):
+			w.deadLetterLocked(q, dlq, m, st, ReasonMaxReceives, st.LastError, rr)
+			dead[ReasonMaxReceives]++
+		default:
+			old := st
+			st.State = stateAvailable
+			st.Due = now + a.ExpiryBackoffMs
+			st.Deadline = 0
+			nst := st
+			w.op(func(b *pebblestore.Batch) {
+				b.Delete(leaseKey(q.id, old.Deadline, m))
+				b.Set(stateKey(q.id, m), nst.encode())
+				b.Set(readyKey(q.id, nst.Priority, nst.Due, m), u32Bytes(nst.Deliveries))
+			})
+			w.onApplied = append(w.onApplied, func() {
+				q.inflight--
+				q.available++
+				delete(q.leases, m)
+				q.totals.Reaped++
+			})
+			inserts = append(inserts, readyEntry{due: nst.Due, m: m, deliveries: nst.Deliveries})
+			insertPrio = append(insertPrio, nst.Priority)
+			rep.Requeued++
+		}
+	}
+
+	// 2. TTL and retention expiry of available messages.
+	if q.expiryFrom <= now {
+		prefix := tablePrefix(pebblestore.PrefixQueueExpiry, q.id)
+		lower := expiryKey(q.id, q.expiryFrom, msgKey{})
+		upper := expiryKey(q.id, now+1, msgKey{})
+		it, err := e.store.NewIter(lower, upper)
+		if err != nil {
+			q.restoreLeases(popped)
+			return err
+		}
+		n, last := 0, q.expiryFrom
+		for ok := it.First(); ok && n < tickBudget; ok = it.Next() {
+			k := append([]byte(nil), it.Key()...)
+			m := msgFromKeyTail(k)
+			last = u64At(k, len(prefix))
+			n++
+			w.op(func(b *pebblestore.Batch) { b.Delete(k) })
+			if touched[m] {
+				continue
+			}
+			st, ok, err := e.getState(q, m)
+			if err != nil {
+				_ = it.Close()
+				q.restoreLeases(popped)
+				return err
+			}
+			if !ok || st.State != stateAvailable {
+				continue // gone, or inflight (the lease end decides), or acked
+			}
+			touched[m] = true
+			if exp := expiryOf(&st, &a); exp > now {
+				w.op(func(b *pebblestore.Batch) { b.Set(expiryKey(q.id, exp, m), nil) }) // retention grew
+				continue
+			}
+			if e.expireLocked(w, q, dlq, m, st, rr) {
+				dead[ReasonExpired]++
+			} else {
+				rep.Expired++
+			}
+		}
+		if err := it.Close(); err != nil {
+			q.restoreLeases(popped)
+			return err
+		}
+		if n < tickBudget {
+			q.expiryFrom = now + 1
+		} else {
+			q.expiryFrom = last
+		}
+	}
+
+	// 3. Dedup entries past their window, acked messages past retain_acked_ms.
+	if now >= q.sweepAt {
+		q.sweepAt = now + sweepIntervalMs
+		if err := e.sweepDedup(q, w, now, rep); err != nil {
+			q.restoreLeases(popped)
+			return err
+		}
+		if err := e.sweepRetained(q, w, now-a.RetainAckedMs, rep); err != nil {
+			q.restoreLeases(popped)
+			return err
+		}
+	}
+
+	pw, err := w.apply()
+	if err != nil {
+		q.restoreLeases(popped)
+		return err
+	}
+	for i, in := range inserts {
+		q.bands[insertPrio[i]].insert(in)
+	}
+	for r, n := range dead {
+		rep.DeadLettered[r] += n
+	}
+	// Wake long polls when something buffered is due (or a refill may find it).
+	if len(q.waiters) > 0 {
+		due, found := q.nextDueLocked()
+		incomplete := false
+		for i := range q.bands {
+			if !q.bands[i].complete && len(q.bands[i].h) == 0 {
+				incomplete = true
+			}
+		}
+		if len(inserts) > 0 || (found && due <= now) || incomplete {
+			q.wakeLocked()
+		}
+	}
+	unlock()
+	unlock = nil
+	return pw.finish()
+}
+
+// restoreLeases puts popped lease entries back after a failed tick.
+// REQUIRES: q.mu held.
+func (q *queue) restoreLeases(popped []leaseEntry) {
+	for _, le := range popped {
+		if l, ok := q.leases[le.m]; ok && l.epoch == le.epoch && l.deadline == le.deadline {
+			heap.Push(&q.leaseHeap, le)
+		}
+	}
+}
+
+// expireLocked settles a message past its TTL or retention: to the DLQ
+// when it had an explicit TTL and on_expire is dead_letter, else dropped.
+// It reports whether the message goes to the DLQ.
+// REQUIRES: q.mu and dlq.mu held.
+func (e *Engine) expireLocked(w *write, q, dlq *queue, m msgKey, st deliveryState, rr *recordReader) bool {
+	a := q.rec.Attributes
+	if st.ExpireAt > 0 && st.ExpireAt <= w.now && a.OnExpire == "dead_letter" && dlq != nil {
+		w.deadLetterLocked(q, dlq, m, st, ReasonExpired, "the message's TTL passed", rr)
+		return true
+	}
+	w.op(func(b *pebblestore.Batch) { q.removeRows(b, m, &st) })
+	w.onApplied = append(w.onApplied, func() {
+		q.forgetLocked(m, &st)
+		q.totals.Expired++
+	})
+	return false
+}
+
+func (e *Engine) sweepDedup(q *queue, w *write, now int64, rep *TickReport) error {
+	prefix := tablePrefix(pebblestore.PrefixQueueDedupExp, q.id)
+	it, err := e.store.NewIter(prefix, dedupExpiryKey(q.id, now+1, [16]byte{}))
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	for ok, n := it.First(), 0; ok && n < tickBudget; ok, n = it.Next(), n+1 {
+		k := append([]byte(nil), it.Key()...)
+		expires := u64At(k, len(prefix))
+		var h [16]byte
+		copy(h[:], k[len(k)-16:])
+		w.op(func(b *pebblestore.Batch) { b.Delete(k) })
+		if v, err := e.store.Get(dedupKey(q.id, h)); err == nil {
+			if _, exp, ok := decodeDedup(v); ok && exp == expires {
+				w.op(func(b *pebblestore.Batch) { b.Delete(dedupKey(q.id, h)) })
+			}
+		}
+		rep.DedupSwept++
+	}
+	return it.Close()
+}
+
+func (e *Engine) sweepRetained(q *queue, w *write, before int64, rep *TickReport) error {
+	prefix := tablePrefix(pebblestore.PrefixQueueRetained, q.id)
+	it, err := e.store.NewIter(prefix, retainedKey(q.id, before+1, msgKey{}))
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	for ok, n := it.First(), 0; ok && n < tickBudget; ok, n = it.Next(), n+1 {
+		k := append([]byte(nil), it.Key()...)
+		m := msgFromKeyTail(k)
+		w.op(func(b *pebblestore.Batch) { b.Delete(k) })
+		st, ok, err := e.getState(q, m)
+		if err != nil {
+			return err
+		}
+		if ok && st.State == stateAcked {
+			w.op(func(b *pebblestore.Batch) { b.Delete(stateKey(q.id, m)) })
+			w.onApplied = append(w.onApplied, func() { q.retained-- })
+			rep.AckedSwept++
+		}
+	}
+	return it.Close()
+}
+
+// rateWindow keeps per-second samples of the totals for rates.
+type rateWindow struct {
+	samples [11]rateSample
+	n, head int
+}
+
+type rateSample struct {
+	at                       int64
+	sent, received, acked    int64
+	deadLettered, nackedReap int64
+}
+
+func (r *rateWindow) sample(now int64, t *Totals) {
+	if r.n > 0 && now-r.samples[(r.head+len(r.samples)-1)%len(r.samples)].at < 1000 {
+		return
+	}
+	var dead int64
+	for _, v := range t.DeadLettered {
+		dead += v
+	}
+	r.samples[r.head] = rateSample{at: now, sent: t.Sent, received: t.Received, acked: t.Acked, deadLettered: dead, nackedReap: t.Nacked + t.Reaped}
+	r.head = (r.head + 1) % len(r.samples)
+	r.n = min(r.n+1, len(r.samples))
+}
+
+// Rates are messages per second over the last ~10 seconds.
+type Rates struct {
+	Sent         float64 `json:"sent"`
+	Received     float64 `json:"received"`
+	Acked        float64 `json:"acked"`
+	DeadLettered float64 `json:"dead_lettered"`
+}
+
+func (r *rateWindow) rates() Rates {
+	if r.n < 2 {
+		return Rates{}
+	}
+	newest := r.samples[(r.head+len(r.samples)-1)%len(r.samples)]
+	oldest := r.samples[(r.head+len(r.samples)-r.n)%len(r.samples)]
+	dt := float64(newest.at-oldest.at) / 1000
+	if dt <= 0 {
+		return Rates{}
+	}
+	return Rates{
+		Sent: float64(newest.sent-oldest.sent) / dt, Received: float64(newest.received-oldest.received) / dt,
+		Acked: float64(newest.acked-oldest.acked) / dt, DeadLettered: float64(newest.deadLettered-oldest.deadLettered) / dt,
+	}
+}

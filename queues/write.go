@@ -1,0 +1,277 @@
+package queues
+
+import (
+	"strconv"
+
+	"github.com/vibemq/broker/pebblestore"
+	"github.com/vibemq/broker/topics"
+)
+
+// Dead-letter reasons (x-q-dlq-reason).
+const (
+	ReasonMaxReceives = "max_receives"
+	ReasonMaxExpiries = "max_expiries"
+	ReasonRejected    = "rejected"
+	ReasonExpired     = "expired"
+	ReasonAdmin       = "admin"
+)
+
+// Headers the broker adds to dead-lettered records, readable by Kafka
+// consumers of the DLQ topic.
+const (
+	HeaderDLQReason      = "x-q-dlq-reason"
+	HeaderDLQDetail      = "x-q-dlq-last-error"
+	HeaderDLQSourceQueue = "x-q-dlq-source-queue"
+	HeaderDLQSourceID    = "x-q-dlq-source-id"
+	HeaderDLQSourcePart  = "x-q-dlq-source-partition"
+	HeaderDLQSourceOff   = "x-q-dlq-source-offset"
+	HeaderDLQDeliveries  = "x-q-dlq-deliveries"
+	HeaderDLQExpiries    = "x-q-dlq-expiries"
+	HeaderDLQFailedAt    = "x-q-dlq-failed-at"
+	HeaderDLQEnqueuedAt  = "x-q-dlq-enqueued-at"
+	HeaderRedrivenFrom   = "x-q-redriven-from"
+	HeaderRedriveCount   = "x-q-redrive-count"
+)
+
+// write is one atomic mutation: source-side rows (ops), and optionally
+// records appended to other queues in the same Pebble batch.
+type write struct {
+	e       *Engine
+	now     int64
+	ops     []func(b *pebblestore.Batch)
+	targets []*appendTarget
+	// onApplied runs once the write is applied, under the locks held by
+	// the caller: in-memory updates.
+	onApplied []func()
+}
+
+// appendTarget collects records appended to one partition of a queue.
+type appendTarget struct {
+	q    *queue
+	part int32
+	recs []storedRecord
+	sts  []deliveryState
+	// after is called per record with its new message key once applied.
+	after []func(m msgKey)
+	a     *topics.Append
+}
+
+func (w *write) op(f func(b *pebblestore.Batch)) { w.ops = append(w.ops, f) }
+
+func (w *write) target(q *queue, part int32) *appendTarget {
+	for _, t := range w.targets {
+		if t.q == q && t.part == part {
+			return t
+		}
+	}
+	t := &appendTarget{q: q, part: part}
+	w.targets = append(w.targets, t)
+	return t
+}
+
+// addRecord appends rec to q (partition part) as a new available message.
+func (t *appendTarget) addRecord(rec storedRecord, st deliveryState, after func(m msgKey)) {
+	t.recs = append(t.recs, rec)
+	t.sts = append(t.sts, st)
+	t.after = append(t.after, after)
+}
+
+// pendingWrite is an applied write; finish makes it durable.
+type pendingWrite struct {
+	batch   *pebblestore.Batch
+	pa      *topics.PendingAppend
+	targets []*appendTarget
+	now     int64
+}
+
+// apply writes everything in one Pebble batch and runs onApplied.
+// REQUIRES: the locks of every queue involved are held.
+func (w *write) apply() (*pendingWrite, error) {
+	pw := &pendingWrite{now: w.now}
+	if len(w.targets) == 0 {
+		if len(w.ops) == 0 {
+			for _, f := range w.onApplied {
+				f()
+			}
+			return pw, nil
+		}
+		b := w.e.store.NewBatch()
+		for _, f := range w.ops {
+			f(b)
+		}
+		if err := b.Apply(); err != nil {
+			b.Close()
+			return nil, errStorage(err)
+		}
+		pw.batch = b
+		for _, f := range w.onApplied {
+			f()
+		}
+		return pw, nil
+	}
+	var appends []*topics.Append
+	opsDone := false
+	for _, t := range w.targets {
+		raw, err := encodeBatch(t.recs, w.now)
+		if err != nil {
+			return nil, errf(CodeInternal, "encoding a batch for %s: %v", t.q.rec.Name, err)
+		}
+		p, ok := t.q.topic.Partition(t.part)
+		if !ok {
+			return nil, errf(CodeInternal, "queue %s has no partition %d", t.q.rec.Name, t.part)
+		}
+		t := t
+		t.a = &topics.Append{Partition: p, Batch: raw, Extra: func(b *pebblestore.Batch, base int64) {
+			if !opsDone {
+				opsDone = true
+				for _, f := range w.ops {
+					f(b)
+				}
+			}
+			attrs := t.q.rec.Attributes
+			for i := range t.recs {
+				m := msgKey{part: t.part, off: base + int64(i)}
+				st := &t.sts[i]
+				b.Set(stateKey(t.q.id, m), st.encode())
+				b.Set(readyKey(t.q.id, st.Priority, st.Due, m), u32Bytes(st.Deliveries))
+				if exp := expiryOf(st, &attrs); exp > 0 {
+					b.Set(expiryKey(t.q.id, exp, m), nil)
+					t.q.expiryFrom = min(t.q.expiryFrom, exp)
+				}
+			}
+		}}
+		appends = append(appends, t.a)
+	}
+	pw.pa = w.e.tm.Append(appends, w.now)
+	for _, a := range appends {
+		if a.Err != nil {
+			// One Pebble batch: an apply failure fails every append; a
+			// validation failure cannot happen with our own batches.
+			if !opsDone {
+				return nil, errStorage(a.Err)
+			}
+			w.e.log.Error().Err(a.Err).Msg("an append of a queue move failed while others succeeded")
+		}
+	}
+	for _, t := range w.targets {
+		if t.a.Err != nil {
+			continue
+		}
+		for i := range t.recs {
+			t.q.available++
+			if t.after[i] != nil {
+				t.after[i](msgKey{part: t.part, off: t.a.BaseOffset + int64(i)})
+			}
+		}
+	}
+	pw.targets = w.targets
+	for _, f := range w.onApplied {
+		f()
+	}
+	return pw, nil
+}
+
+// finish waits until the write is durable, then makes appended records
+// visible to receivers. Call it without holding any queue lock.
+func (pw *pendingWrite) finish() error {
+	if pw == nil {
+		return nil
+	}
+	var err error
+	if pw.batch != nil {
+		err = pw.batch.Wait()
+	}
+	if pw.pa != nil {
+		err = pw.pa.Wait()
+	}
+	for _, t := range pw.targets {
+		if t.a == nil || t.a.Err != nil {
+			continue
+		}
+		t.q.mu.Lock()
+		if !t.q.deleted {
+			for i := range t.recs {
+				st := &t.sts[i]
+				t.q.bands[st.Priority].insert(readyEntry{due: st.Due, m: msgKey{part: t.part, off: t.a.BaseOffset + int64(i)}, deliveries: st.Deliveries})
+			}
+			t.q.wakeLocked()
+		}
+		t.q.mu.Unlock()
+	}
+	if err != nil {
+		return errStorage(err)
+	}
+	return nil
+}
+
+// removeRows deletes a message's state row and its ready or lease key.
+func (q *queue) removeRows(b *pebblestore.Batch, m msgKey, st *deliveryState) {
+	b.Delete(stateKey(q.id, m))
+	switch st.State {
+	case stateAvailable:
+		b.Delete(readyKey(q.id, st.Priority, st.Due, m))
+	case stateInflight:
+		b.Delete(leaseKey(q.id, st.Deadline, m))
+	}
+}
+
+// forgetLocked updates the in-memory counters of a message that left.
+// REQUIRES: q.mu held.
+func (q *queue) forgetLocked(m msgKey, st *deliveryState) {
+	switch st.State {
+	case stateAvailable:
+		q.available--
+	case stateInflight:
+		q.inflight--
+		delete(q.leases, m)
+	case stateAcked:
+		q.retained--
+	}
+}
+
+// deadLetterLocked moves a message of q to dlq within w: the record is
+// copied with the dead-letter headers, q's rows are deleted. With dlq nil
+// (dead_letter none), or when the record is gone, the message is discarded.
+// REQUIRES: q.mu and dlq.mu held.
+func (w *write) deadLetterLocked(q, dlq *queue, m msgKey, st deliveryState, reason, detail string, rr *recordReader) {
+	w.op(func(b *pebblestore.Batch) { q.removeRows(b, m, &st) })
+	w.onApplied = append(w.onApplied, func() { q.forgetLocked(m, &st) })
+	if dlq == nil || dlq.deleted {
+		w.onApplied = append(w.onApplied, func() { q.totals.Discarded++ })
+		return
+	}
+	rec, err := rr.read(m)
+	if err != nil {
+		w.e.log.Warn().Err(err).Str("queue", q.rec.Name).Str("id", fmtID(m)).Msg("cannot copy a message to its dead-letter queue; it is discarded")
+		w.onApplied = append(w.onApplied, func() { q.totals.Discarded++ })
+		return
+	}
+	headers := make([]topics.RecordHeader, 0, len(rec.Headers)+10)
+	for _, h := range rec.Headers {
+		if len(h.Key) >= 8 && h.Key[:8] == "x-q-dlq-" {
+			continue // a message dead-lettered twice keeps only its latest story
+		}
+		headers = append(headers, h)
+	}
+	hv := func(k, v string) { headers = append(headers, topics.RecordHeader{Key: k, Value: []byte(v)}) }
+	hv(HeaderDLQReason, reason)
+	if detail != "" {
+		hv(HeaderDLQDetail, detail)
+	}
+	hv(HeaderDLQSourceQueue, q.rec.Name)
+	hv(HeaderDLQSourceID, fmtID(m))
+	hv(HeaderDLQSourcePart, strconv.Itoa(int(m.part)))
+	hv(HeaderDLQSourceOff, strconv.FormatInt(m.off, 10))
+	hv(HeaderDLQDeliveries, strconv.FormatUint(uint64(st.Deliveries), 10))
+	hv(HeaderDLQExpiries, strconv.FormatUint(uint64(st.Expiries), 10))
+	hv(HeaderDLQFailedAt, FormatTime(w.now))
+	hv(HeaderDLQEnqueuedAt, FormatTime(st.Enqueued))
+	out := storedRecord{Key: rec.Key, Value: rec.Value, Headers: headers}
+	size := len(out.Key) + len(out.Value)
+	for _, h := range headers {
+		size += len(h.Key) + len(h.Value)
+	}
+	part := m.part % dlq.topic.NumPartitions()
+	w.target(dlq, part).addRecord(out, deliveryState{State: stateAvailable, Due: w.now, Enqueued: w.now, Size: uint32(size)}, nil)
+	w.onApplied = append(w.onApplied, func() { q.totals.DeadLettered[reason]++ })
+}

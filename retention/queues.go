@@ -1,0 +1,71 @@
+package retention
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/vibemq/broker/queues"
+)
+
+// QueueTickInterval is how often queue maintenance runs: it bounds how
+// late an expired lease returns to its queue and how late a long poll
+// wakes for a message that became due.
+const QueueTickInterval = 100 * time.Millisecond
+
+// QueueTask returns the task that runs queues.Engine.Tick: lease expiry,
+// max-deliveries and TTL dead-lettering, retention and dedup cleanup, and
+// redrive steps. What each tick did is counted in reg (nil: no metrics).
+func QueueTask(e *queues.Engine, reg prometheus.Registerer, interval time.Duration) Task {
+	if interval <= 0 {
+		interval = QueueTickInterval
+	}
+	m := newQueueMetrics(reg)
+	return Task{
+		Name:     "queues",
+		Interval: interval,
+		Run: func(now time.Time) {
+			rep := e.Tick(now.UnixMilli())
+			m.observe(&rep)
+		},
+	}
+}
+
+type queueMetrics struct {
+	reaped, expired, redriven, errors prometheus.Counter
+	deadLettered                      *prometheus.CounterVec
+}
+
+func newQueueMetrics(reg prometheus.Registerer) *queueMetrics {
+	m := &queueMetrics{
+		reaped: prometheus.NewCounter(prometheus.CounterOpts{Name: "broker_queue_reaped_total",
+			Help: "Leases that ran out and were taken back by queue maintenance."}),
+		expired: prometheus.NewCounter(prometheus.CounterOpts{Name: "broker_queue_expired_total",
+			Help: "Queue messages dropped past their TTL or the queue's retention."}),
+		redriven: prometheus.NewCounter(prometheus.CounterOpts{Name: "broker_queue_redrive_moved_total",
+			Help: "Messages moved out of dead-letter queues by redrive tasks."}),
+		errors: prometheus.NewCounter(prometheus.CounterOpts{Name: "broker_queue_maintenance_errors_total",
+			Help: "Queue maintenance steps that failed and were retried."}),
+		deadLettered: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "broker_queue_dead_lettered_total",
+			Help: "Messages moved to a dead-letter queue by maintenance, by reason."}, []string{"reason"}),
+	}
+	if reg != nil {
+		for _, c := range []prometheus.Collector{m.reaped, m.expired, m.redriven, m.errors, m.deadLettered} {
+			if err := reg.Register(c); err != nil {
+				if _, dup := err.(prometheus.AlreadyRegisteredError); !dup {
+					panic(err)
+				}
+			}
+		}
+	}
+	return m
+}
+
+func (m *queueMetrics) observe(rep *queues.TickReport) {
+	m.reaped.Add(float64(rep.Reaped))
+	m.expired.Add(float64(rep.Expired))
+	m.redriven.Add(float64(rep.RedriveMoved))
+	m.errors.Add(float64(rep.Errors))
+	for reason, n := range rep.DeadLettered {
+		m.deadLettered.WithLabelValues(reason).Add(float64(n))
+	}
+}
