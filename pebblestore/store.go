@@ -140,11 +140,15 @@ func Open(dir string, opts Options) (*Store, error) {
 	}
 	// Large values (record batches) go to blob files that compactions do not
 	// rewrite, so a log written once is not copied again at every level.
+	// Partitions written side by side interleave in every flush, so one
+	// partition's sstable refers to many blob files; a low reference depth
+	// made compactions rewrite the values (8 partitions: 5.4 -> 3.6 s of
+	// broker CPU per GB produced with 200 instead of 10).
 	po.Experimental.ValueSeparationPolicy = func() pebble.ValueSeparationPolicy {
 		return pebble.ValueSeparationPolicy{
 			Enabled:               !opts.NoValueSeparation,
 			MinimumSize:           1024,
-			MaxBlobReferenceDepth: 10,
+			MaxBlobReferenceDepth: 200,
 			RewriteMinimumAge:     5 * time.Minute,
 			TargetGarbageRatio:    0.2,
 		}
