@@ -74,7 +74,14 @@ func (s *Server) handleFetch(r *request) (reply, error) {
 			it.records = nil
 		}
 	}
-	return reply{resp: resp, finish: finish, release: release}, nil
+	size := func() int {
+		n := 256
+		for _, it := range items {
+			n += len(it.records) + 64 + len(it.key.topic)
+		}
+		return n
+	}
+	return reply{resp: resp, finish: finish, release: release, size: size}, nil
 }
 
 // planFetch resolves the session and lists the partitions to read.

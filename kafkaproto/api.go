@@ -21,6 +21,10 @@ type reply struct {
 	// release, when set, runs after resp has been encoded: buffers that resp
 	// borrowed may be reused from then on.
 	release func()
+	// size, when set, estimates the encoded response's bytes after finish,
+	// so that a large response is encoded into a buffer of the right size
+	// instead of one grown by doubling.
+	size func() int
 }
 
 // handler serves one decoded request. A returned error closes the

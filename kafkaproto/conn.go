@@ -203,6 +203,12 @@ func (c *conn) writeLoop() {
 		if q.reply.none || broken {
 			continue
 		}
+		if q.reply.size != nil {
+			if need := q.reply.size() + 64; cap(buf) < need {
+				putBuffer(buf)
+				buf = getBuffer(need)
+			}
+		}
 		buf = buf[:0]
 		buf = append(buf, 0, 0, 0, 0)
 		buf = binary.BigEndian.AppendUint32(buf, uint32(q.corr))
@@ -229,8 +235,10 @@ func (c *conn) writeLoop() {
 				_ = c.nc.Close()
 			}
 		}
-		if cap(buf) > 64<<20 || (cap(buf) > 1<<20 && len(c.replies) == 0) {
-			buf = nil // do not pin a large response buffer to an idle connection
+		if cap(buf) > 1<<20 && len(c.replies) == 0 {
+			// Do not pin a large response buffer to an idle connection.
+			putBuffer(buf)
+			buf = nil
 		}
 	}
 	_ = bw.Flush()
