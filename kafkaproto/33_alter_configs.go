@@ -35,75 +35,102 @@ func init() { register(kmsg.AlterConfigs, 0, 2, (*Server).handleAlterConfigs) }
 func (s *Server) handleAlterConfigs(r *request) (reply, error) {
 	req := r.kreq.(*kmsg.AlterConfigsRequest)
 	resp := req.ResponseKind().(*kmsg.AlterConfigsResponse)
+	rs := make([]alterResource, len(req.Resources))
+	for i, rr := range req.Resources {
+		rs[i] = alterResource{
+			typ: rr.ResourceType, name: rr.ResourceName, configs: len(rr.Configs),
+			config: func(j int) (string, bool) { return rr.Configs[j].Name, rr.Configs[j].Value == nil },
+			apply: func() error {
+				configs := make(map[string]string, len(rr.Configs))
+				for _, c := range rr.Configs {
+					configs[c.Name] = *c.Value
+				}
+				return s.topics.ReplaceTopicConfigs(rr.ResourceName, configs, req.ValidateOnly)
+			},
+		}
+	}
+	s.alterConfigs(rs, func(rr alterResource, code int16, msg *string) {
+		res := kmsg.NewAlterConfigsResponseResource()
+		res.ResourceType, res.ResourceName = rr.typ, rr.name
+		res.ErrorCode, res.ErrorMessage = code, msg
+		resp.Resources = append(resp.Resources, res)
+	})
+	return reply{resp: resp}, nil
+}
+
+// alterResource is one resource of an AlterConfigs or
+// IncrementalAlterConfigs request.
+type alterResource struct {
+	typ     kmsg.ConfigResourceType
+	name    string
+	configs int
+	// config returns the name of config i and whether its value is a null
+	// the operation does not allow.
+	config func(i int) (name string, null bool)
+	// apply changes (with validate_only, only checks) a topic resource's
+	// configs once the request-level checks passed.
+	apply func() error
+}
+
+// alterConfigs answers each resource in order with its error code and,
+// when the code is not 0, its message: a resource named twice gets
+// INVALID_REQUEST, then checkAlterRequest, then apply for topics.
+func (s *Server) alterConfigs(rs []alterResource, answer func(rr alterResource, code int16, msg *string)) {
 	type resourceKey struct {
 		typ  kmsg.ConfigResourceType
 		name string
 	}
 	count := map[resourceKey]int{}
-	for _, rr := range req.Resources {
-		count[resourceKey{rr.ResourceType, rr.ResourceName}]++
+	for _, rr := range rs {
+		count[resourceKey{rr.typ, rr.name}]++
 	}
-	for _, rr := range req.Resources {
-		res := kmsg.NewAlterConfigsResponseResource()
-		res.ResourceType, res.ResourceName = rr.ResourceType, rr.ResourceName
-		names := make([]string, len(rr.Configs))
-		for i, c := range rr.Configs {
-			names[i] = c.Name
+	for _, rr := range rs {
+		code, msg := kerr.InvalidRequest.Code, "duplicate resource"
+		if count[resourceKey{rr.typ, rr.name}] == 1 {
+			code, msg = s.checkAlterRequest(rr)
 		}
-		var code int16
-		var msg string
-		switch {
-		case count[resourceKey{rr.ResourceType, rr.ResourceName}] > 1:
-			code, msg = kerr.InvalidRequest.Code, "duplicate resource"
-		default:
-			code, msg = s.checkAlterRequest(rr.ResourceType, rr.ResourceName, names, func(i int) bool { return rr.Configs[i].Value == nil })
-		}
-		if code == 0 && rr.ResourceType == kmsg.ConfigResourceTypeTopic {
-			configs := make(map[string]string, len(rr.Configs))
-			for _, c := range rr.Configs {
-				configs[c.Name] = *c.Value
-			}
-			if err := s.topics.ReplaceTopicConfigs(rr.ResourceName, configs, req.ValidateOnly); err != nil {
+		if code == 0 && rr.typ == kmsg.ConfigResourceTypeTopic {
+			if err := rr.apply(); err != nil {
 				code, msg = errorCode(err), err.Error()
 			}
 		}
-		res.ErrorCode = code
+		var message *string
 		if code != 0 {
-			res.ErrorMessage = &msg
+			message = &msg
 		}
-		resp.Resources = append(resp.Resources, res)
+		answer(rr, code, message)
 	}
-	return reply{resp: resp}, nil
 }
 
 // checkAlterRequest applies the request-level rules shared by AlterConfigs
 // and IncrementalAlterConfigs (Kafka ConfigAdminManager.preprocess) and
 // answers broker resources. It returns 0 when a topic resource may proceed.
-func (s *Server) checkAlterRequest(typ kmsg.ConfigResourceType, name string, names []string, isNull func(int) bool) (int16, string) {
-	seen := make(map[string]bool, len(names))
-	for i, n := range names {
+func (s *Server) checkAlterRequest(rr alterResource) (int16, string) {
+	seen := make(map[string]bool, rr.configs)
+	for i := range rr.configs {
+		n, null := rr.config(i)
 		if seen[n] {
 			return kerr.InvalidRequest.Code, "error due to duplicate config keys"
 		}
 		seen[n] = true
-		if isNull(i) {
+		if null {
 			return kerr.InvalidRequest.Code, "null value not supported for : " + n
 		}
 	}
-	switch typ {
+	switch rr.typ {
 	case kmsg.ConfigResourceTypeTopic:
-		if name == "" {
+		if rr.name == "" {
 			return kerr.InvalidRequest.Code, "default topic resources are not allowed"
 		}
 		return 0, ""
 	case kmsg.ConfigResourceTypeBroker:
-		if code, msg := s.checkBrokerResource(name); code != 0 {
+		if code, msg := s.checkBrokerResource(rr.name); code != 0 {
 			return code, msg
 		}
-		if len(names) == 0 {
+		if rr.configs == 0 {
 			return 0, ""
 		}
 		return kerr.InvalidRequest.Code, "broker configs cannot be changed at runtime on this broker; set them in its configuration file, environment or flags and restart it"
 	}
-	return kerr.InvalidRequest.Code, "unsupported config resource type " + typ.String()
+	return kerr.InvalidRequest.Code, "unsupported config resource type " + rr.typ.String()
 }

@@ -22,7 +22,6 @@ package kafkaproto
 //   - v1 is the flexible version (KIP-482).
 
 import (
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/vibemq/broker/topics"
 )
@@ -34,45 +33,28 @@ func init() {
 func (s *Server) handleIncrementalAlterConfigs(r *request) (reply, error) {
 	req := r.kreq.(*kmsg.IncrementalAlterConfigsRequest)
 	resp := req.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)
-	type resourceKey struct {
-		typ  kmsg.ConfigResourceType
-		name string
+	rs := make([]alterResource, len(req.Resources))
+	for i, rr := range req.Resources {
+		rs[i] = alterResource{
+			typ: rr.ResourceType, name: rr.ResourceName, configs: len(rr.Configs),
+			config: func(j int) (string, bool) {
+				c := rr.Configs[j]
+				return c.Name, c.Value == nil && c.Op != kmsg.IncrementalAlterConfigOpDelete
+			},
+			apply: func() error {
+				ops := make([]topics.ConfigOp, len(rr.Configs))
+				for i, c := range rr.Configs {
+					ops[i] = topics.ConfigOp{Name: c.Name, Op: topics.ConfigOpType(c.Op), Value: c.Value}
+				}
+				return s.topics.AlterTopicConfigs(rr.ResourceName, ops, req.ValidateOnly)
+			},
+		}
 	}
-	count := map[resourceKey]int{}
-	for _, rr := range req.Resources {
-		count[resourceKey{rr.ResourceType, rr.ResourceName}]++
-	}
-	for _, rr := range req.Resources {
+	s.alterConfigs(rs, func(rr alterResource, code int16, msg *string) {
 		res := kmsg.NewIncrementalAlterConfigsResponseResource()
-		res.ResourceType, res.ResourceName = rr.ResourceType, rr.ResourceName
-		names := make([]string, len(rr.Configs))
-		for i, c := range rr.Configs {
-			names[i] = c.Name
-		}
-		var code int16
-		var msg string
-		switch {
-		case count[resourceKey{rr.ResourceType, rr.ResourceName}] > 1:
-			code, msg = kerr.InvalidRequest.Code, "duplicate resource"
-		default:
-			code, msg = s.checkAlterRequest(rr.ResourceType, rr.ResourceName, names, func(i int) bool {
-				return rr.Configs[i].Value == nil && rr.Configs[i].Op != kmsg.IncrementalAlterConfigOpDelete
-			})
-		}
-		if code == 0 && rr.ResourceType == kmsg.ConfigResourceTypeTopic {
-			ops := make([]topics.ConfigOp, len(rr.Configs))
-			for i, c := range rr.Configs {
-				ops[i] = topics.ConfigOp{Name: c.Name, Op: topics.ConfigOpType(c.Op), Value: c.Value}
-			}
-			if err := s.topics.AlterTopicConfigs(rr.ResourceName, ops, req.ValidateOnly); err != nil {
-				code, msg = errorCode(err), err.Error()
-			}
-		}
-		res.ErrorCode = code
-		if code != 0 {
-			res.ErrorMessage = &msg
-		}
+		res.ResourceType, res.ResourceName = rr.typ, rr.name
+		res.ErrorCode, res.ErrorMessage = code, msg
 		resp.Resources = append(resp.Resources, res)
-	}
+	})
 	return reply{resp: resp}, nil
 }
