@@ -27,7 +27,7 @@ const groupsExitCodes = "Exit codes: 0 ok, 1 error, 2 usage (nothing was sent), 
 func groupsCommand() *cli.Command {
 	flags := func(extra ...cli.Flag) []cli.Flag {
 		return append([]cli.Flag{
-			&cli.StringFlag{Name: "bootstrap-server", Aliases: []string{"b"}, Value: "localhost:9092", Usage: "host:port of a broker to connect to", EnvVars: []string{bootstrapEnv}},
+			bootstrapFlag(),
 			&cli.StringFlag{Name: outputFlag, Aliases: []string{"o"}, Value: "table", Usage: "output format: table or json"},
 			&cli.DurationFlag{Name: timeoutFlag, Value: 30 * time.Second, Usage: "give up after this long"},
 		}, extra...)
@@ -95,14 +95,7 @@ func groupsAdmin(cCtx *cli.Context) (*kadm.Client, context.Context, func(), erro
 	if _, err := outputFormat(cCtx); err != nil {
 		return nil, nil, nil, err
 	}
-	addr := cCtx.String("bootstrap-server")
-	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(addr, ",")...), kgo.ClientID("broker-cli"),
-		kgo.RequestRetries(2), kgo.RetryTimeout(10*time.Second))
-	if err != nil {
-		return nil, nil, nil, usageErrorf("--bootstrap-server %q: %v", addr, err)
-	}
-	ctx, cancel := context.WithTimeout(cCtx.Context, cCtx.Duration(timeoutFlag))
-	return kadm.NewClient(cl), ctx, func() { cancel(); cl.Close() }, nil
+	return kafkaAdmin(cCtx, cCtx.Duration(timeoutFlag))
 }
 
 // groupsNamed returns the GROUP arguments, at least one.

@@ -24,13 +24,7 @@ const topicsCommandTimeout = 30 * time.Second
 // topicsCommand administers topics over the Kafka protocol (kadm), so it
 // works against any running broker, ours or Kafka.
 func topicsCommand() *cli.Command {
-	bootstrap := &cli.StringFlag{
-		Name:    "bootstrap-server",
-		Aliases: []string{"b"},
-		Value:   "localhost:9092",
-		Usage:   "host:port of a broker to connect to",
-		EnvVars: []string{bootstrapEnv},
-	}
+	bootstrap := bootstrapFlag()
 	validateOnly := &cli.BoolFlag{Name: "validate-only", Usage: "check the request on the broker without changing anything"}
 	return &cli.Command{
 		Name:  "topics",
@@ -101,16 +95,34 @@ func topicsCommand() *cli.Command {
 	}
 }
 
-// topicsAdmin connects a kadm client to --bootstrap-server.
-func topicsAdmin(cCtx *cli.Context) (*kadm.Client, context.Context, func(), error) {
+// bootstrapFlag is --bootstrap-server of the subcommands that talk the
+// Kafka protocol (topics, groups).
+func bootstrapFlag() *cli.StringFlag {
+	return &cli.StringFlag{
+		Name:    "bootstrap-server",
+		Aliases: []string{"b"},
+		Value:   "localhost:9092",
+		Usage:   "host:port of a broker to connect to",
+		EnvVars: []string{bootstrapEnv},
+	}
+}
+
+// kafkaAdmin connects a kadm client to --bootstrap-server. Its context
+// ends after timeout; done cancels it and closes the client.
+func kafkaAdmin(cCtx *cli.Context, timeout time.Duration) (adm *kadm.Client, ctx context.Context, done func(), err error) {
 	addr := cCtx.String("bootstrap-server")
 	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(addr, ",")...), kgo.ClientID("broker-cli"),
 		kgo.RequestRetries(2), kgo.RetryTimeout(10*time.Second))
 	if err != nil {
 		return nil, nil, nil, usageErrorf("--bootstrap-server %q: %v", addr, err)
 	}
-	ctx, cancel := context.WithTimeout(cCtx.Context, topicsCommandTimeout)
+	ctx, cancel := context.WithTimeout(cCtx.Context, timeout)
 	return kadm.NewClient(cl), ctx, func() { cancel(); cl.Close() }, nil
+}
+
+// topicsAdmin connects a kadm client to --bootstrap-server.
+func topicsAdmin(cCtx *cli.Context) (*kadm.Client, context.Context, func(), error) {
+	return kafkaAdmin(cCtx, topicsCommandTimeout)
 }
 
 // oneTopic returns the single TOPIC argument.
