@@ -87,6 +87,20 @@ func newAPIClient(cCtx *cli.Context) (*apiClient, error) {
 	return &apiClient{base: u, http: &http.Client{}, timeout: cCtx.Duration(timeoutFlag)}, nil
 }
 
+// outputAndClient returns the checked --output and the client of
+// --server and --timeout.
+func outputAndClient(cCtx *cli.Context) (string, *apiClient, error) {
+	format, err := outputFormat(cCtx)
+	if err != nil {
+		return "", nil, err
+	}
+	c, err := newAPIClient(cCtx)
+	if err != nil {
+		return "", nil, err
+	}
+	return format, c, nil
+}
+
 // apiError is an error answer of the API.
 type apiError struct {
 	Status  int

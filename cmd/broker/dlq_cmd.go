@@ -44,23 +44,24 @@ func dlqCommand() *cli.Command {
 	}
 }
 
-// resolveDLQ returns the DLQ of name (or name when it is a DLQ).
-func resolveDLQ(cCtx *cli.Context, name string) (string, error) {
+// resolveDLQ returns the DLQ of name (or name when it is a DLQ) and the
+// client that asked.
+func resolveDLQ(cCtx *cli.Context, name string) (string, *apiClient, error) {
 	c, err := newAPIClient(cCtx)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	var info cliQueueInfo
 	if _, err := c.call(cCtx.Context, "GET", queuePath(name), nil, nil, &info); err != nil {
-		return "", err
+		return "", nil, err
 	}
 	if info.Kind == "dlq" {
-		return info.Name, nil
+		return info.Name, c, nil
 	}
 	if info.DeadLetterQueue == "" {
-		return "", &exitError{code: exitNotFound, err: fmt.Errorf("queue %s has no dead-letter queue (dead_letter is none)", name)}
+		return "", nil, &exitError{code: exitNotFound, err: fmt.Errorf("queue %s has no dead-letter queue (dead_letter is none)", name)}
 	}
-	return info.DeadLetterQueue, nil
+	return info.DeadLetterQueue, c, nil
 }
 
 func dlqList(cCtx *cli.Context) error {
@@ -79,11 +80,10 @@ func dlqPeek(cCtx *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	dlq, err := resolveDLQ(cCtx, args[0])
+	dlq, c, err := resolveDLQ(cCtx, args[0])
 	if err != nil {
 		return err
 	}
-	c, _ := newAPIClient(cCtx)
 	q := url.Values{"limit": {strconv.Itoa(cCtx.Int("limit"))}}
 	if r := cCtx.String("reason"); r != "" {
 		q.Set("reason", r)
@@ -130,7 +130,7 @@ func dlqRedrive(cCtx *cli.Context) error {
 	if ids := cCtx.StringSlice("id"); len(ids) > 0 && cCtx.IsSet("reason") {
 		return usageErrorf("give --id or --reason, not both")
 	}
-	dlq, err := resolveDLQ(cCtx, args[0])
+	dlq, c, err := resolveDLQ(cCtx, args[0])
 	if err != nil {
 		return err
 	}
@@ -147,7 +147,6 @@ func dlqRedrive(cCtx *cli.Context) error {
 	if l := cCtx.Int64("limit"); l > 0 {
 		body["limit"] = l
 	}
-	c, _ := newAPIClient(cCtx)
 	var task map[string]any
 	if _, err := c.call(cCtx.Context, "POST", queuePath(dlq, "redrive"), nil, body, &task); err != nil {
 		return err
@@ -164,7 +163,7 @@ func dlqPurge(cCtx *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	dlq, err := resolveDLQ(cCtx, args[0])
+	dlq, _, err := resolveDLQ(cCtx, args[0])
 	if err != nil {
 		return err
 	}

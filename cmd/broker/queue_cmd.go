@@ -207,11 +207,7 @@ func queueList(cCtx *cli.Context) error {
 
 // listQueues prints every queue (of kind, when not empty), page by page.
 func listQueues(cCtx *cli.Context, prefix, kind string) error {
-	out, err := outputFormat(cCtx)
-	if err != nil {
-		return err
-	}
-	c, err := newAPIClient(cCtx)
+	out, c, err := outputAndClient(cCtx)
 	if err != nil {
 		return err
 	}
@@ -262,11 +258,7 @@ func queueDescribe(cCtx *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	out, err := outputFormat(cCtx)
-	if err != nil {
-		return err
-	}
-	c, err := newAPIClient(cCtx)
+	out, c, err := outputAndClient(cCtx)
 	if err != nil {
 		return err
 	}
@@ -440,7 +432,7 @@ func queueReceive(cCtx *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	out, err := outputFormat(cCtx)
+	out, c, err := outputAndClient(cCtx)
 	if err != nil {
 		return err
 	}
@@ -450,10 +442,6 @@ func queueReceive(cCtx *cli.Context) error {
 	}
 	if cCtx.IsSet("wait") {
 		req["wait_ms"] = cCtx.Duration("wait").Milliseconds()
-	}
-	c, err := newAPIClient(cCtx)
-	if err != nil {
-		return err
 	}
 	if w := cCtx.Duration("wait"); w > 0 && c.timeout > 0 && c.timeout < w+5*time.Second {
 		c.timeout = w + 5*time.Second
@@ -514,15 +502,11 @@ func oneLine(s string, n int) string {
 
 // settle sends receipts to ack or nack and prints one line per receipt.
 func settle(cCtx *cli.Context, verb string, body map[string]any) error {
-	out, err := outputFormat(cCtx)
+	out, c, err := outputAndClient(cCtx)
 	if err != nil {
 		return err
 	}
 	args := cCtx.Args().Slice()
-	c, err := newAPIClient(cCtx)
-	if err != nil {
-		return err
-	}
 	body["receipts"] = args[1:]
 	var res struct {
 		Results []map[string]any `json:"results"`
@@ -586,11 +570,7 @@ func queuePurge(cCtx *cli.Context) error {
 }
 
 func purgeQueue(cCtx *cli.Context, name string) error {
-	out, err := outputFormat(cCtx)
-	if err != nil {
-		return err
-	}
-	c, err := newAPIClient(cCtx)
+	out, c, err := outputAndClient(cCtx)
 	if err != nil {
 		return err
 	}
@@ -612,11 +592,7 @@ func queueStats(cCtx *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	out, err := outputFormat(cCtx)
-	if err != nil {
-		return err
-	}
-	c, err := newAPIClient(cCtx)
+	out, c, err := outputAndClient(cCtx)
 	if err != nil {
 		return err
 	}
