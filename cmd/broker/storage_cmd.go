@@ -57,12 +57,26 @@ func openOffline(dir string) (*pebblestore.Store, error) {
 	return store, nil
 }
 
-// noArgs refuses positional arguments.
-func noArgs(cCtx *cli.Context) error {
+// storageOutput refuses positional arguments and returns the checked
+// --output.
+func storageOutput(cCtx *cli.Context) (string, error) {
 	if cCtx.Args().Present() {
-		return usageErrorf("storage %s takes no arguments, got %q; use flags", cCtx.Command.Name, cCtx.Args().First())
+		return "", usageErrorf("storage %s takes no arguments, got %q; use flags", cCtx.Command.Name, cCtx.Args().First())
 	}
-	return nil
+	return outputFormat(cCtx)
+}
+
+// storageOnline runs a long operation on the broker at path with no
+// timeout, drawing its progress on bar, and decodes the result into out.
+func storageOnline(cCtx *cli.Context, path string, bar *progressBar, out any) error {
+	c, err := newAPIClient(cCtx)
+	if err != nil {
+		return err
+	}
+	c.timeout = 0
+	err = c.callProgress(cCtx.Context, http.MethodPost, path, nil, out, bar.update)
+	bar.done()
+	return err
 }
 
 func storageStatsCommand() *cli.Command {
@@ -75,10 +89,7 @@ func storageStatsCommand() *cli.Command {
 }
 
 func storageStats(cCtx *cli.Context) error {
-	if err := noArgs(cCtx); err != nil {
-		return err
-	}
-	format, err := outputFormat(cCtx)
+	format, err := storageOutput(cCtx)
 	if err != nil {
 		return err
 	}
@@ -152,10 +163,7 @@ func storageBackupCommand() *cli.Command {
 }
 
 func storageBackup(cCtx *cli.Context) error {
-	if err := noArgs(cCtx); err != nil {
-		return err
-	}
-	format, err := outputFormat(cCtx)
+	format, err := storageOutput(cCtx)
 	if err != nil {
 		return err
 	}
@@ -214,10 +222,7 @@ func storageRestoreCommand() *cli.Command {
 }
 
 func storageRestore(cCtx *cli.Context) error {
-	if err := noArgs(cCtx); err != nil {
-		return err
-	}
-	format, err := outputFormat(cCtx)
+	format, err := storageOutput(cCtx)
 	if err != nil {
 		return err
 	}
@@ -271,10 +276,7 @@ func storageCompactCommand() *cli.Command {
 }
 
 func storageCompact(cCtx *cli.Context) error {
-	if err := noArgs(cCtx); err != nil {
-		return err
-	}
-	format, err := outputFormat(cCtx)
+	format, err := storageOutput(cCtx)
 	if err != nil {
 		return err
 	}
@@ -299,14 +301,7 @@ func storageCompact(cCtx *cli.Context) error {
 		res.DurationMs = time.Since(start).Milliseconds()
 		res.BytesAfter = store.DiskUsage()
 	} else {
-		c, err := newAPIClient(cCtx)
-		if err != nil {
-			return err
-		}
-		c.timeout = 0
-		err = c.callProgress(cCtx.Context, http.MethodPost, "/v1/admin/compact", nil, &res, bar.update)
-		bar.done()
-		if err != nil {
+		if err := storageOnline(cCtx, "/v1/admin/compact", bar, &res); err != nil {
 			return err
 		}
 	}
@@ -331,10 +326,7 @@ func storageVerifyCommand() *cli.Command {
 }
 
 func storageVerify(cCtx *cli.Context) error {
-	if err := noArgs(cCtx); err != nil {
-		return err
-	}
-	format, err := outputFormat(cCtx)
+	format, err := storageOutput(cCtx)
 	if err != nil {
 		return err
 	}
@@ -354,14 +346,7 @@ func storageVerify(cCtx *cli.Context) error {
 		}
 		res = httpapi.VerifyResult{OK: r.DamagedTotal == 0, VerifyResult: r, DurationMs: time.Since(start).Milliseconds()}
 	} else {
-		c, err := newAPIClient(cCtx)
-		if err != nil {
-			return err
-		}
-		c.timeout = 0
-		err = c.callProgress(cCtx.Context, http.MethodPost, "/v1/admin/verify", nil, &res, bar.update)
-		bar.done()
-		if err != nil {
+		if err := storageOnline(cCtx, "/v1/admin/verify", bar, &res); err != nil {
 			var ee *exitError
 			var ae *apiError
 			if errors.As(err, &ee) && errors.As(err, &ae) && ae.Code == "storage_corrupt" {
