@@ -265,10 +265,16 @@ func groupsDescribe(cCtx *cli.Context) error {
 			return err
 		}
 	}
-	if len(missing) > 0 {
-		return &exitError{code: exitNotFound, err: fmt.Errorf("no such group: %s", strings.Join(missing, ", "))}
+	return noSuchGroups(missing)
+}
+
+// noSuchGroups is the exit-3 error naming the missing (Dead) groups, or
+// nil when none is missing.
+func noSuchGroups(missing []string) error {
+	if len(missing) == 0 {
+		return nil
 	}
-	return nil
+	return &exitError{code: exitNotFound, err: fmt.Errorf("no such group: %s", strings.Join(missing, ", "))}
 }
 
 func formatAssigned(a map[string][]int) string {
@@ -359,10 +365,7 @@ func groupsLag(cCtx *cli.Context) error {
 	} else if err := printLag(cCtx.App.Writer, rows); err != nil {
 		return err
 	}
-	if len(missing) > 0 {
-		return &exitError{code: exitNotFound, err: fmt.Errorf("no such group: %s", strings.Join(missing, ", "))}
-	}
-	return nil
+	return noSuchGroups(missing)
 }
 
 func printLag(out io.Writer, rows []lagRow) error {
