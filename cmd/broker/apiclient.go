@@ -13,6 +13,7 @@ import (
 	"os"
 	"strings"
 	"syscall"
+	"text/tabwriter"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -262,6 +263,12 @@ func printJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// newTable is the writer of the client subcommands' tables: columns
+// separated by at least two spaces.
+func newTable(w io.Writer) *tabwriter.Writer {
+	return tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 }
 
 // progressBar draws "label [#####.....]  50%  5/10 unit" on a terminal,

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/url"
 	"strconv"
-	"text/tabwriter"
 
 	"github.com/urfave/cli/v2"
 )
@@ -104,7 +103,7 @@ func dlqPeek(cCtx *cli.Context) error {
 		}
 		return printJSON(cCtx.App.Writer, res)
 	}
-	tw := tabwriter.NewWriter(cCtx.App.Writer, 0, 4, 2, ' ', 0)
+	tw := newTable(cCtx.App.Writer)
 	fmt.Fprintln(tw, "ID\tREASON\tSOURCE\tDELIVERIES\tFAILED_AT\tLAST_ERROR\tBODY")
 	for _, m := range res.Messages {
 		reason, source, failed, detail := "-", "-", "-", ""

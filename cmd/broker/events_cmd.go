@@ -12,7 +12,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 	"unicode/utf8"
 
@@ -314,7 +313,7 @@ func eventsRead(cCtx *cli.Context) error {
 	if format == "json" {
 		return printJSON(cCtx.App.Writer, all)
 	}
-	tw := tabwriter.NewWriter(cCtx.App.Writer, 0, 4, 2, ' ', 0)
+	tw := newTable(cCtx.App.Writer)
 	fmt.Fprintln(tw, "POSITION\tREVISION\tSTREAM\tTYPE\tTIME\tDATA")
 	for i := range all.Events {
 		fmt.Fprintln(tw, eventRow(&all.Events[i]))
@@ -392,7 +391,7 @@ func eventsTail(cCtx *cli.Context) error {
 		q.Set("stream_prefix", p)
 	}
 	out := cCtx.App.Writer
-	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	tw := newTable(out)
 	if format == "table" {
 		fmt.Fprintln(tw, "POSITION\tREVISION\tSTREAM\tTYPE\tTIME\tDATA")
 		_ = tw.Flush()

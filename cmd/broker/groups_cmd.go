@@ -9,7 +9,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -165,7 +164,7 @@ func groupsList(cCtx *cli.Context) error {
 	if cCtx.String(outputFlag) == "json" {
 		return printJSON(cCtx.App.Writer, rows)
 	}
-	w := tabwriter.NewWriter(cCtx.App.Writer, 0, 4, 2, ' ', 0)
+	w := newTable(cCtx.App.Writer)
 	fmt.Fprintln(w, "GROUP\tSTATE\tPROTOCOL TYPE\tCOORDINATOR")
 	for _, r := range rows {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%d\n", r.Group, r.State, dash(r.ProtocolType), r.Coordinator)
@@ -243,7 +242,7 @@ func groupsDescribe(cCtx *cli.Context) error {
 			return err
 		}
 	} else {
-		w := tabwriter.NewWriter(cCtx.App.Writer, 0, 4, 2, ' ', 0)
+		w := newTable(cCtx.App.Writer)
 		for i, g := range out {
 			if i > 0 {
 				fmt.Fprintln(w)
@@ -369,7 +368,7 @@ func groupsLag(cCtx *cli.Context) error {
 }
 
 func printLag(out io.Writer, rows []lagRow) error {
-	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	w := newTable(out)
 	fmt.Fprintln(w, "GROUP\tTOPIC\tPARTITION\tCOMMITTED\tEND\tLAG\tMEMBER\tCLIENT")
 	for _, r := range rows {
 		committed := strconv.FormatInt(r.Committed, 10)
@@ -609,7 +608,7 @@ func groupsResetOffsets(cCtx *cli.Context) error {
 	if cCtx.String(outputFlag) == "json" {
 		return printJSON(cCtx.App.Writer, map[string]any{"group": group, "executed": cCtx.Bool("execute"), "offsets": rows})
 	}
-	w := tabwriter.NewWriter(cCtx.App.Writer, 0, 4, 2, ' ', 0)
+	w := newTable(cCtx.App.Writer)
 	fmt.Fprintln(w, "TOPIC\tPARTITION\tCURRENT\tNEW")
 	for _, r := range rows {
 		cur := strconv.FormatInt(r.Current, 10)

@@ -10,7 +10,6 @@ import (
 	"os"
 	"sort"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -241,7 +240,7 @@ func listQueues(cCtx *cli.Context, prefix, kind string) error {
 		}
 		return printJSON(cCtx.App.Writer, all)
 	}
-	tw := tabwriter.NewWriter(cCtx.App.Writer, 0, 4, 2, ' ', 0)
+	tw := newTable(cCtx.App.Writer)
 	fmt.Fprintln(tw, "NAME\tKIND\tAVAILABLE\tINFLIGHT\tDLQ")
 	for _, qi := range all {
 		dlq := qi.DeadLetterQueue
@@ -269,7 +268,7 @@ func queueDescribe(cCtx *cli.Context) error {
 	if out == "json" {
 		return printJSON(cCtx.App.Writer, info)
 	}
-	tw := tabwriter.NewWriter(cCtx.App.Writer, 0, 4, 2, ' ', 0)
+	tw := newTable(cCtx.App.Writer)
 	fmt.Fprintf(tw, "name\t%s\nkind\t%s\ndead_letter_queue\t%s\navailable\t%s\ninflight\t%s\n", info.Name, info.Kind, info.DeadLetterQueue, info.Available, info.Inflight)
 	keys := make([]string, 0, len(info.Attributes))
 	for k := range info.Attributes {
@@ -477,7 +476,7 @@ func queueReceive(cCtx *cli.Context) error {
 			return err
 		}
 	} else {
-		tw := tabwriter.NewWriter(cCtx.App.Writer, 0, 4, 2, ' ', 0)
+		tw := newTable(cCtx.App.Writer)
 		fmt.Fprintln(tw, "ID\tDELIVERIES\tBODY\tRECEIPT")
 		for _, m := range res.Messages {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", m.ID, m.Deliveries, oneLine(m.bodyText(), 60), m.Receipt)
@@ -603,7 +602,7 @@ func queueStats(cCtx *cli.Context) error {
 	if out == "json" {
 		return printJSON(cCtx.App.Writer, st)
 	}
-	tw := tabwriter.NewWriter(cCtx.App.Writer, 0, 4, 2, ' ', 0)
+	tw := newTable(cCtx.App.Writer)
 	for _, k := range []string{"queue", "kind", "ready", "delayed", "inflight", "available", "oldest_age_ms", "dead_letter_queue", "dead_letter_depth", "waiters"} {
 		if v, ok := st[k]; ok {
 			fmt.Fprintf(tw, "%s\t%v\n", k, v)

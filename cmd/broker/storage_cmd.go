@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"path/filepath"
-	"text/tabwriter"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -122,7 +121,7 @@ func storageStats(cCtx *cli.Context) error {
 	if format == "json" {
 		return printJSON(out, stats)
 	}
-	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	tw := newTable(out)
 	row := func(k string, v any) { fmt.Fprintf(tw, "%s\t%v\n", k, v) }
 	row("data dir", stats.DataDir)
 	row("messages", stats.Messages)
@@ -364,7 +363,7 @@ func storageVerify(cCtx *cli.Context) error {
 		fmt.Fprintf(out, "checked %d batches (%s) in %d partitions of %d topics in %v\n", res.Batches, humanBytes(res.Bytes),
 			res.Partitions, res.Topics, time.Duration(res.DurationMs)*time.Millisecond)
 		if len(res.Damaged) > 0 {
-			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+			tw := newTable(out)
 			fmt.Fprintln(tw, "TOPIC\tPARTITION\tOFFSET\tKEY\tPROBLEM")
 			for _, d := range res.Damaged {
 				fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\n", d.Topic, d.Partition, d.Offset, d.Key, d.Reason)

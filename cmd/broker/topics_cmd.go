@@ -8,7 +8,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -209,7 +208,7 @@ func topicsList(cCtx *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("listing topics: %w", err)
 	}
-	w := tabwriter.NewWriter(cCtx.App.Writer, 0, 4, 2, ' ', 0)
+	w := newTable(cCtx.App.Writer)
 	fmt.Fprintln(w, "TOPIC\tPARTITIONS\tID")
 	for _, d := range details.Sorted() {
 		fmt.Fprintf(w, "%s\t%d\t%s\n", d.Topic, len(d.Partitions), d.ID)
@@ -261,7 +260,7 @@ func topicsDescribe(cCtx *cli.Context) error {
 		if rc, err := configs.On(name, nil); err == nil {
 			printConfigs(out, rc, cCtx.Bool("all-configs"))
 		}
-		w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+		w := newTable(out)
 		fmt.Fprintln(w, "  PARTITION\tLEADER\tLOG START\tLOG END\tRECORDS")
 		for _, p := range d.Partitions.Sorted() {
 			start, _ := starts.Lookup(name, p.Partition)
