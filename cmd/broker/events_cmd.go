@@ -281,7 +281,8 @@ func eventsRead(cCtx *cli.Context) error {
 			q.Set("wait_ms", strconv.FormatInt(w.Milliseconds(), 10))
 		}
 	}
-	if w := cCtx.Duration("wait"); w > 0 && w+5*time.Second > c.timeout {
+	// A long poll needs longer than its wait; --timeout 0 (none) stays none.
+	if w := cCtx.Duration("wait"); w > 0 && c.timeout > 0 && w+5*time.Second > c.timeout {
 		c.timeout = w + 5*time.Second
 	}
 
