@@ -202,7 +202,9 @@ func (p *Partition) cleanableRange(nowMs int64, s *topicSettings) (*cleanable, e
 		return nil, nil
 	}
 	segs, err := p.loadSegments()
-	hwm, logStart := p.highWatermark.Load(), p.logStart.Load()
+	// Compaction stops at the last stable offset: open transactions are
+	// left alone until their markers are written.
+	hwm, logStart := p.lastStableLocked(), p.logStart.Load()
 	checkpoint, horizon := p.mu.cleanerCheckpoint, p.mu.tombstoneHorizon
 	p.mu.Unlock()
 	if err != nil || len(segs) < 2 {
@@ -224,8 +226,6 @@ func (p *Partition) cleanableRange(nowMs int64, s *topicSettings) (*cleanable, e
 		if from < 0 {
 			from = i
 		}
-		// The high watermark is the last stable offset until transactions
-		// exist (issue 6): then this bound becomes the LSO.
 		if upper > hwm || (s.minCompactionLagMs > 0 && seg.MaxTimestamp > nowMs-s.minCompactionLagMs) {
 			end = i
 			break

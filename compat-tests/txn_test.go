@@ -1,0 +1,243 @@
+package compattests
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// txnProducer is a franz-go transactional producer for topic.
+func txnProducer(t testing.TB, addr, txnID, topic string, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	return newClient(t, addr, append([]kgo.Opt{
+		kgo.TransactionalID(txnID),
+		kgo.TransactionTimeout(10 * time.Second),
+		kgo.DefaultProduceTopic(topic),
+		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()),
+	}, opts...)...)
+}
+
+// produceTxn runs one transaction writing values and ends it.
+func produceTxn(t testing.TB, cl *kgo.Client, commit bool, values ...string) {
+	t.Helper()
+	ctx := testCtx(t, opTimeout)
+	if err := cl.BeginTransaction(); err != nil {
+		t.Fatalf("BeginTransaction: %v", err)
+	}
+	for _, v := range values {
+		if err := cl.ProduceSync(ctx, kgo.StringRecord(v)).FirstErr(); err != nil {
+			t.Fatalf("produce %q: %v", v, err)
+		}
+	}
+	if err := cl.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
+		t.Fatalf("EndTransaction(commit=%v): %v", commit, err)
+	}
+}
+
+// committedEnds lists the last stable offset of every partition of topic
+// (ListOffsets latest under read_committed).
+func committedEnds(t testing.TB, addr, topic string) map[int32]int64 {
+	t.Helper()
+	l, err := newAdmin(t, addr).ListCommittedOffsets(testCtx(t, opTimeout), topic)
+	if err != nil {
+		t.Fatalf("ListCommittedOffsets %s: %v", topic, err)
+	}
+	out := map[int32]int64{}
+	for p, o := range l[topic] {
+		if o.Err != nil {
+			t.Fatalf("ListCommittedOffsets %s/%d: %v", topic, p, o.Err)
+		}
+		out[p] = o.Offset
+	}
+	return out
+}
+
+// readCommittedValues reads topic from the start with a read_committed
+// consumer until want records arrived (and a little longer, to catch
+// extras), and returns the sorted values.
+func readCommittedValues(t testing.TB, addr, topic string, want int) []string {
+	t.Helper()
+	cl := newClient(t, addr,
+		kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.FetchMaxWait(200*time.Millisecond),
+	)
+	defer cl.Close()
+	var got []string
+	deadline := time.Now().Add(20 * time.Second)
+	var settle time.Time
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		fs := cl.PollFetches(ctx)
+		cancel()
+		for _, fe := range fs.Errors() {
+			if !errors.Is(fe.Err, context.DeadlineExceeded) {
+				t.Fatalf("read_committed fetch %s/%d: %v", fe.Topic, fe.Partition, fe.Err)
+			}
+		}
+		fs.EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
+		if len(got) >= want && settle.IsZero() {
+			settle = time.Now().Add(700 * time.Millisecond)
+		}
+		if !settle.IsZero() && time.Now().After(settle) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("read_committed %s: %d records %v, want %d", topic, len(got), got, want)
+		}
+	}
+	sort.Strings(got)
+	return got
+}
+
+func seq(prefix string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s%02d", prefix, i)
+	}
+	return out
+}
+
+// TestTxnCommitAbortReadCommitted: a franz-go transactional producer commits,
+// aborts and commits again over two partitions; a read_committed consumer
+// sees exactly the committed records, and ListOffsets under read_committed
+// reaches the end once no transaction is open.
+func TestTxnCommitAbortReadCommitted(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t)
+	topic := topicName(t, "")
+	createTopic(t, newAdmin(t, b.Addr()), topic, 2, nil)
+	cl := txnProducer(t, b.Addr(), topicName(t, "txn"), topic)
+	produceTxn(t, cl, true, seq("c", 10)...)
+	produceTxn(t, cl, false, seq("a", 10)...)
+	produceTxn(t, cl, true, seq("d", 10)...)
+
+	want := append(seq("c", 10), seq("d", 10)...)
+	sort.Strings(want)
+	got := readCommittedValues(t, b.Addr(), topic, len(want))
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("read_committed saw %v\nwant %v", got, want)
+	}
+	hwm := endOffsets(t, newAdmin(t, b.Addr()), topic)
+	lso := committedEnds(t, b.Addr(), topic)
+	for p, end := range hwm {
+		if lso[p] != end {
+			t.Fatalf("partition %d: last stable offset %d, high watermark %d with no open transaction", p, lso[p], end)
+		}
+	}
+}
+
+// TestTxnZombieFenced: a second producer with the same transactional ID
+// fences the first: the first's open transaction is aborted (its records are
+// never visible to read_committed) and its EndTransaction fails with a
+// fencing error.
+func TestTxnZombieFenced(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t)
+	topic := topicName(t, "")
+	createTopic(t, newAdmin(t, b.Addr()), topic, 1, nil)
+	id := topicName(t, "txn")
+	zombie := txnProducer(t, b.Addr(), id, topic)
+	ctx := testCtx(t, opTimeout)
+	if err := zombie.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := zombie.ProduceSync(ctx, kgo.StringRecord("zombie")).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+
+	fresh := txnProducer(t, b.Addr(), id, topic)
+	produceTxn(t, fresh, true, "fresh")
+
+	err := zombie.EndTransaction(ctx, kgo.TryCommit)
+	if err == nil {
+		t.Fatal("the fenced producer committed")
+	}
+	if !errors.Is(err, kerr.ProducerFenced) && !errors.Is(err, kerr.InvalidProducerEpoch) {
+		t.Logf("fenced producer's EndTransaction: %v", err)
+	}
+	got := readCommittedValues(t, b.Addr(), topic, 1)
+	if strings.Join(got, ",") != "fresh" {
+		t.Fatalf("read_committed saw %v, want [fresh]", got)
+	}
+}
+
+// TestTxnTimeoutAbortedByBroker: a transaction left open past its
+// transaction.timeout.ms is aborted by the broker, which releases the last
+// stable offset for read_committed readers; its records stay invisible.
+func TestTxnTimeoutAbortedByBroker(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t)
+	topic := topicName(t, "")
+	createTopic(t, newAdmin(t, b.Addr()), topic, 1, nil)
+	cl := txnProducer(t, b.Addr(), topicName(t, "txn"), topic, kgo.TransactionTimeout(1500*time.Millisecond))
+	ctx := testCtx(t, opTimeout)
+	if err := cl.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.ProduceSync(ctx, kgo.StringRecord("left-open")).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	plain := newClient(t, b.Addr(), kgo.DefaultProduceTopic(topic))
+	if err := plain.ProduceSync(ctx, kgo.StringRecord("plain")).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if lso := committedEnds(t, b.Addr(), topic)[0]; lso != 0 {
+		t.Fatalf("last stable offset %d while the transaction is open, want 0", lso)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for committedEnds(t, b.Addr(), topic)[0] == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the broker did not abort the timed-out transaction")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	got := readCommittedValues(t, b.Addr(), topic, 1)
+	if strings.Join(got, ",") != "plain" {
+		t.Fatalf("read_committed saw %v, want [plain]", got)
+	}
+}
+
+// TestTxnRestartMidTransaction: the broker is killed while a transaction is
+// open; after the restart the transaction's state is intact (the producer
+// commits it), a committed one stays committed and an aborted one aborted.
+func TestTxnRestartMidTransaction(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t)
+	topic := topicName(t, "")
+	createTopic(t, newAdmin(t, b.Addr()), topic, 2, nil)
+	cl := txnProducer(t, b.Addr(), topicName(t, "txn"), topic)
+	produceTxn(t, cl, true, seq("c", 4)...)
+	produceTxn(t, cl, false, seq("a", 4)...)
+	ctx := testCtx(t, opTimeout)
+	if err := cl.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range seq("o", 4) {
+		if err := cl.ProduceSync(ctx, kgo.StringRecord(v)).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.Kill()
+	b.Start()
+	if lso := committedEnds(t, b.Addr(), topic); lso[0]+lso[1] != 12 {
+		t.Fatalf("last stable offsets %v after restart: want a sum of 12 (4 committed, 4 aborted, 4 markers; the open transaction excluded)", lso)
+	}
+	if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatalf("commit after restart: %v", err)
+	}
+	want := append(seq("c", 4), seq("o", 4)...)
+	sort.Strings(want)
+	got := readCommittedValues(t, b.Addr(), topic, len(want))
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("read_committed after restart saw %v\nwant %v", got, want)
+	}
+}
