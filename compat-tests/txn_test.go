@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // txnProducer is a franz-go transactional producer for topic.
@@ -72,7 +74,7 @@ func readCommittedValues(t testing.TB, addr, topic string, want int) []string {
 	)
 	defer cl.Close()
 	var got []string
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(45 * time.Second)
 	var settle time.Time
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
@@ -239,5 +241,188 @@ func TestTxnRestartMidTransaction(t *testing.T) {
 	got := readCommittedValues(t, b.Addr(), topic, len(want))
 	if strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Fatalf("read_committed after restart saw %v\nwant %v", got, want)
+	}
+}
+
+// runTransactSession consumes input in group and copies every record to
+// output inside transactions (kgo.GroupTransactSession) until stop is
+// closed; it then closes the session.
+func runTransactSession(t *testing.T, addr, group, txnID, input, output string, stop <-chan struct{}, done chan<- error) {
+	sess, err := kgo.NewGroupTransactSession(
+		kgo.SeedBrokers(addr),
+		kgo.ClientID("compat-tests"),
+		kgo.TransactionalID(txnID),
+		kgo.TransactionTimeout(10*time.Second),
+		kgo.ConsumerGroup(group),
+		kgo.ConsumeTopics(input),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.DefaultProduceTopic(output),
+		kgo.FetchMaxWait(200*time.Millisecond),
+		kgo.SessionTimeout(6*time.Second),
+		kgo.RebalanceTimeout(10*time.Second),
+		kgo.HeartbeatInterval(500*time.Millisecond),
+	)
+	if err != nil {
+		done <- err
+		return
+	}
+	defer sess.Close()
+	for {
+		select {
+		case <-stop:
+			done <- nil
+			return
+		default:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		fs := sess.PollFetches(ctx)
+		cancel()
+		if fs.Empty() {
+			continue
+		}
+		if err := sess.Begin(); err != nil {
+			done <- fmt.Errorf("begin: %w", err)
+			return
+		}
+		var out []*kgo.Record
+		fs.EachRecord(func(r *kgo.Record) { out = append(out, kgo.StringRecord("out-"+string(r.Value))) })
+		ctx, cancel = context.WithTimeout(context.Background(), opTimeout)
+		produceErr := sess.ProduceSync(ctx, out...).FirstErr()
+		_, endErr := sess.End(ctx, kgo.TransactionEndTry(produceErr == nil))
+		cancel()
+		if endErr != nil {
+			t.Logf("session %s: End: %v (retried by the next poll)", txnID, endErr)
+		}
+	}
+}
+
+// TestTxnGroupTransactSession: read-process-write between two topics with
+// franz-go GroupTransactSession under member churn (a second member joins,
+// the first leaves mid-stream): the output, read with read_committed, holds
+// every input record exactly once.
+func TestTxnGroupTransactSession(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t)
+	adm := newAdmin(t, b.Addr())
+	input, output := topicName(t, "in"), topicName(t, "out")
+	createTopic(t, adm, input, 2, nil)
+	createTopic(t, adm, output, 2, nil)
+	group := topicName(t, "group")
+
+	const n = 300
+	plain := newClient(t, b.Addr(), kgo.DefaultProduceTopic(input), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	produce := func(from, to int) {
+		ctx := testCtx(t, opTimeout)
+		for i := from; i < to; i++ {
+			if err := plain.ProduceSync(ctx, kgo.StringRecord(fmt.Sprintf("%04d", i))).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	produce(0, n/3)
+	stop1, stop2 := make(chan struct{}), make(chan struct{})
+	done1, done2 := make(chan error, 1), make(chan error, 1)
+	var once1, once2 sync.Once
+	stopSession := func(once *sync.Once, stop chan struct{}, done chan error) error {
+		var err error
+		once.Do(func() { close(stop); err = <-done })
+		return err
+	}
+	// Sessions log through t: stop them before the test ends, even on failure.
+	t.Cleanup(func() {
+		_ = stopSession(&once1, stop1, done1)
+		_ = stopSession(&once2, stop2, done2)
+	})
+	go runTransactSession(t, b.Addr(), group, topicName(t, "txn1"), input, output, stop1, done1)
+	time.Sleep(time.Second)
+	go runTransactSession(t, b.Addr(), group, topicName(t, "txn2"), input, output, stop2, done2)
+	produce(n/3, 2*n/3)
+	time.Sleep(time.Second)
+	if err := stopSession(&once1, stop1, done1); err != nil {
+		t.Fatalf("session 1: %v", err)
+	}
+	produce(2*n/3, n)
+
+	want := make([]string, n)
+	for i := range want {
+		want[i] = fmt.Sprintf("out-%04d", i)
+	}
+	got := readCommittedValues(t, b.Addr(), output, n)
+	if err := stopSession(&once2, stop2, done2); err != nil {
+		t.Fatalf("session 2: %v", err)
+	}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		seen := map[string]int{}
+		for _, v := range got {
+			seen[v]++
+		}
+		var dup, missing []string
+		for _, w := range want {
+			switch seen[w] {
+			case 0:
+				missing = append(missing, w)
+			case 1:
+			default:
+				dup = append(dup, w)
+			}
+		}
+		t.Fatalf("output has %d records, want %d: duplicated %v, missing %v", len(got), n, dup, missing)
+	}
+}
+
+// TestTxnDescribeAndList: DescribeTransactions and ListTransactions show an
+// open transaction (Ongoing, its partitions, start time) and its outcome.
+func TestTxnDescribeAndList(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t)
+	topic := topicName(t, "")
+	createTopic(t, newAdmin(t, b.Addr()), topic, 1, nil)
+	id := topicName(t, "txn")
+	cl := txnProducer(t, b.Addr(), id, topic)
+	ctx := testCtx(t, opTimeout)
+	if err := cl.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.ProduceSync(ctx, kgo.StringRecord("x")).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	admin := newClient(t, b.Addr())
+	describe := func() kmsg.DescribeTransactionsResponseTransactionState {
+		t.Helper()
+		req := kmsg.NewPtrDescribeTransactionsRequest()
+		req.TransactionalIDs = []string{id, "no-such-id"}
+		resp, err := req.RequestWith(ctx, admin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(resp.TransactionStates) != 2 || resp.TransactionStates[1].ErrorCode != kerr.TransactionalIDNotFound.Code {
+			t.Fatalf("DescribeTransactions: %+v", resp.TransactionStates)
+		}
+		return resp.TransactionStates[0]
+	}
+	st := describe()
+	if st.ErrorCode != 0 || st.State != "Ongoing" || st.StartTimestamp <= 0 || st.TimeoutMillis != 10000 ||
+		len(st.Topics) != 1 || st.Topics[0].Topic != topic || len(st.Topics[0].Partitions) != 1 {
+		t.Fatalf("open transaction described as %+v", st)
+	}
+	list := kmsg.NewPtrListTransactionsRequest()
+	list.StateFilters = []string{"Ongoing", "Bogus"}
+	lresp, err := list.RequestWith(ctx, admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, s := range lresp.TransactionStates {
+		found = found || (s.TransactionalID == id && s.ProducerID == st.ProducerID && s.TransactionState == "Ongoing")
+	}
+	if !found || len(lresp.UnknownStateFilters) != 1 || lresp.UnknownStateFilters[0] != "Bogus" {
+		t.Fatalf("ListTransactions: %+v", lresp)
+	}
+	if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	if st := describe(); st.State != "CompleteCommit" || len(st.Topics) != 0 || st.StartTimestamp != -1 {
+		t.Fatalf("committed transaction described as %+v", st)
 	}
 }
