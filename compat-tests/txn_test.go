@@ -2,6 +2,7 @@ package compattests
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"sort"
@@ -372,7 +373,8 @@ func TestTxnGroupTransactSession(t *testing.T) {
 }
 
 // TestTxnDescribeAndList: DescribeTransactions and ListTransactions show an
-// open transaction (Ongoing, its partitions, start time) and its outcome.
+// open transaction (Ongoing, its partitions, start time) and its outcome;
+// DescribeProducers shows the producer's open transaction on the partition.
 func TestTxnDescribeAndList(t *testing.T) {
 	t.Parallel()
 	b := startBroker(t)
@@ -419,10 +421,115 @@ func TestTxnDescribeAndList(t *testing.T) {
 	if !found || len(lresp.UnknownStateFilters) != 1 || lresp.UnknownStateFilters[0] != "Bogus" {
 		t.Fatalf("ListTransactions: %+v", lresp)
 	}
+	dp := kmsg.NewPtrDescribeProducersRequest()
+	dpt := kmsg.NewDescribeProducersRequestTopic()
+	dpt.Topic, dpt.Partitions = topic, []int32{0}
+	dp.Topics = append(dp.Topics, dpt)
+	dresp, err := dp.RequestWith(ctx, admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dresp.Topics) != 1 || len(dresp.Topics[0].Partitions) != 1 {
+		t.Fatalf("DescribeProducers: %+v", dresp.Topics)
+	}
+	p0 := dresp.Topics[0].Partitions[0]
+	if p0.ErrorCode != 0 || len(p0.ActiveProducers) != 1 || p0.ActiveProducers[0].ProducerID != st.ProducerID ||
+		p0.ActiveProducers[0].CurrentTxnStartOffset != 0 || p0.ActiveProducers[0].LastSequence != 0 {
+		t.Fatalf("DescribeProducers during the transaction: %+v", p0)
+	}
 	if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		t.Fatal(err)
 	}
 	if st := describe(); st.State != "CompleteCommit" || len(st.Topics) != 0 || st.StartTimestamp != -1 {
 		t.Fatalf("committed transaction described as %+v", st)
+	}
+}
+
+// transactional sets the transactional attribute of a raw batch and
+// recomputes its CRC.
+func transactional(b []byte) []byte {
+	b[22] |= 0x10 // attributes are bytes 21-22, big-endian
+	binary.BigEndian.PutUint32(b[17:21], crcChecksum(b[21:]))
+	return b
+}
+
+// TestTxnProtocolErrors pins the transaction APIs' error answers on the
+// wire: the advertised versions (no KIP-890), the timeout bound, a
+// transactional produce outside a transaction, an unknown partition, fencing
+// codes by version, and EndTxn without a transaction.
+func TestTxnProtocolErrors(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t)
+	topic := topicName(t, "")
+	createTopic(t, newAdmin(t, b.Addr()), topic, 1, nil)
+	vs := apiVersions(t, b.Addr())
+	for key, max := range map[kmsg.Key]int16{kmsg.AddPartitionsToTxn: 3, kmsg.AddOffsetsToTxn: 3, kmsg.EndTxn: 3, kmsg.TxnOffsetCommit: 3, kmsg.InitProducerID: 5} {
+		if r, ok := vs[int16(key)]; !ok || r[1] != max {
+			t.Errorf("%s advertised as %v, want max %d", kmsg.NameForKey(int16(key)), r, max)
+		}
+	}
+	c := dialRaw(t, b.Addr())
+	defer c.conn.Close()
+	id := topicName(t, "txn")
+	initTxn := func(timeout int32) *kmsg.InitProducerIDResponse {
+		req := kmsg.NewPtrInitProducerIDRequest()
+		req.Version = 4
+		req.TransactionalID = &id
+		req.TransactionTimeoutMillis = timeout
+		return c.roundTrip(req).(*kmsg.InitProducerIDResponse)
+	}
+	if resp := initTxn(16 * 60 * 1000); resp.ErrorCode != kerr.InvalidTransactionTimeout.Code {
+		t.Fatalf("timeout of 16 minutes: %s, want INVALID_TRANSACTION_TIMEOUT", errName(resp.ErrorCode))
+	}
+	init := initTxn(60000)
+	if init.ErrorCode != 0 {
+		t.Fatalf("InitProducerID: %s", errName(init.ErrorCode))
+	}
+	pid, epoch := init.ProducerID, init.ProducerEpoch
+
+	batch := transactional(rawBatch(pid, epoch, 0, time.Now().UnixMilli(), valueRecords("x")))
+	if r := c.produceRaw(9, topic, 0, batch); r.ErrorCode != kerr.InvalidTxnState.Code {
+		t.Fatalf("transactional produce outside a transaction: %s, want INVALID_TXN_STATE", errName(r.ErrorCode))
+	}
+
+	add := func(version int16, epoch int16, parts ...int32) *kmsg.AddPartitionsToTxnResponse {
+		req := kmsg.NewPtrAddPartitionsToTxnRequest()
+		req.Version = version
+		req.TransactionalID, req.ProducerID, req.ProducerEpoch = id, pid, epoch
+		rt := kmsg.NewAddPartitionsToTxnRequestTopic()
+		rt.Topic, rt.Partitions = topic, parts
+		req.Topics = append(req.Topics, rt)
+		return c.roundTrip(req).(*kmsg.AddPartitionsToTxnResponse)
+	}
+	if resp := add(3, epoch, 0, 9); resp.Topics[0].Partitions[0].ErrorCode != kerr.OperationNotAttempted.Code ||
+		resp.Topics[0].Partitions[1].ErrorCode != kerr.UnknownTopicOrPartition.Code {
+		t.Fatalf("AddPartitionsToTxn with an unknown partition: %+v", resp.Topics)
+	}
+	end := kmsg.NewPtrEndTxnRequest()
+	end.Version = 3
+	end.TransactionalID, end.ProducerID, end.ProducerEpoch, end.Commit = id, pid, epoch, true
+	if resp := c.roundTrip(end).(*kmsg.EndTxnResponse); resp.ErrorCode != kerr.InvalidTxnState.Code {
+		t.Fatalf("EndTxn without a transaction: %s, want INVALID_TXN_STATE", errName(resp.ErrorCode))
+	}
+	if resp := add(3, epoch, 0); resp.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("AddPartitionsToTxn: %s", errName(resp.Topics[0].Partitions[0].ErrorCode))
+	}
+	if r := c.produceRaw(9, topic, 0, batch); r.ErrorCode != 0 {
+		t.Fatalf("transactional produce in the transaction: %s", errName(r.ErrorCode))
+	}
+
+	// A second InitProducerID fences the first epoch.
+	if again := initTxn(60000); again.ErrorCode != 0 || again.ProducerID != pid || again.ProducerEpoch <= epoch {
+		t.Fatalf("re-init: %+v", again)
+	}
+	if resp := add(1, epoch, 0); resp.Topics[0].Partitions[0].ErrorCode != kerr.InvalidProducerEpoch.Code {
+		t.Fatalf("AddPartitionsToTxn v1 with a fenced epoch: %s, want INVALID_PRODUCER_EPOCH", errName(resp.Topics[0].Partitions[0].ErrorCode))
+	}
+	if resp := add(3, epoch, 0); resp.Topics[0].Partitions[0].ErrorCode != kerr.ProducerFenced.Code {
+		t.Fatalf("AddPartitionsToTxn v3 with a fenced epoch: %s, want PRODUCER_FENCED", errName(resp.Topics[0].Partitions[0].ErrorCode))
+	}
+	next := transactional(rawBatch(pid, epoch, 1, time.Now().UnixMilli(), valueRecords("y")))
+	if r := c.produceRaw(9, topic, 0, next); r.ErrorCode != kerr.InvalidProducerEpoch.Code {
+		t.Fatalf("zombie transactional produce: %s, want INVALID_PRODUCER_EPOCH", errName(r.ErrorCode))
 	}
 }

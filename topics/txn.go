@@ -221,3 +221,33 @@ func IsTransactionalBatch(b []byte) bool {
 	}
 	return int16(binary.BigEndian.Uint16(b[batchAttributesOffset:]))&batchAttributeTransactional != 0
 }
+
+// ProducerInfo is what a partition knows of one producer (DescribeProducers).
+type ProducerInfo struct {
+	ProducerID    int64
+	Epoch         int16
+	LastSequence  int32 // -1 when no batch is remembered
+	LastTimestamp int64 // -1 when no batch is remembered
+	// TxnStartOffset is the first offset of the producer's ongoing
+	// transaction here, -1 when none.
+	TxnStartOffset int64
+}
+
+// Producers returns the producers the partition remembers, by producer ID.
+func (p *Partition) Producers() []ProducerInfo {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]ProducerInfo, 0, len(p.mu.producers))
+	for id, st := range p.mu.producers {
+		info := ProducerInfo{ProducerID: id, Epoch: st.Epoch, LastSequence: -1, LastTimestamp: -1, TxnStartOffset: -1}
+		if n := len(st.Batches); n > 0 {
+			info.LastSequence, info.LastTimestamp = st.Batches[n-1].LastSeq, st.Batches[n-1].Timestamp
+		}
+		if first, ok := p.mu.ongoing[id]; ok {
+			info.TxnStartOffset = first
+		}
+		out = append(out, info)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ProducerID < out[j].ProducerID })
+	return out
+}
