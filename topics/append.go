@@ -221,10 +221,17 @@ func (m *Manager) Append(appends []*Append, now int64) *PendingAppend {
 		p.applyTxnLocked(b, h, base, a.markerAbort)
 		if a.marker {
 			// A marker written with a newer epoch (a fencing abort) fences
-			// the producer's older epoch on this partition too.
-			if st = p.mu.producers[h.ProducerID]; st != nil && h.ProducerEpoch > st.Epoch {
+			// the producer's older epoch on this partition too, even where
+			// the producer has not written yet: a batch of the old epoch
+			// arriving after the marker would otherwise open a transaction
+			// that nothing ever ends.
+			if st = p.mu.producers[h.ProducerID]; st == nil || h.ProducerEpoch > st.Epoch {
 				if _, saved := u.producers[h.ProducerID]; !saved {
 					u.producers[h.ProducerID] = st.clone()
+				}
+				if st == nil {
+					st = &producerState{}
+					p.mu.producers[h.ProducerID] = st
 				}
 				st.Epoch = h.ProducerEpoch
 				st.Batches = st.Batches[:0]

@@ -251,3 +251,22 @@ func (p *Partition) Producers() []ProducerInfo {
 	sort.Slice(out, func(i, j int) bool { return out[i].ProducerID < out[j].ProducerID })
 	return out
 }
+
+// pruneAbortedLocked forgets the aborted transactions whose marker is below
+// end (retention deleted them with their rows).
+//
+// REQUIRES: p.mu held.
+func (p *Partition) pruneAbortedLocked(end int64) {
+	i := sort.Search(len(p.mu.aborted), func(i int) bool { return p.mu.aborted[i].LastOffset >= end })
+	if i > 0 {
+		p.mu.aborted = append(p.mu.aborted[:0:0], p.mu.aborted[i:]...)
+	}
+}
+
+// AbortedTransactions returns the partition's aborted-transaction index,
+// by marker offset.
+func (p *Partition) AbortedTransactions() []AbortedTxn {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]AbortedTxn(nil), p.mu.aborted...)
+}

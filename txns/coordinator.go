@@ -89,6 +89,10 @@ type Config struct {
 	// ApplyOffsets commits the offsets a committed transaction staged for
 	// group; nil drops them. It must not call back into the Coordinator.
 	ApplyOffsets func(group string, offsets []Offset, now time.Time) error
+	// IDExpiration is how long a transactional ID without an open
+	// transaction is remembered after its last use (Kafka
+	// transactional.id.expiration.ms); default 7 days.
+	IDExpiration time.Duration
 }
 
 // Validate reports a configuration that cannot work.
@@ -96,14 +100,21 @@ func (c *Config) Validate() error {
 	if c.MaxTimeout < 0 {
 		return fmt.Errorf("txns: the maximum transaction timeout %v is negative; use a positive duration or 0 for the default of 15 minutes", c.MaxTimeout)
 	}
+	if c.IDExpiration < 0 {
+		return fmt.Errorf("txns: the transactional ID expiration %v is negative; use a positive duration or 0 for the default of 7 days", c.IDExpiration)
+	}
 	return nil
 }
 
 // txn is one transactional ID's state; it is also the JSON of its row.
 type txn struct {
-	ID         string              `json:"id"`
-	ProducerID int64               `json:"producer_id"`
-	Epoch      int16               `json:"epoch"`
+	ID         string `json:"id"`
+	ProducerID int64  `json:"producer_id"`
+	Epoch      int16  `json:"epoch"`
+	// LastEpoch is the epoch before a bump made by a timeout abort, which
+	// no client was told about: its producer may still re-initialize with
+	// it (KIP-360). -1 otherwise.
+	LastEpoch  int16               `json:"last_epoch"`
 	State      State               `json:"state"`
 	TimeoutMs  int32               `json:"timeout_ms"`
 	StartMs    int64               `json:"start_ms"`  // when it became Ongoing
@@ -150,6 +161,9 @@ func Open(store *pebblestore.Store, tm *topics.Manager, cfg Config, now time.Tim
 	}
 	if cfg.MaxTimeout == 0 {
 		cfg.MaxTimeout = 15 * time.Minute
+	}
+	if cfg.IDExpiration == 0 {
+		cfg.IDExpiration = 7 * 24 * time.Hour
 	}
 	c := &Coordinator{cfg: cfg, log: cfg.Logger.With().Str("component", "txns").Logger(), store: store, tm: tm}
 	c.mu.txns = make(map[string]*txn)
@@ -210,7 +224,7 @@ func (c *Coordinator) InitProducerID(id string, timeoutMs int32, producerID int6
 		}
 		c.mu.Lock()
 		if t = c.mu.txns[id]; t == nil {
-			t = &txn{ID: id, ProducerID: pid, TimeoutMs: timeoutMs, State: StateEmpty, UpdateMs: now.UnixMilli()}
+			t = &txn{ID: id, ProducerID: pid, LastEpoch: -1, TimeoutMs: timeoutMs, State: StateEmpty, UpdateMs: now.UnixMilli()}
 			c.mu.txns[id] = t
 			c.mu.byPID[pid] = t
 			b := c.writeLocked(t)
@@ -222,7 +236,7 @@ func (c *Coordinator) InitProducerID(id string, timeoutMs int32, producerID int6
 		c.mu.Unlock()
 		return -1, -1, ErrConcurrentTransactions
 	}
-	if producerID >= 0 && (producerID != t.ProducerID || epoch != t.Epoch) {
+	if producerID >= 0 && (producerID != t.ProducerID || (epoch != t.Epoch && (t.LastEpoch < 0 || epoch != t.LastEpoch))) {
 		c.mu.Unlock()
 		return -1, -1, ErrProducerFenced
 	}
@@ -242,6 +256,7 @@ func (c *Coordinator) InitProducerID(id string, timeoutMs int32, producerID int6
 		}
 	}
 	c.bumpEpochLocked(t)
+	t.LastEpoch = -1
 	t.TimeoutMs = timeoutMs
 	t.State = StateEmpty
 	t.UpdateMs = now.UnixMilli()
@@ -533,18 +548,45 @@ func (c *Coordinator) CheckProduce(producerID int64, epoch int16, topic string, 
 }
 
 // Tick aborts the transactions open longer than their timeout, fencing
-// their producers (Kafka abortTimedOutTransactions). It returns once the
-// aborts are durable.
+// their producers (Kafka abortTimedOutTransactions), and forgets the
+// transactional IDs idle for longer than IDExpiration. It returns once the
+// changes are durable.
 func (c *Coordinator) Tick(now time.Time) {
 	c.mu.Lock()
 	var expired []*txn
 	for _, t := range c.mu.txns {
 		if t.State == StateOngoing && now.UnixMilli() > t.StartMs+int64(t.TimeoutMs) {
+			last := t.Epoch
 			c.bumpEpochLocked(t)
+			t.LastEpoch = last
 			expired = append(expired, t)
 		}
 	}
+	// Forget transactional IDs unused for IDExpiration.
+	var forget *write
+	for id, t := range c.mu.txns {
+		idle := t.State == StateEmpty || t.State == StateCompleteCommit || t.State == StateCompleteAbort
+		if idle && now.UnixMilli()-t.UpdateMs > c.cfg.IDExpiration.Milliseconds() {
+			if forget == nil {
+				forget = &write{b: c.store.NewBatch()}
+			}
+			forget.b.Delete(pebblestore.TxnKey(id))
+			delete(c.mu.txns, id)
+			if c.mu.byPID[t.ProducerID] == t {
+				delete(c.mu.byPID, t.ProducerID)
+			}
+		}
+	}
+	if forget != nil {
+		if err := forget.b.Apply(); err != nil {
+			forget.b.Close()
+			forget.err = err
+		}
+	}
 	c.mu.Unlock()
+	if err := c.wait(forget); err != nil {
+		c.log.Error().Err(err).Msg("forgetting expired transactional ids failed")
+	}
 	for _, t := range expired {
 		c.log.Info().Str("transactional_id", t.ID).Msg("aborting a transaction open past its timeout")
 		if err := c.endAborting(t, now); err != nil {

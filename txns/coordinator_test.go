@@ -339,3 +339,124 @@ func TestRestartCompletesPreparedTransaction(t *testing.T) {
 		t.Fatalf("state %v", d.State)
 	}
 }
+
+// TestRetentionPrunesAbortedIndex pins that retention, deleting the
+// segments that hold an aborted transaction and its marker, also drops the
+// transaction from the aborted index, in memory and in the store.
+func TestRetentionPrunesAbortedIndex(t *testing.T) {
+	h := newHarness(t, Config{})
+	if _, err := h.tm.CreateTopic("r", 1, map[string]string{"segment.ms": "1", "retention.ms": "1000"}, false); err != nil {
+		t.Fatal(err)
+	}
+	tp, _ := h.tm.Topic("r")
+	h.part, _ = tp.Partition(0)
+	pid, epoch, err := h.c.InitProducerID("a", 10000, -1, -1, h.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.c.AddPartitions("a", pid, epoch, []TopicPartition{{"r", 0}}, h.now); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.produce(pid, epoch, 2, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.c.EndTxn("a", pid, epoch, false, h.now); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.part.AbortedTransactions(); len(got) != 1 {
+		t.Fatalf("aborted index before retention: %+v", got)
+	}
+	h.now = h.now.Add(time.Hour)
+	if _, err := h.produce(2000, 0, 1, false); err != nil { // rolls a new segment
+		t.Fatal(err)
+	}
+	h.tm.EnforceRetention(h.now)
+	if ls := h.part.LogStartOffset(); ls != 3 {
+		t.Fatalf("log start %d after retention, want 3", ls)
+	}
+	check := func(when string) {
+		t.Helper()
+		if got := h.part.AbortedTransactions(); len(got) != 0 {
+			t.Fatalf("%s: aborted index %+v", when, got)
+		}
+	}
+	check("after retention")
+	h.close()
+	h.open()
+	tp, _ = h.tm.Topic("r")
+	h.part, _ = tp.Partition(0)
+	check("after restart")
+}
+
+// TestLateBatchAfterTimeoutAbortIsFenced pins the hanging-transaction race:
+// the broker aborts a timed-out transaction on a partition the producer has
+// not written yet; a batch of the old epoch arriving afterwards (it passed
+// the coordinator's check before the abort) must be refused by the
+// partition, or it would open a transaction nothing ends and hold the LSO.
+func TestLateBatchAfterTimeoutAbortIsFenced(t *testing.T) {
+	h := newHarness(t, Config{})
+	pid, epoch := h.begin("a", 1000)
+	h.c.Tick(h.now.Add(2 * time.Second))
+	if _, err := h.produce(pid, epoch, 1, true); !errors.Is(err, topics.ErrInvalidProducerEpoch) {
+		t.Fatalf("late batch of the aborted epoch: %v, want ErrInvalidProducerEpoch", err)
+	}
+	if lso, hwm := h.part.LastStableOffset(), h.part.HighWatermark(); lso != hwm {
+		t.Fatalf("lso %d hwm %d: a transaction hangs", lso, hwm)
+	}
+}
+
+// TestReinitAfterTimeoutWithLastEpoch: after the broker aborted a timed-out
+// transaction (bumping the epoch), its producer may re-initialize with the
+// epoch it knows (KIP-360) instead of being fenced; an older one is fenced.
+func TestReinitAfterTimeoutWithLastEpoch(t *testing.T) {
+	h := newHarness(t, Config{})
+	pid, _, err := h.c.InitProducerID("a", 1000, -1, -1, h.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, epoch, err := h.c.InitProducerID("a", 1000, pid, 0, h.now) // epoch 1
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.c.AddPartitions("a", pid, epoch, []TopicPartition{{"t", 0}}, h.now); err != nil {
+		t.Fatal(err)
+	}
+	h.c.Tick(h.now.Add(2 * time.Second))
+	if _, _, err := h.c.InitProducerID("a", 1000, pid, epoch-1, h.now); !errors.Is(err, ErrProducerFenced) {
+		t.Fatalf("re-init with an older epoch: %v", err)
+	}
+	_, e, err := h.c.InitProducerID("a", 1000, pid, epoch, h.now)
+	if err != nil || e != epoch+2 {
+		t.Fatalf("re-init with the epoch before the timeout: %d %v, want %d", e, err, epoch+2)
+	}
+	// Only once: the next re-init must name the new epoch.
+	if _, _, err := h.c.InitProducerID("a", 1000, pid, epoch, h.now); !errors.Is(err, ErrProducerFenced) {
+		t.Fatalf("second re-init with the old epoch: %v", err)
+	}
+}
+
+// TestIdleTransactionalIDsExpire: an ID without an open transaction is
+// forgotten after IDExpiration, also across a restart; an open one is not.
+func TestIdleTransactionalIDsExpire(t *testing.T) {
+	h := newHarness(t, Config{IDExpiration: time.Hour, MaxTimeout: 2 * time.Hour})
+	if _, _, err := h.c.InitProducerID("idle", 1000, -1, -1, h.now); err != nil {
+		t.Fatal(err)
+	}
+	h.begin("open", int32((90 * time.Minute).Milliseconds()))
+	h.c.Tick(h.now.Add(time.Hour))
+	if _, ok := h.c.Describe("idle"); !ok {
+		t.Fatal("forgotten before the expiration")
+	}
+	h.now = h.now.Add(time.Hour + time.Second)
+	h.c.Tick(h.now)
+	if _, ok := h.c.Describe("idle"); ok {
+		t.Fatal("idle id not forgotten")
+	}
+	if _, ok := h.c.Describe("open"); !ok {
+		t.Fatal("id with an open transaction forgotten")
+	}
+	h.restart()
+	if _, ok := h.c.Describe("idle"); ok {
+		t.Fatal("idle id back after restart")
+	}
+}
