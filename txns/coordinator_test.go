@@ -2,6 +2,7 @@ package txns
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -458,5 +459,84 @@ func TestIdleTransactionalIDsExpire(t *testing.T) {
 	h.restart()
 	if _, ok := h.c.Describe("idle"); ok {
 		t.Fatal("idle id back after restart")
+	}
+}
+
+// TestCompactionDropsAbortedData pins that compaction neither lets an
+// aborted record shadow the committed value of its key (it would remove the
+// committed one, leaving read_committed readers nothing) nor keeps the
+// aborted batch.
+func TestCompactionDropsAbortedData(t *testing.T) {
+	h := newHarness(t, Config{})
+	if _, err := h.tm.CreateTopic("c", 1, map[string]string{"cleanup.policy": "compact", "segment.ms": "1", "min.cleanable.dirty.ratio": "0.01"}, false); err != nil {
+		t.Fatal(err)
+	}
+	tp, _ := h.tm.Topic("c")
+	h.part, _ = tp.Partition(0)
+	produce := func(pid int64, epoch int16, key, value string, txn bool) {
+		t.Helper()
+		hdr := topics.BatchHeader{ProducerID: pid, ProducerEpoch: epoch, BaseSequence: h.seq[pid], BaseTimestamp: h.now.UnixMilli(), MaxTimestamp: h.now.UnixMilli()}
+		if txn {
+			hdr.Attributes = 0x10
+		}
+		batch, err := topics.EncodeBatch(hdr, []topics.Record{{Key: []byte(key), Value: []byte(value)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := &topics.Append{Partition: h.part, Batch: batch}
+		_ = h.tm.Append([]*topics.Append{a}, h.now.UnixMilli()).Wait()
+		if a.Err != nil {
+			t.Fatal(a.Err)
+		}
+		h.seq[pid]++
+		h.now = h.now.Add(time.Second) // every batch rolls a segment
+	}
+	produce(3000, 0, "k", "committed", false)
+	pid, epoch, err := h.c.InitProducerID("a", 10000, -1, -1, h.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.c.AddPartitions("a", pid, epoch, []TopicPartition{{"c", 0}}, h.now); err != nil {
+		t.Fatal(err)
+	}
+	produce(pid, epoch, "k", "aborted", true)
+	if err := h.c.EndTxn("a", pid, epoch, false, h.now); err != nil {
+		t.Fatal(err)
+	}
+	h.now = h.now.Add(time.Second)
+	produce(3000, 0, "other", "x", false)
+	produce(3000, 0, "other", "y", false)
+	for i := 0; i < 100; i++ {
+		res := h.tm.Compact(h.now)
+		if res.Err != nil {
+			t.Fatal(res.Err)
+		}
+		if !res.More && !res.Worked {
+			break
+		}
+	}
+	raw, _, err := h.part.Read(0, 1<<20, true, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var values []string
+	for len(raw) > 0 {
+		bh, err := topics.ParseBatchHeader(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, recs, err := topics.DecodeRecords(raw[:bh.Size()])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bh.IsControl() {
+			for _, r := range recs {
+				values = append(values, string(r.Key)+"="+string(r.Value))
+			}
+		}
+		raw = raw[bh.Size():]
+	}
+	if got := strings.Join(values, ","); got != "k=committed,other=x,other=y" {
+		t.Fatalf("after compaction: %s, want k=committed,other=x,other=y (the active segment is never cleaned)", got)
 	}
 }
