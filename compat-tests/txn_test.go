@@ -533,3 +533,37 @@ func TestTxnProtocolErrors(t *testing.T) {
 		t.Fatalf("zombie transactional produce: %s, want INVALID_PRODUCER_EPOCH", errName(r.ErrorCode))
 	}
 }
+
+// TestTxnKcatReadCommitted: librdkafka (kcat) in read_committed mode reads
+// a partition holding a committed, an aborted and a still open transaction:
+// it sees only the committed records and its end of partition (-e) is the
+// last stable offset, so it returns while the transaction is open.
+func TestTxnKcatReadCommitted(t *testing.T) {
+	t.Parallel()
+	kcatPath(t)
+	b := startBroker(t)
+	topic := topicName(t, "")
+	createTopic(t, newAdmin(t, b.Addr()), topic, 1, nil)
+	cl := txnProducer(t, b.Addr(), topicName(t, "txn"), topic)
+	produceTxn(t, cl, true, "c1", "c2")
+	produceTxn(t, cl, false, "a1", "a2")
+	produceTxn(t, cl, true, "c3")
+	ctx := testCtx(t, opTimeout)
+	if err := cl.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.ProduceSync(ctx, kgo.StringRecord("open")).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	read := func(isolation string) string {
+		out := runKcat(t, "", "-C", "-b", b.Addr(), "-t", topic, "-p", "0", "-o", "beginning", "-e", "-q",
+			"-X", "isolation.level="+isolation, "-f", "%s\n")
+		return strings.Join(strings.Fields(out), ",")
+	}
+	if got := read("read_committed"); got != "c1,c2,c3" {
+		t.Fatalf("kcat read_committed: %s, want c1,c2,c3", got)
+	}
+	if got := read("read_uncommitted"); got != "c1,c2,a1,a2,c3,open" {
+		t.Fatalf("kcat read_uncommitted: %s, want c1,c2,a1,a2,c3,open", got)
+	}
+}
