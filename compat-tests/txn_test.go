@@ -567,3 +567,95 @@ func TestTxnKcatReadCommitted(t *testing.T) {
 		t.Fatalf("kcat read_uncommitted: %s, want c1,c2,a1,a2,c3,open", got)
 	}
 }
+
+// TestTxnOffsetsCommitWithTransaction: offsets sent with TxnOffsetCommit
+// are pending (OffsetFetch require_stable answers UNSTABLE_OFFSET_COMMIT,
+// the committed offset is unchanged) until the transaction commits, then
+// visible, also after a kill -9 and restart; an aborted transaction's
+// offsets are dropped.
+func TestTxnOffsetsCommitWithTransaction(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t)
+	topic := topicName(t, "")
+	createTopic(t, newAdmin(t, b.Addr()), topic, 1, nil)
+	group := topicName(t, "group")
+	id := topicName(t, "txn")
+	cl := txnProducer(t, b.Addr(), id, topic)
+	raw := newClient(t, b.Addr())
+	ctx := testCtx(t, opTimeout)
+
+	// txn stages offset o for the group inside a transaction and ends it.
+	txn := func(o int64, commit bool, check func()) {
+		t.Helper()
+		if err := cl.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.ProduceSync(ctx, kgo.StringRecord("x")).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		pid, epoch, err := cl.ProducerID(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		add := kmsg.NewPtrAddOffsetsToTxnRequest()
+		add.TransactionalID, add.ProducerID, add.ProducerEpoch, add.Group = id, pid, epoch, group
+		if resp, err := add.RequestWith(ctx, raw); err != nil || resp.ErrorCode != 0 {
+			t.Fatalf("AddOffsetsToTxn: %v %+v", err, resp)
+		}
+		commitReq := kmsg.NewPtrTxnOffsetCommitRequest()
+		commitReq.TransactionalID, commitReq.Group, commitReq.ProducerID, commitReq.ProducerEpoch = id, group, pid, epoch
+		commitReq.Generation = -1
+		rt := kmsg.NewTxnOffsetCommitRequestTopic()
+		rt.Topic = topic
+		rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+		rp.Partition, rp.Offset = 0, o
+		rt.Partitions = append(rt.Partitions, rp)
+		commitReq.Topics = append(commitReq.Topics, rt)
+		resp, err := commitReq.RequestWith(ctx, raw)
+		if err != nil || resp.Topics[0].Partitions[0].ErrorCode != 0 {
+			t.Fatalf("TxnOffsetCommit: %v %+v", err, resp)
+		}
+		check()
+		if err := cl.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
+			t.Fatalf("EndTransaction(commit=%v): %v", commit, err)
+		}
+	}
+	fetch := func(requireStable bool) (int64, int16) {
+		t.Helper()
+		req := kmsg.NewPtrOffsetFetchRequest()
+		req.Group, req.RequireStable = group, requireStable
+		rt := kmsg.NewOffsetFetchRequestTopic()
+		rt.Topic, rt.Partitions = topic, []int32{0}
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(resp.Groups) > 0 { // v8+: batched groups
+			p := resp.Groups[0].Topics[0].Partitions[0]
+			return p.Offset, p.ErrorCode
+		}
+		p := resp.Topics[0].Partitions[0]
+		return p.Offset, p.ErrorCode
+	}
+	txn(7, true, func() {
+		if _, code := fetch(true); code != kerr.UnstableOffsetCommit.Code {
+			t.Fatalf("require_stable with a staged offset: %s, want UNSTABLE_OFFSET_COMMIT", errName(code))
+		}
+		if o, code := fetch(false); code != 0 || o != -1 {
+			t.Fatalf("offset before the commit: %d %s, want -1", o, errName(code))
+		}
+	})
+	if o, code := fetch(true); code != 0 || o != 7 {
+		t.Fatalf("offset after the commit: %d %s, want 7", o, errName(code))
+	}
+	txn(9, false, func() {})
+	if o, code := fetch(true); code != 0 || o != 7 {
+		t.Fatalf("offset after an aborted transaction: %d %s, want 7", o, errName(code))
+	}
+	b.Kill()
+	b.Start()
+	if o, code := fetch(true); code != 0 || o != 7 {
+		t.Fatalf("offset after restart: %d %s, want 7", o, errName(code))
+	}
+}
