@@ -94,7 +94,9 @@ func run(ctx context.Context, cfg *Config, log zerolog.Logger) error {
 		return fmt.Errorf("recovering the consumer groups in %s: %w", cfg.DataDir, err)
 	}
 	tc, err = txns.Open(store, tm, txns.Config{
-		Logger: log,
+		Logger:       log,
+		MaxTimeout:   cfg.TransactionMaxTimeout,
+		IDExpiration: cfg.TransactionalIDExpiration,
 		ApplyOffsets: func(group string, offsets []txns.Offset, now time.Time) error {
 			return commitTxnOffsets(gc, group, offsets, now)
 		},
