@@ -659,3 +659,63 @@ func TestTxnOffsetsCommitWithTransaction(t *testing.T) {
 		t.Fatalf("offset after restart: %d %s, want 7", o, errName(code))
 	}
 }
+
+// TestTxnConnectFenceProducers emulates Kafka Connect's exactly-once source
+// zombie fencing (KIP-618): a task's transaction is open, so a
+// read_committed reader of the offsets topic cannot reach the end; the new
+// leader fences the task's transactional ID the way Admin.fenceProducers
+// does (InitProducerId with producer ID -1); the open transaction is
+// aborted, the last stable offset reaches the end, the task's records stay
+// invisible and the zombie task cannot commit.
+func TestTxnConnectFenceProducers(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t)
+	topic := topicName(t, "offsets")
+	createTopic(t, newAdmin(t, b.Addr()), topic, 1, nil)
+	taskID := topicName(t, "connect-task-0")
+	task := txnProducer(t, b.Addr(), taskID, topic)
+	produceTxn(t, task, true, "committed")
+	ctx := testCtx(t, opTimeout)
+	if err := task.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := task.ProduceSync(ctx, kgo.StringRecord("zombie")).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	hwm := endOffsets(t, newAdmin(t, b.Addr()), topic)[0]
+	if lso := committedEnds(t, b.Addr(), topic)[0]; lso >= hwm {
+		t.Fatalf("last stable offset %d reaches the end %d with a transaction open", lso, hwm)
+	}
+
+	// Admin.fenceProducers: InitProducerId{txnID, pid -1, epoch -1}, retried on
+	// CONCURRENT_TRANSACTIONS.
+	admin := newClient(t, b.Addr())
+	for attempt := 0; ; attempt++ {
+		req := kmsg.NewPtrInitProducerIDRequest()
+		req.TransactionalID = &taskID
+		req.TransactionTimeoutMillis = 60000
+		req.ProducerID, req.ProducerEpoch = -1, -1
+		resp, err := req.RequestWith(ctx, admin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.ErrorCode == kerr.ConcurrentTransactions.Code && attempt < 50 {
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
+		if resp.ErrorCode != 0 {
+			t.Fatalf("fencing InitProducerId: %s", errName(resp.ErrorCode))
+		}
+		break
+	}
+	end := endOffsets(t, newAdmin(t, b.Addr()), topic)[0]
+	if lso := committedEnds(t, b.Addr(), topic)[0]; lso != end {
+		t.Fatalf("after fencing: last stable offset %d, end %d", lso, end)
+	}
+	if got := strings.Join(readCommittedValues(t, b.Addr(), topic, 1), ","); got != "committed" {
+		t.Fatalf("read_committed after fencing: %s, want committed", got)
+	}
+	if err := task.EndTransaction(ctx, kgo.TryCommit); err == nil {
+		t.Fatal("the fenced task committed")
+	}
+}
