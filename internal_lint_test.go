@@ -14,10 +14,11 @@ const module = "github.com/vibemq/broker"
 // direction (shared/design/ARCHITECTURE.md): arrows point down only, only
 // pebblestore imports Pebble, and the native-queue domains know no Kafka.
 var forbidden = map[string][]string{
-	"topics":      {"/kafkaproto", "/httpapi", "/retention", "/groups", "/queues", "/events", "/cmd/"},
-	"groups":      {"/kafkaproto", "/httpapi", "/retention", "/queues", "/events", "/cmd/"},
+	"topics":      {"/kafkaproto", "/httpapi", "/retention", "/groups", "/txns", "/queues", "/events", "/cmd/"},
+	"groups":      {"/kafkaproto", "/httpapi", "/retention", "/txns", "/queues", "/events", "/cmd/"},
 	"queues":      {"/kafkaproto", "/httpapi", "/retention", "/groups", "/cmd/", "github.com/twmb/franz-go"},
 	"events":      {"/kafkaproto", "/httpapi", "/retention", "/groups", "/queues", "/cmd/", "github.com/twmb/franz-go"},
+	"txns":        {"/kafkaproto", "/httpapi", "/retention", "/groups", "/queues", "/events", "/cmd/"},
 	"retention":   {"/kafkaproto", "/httpapi", "/cmd/"},
 	"kafkaproto":  {"/httpapi", "/cmd/"},
 	"httpapi":     {"/kafkaproto", "/cmd/"},

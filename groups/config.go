@@ -13,6 +13,10 @@ import (
 // defaults, except InitialRebalanceDelay, where zero means no delay.
 type Config struct {
 	Logger zerolog.Logger
+	// PendingTxnOffset reports whether an open transaction staged an offset
+	// for the group's partition (TxnOffsetCommit); OffsetFetch with
+	// require_stable then answers UNSTABLE_OFFSET_COMMIT. nil means never.
+	PendingTxnOffset func(group, topic string, partition int32) bool
 	// Registerer receives the coordinator's metrics; nil means unregistered.
 	Registerer prometheus.Registerer
 

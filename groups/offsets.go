@@ -73,7 +73,7 @@ func (c *Coordinator) Commit(req CommitRequest, now time.Time) *Future[CommitRes
 	g := c.mu.groups[req.Group]
 	if g == nil {
 		switch {
-		case req.Generation < 0:
+		case req.Generation < 0 || req.Transactional:
 			// A commit outside group management creates a "simple"
 			// group (Kafka: admin clients, manual assignment).
 			g = c.newGroupLocked(req.Group)
@@ -85,10 +85,12 @@ func (c *Coordinator) Commit(req CommitRequest, now time.Time) *Future[CommitRes
 			return f
 		}
 	}
-	if err := validateOffsetCommit(g, req); err != nil {
-		setAll(err)
-		c.dropIfUnusedLocked(g)
-		return f
+	if !req.Transactional { // transactional offsets were validated when staged
+		if err := validateOffsetCommit(g, req); err != nil {
+			setAll(err)
+			c.dropIfUnusedLocked(g)
+			return f
+		}
 	}
 	if g.is(StateStable) || g.is(StatePreparingRebalance) {
 		if m := g.members[req.MemberID]; m != nil {
@@ -174,6 +176,22 @@ func (c *Coordinator) Commit(req CommitRequest, now time.Time) *Future[CommitRes
 }
 
 // validateOffsetCommit is Kafka's ClassicGroup.validateOffsetCommit.
+// ValidateCommit checks a transactional offset commit (TxnOffsetCommit)
+// against the group as validateOffsetCommit does for OffsetCommit: a
+// generation and member that are not current are fenced (KIP-447).
+func (c *Coordinator) ValidateCommit(req CommitRequest) error {
+	if req.Generation < 0 && req.MemberID == "" && req.InstanceID == nil {
+		return nil // TxnOffsetCommit v0-v2 and producers outside a group
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	g := c.mu.groups[req.Group]
+	if g == nil {
+		return ErrIllegalGeneration
+	}
+	return validateOffsetCommit(g, req)
+}
+
 func validateOffsetCommit(g *group, req CommitRequest) error {
 	if g.is(StateDead) {
 		return ErrCoordinatorNotAvailable
@@ -239,7 +257,8 @@ func (c *Coordinator) FetchOffsets(req FetchOffsetsRequest) FetchOffsetsResult {
 		fo := FetchedOffset{Partition: tp.partition, Offset: -1, LeaderEpoch: -1}
 		empty := ""
 		fo.Metadata = &empty
-		if req.RequireStable && g != nil && g.pendingTPs[tp] > 0 {
+		if req.RequireStable && ((g != nil && g.pendingTPs[tp] > 0) ||
+			(c.cfg.PendingTxnOffset != nil && c.cfg.PendingTxnOffset(req.Group, tp.topic, tp.partition))) {
 			fo.Err = ErrUnstableOffsetCommit
 			return fo
 		}

@@ -17,6 +17,10 @@ package kafkaproto
 //     old epoch INVALID_PRODUCER_EPOCH (KIP-98, KIP-360).
 //   - Offsets are assigned on the connection's reader in request order, so a
 //     client pipelining requests (max.in.flight > 1) keeps its order.
+//   - Transactional batches (KIP-98) are accepted only from a producer whose
+//     transaction is ongoing and holds the partition (AddPartitionsToTxn
+//     first), else INVALID_TXN_STATE; an older epoch gets
+//     INVALID_PRODUCER_EPOCH.
 //   - Unknown topics are not created by Produce (as in Kafka); internal
 //     topics (__consumer_offsets) refuse client writes with
 //     INVALID_TOPIC_EXCEPTION.
@@ -92,6 +96,21 @@ func (s *Server) handleProduce(r *request) (reply, error) {
 			if p == nil {
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				continue
+			}
+			if topics.IsTransactionalBatch(rp.Records) {
+				if h, err := topics.ParseBatchHeader(rp.Records); err == nil {
+					if s.cfg.Txns == nil {
+						sp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+						continue
+					}
+					if err := s.cfg.Txns.CheckProduce(h.ProducerID, h.ProducerEpoch, rt.Topic, rp.Partition); err != nil {
+						sp.ErrorCode = fencedCode(errorCode(err), false)
+						if req.Version >= 8 {
+							sp.ErrorMessage = errorMessage(err)
+						}
+						continue
+					}
+				}
 			}
 			a := &topics.Append{Partition: p, Batch: rp.Records}
 			appends = append(appends, a)

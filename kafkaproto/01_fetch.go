@@ -16,8 +16,11 @@ package kafkaproto
 //   - Incremental fetch sessions (KIP-227): see fetch_sessions.go.
 //   - current_leader_epoch (v9+, KIP-320): the only epoch is 0; a larger one
 //     gets UNKNOWN_LEADER_EPOCH, a smaller non-negative one FENCED_LEADER_EPOCH.
-//   - read_committed: the last stable offset equals the high watermark until
-//     transactions are served, and no aborted transactions are listed.
+//   - read_committed (isolation level 1, KIP-98): batches stop at the last
+//     stable offset (the first offset of the oldest open transaction), and
+//     the aborted transactions overlapping the returned batches are listed
+//     so that the client drops their records. read_uncommitted reads to the
+//     high watermark and lists none.
 //
 // Version notes:
 //   - v13 names topics by ID (KIP-516): unknown IDs get UNKNOWN_TOPIC_ID.
@@ -290,6 +293,14 @@ func (s *Server) runFetch(c *conn, req *kmsg.FetchRequest, resp *kmsg.FetchRespo
 			rp.HighWatermark = it.res.HighWatermark
 			rp.LastStableOffset = it.res.LastStableOffset
 			rp.LogStartOffset = it.res.LogStartOffset
+			if req.IsolationLevel == 1 {
+				rp.AbortedTransactions = make([]kmsg.FetchResponseTopicPartitionAbortedTransaction, 0, len(it.res.Aborted))
+				for _, a := range it.res.Aborted {
+					at := kmsg.NewFetchResponseTopicPartitionAbortedTransaction()
+					at.ProducerID, at.FirstOffset = a.ProducerID, a.FirstOffset
+					rp.AbortedTransactions = append(rp.AbortedTransactions, at)
+				}
+			}
 			// Never null: librdkafka rejects a null record set (size -1).
 			rp.RecordBatches = it.records
 			if rp.RecordBatches == nil {
@@ -338,7 +349,11 @@ func (s *Server) readFetchItems(req *kmsg.FetchRequest, items []*fetchItem) (int
 			it.records = getBuffer(min(limit, 1<<20))[:0]
 		}
 		var err error
-		it.records, it.res, err = it.p.Read(it.offset, limit, total == 0, it.records)
+		if req.IsolationLevel == 1 {
+			it.records, it.res, err = it.p.ReadCommitted(it.offset, limit, total == 0, it.records)
+		} else {
+			it.records, it.res, err = it.p.Read(it.offset, limit, total == 0, it.records)
+		}
 		if err != nil {
 			it.readErr = errorCode(err)
 			anyErr = true

@@ -6,6 +6,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/vibemq/broker/groups"
 	"github.com/vibemq/broker/topics"
+	"github.com/vibemq/broker/txns"
 )
 
 // errorTable maps domain errors to Kafka error codes. The first match in
@@ -34,6 +35,14 @@ var errorTable = []struct {
 	{groups.ErrUnstableOffsetCommit, kerr.UnstableOffsetCommit},
 	{groups.ErrInvalidRequest, kerr.InvalidRequest},
 	{groups.ErrUnknownServer, kerr.UnknownServerError},
+	{txns.ErrInvalidTransactionTimeout, kerr.InvalidTransactionTimeout},
+	{txns.ErrConcurrentTransactions, kerr.ConcurrentTransactions},
+	{txns.ErrProducerFenced, kerr.ProducerFenced},
+	{txns.ErrInvalidProducerEpoch, kerr.InvalidProducerEpoch},
+	{txns.ErrInvalidProducerIDMapping, kerr.InvalidProducerIDMapping},
+	{txns.ErrInvalidTxnState, kerr.InvalidTxnState},
+	{txns.ErrInvalidRequest, kerr.InvalidRequest},
+	{txns.ErrStorage, kerr.KafkaStorageError},
 	{topics.ErrUnknownTopic, kerr.UnknownTopicOrPartition},
 	{topics.ErrTopicExists, kerr.TopicAlreadyExists},
 	{topics.ErrInvalidTopic, kerr.InvalidTopicException},
@@ -50,7 +59,6 @@ var errorTable = []struct {
 	{topics.ErrUnsupportedCompression, kerr.UnsupportedCompressionType},
 	// Produce v3+ with magic 0/1 batches: INVALID_RECORD, as Kafka answers.
 	{topics.ErrUnsupportedMessageFormat, kerr.InvalidRecord},
-	{topics.ErrTransactionalNotReady, kerr.InvalidRecord},
 	{topics.ErrInvalidTimestamp, kerr.InvalidTimestamp},
 	{topics.ErrPolicyViolation, kerr.PolicyViolation},
 	{topics.ErrInvalidRequest, kerr.InvalidRequest},

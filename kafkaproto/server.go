@@ -18,6 +18,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/vibemq/broker/groups"
 	"github.com/vibemq/broker/topics"
+	"github.com/vibemq/broker/txns"
 )
 
 // Config configures a Server. Zero values take the documented defaults.
@@ -46,6 +47,9 @@ type Config struct {
 	// Groups is the consumer group coordinator; nil answers the group APIs
 	// with COORDINATOR_NOT_AVAILABLE.
 	Groups *groups.Coordinator
+	// Txns is the transaction coordinator; nil answers the transaction
+	// APIs with COORDINATOR_NOT_AVAILABLE and refuses transactional IDs.
+	Txns *txns.Coordinator
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }

@@ -47,7 +47,10 @@ import (
 //	0x45    storeID u32 | sha256(eventID)[:16]           idempotency entry (see events/keys.go)
 //	0x46    storeID u32 | second u64                     first position whose timestamp is in that Unix second
 //	0x47-4f reserved: event store
-//	0x50-5f reserved: transactions
+//	0x50    transactionalID                              transaction coordinator row (JSON, see txns/store.go)
+//	0x51    topicID [16] | partition u32 | producer u64  ongoing transaction: first offset u64
+//	0x52    topicID [16] | partition u32 | marker u64    aborted transaction: producer u64 | first offset u64
+//	0x53-5f reserved: transactions
 //
 // Invariants:
 //   - For every 0x10 key there is exactly one 0x11 key with the same suffix,
@@ -121,7 +124,28 @@ const (
 	PrefixEventStreamIndex byte = 0x44
 	PrefixEventIdempotency byte = 0x45
 	PrefixEventTimeIndex   byte = 0x46
+
+	// Transactions: coordinator rows (package txns) and the per-partition
+	// ongoing-transaction and aborted-transaction rows (package topics).
+	PrefixTxn        byte = 0x50
+	PrefixTxnOngoing byte = 0x51
+	PrefixTxnAborted byte = 0x52
 )
+
+// TxnKey is the coordinator row of one transactional ID (the whole suffix).
+func TxnKey(transactionalID string) []byte {
+	return append([]byte{PrefixTxn}, transactionalID...)
+}
+
+// TxnOngoingKey is the row of one producer's ongoing transaction in a partition.
+func TxnOngoingKey(id TopicID, partition int32, producerID int64) []byte {
+	return binary.BigEndian.AppendUint64(partitionKey(PrefixTxnOngoing, id, partition, 8), uint64(producerID))
+}
+
+// TxnAbortedKey is the aborted-transaction index row keyed by the offset of its abort marker.
+func TxnAbortedKey(id TopicID, partition int32, markerOffset int64) []byte {
+	return binary.BigEndian.AppendUint64(partitionKey(PrefixTxnAborted, id, partition, 8), uint64(markerOffset))
+}
 
 // TopicID is a Kafka topic UUID.
 type TopicID = [16]byte

@@ -36,6 +36,10 @@ type Append struct {
 	Err            error
 
 	end int64 // offset after the batch's last record
+
+	// marker is set by WriteMarkers: Batch is a broker-built control batch.
+	marker      bool
+	markerAbort bool
 }
 
 // PendingAppend is a set of appends that are visible in order but not yet
@@ -67,6 +71,15 @@ func (m *Manager) Append(appends []*Append, now int64) *PendingAppend {
 			a.Err = ErrUnknownTopic
 			continue
 		}
+		if a.marker {
+			h, err := ParseBatchHeader(a.Batch)
+			if err != nil {
+				a.Err = err
+				continue
+			}
+			ok = append(ok, checked{a, h})
+			continue
+		}
 		settings := a.Partition.Topic.currentSettings()
 		opts := ValidateOptions{MaxBatchBytes: settings.maxMessageBytes, RequireKeys: settings.compact}
 		if !settings.logAppendTime {
@@ -90,8 +103,8 @@ func (m *Manager) Append(appends []*Append, now int64) *PendingAppend {
 				continue
 			}
 		}
-		if h.IsTransactional() {
-			a.Err = fmt.Errorf("%w: batch has the transactional flag", ErrTransactionalNotReady)
+		if h.IsTransactional() && h.ProducerID < 0 {
+			a.Err = fmt.Errorf("%w: transactional batch without a producer ID", ErrInvalidRecord)
 			continue
 		}
 		ok = append(ok, checked{a, h})
@@ -120,12 +133,21 @@ func (m *Manager) Append(appends []*Append, now int64) *PendingAppend {
 		next      int64
 		producers map[int64]*producerState
 		active    *segment
+		ongoing   map[int64]int64
+		aborted   int
 		// bytes and records appended, added to the size counters on success
 		bytes, records int64
 	}
 	undos := make([]undo, 0, len(locked))
 	for _, p := range locked {
-		undos = append(undos, undo{p: p, next: p.mu.nextOffset, producers: map[int64]*producerState{}, active: p.mu.active})
+		var ongoing map[int64]int64 // nil: none was open
+		if len(p.mu.ongoing) > 0 {
+			ongoing = make(map[int64]int64, len(p.mu.ongoing))
+			for k, v := range p.mu.ongoing {
+				ongoing[k] = v
+			}
+		}
+		undos = append(undos, undo{p: p, next: p.mu.nextOffset, producers: map[int64]*producerState{}, active: p.mu.active, ongoing: ongoing, aborted: len(p.mu.aborted)})
 	}
 	undoOf := func(p *Partition) *undo {
 		for i := range undos {
@@ -151,7 +173,7 @@ func (m *Manager) Append(appends []*Append, now int64) *PendingAppend {
 		a.LogStartOffset = p.logStart.Load()
 		var st *producerState
 		var lastSeq int32
-		if h.ProducerID >= 0 {
+		if h.ProducerID >= 0 && !a.marker {
 			st = p.mu.producers[h.ProducerID]
 			lastSeq = incrementSequence(h.BaseSequence, h.LastOffsetDelta)
 			if dup, found := st.findDuplicate(h.ProducerEpoch, h.BaseSequence, lastSeq); found {
@@ -196,7 +218,26 @@ func (m *Manager) Append(appends []*Append, now int64) *PendingAppend {
 		if a.Extra != nil {
 			a.Extra(b, base)
 		}
-		if h.ProducerID >= 0 {
+		p.applyTxnLocked(b, h, base, a.markerAbort)
+		if a.marker {
+			// A marker written with a newer epoch (a fencing abort) fences
+			// the producer's older epoch on this partition too, even where
+			// the producer has not written yet: a batch of the old epoch
+			// arriving after the marker would otherwise open a transaction
+			// that nothing ever ends.
+			if st = p.mu.producers[h.ProducerID]; st == nil || h.ProducerEpoch > st.Epoch {
+				if _, saved := u.producers[h.ProducerID]; !saved {
+					u.producers[h.ProducerID] = st.clone()
+				}
+				if st == nil {
+					st = &producerState{}
+					p.mu.producers[h.ProducerID] = st
+				}
+				st.Epoch = h.ProducerEpoch
+				st.Batches = st.Batches[:0]
+				b.Set(pebblestore.ProducerStateKey(p.Topic.ID, p.Index, h.ProducerID), st.encode())
+			}
+		} else if h.ProducerID >= 0 {
 			if _, saved := u.producers[h.ProducerID]; !saved {
 				u.producers[h.ProducerID] = st.clone()
 			}
@@ -222,6 +263,11 @@ func (m *Manager) Append(appends []*Append, now int64) *PendingAppend {
 		for _, u := range undos {
 			u.p.mu.nextOffset = u.next
 			u.p.mu.active = u.active
+			u.p.mu.ongoing = u.ongoing
+			if u.ongoing == nil {
+				u.p.mu.ongoing = make(map[int64]int64)
+			}
+			u.p.mu.aborted = u.p.mu.aborted[:u.aborted]
 			for id, st := range u.producers {
 				if st == nil {
 					delete(u.p.mu.producers, id)

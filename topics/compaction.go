@@ -51,10 +51,13 @@ import (
 // can stop at any point: a crash or a shutdown loses only the pass's
 // progress (the checkpoint moves when it ends), and a rerun is idempotent.
 //
-// Transactions (issue 6) are not written yet: control batches are copied
-// untouched. When they are, this is where aborted records are removed
-// regardless of key and markers are kept while their data is, then until
-// their horizon (Kafka LogCleaner.shouldDiscardBatch).
+// Transactions: cleaning stops at the last stable offset, so every
+// transaction in the range has ended. Batches of aborted transactions (the
+// aborted-transaction index, snapshotted when the pass starts) are removed
+// regardless of key and never enter the offset map, so an aborted record
+// never shadows a committed one (Kafka LogCleaner.shouldDiscardBatch).
+// Control batches (markers) are always kept; Kafka removes them once their
+// data is gone and their horizon passed, which is not done here.
 
 // CompactionResult reports one Compact call.
 type CompactionResult struct {
@@ -101,6 +104,25 @@ type cleaningPass struct {
 	curSegChanged  bool  // whether any of its batches changed
 	bytesRemoved   int64
 	recordsRemoved int64
+
+	// aborted is the partition's aborted-transaction index when the pass
+	// started, by marker offset.
+	aborted []AbortedTxn
+}
+
+// isAborted reports whether the data batch h belongs to an aborted
+// transaction: one of its producer whose range holds the batch.
+func (c *cleaningPass) isAborted(h BatchHeader) bool {
+	if !h.IsTransactional() || h.IsControl() {
+		return false
+	}
+	i := sort.Search(len(c.aborted), func(i int) bool { return c.aborted[i].LastOffset >= h.BaseOffset })
+	for _, a := range c.aborted[i:] {
+		if a.ProducerID == h.ProducerID && a.FirstOffset <= h.BaseOffset {
+			return true
+		}
+	}
+	return false
 }
 
 func (c *cleaningPass) hash(key []byte) offsetKey {
@@ -186,6 +208,7 @@ func (m *Manager) pickCleanable(now time.Time) (*cleaningPass, error) {
 		seeds:      [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()},
 		mapEntries: m.cfg.CompactionMapEntries,
 		horizon:    -1, curSeg: -1,
+		aborted: best.p.AbortedTransactions(),
 	}
 	for _, b := range best.boundaries {
 		pass.boundaries[b] = true
@@ -202,7 +225,9 @@ func (p *Partition) cleanableRange(nowMs int64, s *topicSettings) (*cleanable, e
 		return nil, nil
 	}
 	segs, err := p.loadSegments()
-	hwm, logStart := p.highWatermark.Load(), p.logStart.Load()
+	// Compaction stops at the last stable offset: open transactions are
+	// left alone until their markers are written.
+	hwm, logStart := p.lastStableLocked(), p.logStart.Load()
 	checkpoint, horizon := p.mu.cleanerCheckpoint, p.mu.tombstoneHorizon
 	p.mu.Unlock()
 	if err != nil || len(segs) < 2 {
@@ -224,8 +249,6 @@ func (p *Partition) cleanableRange(nowMs int64, s *topicSettings) (*cleanable, e
 		if from < 0 {
 			from = i
 		}
-		// The high watermark is the last stable offset until transactions
-		// exist (issue 6): then this bound becomes the LSO.
 		if upper > hwm || (s.minCompactionLagMs > 0 && seg.MaxTimestamp > nowMs-s.minCompactionLagMs) {
 			end = i
 			break
@@ -325,7 +348,7 @@ func (c *cleaningPass) mapStep(budget int64, res *CompactionResult) (bool, error
 		if err != nil {
 			return false, fmt.Errorf("%w: stored batch %s/%d@%d: %v", pebblestore.ErrCorruption, t.Name, p.Index, base, err)
 		}
-		if !h.IsControl() {
+		if !h.IsControl() && !c.isAborted(h) {
 			for i := range records {
 				if records[i].Key != nil {
 					c.offsets[c.hash(records[i].Key)] = h.BaseOffset + int64(records[i].OffsetDelta)
@@ -434,7 +457,7 @@ func (c *cleaningPass) rewriteStep(nowMs, budget int64, s *topicSettings, res *C
 		if err != nil {
 			return false, fmt.Errorf("%w: %v", ErrStorage, err)
 		}
-		out, err := cleanBatch(raw, lookup, nowMs, s.deleteRetentionMs)
+		out, err := cleanBatch(raw, lookup, c.isAborted, nowMs, s.deleteRetentionMs)
 		if err != nil {
 			return false, fmt.Errorf("%w: stored batch %s/%d@%d: %v", pebblestore.ErrCorruption, t.Name, p.Index, base, err)
 		}
@@ -556,14 +579,17 @@ type cleanOutcome struct {
 
 // cleanBatch decides what compaction keeps of one stored batch. latest
 // returns the latest offset of a key in the offset map.
-func cleanBatch(raw []byte, latest func(key []byte) (int64, bool), nowMs, deleteRetentionMs int64) (cleanOutcome, error) {
+func cleanBatch(raw []byte, latest func(key []byte) (int64, bool), aborted func(BatchHeader) bool, nowMs, deleteRetentionMs int64) (cleanOutcome, error) {
 	h, records, err := DecodeRecords(raw)
 	if err != nil {
 		return cleanOutcome{}, err
 	}
 	if h.IsControl() {
-		// Transaction markers: kept until transactions exist (issue 6).
+		// Transaction markers are kept (see the package comment above).
 		return cleanOutcome{action: cleanKeep, maxTimestamp: h.MaxTimestamp}, nil
+	}
+	if aborted(h) {
+		return cleanOutcome{action: cleanDrop, removed: int32(len(records))}, nil
 	}
 	kept := records[:0:0]
 	tombstones := false

@@ -366,7 +366,7 @@ func (m *Manager) DeleteTopic(name string) error {
 	}
 	b := m.store.NewBatch()
 	b.Delete(pebblestore.TopicKey(t.ID))
-	for _, prefix := range []byte{pebblestore.PrefixBatch, pebblestore.PrefixBatchIndex, pebblestore.PrefixPartitionState, pebblestore.PrefixProducerState, pebblestore.PrefixSegment} {
+	for _, prefix := range []byte{pebblestore.PrefixBatch, pebblestore.PrefixBatchIndex, pebblestore.PrefixPartitionState, pebblestore.PrefixProducerState, pebblestore.PrefixSegment, pebblestore.PrefixTxnOngoing, pebblestore.PrefixTxnAborted} {
 		p := pebblestore.TopicTablePrefix(prefix, t.ID)
 		b.DeleteRange(p, pebblestore.PrefixEnd(p))
 	}

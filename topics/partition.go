@@ -54,6 +54,11 @@ type Partition struct {
 		// cleanerCheckpoint and tombstoneHorizon: see partitionState.
 		cleanerCheckpoint int64
 		tombstoneHorizon  int64
+		// ongoing maps a producer ID to the first offset of its ongoing
+		// transaction; aborted is the aborted-transaction index, by marker
+		// offset (see txn.go).
+		ongoing map[int64]int64
+		aborted []AbortedTxn
 	}
 }
 
@@ -66,6 +71,7 @@ func newPartition(t *Topic, index int32, logStart, next int64) *Partition {
 	p.mu.producers = make(map[int64]*producerState)
 	p.mu.waiters = make(map[chan<- struct{}]struct{})
 	p.mu.tombstoneHorizon = -1
+	p.mu.ongoing = make(map[int64]int64)
 	return p
 }
 
@@ -120,6 +126,9 @@ func recoverPartition(store *pebblestore.Store, t *Topic, index int32) (*Partiti
 	if err := p.recoverSegments(store, next); err != nil {
 		return nil, err
 	}
+	if err := p.recoverTxns(store); err != nil {
+		return nil, err
+	}
 	prodPrefix := pebblestore.PartitionPrefix(pebblestore.PrefixProducerState, t.ID, index)
 	it, err = store.NewIter(prodPrefix, pebblestore.PrefixEnd(prodPrefix))
 	if err != nil {
@@ -147,8 +156,13 @@ func (p *Partition) HighWatermark() int64 { return p.highWatermark.Load() }
 func (p *Partition) LogStartOffset() int64 { return p.logStart.Load() }
 
 // LastStableOffset is the end of the log that read_committed consumers may
-// read. Without transactions it equals the high watermark.
-func (p *Partition) LastStableOffset() int64 { return p.highWatermark.Load() }
+// read: the first offset of the oldest ongoing transaction, or the high
+// watermark when none is open.
+func (p *Partition) LastStableOffset() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.lastStableLocked()
+}
 
 // Deleted reports whether the partition's topic was deleted.
 func (p *Partition) Deleted() bool { return p.deleted.Load() }

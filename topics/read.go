@@ -13,6 +13,9 @@ type ReadResult struct {
 	LogStartOffset   int64
 	// Bytes is the number of batch bytes appended to dst.
 	Bytes int
+	// Aborted lists, for ReadCommitted, the aborted transactions that
+	// overlap the returned batches.
+	Aborted []AbortedTxn
 }
 
 // Read appends to dst the stored batches that hold offset and the ones after
@@ -26,15 +29,32 @@ type ReadResult struct {
 // offset == high watermark returns no bytes; offset outside
 // [log start, high watermark] returns ErrOffsetOutOfRange.
 func (p *Partition) Read(offset int64, maxBytes int, minOne bool, dst []byte) ([]byte, ReadResult, error) {
-	res := ReadResult{HighWatermark: p.highWatermark.Load(), LogStartOffset: p.logStart.Load()}
-	res.LastStableOffset = res.HighWatermark
+	return p.read(offset, maxBytes, minOne, dst, false)
+}
+
+// ReadCommitted is Read for read_committed consumers: it returns batches
+// below the last stable offset only, and in res.Aborted the aborted
+// transactions whose data may lie in the returned range, so that the
+// consumer can drop their batches.
+func (p *Partition) ReadCommitted(offset int64, maxBytes int, minOne bool, dst []byte) ([]byte, ReadResult, error) {
+	return p.read(offset, maxBytes, minOne, dst, true)
+}
+
+func (p *Partition) read(offset int64, maxBytes int, minOne bool, dst []byte, committed bool) ([]byte, ReadResult, error) {
+	p.mu.Lock()
+	res := ReadResult{HighWatermark: p.highWatermark.Load(), LogStartOffset: p.logStart.Load(), LastStableOffset: p.lastStableLocked()}
+	p.mu.Unlock()
+	end := res.HighWatermark
+	if committed {
+		end = res.LastStableOffset
+	}
 	if p.deleted.Load() {
 		return dst, res, ErrUnknownTopic
 	}
 	if offset < res.LogStartOffset || offset > res.HighWatermark {
 		return dst, res, fmt.Errorf("%w: offset %d is outside [%d, %d]", ErrOffsetOutOfRange, offset, res.LogStartOffset, res.HighWatermark)
 	}
-	if offset == res.HighWatermark {
+	if offset >= end {
 		return dst, res, nil
 	}
 	store := p.Topic.m.store
@@ -43,7 +63,7 @@ func (p *Partition) Read(offset int64, maxBytes int, minOne bool, dst []byte) ([
 	// found. Keys below the log start are either range-deleted or in the
 	// segment that holds the log start.
 	lower := p.batchPrefix
-	upper := pebblestore.BatchKey(p.Topic.ID, p.Index, res.HighWatermark)
+	upper := pebblestore.BatchKey(p.Topic.ID, p.Index, end)
 	it, err := store.NewIter(lower, upper)
 	if err != nil {
 		return dst, res, fmt.Errorf("%w: %v", ErrStorage, err)
@@ -72,6 +92,7 @@ func (p *Partition) Read(offset int64, maxBytes int, minOne bool, dst []byte) ([
 	} else {
 		valid = it.First()
 	}
+	last := int64(-1)
 	for ; valid; valid = it.Next() {
 		v, err := it.Value()
 		if err != nil {
@@ -83,12 +104,20 @@ func (p *Partition) Read(offset int64, maxBytes int, minOne bool, dst []byte) ([
 		}
 		dst = append(dst, v...)
 		res.Bytes += len(v)
+		if committed {
+			last = pebblestore.OffsetFromKey(it.Key()) + int64(batchLastOffsetDelta(v))
+		}
 		if res.Bytes >= maxBytes {
 			break
 		}
 	}
 	if err := it.Close(); err != nil {
 		return dst, res, fmt.Errorf("%w: %v", ErrStorage, err)
+	}
+	if committed && last >= offset {
+		p.mu.Lock()
+		res.Aborted = p.abortedOverlappingLocked(offset, last)
+		p.mu.Unlock()
 	}
 	return dst, res, nil
 }

@@ -178,6 +178,9 @@ func (p *Partition) enforceRetention(nowMs int64) (PartitionTrim, error) {
 		b.DeleteRange(start, end)
 		ranges = append(ranges, [2][]byte{start, end})
 	}
+	// Aborted transactions whose marker is deleted: their data is too.
+	abortedEnd := pebblestore.TxnAbortedKey(t.ID, p.Index, cut)
+	b.DeleteRange(pebblestore.PartitionPrefix(pebblestore.PrefixTxnAborted, t.ID, p.Index), abortedEnd)
 	oldStart := logStart
 	p.logStart.Store(newStart)
 	b.Set(pebblestore.PartitionStateKey(t.ID, p.Index), p.stateRowLocked())
@@ -190,6 +193,7 @@ func (p *Partition) enforceRetention(nowMs int64) (PartitionTrim, error) {
 	if n == len(segs) {
 		p.mu.active = nil
 	}
+	p.pruneAbortedLocked(cut)
 	p.sizeBytes.Add(-trim.Bytes)
 	p.records.Add(-trim.Records)
 	p.mu.Unlock()

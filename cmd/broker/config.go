@@ -74,6 +74,11 @@ type Config struct {
 	// OffsetsRetention is how long committed offsets of an empty group are
 	// kept.
 	OffsetsRetention time.Duration
+	// TransactionMaxTimeout bounds the transaction.timeout.ms producers may
+	// ask for; TransactionalIDExpiration is how long an idle transactional
+	// ID is remembered.
+	TransactionMaxTimeout     time.Duration
+	TransactionalIDExpiration time.Duration
 	// Log retention and compaction defaults of topics, and their loops
 	// (see logs.go).
 	LogCleanupPolicy            string
@@ -234,6 +239,12 @@ var configKeys = append([]configKey{
 	durationKey("offsets-retention", "168h", "how long committed offsets of an empty consumer group are kept",
 		"Kafka offsets.retention.minutes.",
 		func(c *Config) *time.Duration { return &c.OffsetsRetention }, time.Minute, math.MaxInt64),
+	durationKey("transaction-max-timeout", "15m", "the largest transaction.timeout.ms a transactional producer may ask for",
+		"Kafka transaction.max.timeout.ms.",
+		func(c *Config) *time.Duration { return &c.TransactionMaxTimeout }, time.Second, 24*time.Hour),
+	durationKey("transactional-id-expiration", "168h", "how long a transactional ID without an open transaction is remembered after its last use",
+		"Kafka transactional.id.expiration.ms.",
+		func(c *Config) *time.Duration { return &c.TransactionalIDExpiration }, time.Minute, math.MaxInt64),
 }, logConfigKeys...) // log retention and compaction: logs.go
 
 // lookupKey returns the key named name, or nil.

@@ -78,6 +78,8 @@ func TestDefaults(t *testing.T) {
 		CacheSize:                  256 << 20,
 		GroupInitialRebalanceDelay: 3 * time.Second,
 		OffsetsRetention:           168 * time.Hour,
+		TransactionMaxTimeout:      15 * time.Minute,
+		TransactionalIDExpiration:  168 * time.Hour,
 		// Log retention and compaction (logs.go).
 		LogCleanupPolicy:            "delete",
 		LogRetention:                168 * time.Hour,

@@ -66,6 +66,7 @@ func newApp() *cli.App {
 			eventsCommand(), storageCommand(),
 			queueCommand(), dlqCommand(),
 			groupsCommand(),
+			transactionsCommand(),
 		},
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/vibemq/broker/queues"
 	"github.com/vibemq/broker/retention"
 	"github.com/vibemq/broker/topics"
+	"github.com/vibemq/broker/txns"
 )
 
 // shutdownGrace bounds how long in-flight requests may take to finish once
@@ -77,8 +78,14 @@ func run(ctx context.Context, cfg *Config, log zerolog.Logger) error {
 	}
 	// Consumer groups: offsets and group metadata in __consumer_offsets;
 	// their timers (sessions, rebalances, offset retention) run in retention.
+	// The transaction coordinator is opened after the groups (it commits
+	// their offsets); the groups ask it about staged offsets through tc.
+	var tc *txns.Coordinator
 	gc, err := groups.Open(store, tm, groups.Config{
-		Logger:                log,
+		Logger: log,
+		PendingTxnOffset: func(group, topic string, partition int32) bool {
+			return tc != nil && tc.PendingOffset(group, topic, partition)
+		},
 		Registerer:            reg,
 		InitialRebalanceDelay: cfg.GroupInitialRebalanceDelay,
 		OffsetsRetention:      cfg.OffsetsRetention,
@@ -86,11 +93,23 @@ func run(ctx context.Context, cfg *Config, log zerolog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("recovering the consumer groups in %s: %w", cfg.DataDir, err)
 	}
+	tc, err = txns.Open(store, tm, txns.Config{
+		Logger:       log,
+		MaxTimeout:   cfg.TransactionMaxTimeout,
+		IDExpiration: cfg.TransactionalIDExpiration,
+		ApplyOffsets: func(group string, offsets []txns.Offset, now time.Time) error {
+			return commitTxnOffsets(gc, group, offsets, now)
+		},
+	}, time.Now())
+	if err != nil {
+		return fmt.Errorf("recovering the transactions in %s: %w", cfg.DataDir, err)
+	}
 	// Every background loop: group timers, queue maintenance, log retention
 	// and compaction (logs.go). Stopped before the store closes.
 	background := retention.New(log, nil)
 	background.Add(retention.GroupsTask(gc, 0))
 	background.Add(retention.QueueTask(qe, reg, 0))
+	background.Add(retention.TxnsTask(tc, 0))
 	retention.AddTopicTasks(background, tm, topicTasksConfig(cfg, reg))
 	background.Start()
 	defer background.Stop()
@@ -115,6 +134,7 @@ func run(ctx context.Context, cfg *Config, log zerolog.Logger) error {
 		MaxConnections:      cfg.MaxConnections,
 		Registerer:          reg,
 		Groups:              gc,
+		Txns:                tc,
 	}, tm)
 	if err != nil {
 		_ = ln.Close()
@@ -200,4 +220,33 @@ func advertisedAddr(configured string, listen net.Addr) (string, error) {
 		host = h
 	}
 	return net.JoinHostPort(host, port), nil
+}
+
+// commitTxnOffsets commits the offsets a committed transaction staged for
+// group (TxnOffsetCommit), without membership checks: they were checked
+// when staged.
+func commitTxnOffsets(gc *groups.Coordinator, group string, offsets []txns.Offset, now time.Time) error {
+	req := groups.CommitRequest{Group: group, Generation: -1, Transactional: true}
+	byTopic := map[string]int{}
+	for _, o := range offsets {
+		i, ok := byTopic[o.Topic]
+		if !ok {
+			i = len(req.Topics)
+			byTopic[o.Topic] = i
+			req.Topics = append(req.Topics, groups.CommitTopic{Topic: o.Topic})
+		}
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, groups.CommitPartition{
+			Partition: o.Partition, Offset: o.Offset, LeaderEpoch: o.LeaderEpoch, Metadata: o.Metadata,
+		})
+	}
+	res := gc.Commit(req, now).Wait(nil)
+	for _, t := range res.Topics {
+		for _, err := range t {
+			// A partition of a topic deleted since is dropped, as Kafka does.
+			if err != nil && !errors.Is(err, topics.ErrUnknownTopic) {
+				return err
+			}
+		}
+	}
+	return nil
 }

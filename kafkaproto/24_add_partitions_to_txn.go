@@ -1,0 +1,76 @@
+package kafkaproto
+
+// AddPartitionsToTxn: v0-v3
+//
+// Behavior:
+//   - Adds the partitions to the producer's transaction, starting one if
+//     none is open. Every partition gets the same error; an unknown
+//     partition gets UNKNOWN_TOPIC_OR_PARTITION and the others
+//     OPERATION_NOT_ATTEMPTED, as Kafka answers.
+//   - Fencing: an older epoch gets PRODUCER_FENCED (v2+) or
+//     INVALID_PRODUCER_EPOCH; a transaction being completed
+//     CONCURRENT_TRANSACTIONS.
+//
+// Version notes:
+//   - v4+ (KIP-890, broker-to-broker verification batches) are not
+//     advertised.
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/vibemq/broker/txns"
+)
+
+func init() { register(kmsg.AddPartitionsToTxn, 0, 3, (*Server).handleAddPartitionsToTxn) }
+
+func (s *Server) handleAddPartitionsToTxn(r *request) (reply, error) {
+	req := r.kreq.(*kmsg.AddPartitionsToTxnRequest)
+	resp := req.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
+
+	total := 0
+	for _, t := range req.Topics {
+		total += len(t.Partitions)
+	}
+	var code int16
+	var parts []txns.TopicPartition
+	unknown := map[txns.TopicPartition]bool{}
+	switch {
+	case s.cfg.Txns == nil:
+		code = kerr.CoordinatorNotAvailable.Code
+	case total > s.cfg.MaxPartitionsPerRequest:
+		code = kerr.PolicyViolation.Code
+	default:
+		parts = make([]txns.TopicPartition, 0, total)
+		for _, t := range req.Topics {
+			tp, ok := s.topics.Topic(t.Topic)
+			for _, p := range t.Partitions {
+				k := txns.TopicPartition{Topic: t.Topic, Partition: p}
+				if !ok || p < 0 || p >= tp.NumPartitions() {
+					unknown[k] = true
+				}
+				parts = append(parts, k)
+			}
+		}
+		if len(unknown) == 0 {
+			code = fencedCode(errorCode(s.cfg.Txns.AddPartitions(req.TransactionalID, req.ProducerID, req.ProducerEpoch, parts, s.now())), req.Version >= 2)
+		}
+	}
+	for _, t := range req.Topics {
+		rt := kmsg.NewAddPartitionsToTxnResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewAddPartitionsToTxnResponseTopicPartition()
+			rp.Partition = p
+			rp.ErrorCode = code
+			if len(unknown) > 0 {
+				rp.ErrorCode = kerr.OperationNotAttempted.Code
+				if unknown[txns.TopicPartition{Topic: t.Topic, Partition: p}] {
+					rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				}
+			}
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return reply{resp: resp}, nil
+}

@@ -1,0 +1,272 @@
+package topics
+
+import (
+	"encoding/binary"
+	"fmt"
+	"sort"
+
+	"github.com/vibemq/broker/pebblestore"
+)
+
+// Transactions on the log side (KIP-98).
+//
+// A partition remembers, per producer, the first offset of its ongoing
+// transaction (a row under pebblestore.TxnOngoingKey, written in the same
+// Pebble batch as that first transactional batch). The last stable offset is
+// the smallest of those first offsets and the high watermark. A COMMIT or
+// ABORT control batch, written by the transaction coordinator through
+// WriteMarkers, ends the producer's transaction; an abort adds an entry to
+// the aborted-transaction index (pebblestore.TxnAbortedKey) in the same
+// Pebble batch as the marker.
+
+// AbortedTxn is one aborted transaction of a partition: the producer, the
+// first offset of its data and the offset of its ABORT marker.
+type AbortedTxn struct {
+	ProducerID  int64
+	FirstOffset int64
+	LastOffset  int64
+}
+
+// Control record types (Kafka ControlRecordType).
+const (
+	controlTypeAbort  int16 = 0
+	controlTypeCommit int16 = 1
+)
+
+// Marker is one transaction marker to write.
+type Marker struct {
+	Partition        *Partition
+	ProducerID       int64
+	ProducerEpoch    int16
+	Commit           bool
+	CoordinatorEpoch int32
+}
+
+// ControlBatch builds a control batch holding one COMMIT or ABORT marker in
+// Kafka's format: key (version i16 = 0, type i16), value (version i16 = 0,
+// coordinator epoch i32).
+func ControlBatch(producerID int64, epoch int16, commit bool, coordinatorEpoch int32, now int64) ([]byte, error) {
+	typ := controlTypeAbort
+	if commit {
+		typ = controlTypeCommit
+	}
+	key := binary.BigEndian.AppendUint16([]byte{0, 0}, uint16(typ))
+	value := binary.BigEndian.AppendUint32([]byte{0, 0}, uint32(coordinatorEpoch))
+	h := BatchHeader{
+		Attributes:    batchAttributeTransactional | batchAttributeControl,
+		BaseTimestamp: now, MaxTimestamp: now,
+		ProducerID: producerID, ProducerEpoch: epoch, BaseSequence: -1,
+	}
+	return EncodeBatch(h, []Record{{Key: key, Value: value}})
+}
+
+// ControlBatchCommit reports whether a control batch is a COMMIT marker.
+func ControlBatchCommit(batch []byte) (bool, error) {
+	_, recs, err := DecodeRecords(batch)
+	if err != nil {
+		return false, err
+	}
+	if len(recs) != 1 || len(recs[0].Key) < 4 {
+		return false, fmt.Errorf("%w: control batch has no control record", ErrInvalidRecord)
+	}
+	return int16(binary.BigEndian.Uint16(recs[0].Key[2:])) == controlTypeCommit, nil
+}
+
+// WriteMarkers appends one control batch per marker, ending each producer's
+// transaction on each partition. Like Append, the markers are visible when
+// it returns and durable after Wait. Markers of deleted partitions get
+// ErrUnknownTopic and are otherwise ignored.
+func (m *Manager) WriteMarkers(markers []Marker, now int64) (*PendingAppend, []*Append) {
+	appends := make([]*Append, 0, len(markers))
+	for _, mk := range markers {
+		batch, err := ControlBatch(mk.ProducerID, mk.ProducerEpoch, mk.Commit, mk.CoordinatorEpoch, now)
+		if err != nil {
+			// EncodeBatch fails only on invalid input; one record of fixed
+			// size is never invalid.
+			panic(fmt.Sprintf("topics: encoding a transaction marker: %v", err))
+		}
+		appends = append(appends, &Append{Partition: mk.Partition, Batch: batch, marker: true, markerAbort: !mk.Commit})
+	}
+	return m.Append(appends, now), appends
+}
+
+// lastStableLocked is the last stable offset: the first offset of the
+// oldest ongoing transaction, or the high watermark.
+//
+// REQUIRES: p.mu held.
+func (p *Partition) lastStableLocked() int64 {
+	lso := p.highWatermark.Load()
+	for _, first := range p.mu.ongoing {
+		if first < lso {
+			lso = first
+		}
+	}
+	return lso
+}
+
+// OngoingTransactions returns, per producer ID, the first offset of its
+// ongoing transaction in the partition.
+func (p *Partition) OngoingTransactions() map[int64]int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make(map[int64]int64, len(p.mu.ongoing))
+	for k, v := range p.mu.ongoing {
+		out[k] = v
+	}
+	return out
+}
+
+// abortedOverlappingLocked returns the aborted transactions whose data may
+// lie in [from, to]: marker at or after from and first offset at or before to.
+//
+// REQUIRES: p.mu held.
+func (p *Partition) abortedOverlappingLocked(from, to int64) []AbortedTxn {
+	i := sort.Search(len(p.mu.aborted), func(i int) bool { return p.mu.aborted[i].LastOffset >= from })
+	var out []AbortedTxn
+	for _, a := range p.mu.aborted[i:] {
+		if a.FirstOffset <= to {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// applyTxnLocked updates the transaction state for the batch h appended at
+// base and adds the rows that persist it to b.
+//
+// REQUIRES: p.mu held.
+func (p *Partition) applyTxnLocked(b *pebblestore.Batch, h BatchHeader, base int64, abort bool) {
+	if !h.IsTransactional() || h.ProducerID < 0 {
+		return
+	}
+	key := pebblestore.TxnOngoingKey(p.Topic.ID, p.Index, h.ProducerID)
+	if !h.IsControl() {
+		if _, ok := p.mu.ongoing[h.ProducerID]; !ok {
+			p.mu.ongoing[h.ProducerID] = base
+			b.Set(key, binary.BigEndian.AppendUint64(nil, uint64(base)))
+		}
+		return
+	}
+	first, ok := p.mu.ongoing[h.ProducerID]
+	if !ok {
+		return // a marker for a transaction with no data here (retried markers)
+	}
+	delete(p.mu.ongoing, h.ProducerID)
+	b.Delete(key)
+	if abort {
+		p.mu.aborted = append(p.mu.aborted, AbortedTxn{ProducerID: h.ProducerID, FirstOffset: first, LastOffset: base})
+		v := binary.BigEndian.AppendUint64(nil, uint64(h.ProducerID))
+		b.Set(pebblestore.TxnAbortedKey(p.Topic.ID, p.Index, base), binary.BigEndian.AppendUint64(v, uint64(first)))
+	}
+}
+
+// recoverTxns loads the partition's ongoing and aborted transactions.
+func (p *Partition) recoverTxns(store *pebblestore.Store) error {
+	prefix := pebblestore.PartitionPrefix(pebblestore.PrefixTxnOngoing, p.Topic.ID, p.Index)
+	it, err := store.NewIter(prefix, pebblestore.PrefixEnd(prefix))
+	if err != nil {
+		return err
+	}
+	for ok := it.First(); ok; ok = it.Next() {
+		v, err := it.Value()
+		if err != nil {
+			_ = it.Close()
+			return err
+		}
+		if len(v) != 8 {
+			_ = it.Close()
+			return fmt.Errorf("%w: ongoing transaction row of %s/%d is %d bytes", pebblestore.ErrCorruption, p.Topic.Name, p.Index, len(v))
+		}
+		p.mu.ongoing[pebblestore.OffsetFromKey(it.Key())] = int64(binary.BigEndian.Uint64(v))
+	}
+	if err := it.Close(); err != nil {
+		return err
+	}
+	prefix = pebblestore.PartitionPrefix(pebblestore.PrefixTxnAborted, p.Topic.ID, p.Index)
+	it, err = store.NewIter(prefix, pebblestore.PrefixEnd(prefix))
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	for ok := it.First(); ok; ok = it.Next() {
+		v, err := it.Value()
+		if err != nil {
+			return err
+		}
+		if len(v) != 16 {
+			return fmt.Errorf("%w: aborted transaction row of %s/%d is %d bytes", pebblestore.ErrCorruption, p.Topic.Name, p.Index, len(v))
+		}
+		p.mu.aborted = append(p.mu.aborted, AbortedTxn{
+			ProducerID:  int64(binary.BigEndian.Uint64(v)),
+			FirstOffset: int64(binary.BigEndian.Uint64(v[8:])),
+			LastOffset:  pebblestore.OffsetFromKey(it.Key()),
+		})
+	}
+	return nil
+}
+
+// batchLastOffsetDelta reads the last offset delta of a stored batch.
+func batchLastOffsetDelta(b []byte) int32 {
+	if len(b) < batchLastOffsetDeltaOffset+4 {
+		return 0
+	}
+	return int32(binary.BigEndian.Uint32(b[batchLastOffsetDeltaOffset:]))
+}
+
+// IsTransactionalBatch reports whether b starts with a v2 batch header whose
+// transactional attribute is set. It does not validate the batch.
+func IsTransactionalBatch(b []byte) bool {
+	if len(b) < BatchHeaderSize {
+		return false
+	}
+	return int16(binary.BigEndian.Uint16(b[batchAttributesOffset:]))&batchAttributeTransactional != 0
+}
+
+// ProducerInfo is what a partition knows of one producer (DescribeProducers).
+type ProducerInfo struct {
+	ProducerID    int64
+	Epoch         int16
+	LastSequence  int32 // -1 when no batch is remembered
+	LastTimestamp int64 // -1 when no batch is remembered
+	// TxnStartOffset is the first offset of the producer's ongoing
+	// transaction here, -1 when none.
+	TxnStartOffset int64
+}
+
+// Producers returns the producers the partition remembers, by producer ID.
+func (p *Partition) Producers() []ProducerInfo {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]ProducerInfo, 0, len(p.mu.producers))
+	for id, st := range p.mu.producers {
+		info := ProducerInfo{ProducerID: id, Epoch: st.Epoch, LastSequence: -1, LastTimestamp: -1, TxnStartOffset: -1}
+		if n := len(st.Batches); n > 0 {
+			info.LastSequence, info.LastTimestamp = st.Batches[n-1].LastSeq, st.Batches[n-1].Timestamp
+		}
+		if first, ok := p.mu.ongoing[id]; ok {
+			info.TxnStartOffset = first
+		}
+		out = append(out, info)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ProducerID < out[j].ProducerID })
+	return out
+}
+
+// pruneAbortedLocked forgets the aborted transactions whose marker is below
+// end (retention deleted them with their rows).
+//
+// REQUIRES: p.mu held.
+func (p *Partition) pruneAbortedLocked(end int64) {
+	i := sort.Search(len(p.mu.aborted), func(i int) bool { return p.mu.aborted[i].LastOffset >= end })
+	if i > 0 {
+		p.mu.aborted = append(p.mu.aborted[:0:0], p.mu.aborted[i:]...)
+	}
+}
+
+// AbortedTransactions returns the partition's aborted-transaction index,
+// by marker offset.
+func (p *Partition) AbortedTransactions() []AbortedTxn {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]AbortedTxn(nil), p.mu.aborted...)
+}

@@ -1,0 +1,650 @@
+// Package txns is the transaction coordinator (KIP-98): it maps
+// transactional IDs to producer IDs and epochs, fences zombies, tracks the
+// partitions and consumer groups of each open transaction, and ends a
+// transaction by writing COMMIT or ABORT markers to every partition of it
+// (through topics.Manager.WriteMarkers) and, on commit, applying the offsets
+// staged by TxnOffsetCommit.
+//
+// State lives in the shared store, one row per transactional ID
+// (pebblestore.TxnKey), so it survives restarts: a transaction found in
+// PrepareCommit or PrepareAbort at Open is completed before Open returns.
+//
+// Like every domain package it takes the time as an argument; Tick(now),
+// driven by retention, aborts transactions open past their timeout.
+package txns
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/vibemq/broker/pebblestore"
+	"github.com/vibemq/broker/topics"
+)
+
+// Errors, each mapped to one Kafka error code by kafkaproto.
+var (
+	ErrInvalidTransactionTimeout = errors.New("txns: invalid transaction timeout")
+	ErrConcurrentTransactions    = errors.New("txns: the transaction is completing")
+	ErrProducerFenced            = errors.New("txns: producer fenced by a newer epoch")
+	ErrInvalidProducerEpoch      = errors.New("txns: invalid producer epoch")
+	ErrInvalidProducerIDMapping  = errors.New("txns: producer id does not match the transactional id")
+	ErrInvalidTxnState           = errors.New("txns: invalid transaction state")
+	ErrInvalidRequest            = errors.New("txns: invalid request")
+	ErrStorage                   = errors.New("txns: storage error")
+)
+
+// State is a transaction's state, as Kafka's TransactionState.
+type State int8
+
+// Transaction states.
+const (
+	StateEmpty State = iota
+	StateOngoing
+	StatePrepareCommit
+	StatePrepareAbort
+	StateCompleteCommit
+	StateCompleteAbort
+)
+
+func (s State) String() string {
+	switch s {
+	case StateEmpty:
+		return "Empty"
+	case StateOngoing:
+		return "Ongoing"
+	case StatePrepareCommit:
+		return "PrepareCommit"
+	case StatePrepareAbort:
+		return "PrepareAbort"
+	case StateCompleteCommit:
+		return "CompleteCommit"
+	case StateCompleteAbort:
+		return "CompleteAbort"
+	}
+	return fmt.Sprintf("State(%d)", int8(s))
+}
+
+func (s State) completing() bool { return s == StatePrepareCommit || s == StatePrepareAbort }
+
+// Offset is one consumer offset staged by TxnOffsetCommit.
+type Offset struct {
+	Topic       string
+	Partition   int32
+	Offset      int64
+	LeaderEpoch int32
+	Metadata    *string
+}
+
+// Config configures a Coordinator.
+type Config struct {
+	Logger zerolog.Logger
+	// MaxTimeout bounds transaction.timeout.ms (Kafka
+	// transaction.max.timeout.ms); default 15 minutes.
+	MaxTimeout time.Duration
+	// ApplyOffsets commits the offsets a committed transaction staged for
+	// group; nil drops them. It must not call back into the Coordinator.
+	ApplyOffsets func(group string, offsets []Offset, now time.Time) error
+	// IDExpiration is how long a transactional ID without an open
+	// transaction is remembered after its last use (Kafka
+	// transactional.id.expiration.ms); default 7 days.
+	IDExpiration time.Duration
+}
+
+// Validate reports a configuration that cannot work.
+func (c *Config) Validate() error {
+	if c.MaxTimeout < 0 {
+		return fmt.Errorf("txns: the maximum transaction timeout %v is negative; use a positive duration or 0 for the default of 15 minutes", c.MaxTimeout)
+	}
+	if c.IDExpiration < 0 {
+		return fmt.Errorf("txns: the transactional ID expiration %v is negative; use a positive duration or 0 for the default of 7 days", c.IDExpiration)
+	}
+	return nil
+}
+
+// txn is one transactional ID's state; it is also the JSON of its row.
+type txn struct {
+	ID         string `json:"id"`
+	ProducerID int64  `json:"producer_id"`
+	Epoch      int16  `json:"epoch"`
+	// LastEpoch is the epoch before a bump made by a timeout abort, which
+	// no client was told about: its producer may still re-initialize with
+	// it (KIP-360). -1 otherwise.
+	LastEpoch  int16               `json:"last_epoch"`
+	State      State               `json:"state"`
+	TimeoutMs  int32               `json:"timeout_ms"`
+	StartMs    int64               `json:"start_ms"`  // when it became Ongoing
+	UpdateMs   int64               `json:"update_ms"` // last state change
+	Partitions map[string][]int32  `json:"partitions,omitempty"`
+	Groups     []string            `json:"groups,omitempty"`
+	Offsets    map[string][]Offset `json:"offsets,omitempty"`
+}
+
+func (t *txn) hasPartition(topic string, partition int32) bool {
+	for _, p := range t.Partitions[topic] {
+		if p == partition {
+			return true
+		}
+	}
+	return false
+}
+
+// Coordinator is the transaction coordinator.
+//
+// mu guards every transaction. A state change is applied to the store
+// under mu and synced after mu is released (pebblestore Apply, then Wait),
+// so no mutex is held across a sync. While a transaction is in a Prepare
+// state its markers are being written by one goroutine; every other
+// request on it gets ErrConcurrentTransactions.
+type Coordinator struct {
+	cfg   Config
+	log   zerolog.Logger
+	store *pebblestore.Store
+	tm    *topics.Manager
+
+	mu struct {
+		sync.Mutex
+		txns  map[string]*txn
+		byPID map[int64]*txn
+	}
+}
+
+// Open loads every transactional ID and completes the transactions that
+// were completing at the last shutdown.
+func Open(store *pebblestore.Store, tm *topics.Manager, cfg Config, now time.Time) (*Coordinator, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.MaxTimeout == 0 {
+		cfg.MaxTimeout = 15 * time.Minute
+	}
+	if cfg.IDExpiration == 0 {
+		cfg.IDExpiration = 7 * 24 * time.Hour
+	}
+	c := &Coordinator{cfg: cfg, log: cfg.Logger.With().Str("component", "txns").Logger(), store: store, tm: tm}
+	c.mu.txns = make(map[string]*txn)
+	c.mu.byPID = make(map[int64]*txn)
+	if err := c.load(); err != nil {
+		return nil, err
+	}
+	var completing []*txn
+	for _, t := range c.mu.txns {
+		if t.State.completing() {
+			completing = append(completing, t)
+		}
+	}
+	for _, t := range completing {
+		if err := c.complete(t, now); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// REQUIRES: c.mu held.
+func (c *Coordinator) lookupLocked(id string, producerID int64, epoch int16) (*txn, error) {
+	t := c.mu.txns[id]
+	if t == nil || t.ProducerID != producerID {
+		return nil, ErrInvalidProducerIDMapping
+	}
+	if epoch < t.Epoch {
+		return nil, ErrProducerFenced
+	}
+	if epoch != t.Epoch {
+		return nil, ErrInvalidProducerEpoch
+	}
+	if t.State.completing() {
+		return nil, ErrConcurrentTransactions
+	}
+	return t, nil
+}
+
+// InitProducerID returns the producer ID and epoch of the transactional ID
+// id, bumping the epoch (which fences any earlier producer with it). An
+// ongoing transaction is aborted first. producerID and epoch are the
+// caller's current ones (KIP-360, InitProducerId v3+) or -1.
+func (c *Coordinator) InitProducerID(id string, timeoutMs int32, producerID int64, epoch int16, now time.Time) (int64, int16, error) {
+	if id == "" {
+		return -1, -1, ErrInvalidRequest
+	}
+	if timeoutMs <= 0 || int64(timeoutMs) > c.cfg.MaxTimeout.Milliseconds() {
+		return -1, -1, fmt.Errorf("%w: %d ms is outside (0, %d]", ErrInvalidTransactionTimeout, timeoutMs, c.cfg.MaxTimeout.Milliseconds())
+	}
+	c.mu.Lock()
+	t := c.mu.txns[id]
+	if t == nil {
+		c.mu.Unlock()
+		pid, err := c.tm.AllocateProducerID()
+		if err != nil {
+			return -1, -1, fmt.Errorf("%w: %v", ErrStorage, err)
+		}
+		c.mu.Lock()
+		if t = c.mu.txns[id]; t == nil {
+			t = &txn{ID: id, ProducerID: pid, LastEpoch: -1, TimeoutMs: timeoutMs, State: StateEmpty, UpdateMs: now.UnixMilli()}
+			c.mu.txns[id] = t
+			c.mu.byPID[pid] = t
+			b := c.writeLocked(t)
+			c.mu.Unlock()
+			return pid, 0, c.wait(b)
+		}
+	}
+	if t.State.completing() {
+		c.mu.Unlock()
+		return -1, -1, ErrConcurrentTransactions
+	}
+	if producerID >= 0 && (producerID != t.ProducerID || (epoch != t.Epoch && (t.LastEpoch < 0 || epoch != t.LastEpoch))) {
+		c.mu.Unlock()
+		return -1, -1, ErrProducerFenced
+	}
+	if t.State == StateOngoing {
+		// Abort the open transaction with a bumped epoch: its producer is
+		// fenced on the coordinator and, through the markers, on every
+		// partition of the transaction.
+		c.bumpEpochLocked(t)
+		c.mu.Unlock()
+		if err := c.endAborting(t, now); err != nil {
+			return -1, -1, err
+		}
+		c.mu.Lock()
+		if t.State.completing() {
+			c.mu.Unlock()
+			return -1, -1, ErrConcurrentTransactions
+		}
+	}
+	c.bumpEpochLocked(t)
+	t.LastEpoch = -1
+	t.TimeoutMs = timeoutMs
+	t.State = StateEmpty
+	t.UpdateMs = now.UnixMilli()
+	t.Partitions, t.Groups, t.Offsets = nil, nil, nil
+	pid, ep := t.ProducerID, t.Epoch
+	b := c.writeLocked(t)
+	c.mu.Unlock()
+	return pid, ep, c.wait(b)
+}
+
+// bumpEpochLocked increments the epoch; when it would be exhausted the
+// transactional ID moves to a fresh producer ID at epoch 0.
+//
+// REQUIRES: c.mu held.
+func (c *Coordinator) bumpEpochLocked(t *txn) {
+	if t.Epoch < math.MaxInt16-1 {
+		t.Epoch++
+		return
+	}
+	pid, err := c.tm.AllocateProducerID()
+	if err != nil {
+		// Stay on the exhausted epoch; the client will retry.
+		c.log.Error().Err(err).Str("transactional_id", t.ID).Msg("cannot allocate a producer id for an exhausted epoch")
+		return
+	}
+	delete(c.mu.byPID, t.ProducerID)
+	t.ProducerID, t.Epoch = pid, 0
+	c.mu.byPID[pid] = t
+}
+
+// endAborting moves an Ongoing transaction to PrepareAbort and completes it.
+func (c *Coordinator) endAborting(t *txn, now time.Time) error {
+	c.mu.Lock()
+	if t.State != StateOngoing {
+		c.mu.Unlock()
+		return nil
+	}
+	t.State = StatePrepareAbort
+	t.UpdateMs = now.UnixMilli()
+	b := c.writeLocked(t)
+	c.mu.Unlock()
+	if err := c.wait(b); err != nil {
+		return err
+	}
+	return c.complete(t, now)
+}
+
+// TopicPartition names one partition.
+type TopicPartition struct {
+	Topic     string
+	Partition int32
+}
+
+// AddPartitions adds partitions to the producer's transaction, starting it
+// if none is open.
+func (c *Coordinator) AddPartitions(id string, producerID int64, epoch int16, parts []TopicPartition, now time.Time) error {
+	c.mu.Lock()
+	t, err := c.lookupLocked(id, producerID, epoch)
+	if err != nil {
+		c.mu.Unlock()
+		return err
+	}
+	changed := t.State != StateOngoing
+	c.beginLocked(t, now)
+	for _, p := range parts {
+		if !t.hasPartition(p.Topic, p.Partition) {
+			if t.Partitions == nil {
+				t.Partitions = make(map[string][]int32)
+			}
+			t.Partitions[p.Topic] = append(t.Partitions[p.Topic], p.Partition)
+			changed = true
+		}
+	}
+	var b *write
+	if changed {
+		b = c.writeLocked(t)
+	}
+	c.mu.Unlock()
+	return c.wait(b)
+}
+
+// beginLocked starts a transaction if none is open.
+//
+// REQUIRES: c.mu held.
+func (c *Coordinator) beginLocked(t *txn, now time.Time) {
+	if t.State != StateOngoing {
+		t.State = StateOngoing
+		t.StartMs = now.UnixMilli()
+		t.UpdateMs = now.UnixMilli()
+		t.Partitions, t.Groups, t.Offsets = nil, nil, nil
+	}
+}
+
+// AddOffsets adds a consumer group to the producer's transaction.
+func (c *Coordinator) AddOffsets(id string, producerID int64, epoch int16, group string, now time.Time) error {
+	c.mu.Lock()
+	t, err := c.lookupLocked(id, producerID, epoch)
+	if err != nil {
+		c.mu.Unlock()
+		return err
+	}
+	c.beginLocked(t, now)
+	found := false
+	for _, g := range t.Groups {
+		found = found || g == group
+	}
+	if !found {
+		t.Groups = append(t.Groups, group)
+	}
+	b := c.writeLocked(t)
+	c.mu.Unlock()
+	return c.wait(b)
+}
+
+// StageOffsets remembers offsets to commit for group when the producer's
+// transaction commits (TxnOffsetCommit). The group must have been added
+// with AddOffsets.
+func (c *Coordinator) StageOffsets(id string, producerID int64, epoch int16, group string, offsets []Offset) error {
+	c.mu.Lock()
+	t, err := c.lookupLocked(id, producerID, epoch)
+	if err != nil {
+		c.mu.Unlock()
+		return err
+	}
+	found := false
+	for _, g := range t.Groups {
+		found = found || g == group
+	}
+	if t.State != StateOngoing || !found {
+		c.mu.Unlock()
+		return fmt.Errorf("%w: group %q is not part of the transaction", ErrInvalidTxnState, group)
+	}
+	if t.Offsets == nil {
+		t.Offsets = make(map[string][]Offset)
+	}
+	staged := t.Offsets[group]
+	for _, o := range offsets {
+		replaced := false
+		for i := range staged {
+			if staged[i].Topic == o.Topic && staged[i].Partition == o.Partition {
+				staged[i], replaced = o, true
+			}
+		}
+		if !replaced {
+			staged = append(staged, o)
+		}
+	}
+	t.Offsets[group] = staged
+	b := c.writeLocked(t)
+	c.mu.Unlock()
+	return c.wait(b)
+}
+
+// PendingOffset reports whether an open transaction has staged an offset
+// for the group's partition (OffsetFetch require_stable).
+func (c *Coordinator) PendingOffset(group, topic string, partition int32) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, t := range c.mu.txns {
+		if t.State != StateOngoing && !t.State.completing() {
+			continue
+		}
+		for _, o := range t.Offsets[group] {
+			if o.Topic == topic && o.Partition == partition {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// EndTxn commits or aborts the producer's transaction. It returns once the
+// markers are durable on every partition of the transaction.
+func (c *Coordinator) EndTxn(id string, producerID int64, epoch int16, commit bool, now time.Time) error {
+	c.mu.Lock()
+	t := c.mu.txns[id]
+	if t != nil && t.ProducerID == producerID && t.Epoch == epoch {
+		// A retried EndTxn of a transaction that already ended the same
+		// way succeeds (Kafka TransactionCoordinator.endTransaction).
+		if (commit && t.State == StateCompleteCommit) || (!commit && t.State == StateCompleteAbort) {
+			c.mu.Unlock()
+			return nil
+		}
+	}
+	t, err := c.lookupLocked(id, producerID, epoch)
+	if err != nil {
+		c.mu.Unlock()
+		return err
+	}
+	if t.State != StateOngoing {
+		c.mu.Unlock()
+		return fmt.Errorf("%w: %s, no transaction to end", ErrInvalidTxnState, t.State)
+	}
+	t.State = StatePrepareAbort
+	if commit {
+		t.State = StatePrepareCommit
+	}
+	t.UpdateMs = now.UnixMilli()
+	b := c.writeLocked(t)
+	c.mu.Unlock()
+	if err := c.wait(b); err != nil {
+		return err
+	}
+	return c.complete(t, now)
+}
+
+// complete writes the markers of a transaction in a Prepare state, applies
+// its staged offsets on commit, and records the outcome.
+func (c *Coordinator) complete(t *txn, now time.Time) error {
+	c.mu.Lock()
+	commit := t.State == StatePrepareCommit
+	pid, epoch := t.ProducerID, t.Epoch
+	var markers []topics.Marker
+	names := make([]string, 0, len(t.Partitions))
+	for name := range t.Partitions {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		tp, ok := c.tm.Topic(name)
+		if !ok {
+			continue // deleted since: nothing to mark
+		}
+		for _, i := range t.Partitions[name] {
+			if p, ok := tp.Partition(i); ok {
+				markers = append(markers, topics.Marker{Partition: p, ProducerID: pid, ProducerEpoch: epoch, Commit: commit})
+			}
+		}
+	}
+	offsets := t.Offsets
+	c.mu.Unlock()
+
+	if len(markers) > 0 {
+		pending, appends := c.tm.WriteMarkers(markers, now.UnixMilli())
+		if err := pending.Wait(); err != nil {
+			return fmt.Errorf("%w: writing markers: %v", ErrStorage, err)
+		}
+		for _, a := range appends {
+			if a.Err != nil && !errors.Is(a.Err, topics.ErrUnknownTopic) {
+				return fmt.Errorf("%w: writing marker to %s/%d: %v", ErrStorage, a.Partition.Topic.Name, a.Partition.Index, a.Err)
+			}
+		}
+	}
+	if commit && c.cfg.ApplyOffsets != nil {
+		groups := make([]string, 0, len(offsets))
+		for g := range offsets {
+			groups = append(groups, g)
+		}
+		sort.Strings(groups)
+		for _, g := range groups {
+			if err := c.cfg.ApplyOffsets(g, offsets[g], now); err != nil {
+				return fmt.Errorf("%w: committing offsets of group %q: %v", ErrStorage, g, err)
+			}
+		}
+	}
+
+	c.mu.Lock()
+	t.State = StateCompleteAbort
+	if commit {
+		t.State = StateCompleteCommit
+	}
+	t.UpdateMs = now.UnixMilli()
+	t.Partitions, t.Groups, t.Offsets = nil, nil, nil
+	b := c.writeLocked(t)
+	c.mu.Unlock()
+	return c.wait(b)
+}
+
+// CheckProduce decides whether a transactional batch of (producerID,
+// epoch) may be appended to topic/partition: the producer's transaction
+// must be open and hold the partition.
+func (c *Coordinator) CheckProduce(producerID int64, epoch int16, topic string, partition int32) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := c.mu.byPID[producerID]
+	if t == nil {
+		return fmt.Errorf("%w: producer %d has no transactional id", ErrInvalidTxnState, producerID)
+	}
+	if epoch < t.Epoch {
+		return ErrProducerFenced
+	}
+	if epoch != t.Epoch {
+		return ErrInvalidProducerEpoch
+	}
+	if t.State != StateOngoing || !t.hasPartition(topic, partition) {
+		return fmt.Errorf("%w: %s/%d is not part of an ongoing transaction of producer %d", ErrInvalidTxnState, topic, partition, producerID)
+	}
+	return nil
+}
+
+// Tick aborts the transactions open longer than their timeout, fencing
+// their producers (Kafka abortTimedOutTransactions), and forgets the
+// transactional IDs idle for longer than IDExpiration. It returns once the
+// changes are durable.
+func (c *Coordinator) Tick(now time.Time) {
+	c.mu.Lock()
+	var expired []*txn
+	for _, t := range c.mu.txns {
+		if t.State == StateOngoing && now.UnixMilli() > t.StartMs+int64(t.TimeoutMs) {
+			last := t.Epoch
+			c.bumpEpochLocked(t)
+			t.LastEpoch = last
+			expired = append(expired, t)
+		}
+	}
+	// Forget transactional IDs unused for IDExpiration.
+	var forget *write
+	for id, t := range c.mu.txns {
+		idle := t.State == StateEmpty || t.State == StateCompleteCommit || t.State == StateCompleteAbort
+		if idle && now.UnixMilli()-t.UpdateMs > c.cfg.IDExpiration.Milliseconds() {
+			if forget == nil {
+				forget = &write{b: c.store.NewBatch()}
+			}
+			forget.b.Delete(pebblestore.TxnKey(id))
+			delete(c.mu.txns, id)
+			if c.mu.byPID[t.ProducerID] == t {
+				delete(c.mu.byPID, t.ProducerID)
+			}
+		}
+	}
+	if forget != nil {
+		if err := forget.b.Apply(); err != nil {
+			forget.b.Close()
+			forget.err = err
+		}
+	}
+	c.mu.Unlock()
+	if err := c.wait(forget); err != nil {
+		c.log.Error().Err(err).Msg("forgetting expired transactional ids failed")
+	}
+	for _, t := range expired {
+		c.log.Info().Str("transactional_id", t.ID).Msg("aborting a transaction open past its timeout")
+		if err := c.endAborting(t, now); err != nil {
+			c.log.Error().Err(err).Str("transactional_id", t.ID).Msg("aborting a timed-out transaction failed")
+		}
+	}
+}
+
+// Description is the state of one transactional ID (DescribeTransactions,
+// ListTransactions).
+type Description struct {
+	TransactionalID string
+	ProducerID      int64
+	Epoch           int16
+	State           State
+	TimeoutMs       int32
+	StartMs         int64 // -1 unless Ongoing or completing
+	Partitions      []TopicPartition
+}
+
+// Describe returns the state of the transactional ID, and whether it exists.
+func (c *Coordinator) Describe(id string) (Description, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := c.mu.txns[id]
+	if t == nil {
+		return Description{}, false
+	}
+	return describeLocked(t), true
+}
+
+// List returns every transactional ID, sorted.
+func (c *Coordinator) List() []Description {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]Description, 0, len(c.mu.txns))
+	for _, t := range c.mu.txns {
+		out = append(out, describeLocked(t))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].TransactionalID < out[j].TransactionalID })
+	return out
+}
+
+func describeLocked(t *txn) Description {
+	d := Description{TransactionalID: t.ID, ProducerID: t.ProducerID, Epoch: t.Epoch, State: t.State, TimeoutMs: t.TimeoutMs, StartMs: -1}
+	if t.State == StateOngoing || t.State.completing() {
+		d.StartMs = t.StartMs
+	}
+	for name, parts := range t.Partitions {
+		for _, p := range parts {
+			d.Partitions = append(d.Partitions, TopicPartition{name, p})
+		}
+	}
+	sort.Slice(d.Partitions, func(i, j int) bool {
+		if d.Partitions[i].Topic != d.Partitions[j].Topic {
+			return d.Partitions[i].Topic < d.Partitions[j].Topic
+		}
+		return d.Partitions[i].Partition < d.Partitions[j].Partition
+	})
+	return d
+}
