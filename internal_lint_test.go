@@ -22,7 +22,7 @@ var forbidden = map[string][]string{
 	"retention":   {"/kafkaproto", "/httpapi", "/cmd/"},
 	"kafkaproto":  {"/httpapi", "/cmd/"},
 	"httpapi":     {"/kafkaproto", "/cmd/"},
-	"pebblestore": {"/topics", "/groups", "/queues", "/events", "/kafkaproto", "/httpapi", "/retention", "/cmd/"},
+	"pebblestore": {"/topics", "/groups", "/queues", "/events", "/txns", "/kafkaproto", "/httpapi", "/retention", "/cmd/"},
 }
 
 // TestImportRules enforces the package dependency rules with `go list`.
