@@ -65,7 +65,7 @@ func runEndToEnd(ctx context.Context, cfg *Config) (*Result, error) {
 	// The warm-up record lands before we read the end offsets to consume
 	// from, so the consumers never see it.
 	pool := newPayloadPool(cfg.RecordSize)
-	if err := warmUp(ctx, []*kgo.Client{producer}, pool, cfg.RecordSize); err != nil {
+	if err := warmUp(ctx, []*kgo.Client{producer}, pool, cfg.RecordSize, false); err != nil {
 		return nil, err
 	}
 	partitions, _, end, err := partitionOffsets(ctx, cfg)

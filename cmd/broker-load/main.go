@@ -120,6 +120,7 @@ type Config struct {
 	InFlight           int
 	Acks               string
 	Idempotent         bool
+	TransactionRecords int64
 	Compression        string
 	Linger             time.Duration
 	BatchMaxBytes      int
@@ -150,6 +151,7 @@ func parseFlags(mode string, args []string) (*Config, error) {
 	fs.IntVar(&cfg.InFlight, "inflight", 1, "produce requests in flight per broker when not idempotent (kgo caps idempotent producers at 5)")
 	fs.StringVar(&cfg.Acks, "acks", "all", "all, leader or none")
 	fs.BoolVar(&cfg.Idempotent, "idempotent", true, "idempotent producer (needs --acks all)")
+	fs.Int64Var(&cfg.TransactionRecords, "transaction-records", 0, "produce mode: commit a transaction every N records per producer (0: no transactions; needs --idempotent)")
 	fs.StringVar(&cfg.Compression, "compression", "none", "none, gzip, snappy, lz4 or zstd")
 	fs.DurationVar(&cfg.Linger, "linger", 10*time.Millisecond, "producer linger per partition (kgo default 10ms)")
 	fs.IntVar(&cfg.BatchMaxBytes, "batch-max-bytes", 1000012, "max bytes of one record batch (kgo default 1000012)")
@@ -213,6 +215,10 @@ func (cfg *Config) Validate() error {
 		return fmt.Errorf("--inflight is %d; it must be between 1 and 1000", cfg.InFlight)
 	case cfg.Acks != "all" && cfg.Acks != "leader" && cfg.Acks != "none":
 		return fmt.Errorf("--acks is %q; it must be all, leader or none", cfg.Acks)
+	case cfg.TransactionRecords < 0:
+		return errors.New("--transaction-records must be 0 or more")
+	case cfg.TransactionRecords > 0 && !cfg.Idempotent:
+		return errors.New("--transaction-records needs an idempotent producer; drop --idempotent=false")
 	case cfg.Idempotent && cfg.Acks != "all":
 		return errors.New("an idempotent producer needs --acks all; pass --idempotent=false for other acks")
 	case !validCompression(cfg.Compression):

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -45,15 +46,20 @@ func runProduce(ctx context.Context, cfg *Config) (*Result, error) {
 	}
 	result.Partitions = len(partitions)
 
+	result.TransactionRecords = cfg.TransactionRecords
 	clients := make([]*kgo.Client, cfg.Producers)
 	for i := range clients {
-		if clients[i], err = kgo.NewClient(producerOptions(cfg)...); err != nil {
+		opts := producerOptions(cfg)
+		if cfg.TransactionRecords > 0 {
+			opts = append(opts, kgo.TransactionalID(fmt.Sprintf("broker-load-%d-%d", os.Getpid(), i)))
+		}
+		if clients[i], err = kgo.NewClient(opts...); err != nil {
 			return nil, err
 		}
 		defer clients[i].Close()
 	}
 	pool := newPayloadPool(cfg.RecordSize)
-	if err := warmUp(ctx, clients, pool, cfg.RecordSize); err != nil {
+	if err := warmUp(ctx, clients, pool, cfg.RecordSize, cfg.TransactionRecords > 0); err != nil {
 		return nil, err
 	}
 	var (
@@ -106,20 +112,41 @@ func runProduce(ctx context.Context, cfg *Config) (*Result, error) {
 // warmUp produces one record synchronously through every client, so that
 // connections, metadata and producer IDs are in place before the clock
 // starts. These records are not counted; they stay in the topic.
-func warmUp(ctx context.Context, clients []*kgo.Client, pool *payloadPool, recordSize int) error {
+func warmUp(ctx context.Context, clients []*kgo.Client, pool *payloadPool, recordSize int, transactional bool) error {
 	cursor := 0
 	for i, client := range clients {
+		if transactional {
+			if err := client.BeginTransaction(); err != nil {
+				return fmt.Errorf("producer %d warm-up: %w", i, err)
+			}
+		}
 		record := &kgo.Record{Value: pool.value(&cursor, recordSize)}
 		if err := client.ProduceSync(ctx, record).FirstErr(); err != nil {
 			return fmt.Errorf("producer %d warm-up: %w", i, err)
+		}
+		if transactional {
+			if err := client.EndTransaction(ctx, kgo.TryCommit); err != nil {
+				return fmt.Errorf("producer %d warm-up commit: %w", i, err)
+			}
 		}
 	}
 	return nil
 }
 
+// endTransaction flushes the open transaction's records and commits it.
+func endTransaction(ctx context.Context, client *kgo.Client, counters *produceCounters) {
+	if err := client.Flush(ctx); err != nil {
+		counters.fail(fmt.Errorf("flush: %w", err))
+	}
+	if err := client.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		counters.fail(fmt.Errorf("commit: %w", err))
+	}
+}
+
 func produceLoop(ctx context.Context, cfg *Config, client *kgo.Client, pool *payloadPool,
 	deadline time.Time, remaining *atomic.Int64, counters *produceCounters, latency *lockedHistogram) {
 	cursor := 0
+	var inTransaction int64 // records produced in the open transaction
 	for ctx.Err() == nil {
 		if cfg.Records > 0 && remaining.Add(-1) < 0 {
 			break
@@ -127,6 +154,19 @@ func produceLoop(ctx context.Context, cfg *Config, client *kgo.Client, pool *pay
 		sent := time.Now()
 		if !deadline.IsZero() && sent.After(deadline) {
 			break
+		}
+		if cfg.TransactionRecords > 0 {
+			if inTransaction == cfg.TransactionRecords {
+				endTransaction(ctx, client, counters)
+				inTransaction = 0
+			}
+			if inTransaction == 0 {
+				if err := client.BeginTransaction(); err != nil {
+					counters.fail(fmt.Errorf("begin transaction: %w", err))
+					return
+				}
+			}
+			inTransaction++
 		}
 		record := &kgo.Record{Value: pool.value(&cursor, cfg.RecordSize)}
 		size := int64(len(record.Value))
@@ -140,6 +180,10 @@ func produceLoop(ctx context.Context, cfg *Config, client *kgo.Client, pool *pay
 			counters.acked.Add(1)
 			counters.ackedBytes.Add(size)
 		})
+	}
+	if inTransaction > 0 {
+		endTransaction(ctx, client, counters)
+		return
 	}
 	if err := client.Flush(ctx); err != nil {
 		counters.fail(fmt.Errorf("flush: %w", err))

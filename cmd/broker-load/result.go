@@ -18,18 +18,20 @@ const (
 // Result is one measured run. Its JSON form is the line --json prints and
 // `report` reads; keep field names stable, scripts depend on them.
 type Result struct {
-	Mode        string `json:"mode"`
-	Target      string `json:"target,omitempty"`
-	Case        string `json:"case,omitempty"`
-	Topic       string `json:"topic"`
-	Partitions  int    `json:"partitions"`
-	RecordSize  int    `json:"record_size"`
-	Producers   int    `json:"producers,omitempty"`
-	Consumers   int    `json:"consumers,omitempty"`
-	Acks        string `json:"acks,omitempty"`
-	Idempotent  bool   `json:"idempotent,omitempty"`
-	Compression string `json:"compression,omitempty"`
-	Rate        int    `json:"rate,omitempty"`
+	Mode       string `json:"mode"`
+	Target     string `json:"target,omitempty"`
+	Case       string `json:"case,omitempty"`
+	Topic      string `json:"topic"`
+	Partitions int    `json:"partitions"`
+	RecordSize int    `json:"record_size"`
+	Producers  int    `json:"producers,omitempty"`
+	Consumers  int    `json:"consumers,omitempty"`
+	Acks       string `json:"acks,omitempty"`
+	Idempotent bool   `json:"idempotent,omitempty"`
+	// TransactionRecords is the records per committed transaction (0: none).
+	TransactionRecords int64  `json:"transaction_records,omitempty"`
+	Compression        string `json:"compression,omitempty"`
+	Rate               int    `json:"rate,omitempty"`
 
 	// Records and Bytes are what was acknowledged (produce) or read (consume,
 	// e2e); Seconds is the measured wall time.
