@@ -126,3 +126,24 @@ func TestPrefixEnd(t *testing.T) {
 		}
 	}
 }
+
+// TestUseAfterCloseIsAnError pins that a reader still running after Close
+// (an HTTP handler past the shutdown grace) gets ErrClosed, not Pebble's panic.
+func TestUseAfterCloseIsAnError(t *testing.T) {
+	s, err := Open(t.TempDir(), Options{Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Get([]byte("k")); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Get after Close: %v, want ErrClosed", err)
+	}
+	if _, err := s.NewIter(nil, nil); !errors.Is(err, ErrClosed) {
+		t.Fatalf("NewIter after Close: %v, want ErrClosed", err)
+	}
+	if err := s.NewBatch().Commit(); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Commit after Close: %v, want ErrClosed", err)
+	}
+}

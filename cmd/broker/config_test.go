@@ -675,3 +675,16 @@ func TestNewLogger(t *testing.T) {
 		t.Error("accepted log format text")
 	}
 }
+
+// TestClientEnvVarsAccepted pins that the client commands' own variable
+// (BROKER_BOOTSTRAP_SERVER, read by `broker topics` and `broker groups`) does
+// not make `broker serve` refuse to start as an unknown BROKER_* variable.
+func TestClientEnvVarsAccepted(t *testing.T) {
+	c, err := loadFromArgs(t, nil, []string{"BROKER_BOOTSTRAP_SERVER=localhost:9092"})
+	if err == nil {
+		err = c.Validate()
+	}
+	if err != nil {
+		t.Fatalf("BROKER_BOOTSTRAP_SERVER in the environment: %v", err)
+	}
+}
