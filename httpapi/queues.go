@@ -271,6 +271,8 @@ func (api *queueAPI) handleSend(w http.ResponseWriter, r *http.Request) {
 type messagesResponse struct {
 	Messages []queues.Message `json:"messages"`
 	Next     string           `json:"next,omitempty"`
+	// Acks are the results of a receive's ack list, in its order.
+	Acks []queues.ItemResult `json:"acks,omitempty"`
 }
 
 func (api *queueAPI) browse(w http.ResponseWriter, r *http.Request, queue string) {
@@ -348,6 +350,8 @@ func (api *queueAPI) handleReceive(w http.ResponseWriter, r *http.Request) {
 		_ = http.NewResponseController(w).SetWriteDeadline(start.Add(time.Duration(wait)*time.Millisecond + 30*time.Second))
 	}
 	var timer *time.Timer
+	var acks []queues.ItemResult
+	receipts := req.Ack
 	for first := true; ; first = false {
 		var woken <-chan struct{}
 		var cancel func()
@@ -358,7 +362,10 @@ func (api *queueAPI) handleReceive(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		}
-		msgs, err := api.e.Receive(name, req, api.now())
+		msgs, results, err := api.e.AckAndReceive(name, receipts, req, api.now())
+		if err == nil && receipts != nil {
+			acks, receipts = results, nil // settled once, before any wait
+		}
 		left := time.Duration(wait)*time.Millisecond - time.Since(start)
 		if err != nil || len(msgs) > 0 || left <= 0 {
 			if cancel != nil {
@@ -371,7 +378,7 @@ func (api *queueAPI) handleReceive(w http.ResponseWriter, r *http.Request) {
 			if msgs == nil {
 				msgs = []queues.Message{}
 			}
-			writeJSON(w, http.StatusOK, messagesResponse{Messages: msgs})
+			writeJSON(w, http.StatusOK, messagesResponse{Messages: msgs, Acks: acks})
 			return
 		}
 		if timer == nil {

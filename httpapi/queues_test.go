@@ -230,6 +230,8 @@ func TestQueueBadInput(t *testing.T) {
 		{"receive wait out of range", "POST", "/v1/queues/q/receive", "application/json", `{"wait_ms":20001}`, 400, "out_of_range"},
 		{"receive visibility", "POST", "/v1/queues/q/receive", "application/json", `{"visibility_timeout_ms":43200001}`, 400, "out_of_range"},
 		{"receive encoding", "POST", "/v1/queues/q/receive", "application/json", `{"body_encoding":"hex"}`, 400, "invalid_enum"},
+		{"receive acks too many", "POST", "/v1/queues/q/receive", "application/json", `{"ack":[` + strings.Repeat(`"r",`, 1000) + `"r"]}`, 400, "out_of_range"},
+		{"receive ack not a list", "POST", "/v1/queues/q/receive", "application/json", `{"ack":"` + held[0] + `"}`, 400, "invalid_json"},
 		{"invalid request id", "POST", "/v1/queues/q/receive", "application/json", `{"request_id":"` + long + `"}`, 400, "invalid_request_id"},
 		{"group not found", "POST", "/v1/queues/q/receive", "application/json", `{"group":"other"}`, 404, "group_not_found"},
 		{"max inflight", "POST", "/v1/queues/tight/receive", "application/json", `{}`, 429, "max_inflight_reached"},
@@ -375,6 +377,53 @@ func TestQueueHTTPFlow(t *testing.T) {
 	env.e.Close()
 	if r := env.json("POST", "/v1/queues/jobs/messages", `{"messages":[{"body":"late"}]}`); r.status != 503 || r.code() != "shutting_down" {
 		t.Fatalf("after close: %d %s", r.status, r.raw)
+	}
+}
+
+// TestQueueReceiveWithAcks: a receive's ack list is settled in the same
+// request, its results come back in "acks", and a long poll commits the
+// acks before it parks (they are not held hostage by the wait).
+func TestQueueReceiveWithAcks(t *testing.T) {
+	env := newQueueEnv(t)
+	env.mustJSON("PUT", "/v1/queues/w", `{}`, 201)
+	env.mustJSON("POST", "/v1/queues/w/messages", `{"messages":[{"body":"1"},{"body":"2"},{"body":"3"}]}`, 200)
+	first := receiptsOf(t, env.mustJSON("POST", "/v1/queues/w/receive", `{"max_messages":2}`, 200))
+	r := env.mustJSON("POST", "/v1/queues/w/receive", `{"max_messages":2,"ack":["`+first[0]+`","`+first[1]+`","bogus"]}`, 200)
+	acks := r.body["acks"].([]any)
+	if len(acks) != 3 || acks[0].(map[string]any)["status"] != "acked" || acks[1].(map[string]any)["status"] != "acked" ||
+		acks[2].(map[string]any)["error"].(map[string]any)["code"] != "invalid_receipt" {
+		t.Fatalf("acks: %s", r.raw)
+	}
+	msgs := r.body["messages"].([]any)
+	if len(msgs) != 1 || msgs[0].(map[string]any)["body"] != "3" {
+		t.Fatalf("messages: %s", r.raw)
+	}
+	last := receiptsOf(t, r)
+
+	var wg sync.WaitGroup
+	var polled apiResponse
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		polled = env.json("POST", "/v1/queues/w/receive", `{"wait_ms":10000,"ack":["`+last[0]+`"]}`)
+	}()
+	waitFor(t, func() bool {
+		s, _ := env.e.Stats("w", 0)
+		return s.Waiters == 1
+	})
+	if s, _ := env.e.Stats("w", 0); s.Inflight != 0 || s.Totals.Acked != 3 {
+		t.Fatalf("parked with its ack unsettled: %+v", s)
+	}
+	env.mustJSON("POST", "/v1/queues/w/messages", `{"messages":[{"body":"4"}]}`, 200)
+	wg.Wait()
+	if polled.status != 200 || len(polled.body["messages"].([]any)) != 1 ||
+		polled.body["acks"].([]any)[0].(map[string]any)["status"] != "acked" {
+		t.Fatalf("long poll with an ack: %d %s", polled.status, polled.raw)
+	}
+	// No ack list: no acks field.
+	env.mustJSON("POST", "/v1/queues/w/messages", `{"messages":[{"body":"5"}]}`, 200)
+	if r := env.mustJSON("POST", "/v1/queues/w/receive", `{}`, 200); r.body["acks"] != nil {
+		t.Fatalf("acks without an ack list: %s", r.raw)
 	}
 }
 
