@@ -1,10 +1,10 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"mime"
 	"net/http"
 	"strconv"
@@ -111,7 +111,12 @@ func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, dst any) *q
 		return &queues.Error{Code: queues.CodeUnsupportedMediaType, Message: "the request has a body but no Content-Type; send application/json"}
 	}
 	body := http.MaxBytesReader(w, r.Body, limit)
-	data, err := io.ReadAll(body)
+	buf := bytes.Buffer{}
+	if r.ContentLength > 0 && r.ContentLength <= limit {
+		buf.Grow(int(r.ContentLength) + bytes.MinRead) // one allocation for a declared length
+	}
+	_, err := buf.ReadFrom(body)
+	data := buf.Bytes()
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
@@ -120,10 +125,10 @@ func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, dst any) *q
 		}
 		return &queues.Error{Code: queues.CodeInvalidJSON, Message: "cannot read the request body: " + err.Error()}
 	}
-	if len(strings.TrimSpace(string(data))) == 0 {
+	if len(bytes.TrimSpace(data)) == 0 {
 		return nil
 	}
-	dec := json.NewDecoder(strings.NewReader(string(data)))
+	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(dst); err != nil {
 		var typeErr *json.UnmarshalTypeError
