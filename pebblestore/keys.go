@@ -38,7 +38,8 @@ import (
 //	0x38    queueID u32 | expires u64 | dedup hash [16]  dedup expiry index (empty value)
 //	0x39    queueID u32 | done u64 | part u32 | offset u64           retained terminal index (retain_acked_ms)
 //	0x3a    task ID u64                                  redrive task (JSON, see queues/redrive.go)
-//	0x3b-3f reserved: native queues
+//	0x3b    queueID u32 | request id                    receive memo: deadline u64 | n u16 | n x (part u32 | offset u64 | epoch u32)
+//	0x3c-3f reserved: native queues
 //	0x40    storeName                                    event store record (JSON: id, name, topic ID, created)
 //	0x41    "next-store-id"                              u32 next unallocated event store ID (IDs are never reused)
 //	0x42    storeID u32 | streamName                     streamID u64 (stream catalog)
@@ -115,6 +116,7 @@ const (
 	PrefixQueueDedupExp  byte = 0x38
 	PrefixQueueRetained  byte = 0x39
 	PrefixQueueTask      byte = 0x3a
+	PrefixQueueMemo      byte = 0x3b
 
 	// Event store (events/keys.go builds these keys).
 	PrefixEventStore       byte = 0x40

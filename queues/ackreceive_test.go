@@ -1,6 +1,12 @@
 package queues
 
-import "testing"
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/vibemq/broker/pebblestore"
+)
 
 // ackReceive runs AckAndReceive as the HTTP handler does.
 func (en *env) ackReceive(name string, n int, now int64, receipts ...string) ([]Message, []ItemResult) {
@@ -97,5 +103,102 @@ func TestAckAndReceiveMaxInflight(t *testing.T) {
 	msgs, res = en.ackReceive("q", 5, t0+2, got[0].Receipt)
 	if codeOf(res[0]) != CodeNotFound || len(msgs) != 0 {
 		t.Fatalf("repeated ack at max_inflight: %s %+v", bodies(msgs), res)
+	}
+}
+
+func (en *env) receiveID(name, id string, n int, vis int64, now int64) []Message {
+	en.t.Helper()
+	req := ReceiveRequest{MaxMessages: n, RequestID: id, VisibilityTimeoutMs: &vis}
+	if _, err := en.e.CheckReceive(name, &req); err != nil {
+		en.t.Fatal(err)
+	}
+	msgs, err := en.e.Receive(name, req, now)
+	if err != nil {
+		en.t.Fatalf("receive: %v", err)
+	}
+	return msgs
+}
+
+func receiptList(msgs []Message) string {
+	var out []string
+	for _, m := range msgs {
+		out = append(out, m.Receipt)
+	}
+	return strings.Join(out, ",")
+}
+
+// TestReceiveRequestIDRetry: a retried receive with the same request_id
+// gets the first attempt's still-leased messages with the same receipts
+// and leases nothing more, across a restart; once its leases have run out
+// the id leases afresh, and Tick sweeps the dead memo.
+func TestReceiveRequestIDRetry(t *testing.T) {
+	en := newEnv(t)
+	en.create("q", nil)
+	en.send("q", t0, body("a"), body("b"), body("c"))
+	first := en.receiveID("q", "r1", 2, 10_000, t0)
+	if bodies(first) != "a,b" {
+		t.Fatalf("first attempt: %s", bodies(first))
+	}
+	again := en.receiveID("q", "r1", 2, 10_000, t0+1)
+	if bodies(again) != "a,b" || receiptList(again) != receiptList(first) || again[1].Deliveries != 1 {
+		t.Fatalf("retry: %s %s (deliveries %d)", bodies(again), receiptList(again), again[1].Deliveries)
+	}
+	if s := en.stats("q", t0+1); s.Inflight != 2 || s.Available != 1 {
+		t.Fatalf("a retry leased more: %+v", s)
+	}
+	// Another id is another request.
+	if other := en.receiveID("q", "r2", 2, 10_000, t0+2); bodies(other) != "c" {
+		t.Fatalf("second request: %s", bodies(other))
+	}
+	// Acked messages drop out of a retry.
+	en.ack("q", t0+3, first[0].Receipt)
+	if again := en.receiveID("q", "r1", 2, 10_000, t0+4); bodies(again) != "b" || again[0].Receipt != first[1].Receipt {
+		t.Fatalf("retry after an ack: %s", bodies(again))
+	}
+	en.restart(t0 + 5)
+	if again := en.receiveID("q", "r1", 2, 10_000, t0+6); bodies(again) != "b" || again[0].Receipt != first[1].Receipt {
+		t.Fatalf("retry after a restart: %s", bodies(again))
+	}
+	q, _ := en.e.queueByName("q")
+	if _, err := en.store.Get(memoKey(q.id, "r2")); err != nil {
+		t.Fatalf("memo r2 after the restart: %v", err)
+	}
+	// The leases run out (b and c back); the memos are dead and swept.
+	en.e.Tick(t0 + 10_002)
+	for _, id := range []string{"r1", "r2"} {
+		if _, err := en.store.Get(memoKey(q.id, id)); !errors.Is(err, pebblestore.ErrNotFound) {
+			t.Fatalf("dead memo %s after a sweep: %v", id, err)
+		}
+	}
+	// r1 leases afresh.
+	fresh := en.receiveID("q", "r1", 5, 10_000, t0+10_003)
+	if bodies(fresh) != "b,c" || fresh[0].Deliveries != 2 || fresh[0].Receipt == first[1].Receipt {
+		t.Fatalf("after the memo died: %s (deliveries %d)", bodies(fresh), fresh[0].Deliveries)
+	}
+	en.e.Tick(t0 + 20_002) // a sweep; r1's new memo lives until t0+20_003
+	if _, err := en.store.Get(memoKey(q.id, "r1")); err != nil {
+		t.Fatalf("live memo r1: %v", err)
+	}
+	if _, err := en.e.Purge("q", t0+20_001); err != nil {
+		t.Fatal(err)
+	}
+	en.send("q", t0+20_002, body("d"))
+	if got := en.receiveID("q", "r1", 5, 10_000, t0+20_002); bodies(got) != "d" {
+		t.Fatalf("after a purge the memo must be gone: %s", bodies(got))
+	}
+}
+
+// TestReceiveMemoDecode: a memo round-trips and damaged bytes are
+// corruption, never a panic.
+func TestReceiveMemoDecode(t *testing.T) {
+	r := receiveMemo{deadline: 42, items: []memoItem{{m: msgKey{1, 7}, epoch: 3}, {m: msgKey{0, 1 << 40}, epoch: 1}}}
+	got, err := decodeMemo(r.encode())
+	if err != nil || got.deadline != 42 || len(got.items) != 2 || got.items[1] != r.items[1] {
+		t.Fatalf("round trip: %+v %v", got, err)
+	}
+	for _, bad := range [][]byte{nil, make([]byte, 9), append(r.encode(), 0)} {
+		if _, err := decodeMemo(bad); !errors.Is(err, pebblestore.ErrCorruption) {
+			t.Fatalf("decode %x: %v", bad, err)
+		}
 	}
 }

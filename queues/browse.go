@@ -170,6 +170,7 @@ func (e *Engine) Purge(name string, now int64) (int64, error) {
 	q.available, q.inflight, q.retained = 0, 0, 0
 	q.leases = map[msgKey]leaseInfo{}
 	q.leaseHeap = q.leaseHeap[:0]
+	q.memos = map[string]receiveMemo{}
 	for i := range q.bands {
 		q.bands[i].reset(true)
 	}

@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/vibemq/broker/pebblestore"
+	"github.com/vibemq/broker/topics"
 )
 
 // ReceiveRequest asks for up to MaxMessages ready messages.
@@ -171,6 +172,23 @@ func (e *Engine) AckAndReceive(name string, receipts []string, req ReceiveReques
 	for _, f := range acks.ops {
 		f(b)
 	}
+	if req.RequestID != "" {
+		again, live, err := e.replayMemoLocked(q, req.RequestID, now)
+		if err != nil {
+			q.mu.Unlock()
+			b.Close()
+			return nil, nil, errStorage(err)
+		}
+		if live {
+			// A retry: the first attempt's leases, nothing new. The memo is
+			// written again so that the answer waits for a WAL sync, which
+			// covers the first attempt's leases even if its own sync is
+			// still in flight.
+			r := q.memos[req.RequestID]
+			b.Set(memoKey(q.id, req.RequestID), r.encode())
+			return e.finishReceive(q, b, acks, nil, again, true, req, now, results)
+		}
+	}
 	for prio := int(a.PriorityLevels) - 1; prio >= 0 && int64(len(got)) < want; prio-- {
 		band := &q.bands[prio]
 		for int64(len(got)) < want {
@@ -232,31 +250,61 @@ func (e *Engine) AckAndReceive(name string, receipts []string, req ReceiveReques
 			got = append(got, leased{m: top.m, st: st})
 		}
 	}
-	if len(got) == 0 && len(acks.ops) == 0 {
+	var memo *receiveMemo
+	if req.RequestID != "" && len(got) > 0 {
+		r := newMemo(got)
+		memo = &r
+		b.Set(memoKey(q.id, req.RequestID), r.encode())
+	}
+	return e.finishReceive(q, b, acks, memo, got, false, req, now, results)
+}
+
+// finishReceive commits b (the acks, and the leases of got unless replay:
+// then got are a memo's existing leases) with memo, and answers the
+// messages of got. REQUIRES: q.mu held; it is released.
+func (e *Engine) finishReceive(q *queue, b *pebblestore.Batch, acks *write, memo *receiveMemo, got []leased, replay bool, req ReceiveRequest, now int64, results []ItemResult) ([]Message, []ItemResult, error) {
+	fresh := !replay
+	if b.Empty() {
+		topic := q.topic
 		q.mu.Unlock()
 		b.Close()
-		return nil, results, nil
+		return e.answer(q, topic, got, req, now), results, nil
 	}
 	if err := b.Apply(); err != nil {
 		q.mu.Unlock()
 		b.Close()
-		// Nothing was written; the popped entries are back in Pebble only.
-		q.resetBandsAfterFailure()
+		if fresh {
+			// Nothing was written; the popped entries are back in Pebble only.
+			q.resetBandsAfterFailure()
+		}
 		return nil, nil, errStorage(err)
 	}
 	for _, f := range acks.onApplied {
 		f()
 	}
-	for _, l := range got {
-		q.available--
-		q.inflight++
-		q.setLeaseLocked(l.m, l.st.Deliveries, l.st.Deadline)
+	if fresh {
+		for _, l := range got {
+			q.available--
+			q.inflight++
+			q.setLeaseLocked(l.m, l.st.Deliveries, l.st.Deadline)
+		}
+		q.totals.Received += int64(len(got))
 	}
-	q.totals.Received += int64(len(got))
+	if memo != nil {
+		q.memos[req.RequestID] = *memo
+	}
 	topic := q.topic
 	q.mu.Unlock()
 	if err := b.Wait(); err != nil {
 		return nil, nil, errStorage(err)
+	}
+	return e.answer(q, topic, got, req, now), results, nil
+}
+
+// answer reads the leased messages' records and gives each its receipt.
+func (e *Engine) answer(q *queue, topic *topics.Topic, got []leased, req ReceiveRequest, now int64) []Message {
+	if len(got) == 0 {
+		return nil
 	}
 	rr := newRecordReader(topic)
 	out := make([]Message, 0, len(got))
@@ -268,7 +316,7 @@ func (e *Engine) AckAndReceive(name string, receipts []string, req ReceiveReques
 		msg.Receipt = e.encodeReceipt(receipt{qid: q.id, m: l.m, epoch: l.st.Deliveries})
 		out = append(out, msg)
 	}
-	return out, results, nil
+	return out
 }
 
 // resetBandsAfterFailure forgets the buffered ready entries so that they

@@ -102,7 +102,9 @@ type queue struct {
 	retained  int64 // state rows in stateAcked
 	totals    Totals
 	waiters   map[chan struct{}]struct{}
-	rr        uint32
+	// memos: receive memos by request id (memo.go).
+	memos map[string]receiveMemo
+	rr    uint32
 	// expiryFrom: every expiry key below it has been swept.
 	expiryFrom int64
 	// sweepAt: the next time the dedup and retained tables are swept.
@@ -225,7 +227,8 @@ func (e *Engine) Close() {
 }
 
 func (e *Engine) newQueue(qid uint32, rec queueRecord, t *topics.Topic, now int64) *queue {
-	q := &queue{id: qid, e: e, rec: rec, topic: t, leases: map[msgKey]leaseInfo{}, waiters: map[chan struct{}]struct{}{}}
+	q := &queue{id: qid, e: e, rec: rec, topic: t, leases: map[msgKey]leaseInfo{}, waiters: map[chan struct{}]struct{}{},
+		memos: map[string]receiveMemo{}}
 	q.totals.DeadLettered = map[string]int64{}
 	q.sweepAt = now
 	for i := range q.bands {
@@ -266,7 +269,10 @@ func (q *queue) recover(now int64) error {
 	for i := range q.bands {
 		q.bands[i].reset(false)
 	}
-	return it.Close()
+	if err := it.Close(); err != nil {
+		return err
+	}
+	return q.loadMemos()
 }
 
 func (e *Engine) allQueues() []*queue {

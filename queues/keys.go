@@ -8,7 +8,7 @@ import (
 	"github.com/vibemq/broker/pebblestore"
 )
 
-// Key builders for the queue tables 0x30-0x3a. The layouts are documented
+// Key builders for the queue tables 0x30-0x3b. The layouts are documented
 // in pebblestore/keys.go and are part of the file format.
 
 // msgKey names one message of a queue: its partition and offset.
@@ -80,6 +80,10 @@ func dedupExpiryKey(qid uint32, expires int64, hash [16]byte) []byte {
 	return append(k, hash[:]...)
 }
 
+func memoKey(qid uint32, requestID string) []byte {
+	return append(tablePrefix(pebblestore.PrefixQueueMemo, qid), requestID...)
+}
+
 func taskKey(id uint64) []byte {
 	return binary.BigEndian.AppendUint64([]byte{pebblestore.PrefixQueueTask}, id)
 }
@@ -105,14 +109,14 @@ func u64At(k []byte, i int) int64 {
 var perQueueTables = []byte{
 	pebblestore.PrefixQueueState, pebblestore.PrefixQueueReady, pebblestore.PrefixQueueLease,
 	pebblestore.PrefixQueueExpiry, pebblestore.PrefixQueueDedup, pebblestore.PrefixQueueDedupExp,
-	pebblestore.PrefixQueueRetained,
+	pebblestore.PrefixQueueRetained, pebblestore.PrefixQueueMemo,
 }
 
 // deliveryTables are the per-queue tables that purge clears (dedup entries
 // outlive a purge, as SQS keeps tracking ids after deletes).
 var deliveryTables = []byte{
 	pebblestore.PrefixQueueState, pebblestore.PrefixQueueReady, pebblestore.PrefixQueueLease,
-	pebblestore.PrefixQueueExpiry, pebblestore.PrefixQueueRetained,
+	pebblestore.PrefixQueueExpiry, pebblestore.PrefixQueueRetained, pebblestore.PrefixQueueMemo,
 }
 
 func isNoSpace(err error) bool { return errors.Is(err, syscall.ENOSPC) }

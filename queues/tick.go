@@ -182,9 +182,11 @@ func (e *Engine) tickQueue(q *queue, now int64, rep *TickReport) error {
 		}
 	}
 
-	// 3. Dedup entries past their window, acked messages past retain_acked_ms.
+	// 3. Dedup entries past their window, acked messages past
+	// retain_acked_ms, dead receive memos.
 	if now >= q.sweepAt {
 		q.sweepAt = now + sweepIntervalMs
+		q.sweepMemosLocked(w, now)
 		if err := e.sweepDedup(q, w, now, rep); err != nil {
 			q.restoreLeases(popped)
 			return err
