@@ -11,15 +11,25 @@
 #
 # Needs: nats-server and redis-server (Debian: apt-get install -y nats-server
 # redis-server). Targets that are missing are skipped with a warning.
-# ours-nosync is our broker in its relaxed mode (--fsync never): acknowledged before the
-# fsync, like JetStream 2.9, which has no per-message fsync.
-# Usage: bench/queue-run.sh   Environment: MESSAGES_B10 MESSAGES_B1 TARGETS
+# Targets:
+#   ours             our broker, fsync always (the default), acks riding on the next receive
+#   ours-separate    the same with an ack request per batch (two syncs per batch)
+#   ours-nosync      our relaxed mode (--fsync never): acknowledged before the
+#                    fsync, like JetStream's default
+#   jetstream        Debian's nats-server (2.9: no per-message fsync, no option for it),
+#                    fire-and-forget acks
+#   jetstream-sync   nats-server $NATS_SYNC_VERSION built from the Go module proxy
+#                    with jetstream { sync_interval: always } and AckSync: the
+#                    durable configuration (the option arrived in 2.10)
+#   redis            Redis streams, appendfsync always
+# Usage: bench/queue-run.sh   Environment: MESSAGES_B10 MESSAGES_B1 TARGETS NATS_SYNC_VERSION
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 MESSAGES_B10=${MESSAGES_B10:-40000}
 MESSAGES_B1=${MESSAGES_B1:-10000}
-TARGETS=${TARGETS:-"ours ours-nosync jetstream redis"}
+TARGETS=${TARGETS:-"ours ours-separate ours-nosync jetstream jetstream-sync redis"}
+NATS_SYNC_VERSION=${NATS_SYNC_VERSION:-v2.15.2}
 RESULTS_DIR=${RESULTS_DIR:-$ROOT/bench/results}
 
 log() { printf '%s queue-bench: %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
@@ -41,6 +51,11 @@ trap 'exit 130' INT TERM
 log "building into $WORK"
 (cd "$ROOT" && go build -o "$WORK/broker" ./cmd/broker && go build -o "$WORK/broker-load" ./cmd/broker-load)
 (cd "$ROOT/bench/queue-jetstream" && go build -o "$WORK/queue-jetstream" .)
+if [[ " $TARGETS " == *" jetstream-sync "* ]]; then
+	log "building nats-server $NATS_SYNC_VERSION from the module proxy"
+	GOBIN=$WORK GOFLAGS= go install "github.com/nats-io/nats-server/v2@$NATS_SYNC_VERSION" ||
+		log "WARNING: cannot build nats-server $NATS_SYNC_VERSION; jetstream-sync is skipped"
+fi
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
 wait_port() { for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.1; done; return 1; }
@@ -55,16 +70,17 @@ run_case() { # target batch messages
 	rm -rf "$data"; mkdir -p "$data"
 	port=$(free_port)
 	case $target in
-	ours | ours-nosync)
-		local fsync=always
+	ours | ours-separate | ours-nosync)
+		local fsync=always ackmode=next
 		[[ $target == ours-nosync ]] && fsync=never
+		[[ $target == ours-separate ]] && ackmode=separate
 		"$WORK/broker" serve --data-dir "$data" --kafka-addr "127.0.0.1:$(free_port)" --http-addr "127.0.0.1:$port" \
 			--fsync "$fsync" --log-level warn --log-format json >"$data.log" 2>&1 &
 		PID=$!
 		wait_port "$port" || { log "broker did not start"; return 1; }
 		sleep 0.3
 		"$WORK/broker-load" queue --target ours --addr "127.0.0.1:$port" --batch "$batch" --messages "$messages" \
-			--case "batch$batch" --json | sed "s/\"target\":\"ours\"/\"target\":\"$target\"/" | tee -a "$RESULTS"
+			--ack-mode "$ackmode" --case "batch$batch" --json | sed "s/\"target\":\"ours\"/\"target\":\"$target\"/" | tee -a "$RESULTS"
 		;;
 	jetstream)
 		command -v nats-server >/dev/null || { log "WARNING: nats-server missing; skipping"; return 0; }
@@ -73,6 +89,15 @@ run_case() { # target batch messages
 		wait_port "$port" || { log "nats-server did not start"; return 1; }
 		"$WORK/queue-jetstream" --url "nats://127.0.0.1:$port" --batch "$batch" --messages "$messages" \
 			--case "batch$batch" --json | tee -a "$RESULTS"
+		;;
+	jetstream-sync)
+		[[ -x $WORK/nats-server ]] || { log "WARNING: nats-server $NATS_SYNC_VERSION missing; skipping"; return 0; }
+		printf 'listen: 127.0.0.1:%s\njetstream { store_dir: "%s", sync_interval: always }\n' "$port" "$data" >"$data.conf"
+		"$WORK/nats-server" -c "$data.conf" >"$data.log" 2>&1 &
+		PID=$!
+		wait_port "$port" || { log "nats-server $NATS_SYNC_VERSION did not start"; return 1; }
+		"$WORK/queue-jetstream" --url "nats://127.0.0.1:$port" --batch "$batch" --messages "$messages" --ack-sync \
+			--case "batch$batch" --json | sed 's/"target":"jetstream"/"target":"jetstream-sync"/' | tee -a "$RESULTS"
 		;;
 	redis)
 		command -v redis-server >/dev/null || { log "WARNING: redis-server missing; skipping"; return 0; }

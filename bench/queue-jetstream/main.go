@@ -126,7 +126,7 @@ func main() {
 	wg.Wait()
 	res.SendPerSec = float64(*messages) / time.Since(start).Seconds()
 
-	var consumed atomic.Int64
+	var consumed, finished atomic.Int64
 	var latMu sync.Mutex
 	var lat []time.Duration
 	start = time.Now()
@@ -170,12 +170,20 @@ func main() {
 				latMu.Lock()
 				lat = append(lat, took)
 				latMu.Unlock()
-				consumed.Add(int64(len(msgs)))
+				if consumed.Add(int64(len(msgs))) >= int64(*messages) {
+					finished.CompareAndSwap(0, time.Since(start).Nanoseconds())
+				}
 			}
 		}()
 	}
 	wg.Wait()
-	res.ConsumePerSec = float64(consumed.Load()) / time.Since(start).Seconds()
+	// The phase ends with the last ack, not with the other consumers'
+	// fetches waiting on the then empty stream.
+	elapsed := time.Duration(finished.Load())
+	if elapsed == 0 {
+		elapsed = time.Since(start)
+	}
+	res.ConsumePerSec = float64(consumed.Load()) / elapsed.Seconds()
 	res.Consumed = consumed.Load()
 	res.Errors = errs.Load()
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })

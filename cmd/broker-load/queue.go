@@ -176,7 +176,7 @@ func runQueueLoad(ctx context.Context, cfg queueConfig, d queueDriver) (*QueueRe
 	res.SendPerSec = float64(cfg.messages) / time.Since(start).Seconds()
 
 	// Phase 2: receive and ack until everything is consumed.
-	var consumed atomic.Int64
+	var consumed, finished atomic.Int64
 	lat := newLockedHistogram()
 	start = time.Now()
 	for c := 0; c < cfg.consumers; c++ {
@@ -199,12 +199,19 @@ func runQueueLoad(ctx context.Context, cfg queueConfig, d queueDriver) (*QueueRe
 				}
 				idle = 0
 				lat.RecordDuration(took)
-				consumed.Add(int64(n))
+				if consumed.Add(int64(n)) >= int64(cfg.messages) {
+					finished.CompareAndSwap(0, time.Since(start).Nanoseconds())
+				}
 			}
 		}()
 	}
 	wg.Wait()
-	elapsed := time.Since(start)
+	// The phase ends with the last ack, not with the other consumers' long
+	// polls on the then empty queue.
+	elapsed := time.Duration(finished.Load())
+	if elapsed == 0 {
+		elapsed = time.Since(start)
+	}
 	res.Consumed = consumed.Load()
 	res.ConsumePerSec = float64(res.Consumed) / elapsed.Seconds()
 	h := lat.Snapshot()
@@ -321,7 +328,9 @@ func (d *httpQueueDriver) receiveAck(ctx context.Context, c int, n int) (int, ti
 	req := map[string]any{"max_messages": n, "wait_ms": 1000}
 	pending := d.pending[c]
 	if len(pending) > 0 {
-		req["ack"] = pending
+		// No long poll while holding acks: on an empty queue the acks
+		// should come back at once, not after the wait.
+		req["ack"], req["wait_ms"] = pending, 0
 	}
 	var res struct {
 		Messages []struct {
