@@ -281,10 +281,7 @@ func eventsRead(cCtx *cli.Context) error {
 			q.Set("wait_ms", strconv.FormatInt(w.Milliseconds(), 10))
 		}
 	}
-	// A long poll needs longer than its wait; --timeout 0 (none) stays none.
-	if w := cCtx.Duration("wait"); w > 0 && c.timeout > 0 && w+5*time.Second > c.timeout {
-		c.timeout = w + 5*time.Second
-	}
+	c.timeout = longPollTimeout(cCtx.Duration("wait"), c.timeout)
 
 	var all readPage
 	for {
@@ -512,4 +509,13 @@ func readSSE(r io.Reader, fn func(id, event string, data []byte) error) error {
 		return &exitError{code: exitUnavailable, err: fmt.Errorf("the event stream broke: %w", err)}
 	}
 	return &exitError{code: exitUnavailable, err: errors.New("the broker closed the event stream")}
+}
+
+// longPollTimeout is the client timeout of a request that may wait up to
+// wait on the server: at least wait plus 5 s, and 0 (no timeout) stays 0.
+func longPollTimeout(wait, timeout time.Duration) time.Duration {
+	if wait > 0 && timeout > 0 && wait+5*time.Second > timeout {
+		return wait + 5*time.Second
+	}
+	return timeout
 }

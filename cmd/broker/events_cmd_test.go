@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestReadSSE(t *testing.T) {
@@ -95,5 +96,21 @@ func TestProgressBarOnlyOnTerminal(t *testing.T) {
 	p.done()
 	if s := buf.String(); !strings.Contains(s, "\rverify [###############...............]  50%  5/10 batches") || !strings.HasSuffix(s, "\n") {
 		t.Fatalf("bar %q", s)
+	}
+}
+
+// TestLongPollTimeout: a long poll gets room beyond its wait, and
+// --timeout 0 (none) is never replaced by a finite one.
+func TestLongPollTimeout(t *testing.T) {
+	for _, c := range []struct{ wait, timeout, want time.Duration }{
+		{0, 30 * time.Second, 30 * time.Second},
+		{20 * time.Second, 30 * time.Second, 30 * time.Second},
+		{30 * time.Second, 30 * time.Second, 35 * time.Second},
+		{time.Minute, 0, 0},
+		{0, 0, 0},
+	} {
+		if got := longPollTimeout(c.wait, c.timeout); got != c.want {
+			t.Errorf("wait %v timeout %v: %v, want %v", c.wait, c.timeout, got, c.want)
+		}
 	}
 }

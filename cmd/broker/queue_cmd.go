@@ -442,9 +442,7 @@ func queueReceive(cCtx *cli.Context) error {
 	if cCtx.IsSet("wait") {
 		req["wait_ms"] = cCtx.Duration("wait").Milliseconds()
 	}
-	if w := cCtx.Duration("wait"); w > 0 && c.timeout > 0 && c.timeout < w+5*time.Second {
-		c.timeout = w + 5*time.Second
-	}
+	c.timeout = longPollTimeout(cCtx.Duration("wait"), c.timeout)
 	var res struct {
 		Messages []cliMessage `json:"messages"`
 	}
