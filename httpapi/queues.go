@@ -2,9 +2,10 @@ package httpapi
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 	"mime"
 	"net/http"
 	"strconv"
@@ -128,28 +129,59 @@ func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, dst any) *q
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(dst); err != nil {
-		var typeErr *json.UnmarshalTypeError
-		var syntaxErr *json.SyntaxError
-		switch {
-		case strings.HasPrefix(err.Error(), "json: unknown field "):
-			field := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
-			return &queues.Error{Code: queues.CodeUnknownField, Message: fmt.Sprintf("unknown field %q", field), Details: map[string]any{"field": field}}
-		case errors.As(err, &typeErr):
-			return &queues.Error{Code: queues.CodeInvalidJSON, Message: fmt.Sprintf("field %q must be a JSON %s, not %s", typeErr.Field, jsonKind(typeErr.Type.String()), typeErr.Value),
-				Details: map[string]any{"field": typeErr.Field}}
-		case errors.As(err, &syntaxErr):
-			return &queues.Error{Code: queues.CodeInvalidJSON, Message: fmt.Sprintf("the body is not valid JSON (at byte %d): %v", syntaxErr.Offset, err)}
-		default:
-			return &queues.Error{Code: queues.CodeInvalidJSON, Message: "the body is not the expected JSON: " + err.Error()}
-		}
-	}
-	if dec.More() {
-		return &queues.Error{Code: queues.CodeInvalidJSON, Message: "the body holds more than one JSON value"}
+	if err := jsonv2.Unmarshal(data, dst, jsonv2.RejectUnknownMembers(true)); err != nil {
+		return jsonDecodeError(err)
 	}
 	return nil
+}
+
+// jsonDecodeError turns a strict decoder error into unknown_field or
+// invalid_json, naming the field (dotted path) and the byte offset.
+func jsonDecodeError(err error) *queues.Error {
+	var semErr *jsonv2.SemanticError
+	var synErr *jsontext.SyntacticError
+	switch {
+	case errors.As(err, &semErr):
+		field := strings.ReplaceAll(strings.TrimPrefix(string(semErr.JSONPointer), "/"), "/", ".")
+		if errors.Is(err, jsonv2.ErrUnknownName) {
+			return &queues.Error{Code: queues.CodeUnknownField, Message: fmt.Sprintf("unknown field %q", field), Details: map[string]any{"field": field}}
+		}
+		if semErr.GoType != nil && semErr.JSONKind != 0 {
+			want, got := jsonKind(semErr.GoType.String()), kindName(semErr.JSONKind)
+			msg := fmt.Sprintf("field %q must be a JSON %s, not %s", field, want, got)
+			switch {
+			case want == got && want == "number":
+				msg = fmt.Sprintf("field %q must be an integer in range", field)
+			case field == "":
+				return &queues.Error{Code: queues.CodeInvalidJSON, Message: fmt.Sprintf("the body must be a JSON %s, not %s", want, got)}
+			}
+			return &queues.Error{Code: queues.CodeInvalidJSON, Message: msg, Details: map[string]any{"field": field}}
+		}
+		return &queues.Error{Code: queues.CodeInvalidJSON, Message: fmt.Sprintf("field %q is not the expected JSON: %v", field, err), Details: map[string]any{"field": field}}
+	case errors.As(err, &synErr):
+		return &queues.Error{Code: queues.CodeInvalidJSON, Message: fmt.Sprintf("the body is not valid JSON (at byte %d): %v", synErr.ByteOffset, synErr.Err)}
+	default:
+		return &queues.Error{Code: queues.CodeInvalidJSON, Message: "the body is not the expected JSON: " + err.Error()}
+	}
+}
+
+// kindName names a JSON value kind as jsonKind names Go types.
+func kindName(k jsontext.Kind) string {
+	switch k {
+	case 'n':
+		return "null"
+	case 'f', 't':
+		return "boolean"
+	case '"':
+		return "string"
+	case '0':
+		return "number"
+	case '{':
+		return "object"
+	case '[':
+		return "array"
+	}
+	return "value"
 }
 
 func jsonKind(goType string) string {

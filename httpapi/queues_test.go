@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -190,6 +191,12 @@ func TestQueueBadInput(t *testing.T) {
 		{"wrong type", "PUT", "/v1/queues/n", "application/json", `{"visibility_timeout_ms":"30s"}`, 400, "invalid_json"},
 		{"two values", "PUT", "/v1/queues/n", "application/json", `{} {}`, 400, "invalid_json"},
 		{"unknown field", "PUT", "/v1/queues/n", "application/json", `{"visibility":1}`, 400, "unknown_field"},
+		{"field names are case-sensitive", "PUT", "/v1/queues/n", "application/json", `{"Visibility_Timeout_Ms":5000}`, 400, "unknown_field"},
+		{"unknown nested field", "POST", "/v1/queues/q/messages", "application/json", `{"messages":[{"body":"x"},{"bodyy":"x"}]}`, 400, "unknown_field"},
+		{"duplicate member", "PUT", "/v1/queues/n", "application/json", `{"max_receives":1,"max_receives":2}`, 400, "invalid_json"},
+		{"not an object", "POST", "/v1/queues/q/messages", "application/json", `[{"body":"x"}]`, 400, "invalid_json"},
+		{"fraction for an integer", "PUT", "/v1/queues/n", "application/json", `{"visibility_timeout_ms":1500.5}`, 400, "invalid_json"},
+		{"invalid utf-8", "POST", "/v1/queues/q/messages", "application/json", "{\"messages\":[{\"body\":\"a\xffb\"}]}", 400, "invalid_json"},
 		{"not json", "PUT", "/v1/queues/n", "text/plain", `{}`, 415, "unsupported_media_type"},
 		{"no content type", "POST", "/v1/queues/q/messages", "", `{"messages":[{"body":"x"}]}`, 415, "unsupported_media_type"},
 		{"too large", "POST", "/v1/queues/q/messages", "application/json", big, 413, "request_too_large"},
@@ -435,5 +442,25 @@ func waitFor(t *testing.T, cond func() bool) {
 			t.Fatal("condition not reached in 5s")
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// BenchmarkDecodeSendBody: decoding a send of 10 messages of 1 KiB, the
+// queue's hottest request (BENCHMARKS.md).
+func BenchmarkDecodeSendBody(b *testing.B) {
+	msgs := make([]string, 10)
+	for i := range msgs {
+		msgs[i] = `{"body":"` + strings.Repeat("x", 1024) + `"}`
+	}
+	body := []byte(`{"messages":[` + strings.Join(msgs, ",") + `]}`)
+	b.SetBytes(int64(len(body)))
+	w := httptest.NewRecorder()
+	for b.Loop() {
+		r := httptest.NewRequest("POST", "/v1/queues/q/messages", bytes.NewReader(body))
+		r.Header.Set("Content-Type", "application/json")
+		var req queues.SendRequest
+		if err := decodeBody(w, r, QueueSendBodyMax, &req); err != nil || len(req.Messages) != 10 {
+			b.Fatal(err)
+		}
 	}
 }
