@@ -193,6 +193,7 @@ func Open(store *pebblestore.Store, tm *topics.Manager, cfg Config, now int64) (
 		if err := json.Unmarshal(v, &rec); err != nil {
 			return nil, fmt.Errorf("%w: queue catalog row %d: %v", pebblestore.ErrCorruption, qid, err)
 		}
+		rec.Attributes.normalize() // rows written before dedup_conflict/dedup_scope existed
 		t, ok := tm.Topic(rec.Name)
 		if !ok || hex.EncodeToString(t.ID[:]) != rec.TopicID {
 			e.log.Error().Str("queue", rec.Name).Msg("the topic of this queue is gone (deleted through Kafka?); the queue is not loaded")

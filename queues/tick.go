@@ -2,6 +2,7 @@ package queues
 
 import (
 	"container/heap"
+	"errors"
 
 	"github.com/vibemq/broker/pebblestore"
 )
@@ -252,7 +253,15 @@ func (e *Engine) expireLocked(w *write, q, dlq *queue, m msgKey, st deliveryStat
 	return false
 }
 
+// sweepDedup visits the dedup expiry keys that are due. An entry past its
+// window is deleted, unless dedup_scope is in_queue and its original is
+// still queued: then it is looked at again later (a new expiry key; the
+// entry's own expires does not move, so once the original leaves, the
+// window from the send decides). An entry whose window is not over was
+// rewritten by a later send and has an expiry key of its own.
+// REQUIRES: q.mu held.
 func (e *Engine) sweepDedup(q *queue, w *write, now int64, rep *TickReport) error {
+	a := &q.rec.Attributes
 	prefix := tablePrefix(pebblestore.PrefixQueueDedupExp, q.id)
 	it, err := e.store.NewIter(prefix, dedupExpiryKey(q.id, now+1, [16]byte{}))
 	if err != nil {
@@ -261,16 +270,33 @@ func (e *Engine) sweepDedup(q *queue, w *write, now int64, rep *TickReport) erro
 	defer it.Close()
 	for ok, n := it.First(), 0; ok && n < tickBudget; ok, n = it.Next(), n+1 {
 		k := append([]byte(nil), it.Key()...)
-		expires := u64At(k, len(prefix))
 		var h [16]byte
 		copy(h[:], k[len(k)-16:])
 		w.op(func(b *pebblestore.Batch) { b.Delete(k) })
-		if v, err := e.store.Get(dedupKey(q.id, h)); err == nil {
-			if _, exp, ok := decodeDedup(v); ok && exp == expires {
-				w.op(func(b *pebblestore.Batch) { b.Delete(dedupKey(q.id, h)) })
+		rep.DedupSwept++
+		v, err := e.store.Get(dedupKey(q.id, h))
+		if errors.Is(err, pebblestore.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		d, valid := decodeDedup(v)
+		if valid && d.expires > now {
+			continue
+		}
+		if valid && a.DedupScope == DedupScopeInQueue {
+			queued, err := e.originalQueuedLocked(q, d.m)
+			if err != nil {
+				return err
+			}
+			if queued {
+				again := now + max(a.DedupWindowMs, dedupRecheckMinMs)
+				w.op(func(b *pebblestore.Batch) { b.Set(dedupExpiryKey(q.id, again, h), nil) })
+				continue
 			}
 		}
-		rep.DedupSwept++
+		w.op(func(b *pebblestore.Batch) { b.Delete(dedupKey(q.id, h)) })
 	}
 	return it.Close()
 }
