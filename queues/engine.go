@@ -107,7 +107,14 @@ type queue struct {
 	expiryFrom int64
 	// sweepAt: the next time the dedup and retained tables are swept.
 	sweepAt int64
-	rates   rateWindow
+	// unclaimedAt: the next time the unclaimed sweep runs; unclaimedFrom:
+	// per priority band, every ready key before it has been examined by it;
+	// unclaimedClock: the now of its last run (a step back resets the
+	// cursors).
+	unclaimedAt    int64
+	unclaimedFrom  [PriorityLevelsMax]readyEntry
+	unclaimedClock int64
+	rates          rateWindow
 }
 
 type leaseInfo struct {

@@ -1,8 +1,10 @@
 package queues
 
 import (
+	"bytes"
 	"container/heap"
 	"errors"
+	"strconv"
 
 	"github.com/vibemq/broker/pebblestore"
 )
@@ -13,6 +15,15 @@ const tickBudget = 1000
 
 // sweepIntervalMs is how often the dedup and retained-ack tables are swept.
 const sweepIntervalMs = 10000
+
+// unclaimedIntervalMs is how often the unclaimed sweep runs: how late past
+// max_unclaimed_age_ms a message may be dead-lettered.
+const unclaimedIntervalMs = 1000
+
+// unclaimedCursorLagMs keeps the unclaimed sweep's cursors this far behind
+// now, so a send that read the clock before a sweep and wrote its ready key
+// after it is still examined.
+const unclaimedCursorLagMs = 10000
 
 // TickReport says what one Tick did, for metrics.
 type TickReport struct {
@@ -183,7 +194,16 @@ func (e *Engine) tickQueue(q *queue, now int64, rep *TickReport) error {
 		}
 	}
 
-	// 3. Dedup entries past their window, acked messages past retain_acked_ms.
+	// 3. Ready messages never received, past max_unclaimed_age_ms.
+	if a.MaxUnclaimedAgeMs > 0 && now >= q.unclaimedAt {
+		q.unclaimedAt = now + unclaimedIntervalMs
+		if err := e.sweepUnclaimedLocked(w, q, dlq, now, rr, touched, dead); err != nil {
+			q.restoreLeases(popped)
+			return err
+		}
+	}
+
+	// 4. Dedup entries past their window, acked messages past retain_acked_ms.
 	if now >= q.sweepAt {
 		q.sweepAt = now + sweepIntervalMs
 		if err := e.sweepDedup(q, w, now, rep); err != nil {
@@ -223,6 +243,80 @@ func (e *Engine) tickQueue(q *queue, now int64, rep *TickReport) error {
 	unlock()
 	unlock = nil
 	return pw.finish()
+}
+
+// sweepUnclaimedLocked dead-letters, with reason unclaimed, available
+// messages that were never received and have been ready for
+// max_unclaimed_age_ms: ready keys of delivery count 0 due at or before
+// now - max_unclaimed_age_ms. The age counts from the due time (the send,
+// or the end of its delay): a delayed message is not claimable before.
+// Nacked and reaped messages have a delivery count and are never touched.
+//
+// Per band a cursor remembers how far the ready index was examined, so
+// neither old nacked messages nor the tombstones of received ones are read
+// again at every run. A ready key of delivery count 0 is written due at or
+// after its send's clock reading, which is at most unclaimedCursorLagMs
+// before the sweep's; a clock stepping back resets the cursors. At most
+// tickBudget keys are examined per run.
+// REQUIRES: q.mu and dlq.mu held.
+func (e *Engine) sweepUnclaimedLocked(w *write, q, dlq *queue, now int64, rr *recordReader, touched map[msgKey]bool, dead map[string]int) error {
+	a := &q.rec.Attributes
+	if now < q.unclaimedClock {
+		q.unclaimedFrom = [PriorityLevelsMax]readyEntry{}
+	}
+	q.unclaimedClock = now
+	bound := now - a.MaxUnclaimedAgeMs
+	detail := "ready for " + strconv.FormatInt(a.MaxUnclaimedAgeMs, 10) + " ms and never received (max_unclaimed_age_ms)"
+	budget := tickBudget
+	for prio := 0; prio < int(a.PriorityLevels) && budget > 0; prio++ {
+		from := &q.unclaimedFrom[prio]
+		prefix := readyBandPrefix(q.id, uint8(prio))
+		lower := readyKey(q.id, uint8(prio), from.due, from.m)
+		upper := readyKey(q.id, uint8(prio), bound+1, msgKey{})
+		if bytes.Compare(lower, upper) >= 0 {
+			continue
+		}
+		it, err := e.store.NewIter(lower, upper)
+		if err != nil {
+			return err
+		}
+		valid := it.First()
+		for ; valid && budget > 0; valid = it.Next() {
+			budget--
+			k := it.Key()
+			m := msgFromKeyTail(k)
+			due := u64At(k, len(prefix))
+			v, err := it.Value()
+			if err != nil {
+				_ = it.Close()
+				return err
+			}
+			if decodeU32(v) != 0 || touched[m] {
+				continue // received before (nacked or reaped), or settled by this tick
+			}
+			st, ok, err := e.getState(q, m)
+			if err != nil {
+				_ = it.Close()
+				return err
+			}
+			if !ok || st.State != stateAvailable || st.Deliveries != 0 || st.FirstRecv != 0 || st.Due != due || int(st.Priority) != prio {
+				continue
+			}
+			touched[m] = true
+			w.deadLetterLocked(q, dlq, m, st, ReasonUnclaimed, detail, rr)
+			dead[ReasonUnclaimed]++
+		}
+		if valid {
+			k := it.Key()
+			*from = readyEntry{due: u64At(k, len(prefix)), m: msgFromKeyTail(k)}
+		} else {
+			*from = readyEntry{due: min(bound+1, now-unclaimedCursorLagMs)}
+		}
+		if err := it.Close(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // restoreLeases puts popped lease entries back after a failed tick.
