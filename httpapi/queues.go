@@ -469,7 +469,7 @@ func (api *queueAPI) handlePurge(w http.ResponseWriter, r *http.Request) {
 		writeQueueError(w, err)
 		return
 	}
-	n, err := api.e.Purge(r.PathValue("queue"), req, api.now())
+	n, err := api.e.PurgeMatching(r.PathValue("queue"), req, api.now())
 	if err != nil {
 		writeQueueError(w, err)
 		return

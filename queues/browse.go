@@ -195,13 +195,11 @@ func (r *PurgeRequest) check() (map[string]bool, *Error) {
 	return want, nil
 }
 
-// Purge deletes the messages of a queue that req selects: by default all
-// of them (ready, delayed, in flight, retained acked) in one range
-// deletion; with states or older_than_ms those that match, scanned in
-// steps of purgeChunk state rows. It returns how many were deleted. Dedup
-// entries stay: a dedup id outlives the message. The log keeps the records
-// for Kafka readers until retention.
-func (e *Engine) Purge(name string, req PurgeRequest, now int64) (int64, error) {
+// PurgeMatching deletes the messages of a queue that req selects: with
+// states or older_than_ms those that match, scanned in steps of purgeChunk
+// state rows; without, all of them (Purge). It returns how many were
+// deleted. Dedup entries stay: a dedup id outlives the message.
+func (e *Engine) PurgeMatching(name string, req PurgeRequest, now int64) (int64, error) {
 	q, qerr := e.queueByName(name)
 	if qerr != nil {
 		return 0, qerr
@@ -210,8 +208,19 @@ func (e *Engine) Purge(name string, req PurgeRequest, now int64) (int64, error) 
 	if verr != nil {
 		return 0, verr
 	}
-	if want != nil || req.OlderThanMs > 0 {
-		return e.purgeMatching(q, name, want, req.OlderThanMs, now)
+	if want == nil && req.OlderThanMs == 0 {
+		return e.Purge(name, now)
+	}
+	return e.purgeMatching(q, name, want, req.OlderThanMs, now)
+}
+
+// Purge deletes every message of a queue (ready, delayed, in flight,
+// retained). Dedup entries stay: a dedup id outlives the message. The log
+// keeps the records for Kafka readers until retention.
+func (e *Engine) Purge(name string, now int64) (int64, error) {
+	q, qerr := e.queueByName(name)
+	if qerr != nil {
+		return 0, qerr
 	}
 	q.mu.Lock()
 	if q.deleted {

@@ -4,7 +4,7 @@ import "testing"
 
 func (en *env) purge(name string, req PurgeRequest, now int64) int64 {
 	en.t.Helper()
-	n, err := en.e.Purge(name, req, now)
+	n, err := en.e.PurgeMatching(name, req, now)
 	if err != nil {
 		en.t.Fatalf("purge %+v: %v", req, err)
 	}
@@ -46,12 +46,12 @@ func TestPurgeByStateAndAge(t *testing.T) {
 		{PurgeRequest{OlderThanMs: -1}, CodeOutOfRange, "older_than_ms"},
 		{PurgeRequest{OlderThanMs: RetentionMaxMs + 1}, CodeOutOfRange, "older_than_ms"},
 	} {
-		_, err := en.e.Purge("q", c.req, now)
+		_, err := en.e.PurgeMatching("q", c.req, now)
 		if e := AsError(err); e == nil || e.Code != c.code || e.Details["field"] != c.field {
 			t.Errorf("purge %+v: %v, want %s on %s", c.req, err, c.code, c.field)
 		}
 	}
-	if _, err := en.e.Purge("ghost", PurgeRequest{}, now); AsError(err).Code != CodeQueueNotFound {
+	if _, err := en.e.PurgeMatching("ghost", PurgeRequest{}, now); AsError(err).Code != CodeQueueNotFound {
 		t.Errorf("purge of a missing queue: %v", err)
 	}
 
