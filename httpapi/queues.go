@@ -46,7 +46,7 @@ type queueAPI struct {
 //	POST   /v1/queues/{queue}/nack             nack (delay or backoff) or reject (dead_letter)
 //	POST   /v1/queues/{queue}/extend           extend leases
 //	DELETE /v1/queues/{queue}/receipts/{r}     ack one receipt (204)
-//	POST   /v1/queues/{queue}/purge            delete every message
+//	POST   /v1/queues/{queue}/purge            delete messages (all, or by states and age)
 //	GET    /v1/queues/{queue}/stats            counters and rates
 //	GET    /v1/queues/{queue}/dlq              browse the queue's DLQ
 //	POST   /v1/queues/{queue}/redrive          start a redrive of this DLQ (202)
@@ -505,13 +505,15 @@ type purgeResponse struct {
 	Deleted int64 `json:"deleted"`
 }
 
+// handlePurge deletes the messages {states, older_than_ms} selects; an
+// empty body deletes every message.
 func (api *queueAPI) handlePurge(w http.ResponseWriter, r *http.Request) {
-	var req struct{}
+	var req queues.PurgeRequest
 	if err := decodeBody(w, r, QueueBodyMax, &req); err != nil {
 		writeQueueError(w, err)
 		return
 	}
-	n, err := api.e.Purge(r.PathValue("queue"), api.now())
+	n, err := api.e.PurgeMatching(r.PathValue("queue"), req, api.now())
 	if err != nil {
 		writeQueueError(w, err)
 		return

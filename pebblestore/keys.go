@@ -34,8 +34,8 @@ import (
 //	0x34    queueID u32 | band u8 | due u64 | part u32 | offset u64   ready index, band = 255 - priority (empty value)
 //	0x35    queueID u32 | deadline u64 | part u32 | offset u64       lease index -> epoch u32
 //	0x36    queueID u32 | expireAt u64 | part u32 | offset u64       expiry index: TTL and retention (empty value)
-//	0x37    queueID u32 | dedup hash [16]                dedup entry: partition u32 | offset u64 | expires u64
-//	0x38    queueID u32 | expires u64 | dedup hash [16]  dedup expiry index (empty value)
+//	0x37    queueID u32 | dedup hash [16]                dedup entry: partition u32 | offset u64 | expires u64 | body hash [16] (see queues/dedup.go)
+//	0x38    queueID u32 | sweep at u64 | dedup hash [16] dedup expiry index (empty value)
 //	0x39    queueID u32 | done u64 | part u32 | offset u64           retained terminal index (retain_acked_ms)
 //	0x3a    task ID u64                                  redrive task (JSON, see queues/redrive.go)
 //	0x3b    queueID u32 | request id                    receive memo: deadline u64 | n u16 | n x (part u32 | offset u64 | epoch u32)
@@ -52,6 +52,13 @@ import (
 //	0x51    topicID [16] | partition u32 | producer u64  ongoing transaction: first offset u64
 //	0x52    topicID [16] | partition u32 | marker u64    aborted transaction: producer u64 | first offset u64
 //	0x53-5f reserved: transactions
+//
+// Dedup hash (0x37, 0x38): SHA-256(dedup_id)[:16], or, for content_dedup,
+// SHA-256(0x00 | SHA-256(body))[:16] (a dedup_id never starts with 0x00).
+// The entry's body hash is SHA-256(body)[:16]; entries written before it
+// existed are 20 bytes without it, and are still read. An entry has at least
+// one 0x38 key at or before the time it may be dropped: its window's end, or
+// later re-checks while dedup_scope in_queue keeps it for a queued original.
 //
 // Invariants:
 //   - For every 0x10 key there is exactly one 0x11 key with the same suffix,

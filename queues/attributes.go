@@ -81,6 +81,45 @@ type Attributes struct {
 	MaxInflight         int64   `json:"max_inflight"`
 	ReceiveWaitMaxMs    int64   `json:"receive_wait_max_ms"`
 	FIFO                bool    `json:"fifo"`
+	// ContentDedup deduplicates messages without a dedup_id on the
+	// SHA-256 of their body.
+	ContentDedup bool `json:"content_dedup"`
+	// DedupConflict says what a duplicate dedup_id with another body gets:
+	// accept (the duplicate answer) or reject (item error dedup_conflict).
+	DedupConflict string `json:"dedup_conflict"`
+	// DedupScope is window (a dedup id is remembered for dedup_window_ms)
+	// or in_queue (also while the original is queued: not acked, dead or
+	// deleted, whichever ends later).
+	DedupScope string `json:"dedup_scope"`
+	// MaxUnclaimedAgeMs dead-letters (reason unclaimed) a message that has
+	// been ready this long without ever being received; 0 = off.
+	MaxUnclaimedAgeMs int64 `json:"max_unclaimed_age_ms"`
+}
+
+// Values of dedup_conflict and dedup_scope.
+const (
+	DedupConflictAccept = "accept"
+	DedupConflictReject = "reject"
+	DedupScopeWindow    = "window"
+	DedupScopeInQueue   = "in_queue"
+)
+
+// normalize fills the attributes a catalog row written before they existed
+// lacks (the zero value of a string enum is not a valid value).
+func (a *Attributes) normalize() {
+	if a.DedupConflict == "" {
+		a.DedupConflict = DedupConflictAccept
+	}
+	if a.DedupScope == "" {
+		a.DedupScope = DedupScopeWindow
+	}
+}
+
+// dedupEnabled says whether sends are deduplicated at all: a window, or
+// the in_queue scope (which dedups while the original is queued even with
+// a zero window).
+func (a *Attributes) dedupEnabled() bool {
+	return a.DedupWindowMs > 0 || a.DedupScope == DedupScopeInQueue
 }
 
 // DefaultAttributes are the attributes of a queue created without any.
@@ -99,6 +138,8 @@ func DefaultAttributes() Attributes {
 		Backoff:             Backoff{InitialMs: 1000, Multiplier: 2, MaxMs: 300000, Jitter: 0.1},
 		MaxInflight:         100000,
 		ReceiveWaitMaxMs:    20000,
+		DedupConflict:       DedupConflictAccept,
+		DedupScope:          DedupScopeWindow,
 	}
 }
 
@@ -133,6 +174,10 @@ type AttributesPatch struct {
 	MaxInflight         *int64        `json:"max_inflight,omitempty"`
 	ReceiveWaitMaxMs    *int64        `json:"receive_wait_max_ms,omitempty"`
 	FIFO                *bool         `json:"fifo,omitempty"`
+	ContentDedup        *bool         `json:"content_dedup,omitempty"`
+	DedupConflict       *string       `json:"dedup_conflict,omitempty"`
+	DedupScope          *string       `json:"dedup_scope,omitempty"`
+	MaxUnclaimedAgeMs   *int64        `json:"max_unclaimed_age_ms,omitempty"`
 }
 
 // BackoffPatch changes some fields of a Backoff.
@@ -190,6 +235,16 @@ func (p *AttributesPatch) apply(a Attributes) Attributes {
 	if p.FIFO != nil {
 		a.FIFO = *p.FIFO
 	}
+	if p.ContentDedup != nil {
+		a.ContentDedup = *p.ContentDedup
+	}
+	if p.DedupConflict != nil {
+		a.DedupConflict = *p.DedupConflict
+	}
+	if p.DedupScope != nil {
+		a.DedupScope = *p.DedupScope
+	}
+	setI64(&a.MaxUnclaimedAgeMs, p.MaxUnclaimedAgeMs)
 	return a
 }
 
@@ -233,6 +288,9 @@ func (a *Attributes) validate() *Error {
 	if a.DefaultDelayMs < 0 || a.DefaultDelayMs > maxDelay {
 		return rangeErr("default_delay_ms", 0, maxDelay)
 	}
+	if a.MaxUnclaimedAgeMs < 0 || a.MaxUnclaimedAgeMs > maxDelay {
+		return rangeErr("max_unclaimed_age_ms", 0, maxDelay)
+	}
 	if a.Backoff.Multiplier < 1 || a.Backoff.Multiplier > 10 || math.IsNaN(a.Backoff.Multiplier) {
 		return withField(errf(CodeOutOfRange, "backoff.multiplier must be between 1 and 10"), "backoff.multiplier")
 	}
@@ -241,6 +299,12 @@ func (a *Attributes) validate() *Error {
 	}
 	if a.OnExpire != "drop" && a.OnExpire != "dead_letter" {
 		return withField(errf(CodeInvalidEnum, "on_expire is %q; it must be drop or dead_letter", a.OnExpire), "on_expire")
+	}
+	if a.DedupConflict != DedupConflictAccept && a.DedupConflict != DedupConflictReject {
+		return withField(errf(CodeInvalidEnum, "dedup_conflict is %q; it must be accept or reject", a.DedupConflict), "dedup_conflict")
+	}
+	if a.DedupScope != DedupScopeWindow && a.DedupScope != DedupScopeInQueue {
+		return withField(errf(CodeInvalidEnum, "dedup_scope is %q; it must be window or in_queue", a.DedupScope), "dedup_scope")
 	}
 	if a.DeadLetter == "" {
 		return withField(errf(CodeInvalidEnum, "dead_letter must be auto, none or the name of a queue"), "dead_letter")
@@ -304,6 +368,18 @@ func (a Attributes) diff(b Attributes) []string {
 	}
 	if a.FIFO != b.FIFO {
 		out = append(out, "fifo")
+	}
+	if a.ContentDedup != b.ContentDedup {
+		out = append(out, "content_dedup")
+	}
+	if a.DedupConflict != b.DedupConflict {
+		out = append(out, "dedup_conflict")
+	}
+	if a.DedupScope != b.DedupScope {
+		out = append(out, "dedup_scope")
+	}
+	if a.MaxUnclaimedAgeMs != b.MaxUnclaimedAgeMs {
+		out = append(out, "max_unclaimed_age_ms")
 	}
 	return out
 }

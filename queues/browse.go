@@ -1,6 +1,9 @@
 package queues
 
 import (
+	"fmt"
+	"sort"
+
 	"github.com/vibemq/broker/pebblestore"
 )
 
@@ -143,6 +146,74 @@ func (e *Engine) DeleteMessage(name, id string, now int64) error {
 	return pw.finish()
 }
 
+// PurgeRequest selects the messages a purge deletes; the zero value
+// selects every message.
+type PurgeRequest struct {
+	// States lists the states to delete (ready, delayed, inflight, acked);
+	// nil for every state. Leased (inflight) messages are deleted only when
+	// listed.
+	States []string `json:"states,omitempty"`
+	// OlderThanMs deletes only messages sent at least this long ago; 0 for
+	// any age.
+	OlderThanMs int64 `json:"older_than_ms,omitempty"`
+}
+
+// purgeStates are the states a purge can select (the browse names).
+var purgeStates = []string{"ready", "delayed", "inflight", "acked"}
+
+// purgeChunk bounds the state rows one purge step examines: the queue's
+// lock is released between steps.
+var purgeChunk = 10000
+
+// check validates the request and returns the selected states (nil: all).
+func (r *PurgeRequest) check() (map[string]bool, *Error) {
+	if r.OlderThanMs < 0 || r.OlderThanMs > RetentionMaxMs {
+		return nil, rangeErr("older_than_ms", 0, RetentionMaxMs)
+	}
+	if r.States == nil {
+		return nil, nil
+	}
+	if len(r.States) == 0 {
+		e := rangeErr("states", 1, int64(len(purgeStates)))
+		e.Message = "states lists no state; list at least one, or send null (or leave it out) for every state"
+		return nil, e
+	}
+	want := map[string]bool{}
+	for _, s := range r.States {
+		ok := false
+		for _, p := range purgeStates {
+			ok = ok || s == p
+		}
+		if !ok {
+			return nil, withField(errf(CodeInvalidEnum, "state %q is not one of ready, delayed, inflight, acked", s), "states")
+		}
+		want[s] = true
+	}
+	if len(want) == len(purgeStates) {
+		return nil, nil
+	}
+	return want, nil
+}
+
+// PurgeMatching deletes the messages of a queue that req selects: with
+// states or older_than_ms those that match, scanned in steps of purgeChunk
+// state rows; without, all of them (Purge). It returns how many were
+// deleted. Dedup entries stay: a dedup id outlives the message.
+func (e *Engine) PurgeMatching(name string, req PurgeRequest, now int64) (int64, error) {
+	q, qerr := e.queueByName(name)
+	if qerr != nil {
+		return 0, qerr
+	}
+	want, verr := req.check()
+	if verr != nil {
+		return 0, verr
+	}
+	if want == nil && req.OlderThanMs == 0 {
+		return e.Purge(name, now)
+	}
+	return e.purgeMatching(q, name, want, req.OlderThanMs, now)
+}
+
 // Purge deletes every message of a queue (ready, delayed, in flight,
 // retained). Dedup entries stay: a dedup id outlives the message. The log
 // keeps the records for Kafka readers until retention.
@@ -181,6 +252,97 @@ func (e *Engine) Purge(name string, now int64) (int64, error) {
 	}
 	e.log.Info().Str("queue", name).Int64("messages", n).Msg("queue purged")
 	return n, nil
+}
+
+// purgeMatching deletes the messages in a state of want (nil: any) sent at
+// least olderThanMs ago, one step of purgeChunk state rows at a time.
+func (e *Engine) purgeMatching(q *queue, name string, want map[string]bool, olderThanMs, now int64) (int64, error) {
+	prefix := tablePrefix(pebblestore.PrefixQueueState, q.id)
+	upper := pebblestore.PrefixEnd(prefix)
+	lower := prefix
+	var total int64
+	for {
+		q.mu.Lock()
+		if q.deleted {
+			q.mu.Unlock()
+			return total, errf(CodeQueueNotFound, "queue %q does not exist", name)
+		}
+		it, err := e.store.NewIter(lower, upper)
+		if err != nil {
+			q.mu.Unlock()
+			return total, errStorage(err)
+		}
+		w := &write{e: e, now: now}
+		var deleted int64
+		done := true
+		n := 0
+		for ok := it.First(); ok; ok = it.Next() {
+			if n == purgeChunk {
+				lower = append([]byte(nil), it.Key()...)
+				done = false
+				break
+			}
+			n++
+			v, err := it.Value()
+			if err != nil {
+				_ = it.Close()
+				q.mu.Unlock()
+				return total, errStorage(err)
+			}
+			st, err := decodeState(v)
+			if err != nil {
+				_ = it.Close()
+				q.mu.Unlock()
+				return total, errStorage(err)
+			}
+			if want != nil && !want[stateName(st.State, st.Due, now)] {
+				continue
+			}
+			if olderThanMs > 0 && now-st.Enqueued < olderThanMs {
+				continue
+			}
+			m := msgFromKeyTail(it.Key())
+			w.op(func(b *pebblestore.Batch) {
+				q.removeRows(b, m, &st)
+				if st.State == stateAcked {
+					b.Delete(retainedKey(q.id, st.Deadline, m))
+				}
+			})
+			w.onApplied = append(w.onApplied, func() { q.forgetLocked(m, &st) })
+			deleted++
+		}
+		if err := it.Close(); err != nil {
+			q.mu.Unlock()
+			return total, errStorage(err)
+		}
+		pw, aerr := w.apply()
+		q.mu.Unlock()
+		if aerr != nil {
+			return total, aerr
+		}
+		if err := pw.finish(); err != nil {
+			return total, err
+		}
+		total += deleted
+		if done {
+			break
+		}
+	}
+	states := "all"
+	if want != nil {
+		states = fmt.Sprint(sortedKeys(want))
+	}
+	e.log.Info().Str("queue", name).Str("states", states).Int64("older_than_ms", olderThanMs).Int64("messages", total).Msg("queue purged")
+	return total, nil
+}
+
+func sortedKeys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // Stats describes a queue's contents and traffic.

@@ -109,7 +109,14 @@ type queue struct {
 	expiryFrom int64
 	// sweepAt: the next time the dedup and retained tables are swept.
 	sweepAt int64
-	rates   rateWindow
+	// unclaimedAt: the next time the unclaimed sweep runs; unclaimedFrom:
+	// per priority band, every ready key before it has been examined by it;
+	// unclaimedClock: the now of its last run (a step back resets the
+	// cursors).
+	unclaimedAt    int64
+	unclaimedFrom  [PriorityLevelsMax]readyEntry
+	unclaimedClock int64
+	rates          rateWindow
 }
 
 type leaseInfo struct {
@@ -195,6 +202,7 @@ func Open(store *pebblestore.Store, tm *topics.Manager, cfg Config, now int64) (
 		if err := json.Unmarshal(v, &rec); err != nil {
 			return nil, fmt.Errorf("%w: queue catalog row %d: %v", pebblestore.ErrCorruption, qid, err)
 		}
+		rec.Attributes.normalize() // rows written before dedup_conflict/dedup_scope existed
 		t, ok := tm.Topic(rec.Name)
 		if !ok || hex.EncodeToString(t.ID[:]) != rec.TopicID {
 			e.log.Error().Str("queue", rec.Name).Msg("the topic of this queue is gone (deleted through Kafka?); the queue is not loaded")

@@ -2,7 +2,6 @@ package queues
 
 import (
 	"container/heap"
-	"encoding/binary"
 	"sort"
 
 	"github.com/vibemq/broker/pebblestore"
@@ -223,17 +222,4 @@ func (q *queue) nextDueLocked() (int64, bool) {
 		}
 	}
 	return best, found
-}
-
-func encodeDedup(m msgKey, expires int64) []byte {
-	b := binary.BigEndian.AppendUint32(nil, uint32(m.part))
-	b = binary.BigEndian.AppendUint64(b, uint64(m.off))
-	return binary.BigEndian.AppendUint64(b, uint64(expires))
-}
-
-func decodeDedup(v []byte) (msgKey, int64, bool) {
-	if len(v) != 20 {
-		return msgKey{}, 0, false
-	}
-	return msgKey{part: int32(binary.BigEndian.Uint32(v)), off: int64(binary.BigEndian.Uint64(v[4:]))}, int64(binary.BigEndian.Uint64(v[12:])), true
 }

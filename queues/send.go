@@ -1,7 +1,6 @@
 package queues
 
 import (
-	"crypto/sha256"
 	"encoding/base64"
 	"sort"
 	"strings"
@@ -58,8 +57,9 @@ type preparedMessage struct {
 	due       int64
 	expireAt  int64 // explicit TTL, 0 none
 	dedup     bool
-	dedupHash [16]byte
-	partition int32 // -1: chosen by the engine
+	dedupHash [16]byte // dedup row key: of the dedup_id, or of the body (content_dedup)
+	bodyHash  [16]byte // SHA-256(body)[:16], kept in the dedup row for dedup_conflict
+	partition int32    // -1: chosen by the engine
 	size      int
 }
 
@@ -193,11 +193,14 @@ func prepare(msg *SendMessage, a *Attributes, partitions int32, now int64) (prep
 		if !ok {
 			return p, withField(errf(CodeInvalidDedupID, "dedup_id must be 1 to %d printable ASCII characters without spaces", DedupIDMax), "dedup_id")
 		}
-		if a.DedupWindowMs > 0 {
-			sum := sha256.Sum256([]byte(id))
-			copy(p.dedupHash[:], sum[:16])
+		if a.dedupEnabled() {
+			p.dedupHash = dedupIDHash(id)
+			p.bodyHash, _ = bodyHashes(p.rec.Value)
 			p.dedup = true
 		}
+	} else if a.ContentDedup && a.dedupEnabled() {
+		p.bodyHash, p.dedupHash = bodyHashes(p.rec.Value)
+		p.dedup = true
 	}
 	if msg.Group != nil {
 		return p, withField(errf(CodeFIFODisabled, "group is for FIFO queues; this queue is not FIFO"), "group")
@@ -259,29 +262,10 @@ func (e *Engine) Send(name string, req SendRequest, now int64) ([]SendResult, er
 		q.mu.Unlock()
 		return nil, errf(CodeQueueNotFound, "queue %q does not exist", name)
 	}
-	// Deduplication: an unexpired entry, or an earlier message of this request.
-	seen := map[[16]byte]int{}
-	for i := range prepared {
-		if !ok[i] || !prepared[i].dedup {
-			continue
-		}
-		h := prepared[i].dedupHash
-		if j, dup := seen[h]; dup {
-			results[i].Duplicate = true
-			ok[i] = false
-			results[i].Index = i
-			results[i].ID = "pending:" + itoa(j) // resolved below
-			continue
-		}
-		v, err := e.store.Get(dedupKey(q.id, h))
-		if err == nil {
-			if m, expires, valid := decodeDedup(v); valid && expires > now {
-				results[i] = SendResult{Index: i, ID: fmtID(m), Partition: m.part, Offset: m.off, Duplicate: true}
-				ok[i] = false
-				continue
-			}
-		}
-		seen[h] = i
+	// Deduplication: a live entry, or an earlier message of this request.
+	if err := e.dedupSendLocked(q, &attrs, req.Atomic, prepared, ok, results, now); err != nil {
+		q.mu.Unlock()
+		return nil, err
 	}
 	// Partitions: explicit, else key hash, else round robin.
 	byPart := map[int32][]int{}
@@ -339,7 +323,7 @@ func (e *Engine) Send(name string, req SendRequest, now int64) ([]SendResult, er
 				}
 				if p.dedup {
 					expires := now + attrs.DedupWindowMs
-					b.Set(dedupKey(q.id, p.dedupHash), encodeDedup(m, expires))
+					b.Set(dedupKey(q.id, p.dedupHash), encodeDedup(dedupEntry{m: m, expires: expires, bodyHash: p.bodyHash, hasBody: true}))
 					b.Set(dedupExpiryKey(q.id, expires, p.dedupHash), nil)
 				}
 			}
@@ -404,6 +388,68 @@ func (e *Engine) Send(name string, req SendRequest, now int64) ([]SendResult, er
 		}
 	}
 	return results, nil
+}
+
+// dedupSendLocked marks the duplicates among the prepared messages: a
+// message whose dedup row is live (dedupLookupLocked) answers the
+// original's id; a repeat of an earlier message of this request answers
+// that message's id once it is written ("pending:<index>", resolved at the
+// end of Send). A duplicate dedup_id with another body is the item error
+// dedup_conflict when dedup_conflict is reject (batch_rejected, nothing
+// written, in an atomic request). Duplicates and conflicts are taken out
+// of ok.
+// REQUIRES: q.mu held.
+func (e *Engine) dedupSendLocked(q *queue, a *Attributes, atomic bool, prepared []preparedMessage, ok []bool, results []SendResult, now int64) *Error {
+	reject := a.DedupConflict == DedupConflictReject
+	seen := map[[16]byte]int{}
+	for i := range prepared {
+		if !ok[i] || !prepared[i].dedup {
+			continue
+		}
+		p := &prepared[i]
+		var conflict *Error
+		if j, dup := seen[p.dedupHash]; dup {
+			if reject && prepared[j].bodyHash != p.bodyHash {
+				conflict = &Error{Code: CodeDedupConflict,
+					Message: "message " + itoa(j) + " of this request has the same dedup id and another body; the queue's dedup_conflict is reject",
+					Details: map[string]any{"field": "dedup_id", "index": j}}
+			} else {
+				results[i].Duplicate = true
+				ok[i] = false
+				results[i].ID = "pending:" + itoa(j) // resolved at the end of Send
+				continue
+			}
+		} else {
+			d, found, err := e.dedupLookupLocked(q, a, p.dedupHash, now)
+			switch {
+			case err != nil:
+				results[i].Error = errStorage(err)
+				ok[i] = false
+				if atomic {
+					return results[i].Error
+				}
+				continue
+			case !found:
+				seen[p.dedupHash] = i
+				continue
+			case reject && d.hasBody && d.bodyHash != p.bodyHash:
+				conflict = &Error{Code: CodeDedupConflict,
+					Message: "the dedup id was sent before (as " + fmtID(d.m) + ") with another body; the queue's dedup_conflict is reject",
+					Details: map[string]any{"field": "dedup_id", "id": fmtID(d.m)}}
+			default:
+				results[i] = SendResult{Index: i, ID: fmtID(d.m), Partition: d.m.part, Offset: d.m.off, Duplicate: true}
+				ok[i] = false
+				continue
+			}
+		}
+		if atomic {
+			return &Error{Code: CodeBatchRejected, Message: "message " + itoa(i) + ": " + conflict.Message,
+				Details: map[string]any{"index": i, "code": conflict.Code}}
+		}
+		results[i].Error = conflict
+		ok[i] = false
+	}
+	return nil
 }
 
 // expiryOf is when the expiry sweep must look at a message: its TTL or

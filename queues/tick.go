@@ -1,7 +1,10 @@
 package queues
 
 import (
+	"bytes"
 	"container/heap"
+	"errors"
+	"strconv"
 
 	"github.com/vibemq/broker/pebblestore"
 )
@@ -12,6 +15,15 @@ const tickBudget = 1000
 
 // sweepIntervalMs is how often the dedup and retained-ack tables are swept.
 const sweepIntervalMs = 10000
+
+// unclaimedIntervalMs is how often the unclaimed sweep runs: how late past
+// max_unclaimed_age_ms a message may be dead-lettered.
+const unclaimedIntervalMs = 1000
+
+// unclaimedCursorLagMs keeps the unclaimed sweep's cursors this far behind
+// now, so a send that read the clock before a sweep and wrote its ready key
+// after it is still examined.
+const unclaimedCursorLagMs = 10000
 
 // TickReport says what one Tick did, for metrics.
 type TickReport struct {
@@ -182,7 +194,16 @@ func (e *Engine) tickQueue(q *queue, now int64, rep *TickReport) error {
 		}
 	}
 
-	// 3. Dedup entries past their window, acked messages past
+	// 3. Ready messages never received, past max_unclaimed_age_ms.
+	if a.MaxUnclaimedAgeMs > 0 && now >= q.unclaimedAt {
+		q.unclaimedAt = now + unclaimedIntervalMs
+		if err := e.sweepUnclaimedLocked(w, q, dlq, now, rr, touched, dead); err != nil {
+			q.restoreLeases(popped)
+			return err
+		}
+	}
+
+	// 4. Dedup entries past their window, acked messages past
 	// retain_acked_ms, dead receive memos.
 	if now >= q.sweepAt {
 		q.sweepAt = now + sweepIntervalMs
@@ -226,6 +247,80 @@ func (e *Engine) tickQueue(q *queue, now int64, rep *TickReport) error {
 	return pw.finish()
 }
 
+// sweepUnclaimedLocked dead-letters, with reason unclaimed, available
+// messages that were never received and have been ready for
+// max_unclaimed_age_ms: ready keys of delivery count 0 due at or before
+// now - max_unclaimed_age_ms. The age counts from the due time (the send,
+// or the end of its delay): a delayed message is not claimable before.
+// Nacked and reaped messages have a delivery count and are never touched.
+//
+// Per band a cursor remembers how far the ready index was examined, so
+// neither old nacked messages nor the tombstones of received ones are read
+// again at every run. A ready key of delivery count 0 is written due at or
+// after its send's clock reading, which is at most unclaimedCursorLagMs
+// before the sweep's; a clock stepping back resets the cursors. At most
+// tickBudget keys are examined per run.
+// REQUIRES: q.mu and dlq.mu held.
+func (e *Engine) sweepUnclaimedLocked(w *write, q, dlq *queue, now int64, rr *recordReader, touched map[msgKey]bool, dead map[string]int) error {
+	a := &q.rec.Attributes
+	if now < q.unclaimedClock {
+		q.unclaimedFrom = [PriorityLevelsMax]readyEntry{}
+	}
+	q.unclaimedClock = now
+	bound := now - a.MaxUnclaimedAgeMs
+	detail := "ready for " + strconv.FormatInt(a.MaxUnclaimedAgeMs, 10) + " ms and never received (max_unclaimed_age_ms)"
+	budget := tickBudget
+	for prio := 0; prio < int(a.PriorityLevels) && budget > 0; prio++ {
+		from := &q.unclaimedFrom[prio]
+		prefix := readyBandPrefix(q.id, uint8(prio))
+		lower := readyKey(q.id, uint8(prio), from.due, from.m)
+		upper := readyKey(q.id, uint8(prio), bound+1, msgKey{})
+		if bytes.Compare(lower, upper) >= 0 {
+			continue
+		}
+		it, err := e.store.NewIter(lower, upper)
+		if err != nil {
+			return err
+		}
+		valid := it.First()
+		for ; valid && budget > 0; valid = it.Next() {
+			budget--
+			k := it.Key()
+			m := msgFromKeyTail(k)
+			due := u64At(k, len(prefix))
+			v, err := it.Value()
+			if err != nil {
+				_ = it.Close()
+				return err
+			}
+			if decodeU32(v) != 0 || touched[m] {
+				continue // received before (nacked or reaped), or settled by this tick
+			}
+			st, ok, err := e.getState(q, m)
+			if err != nil {
+				_ = it.Close()
+				return err
+			}
+			if !ok || st.State != stateAvailable || st.Deliveries != 0 || st.FirstRecv != 0 || st.Due != due || int(st.Priority) != prio {
+				continue
+			}
+			touched[m] = true
+			w.deadLetterLocked(q, dlq, m, st, ReasonUnclaimed, detail, rr)
+			dead[ReasonUnclaimed]++
+		}
+		if valid {
+			k := it.Key()
+			*from = readyEntry{due: u64At(k, len(prefix)), m: msgFromKeyTail(k)}
+		} else {
+			*from = readyEntry{due: min(bound+1, now-unclaimedCursorLagMs)}
+		}
+		if err := it.Close(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // restoreLeases puts popped lease entries back after a failed tick.
 // REQUIRES: q.mu held.
 func (q *queue) restoreLeases(popped []leaseEntry) {
@@ -254,7 +349,15 @@ func (e *Engine) expireLocked(w *write, q, dlq *queue, m msgKey, st deliveryStat
 	return false
 }
 
+// sweepDedup visits the dedup expiry keys that are due. An entry past its
+// window is deleted, unless dedup_scope is in_queue and its original is
+// still queued: then it is looked at again later (a new expiry key; the
+// entry's own expires does not move, so once the original leaves, the
+// window from the send decides). An entry whose window is not over was
+// rewritten by a later send and has an expiry key of its own.
+// REQUIRES: q.mu held.
 func (e *Engine) sweepDedup(q *queue, w *write, now int64, rep *TickReport) error {
+	a := &q.rec.Attributes
 	prefix := tablePrefix(pebblestore.PrefixQueueDedupExp, q.id)
 	it, err := e.store.NewIter(prefix, dedupExpiryKey(q.id, now+1, [16]byte{}))
 	if err != nil {
@@ -263,16 +366,33 @@ func (e *Engine) sweepDedup(q *queue, w *write, now int64, rep *TickReport) erro
 	defer it.Close()
 	for ok, n := it.First(), 0; ok && n < tickBudget; ok, n = it.Next(), n+1 {
 		k := append([]byte(nil), it.Key()...)
-		expires := u64At(k, len(prefix))
 		var h [16]byte
 		copy(h[:], k[len(k)-16:])
 		w.op(func(b *pebblestore.Batch) { b.Delete(k) })
-		if v, err := e.store.Get(dedupKey(q.id, h)); err == nil {
-			if _, exp, ok := decodeDedup(v); ok && exp == expires {
-				w.op(func(b *pebblestore.Batch) { b.Delete(dedupKey(q.id, h)) })
+		rep.DedupSwept++
+		v, err := e.store.Get(dedupKey(q.id, h))
+		if errors.Is(err, pebblestore.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		d, valid := decodeDedup(v)
+		if valid && d.expires > now {
+			continue
+		}
+		if valid && a.DedupScope == DedupScopeInQueue {
+			queued, err := e.originalQueuedLocked(q, d.m)
+			if err != nil {
+				return err
+			}
+			if queued {
+				again := now + max(a.DedupWindowMs, dedupRecheckMinMs)
+				w.op(func(b *pebblestore.Batch) { b.Set(dedupExpiryKey(q.id, again, h), nil) })
+				continue
 			}
 		}
-		rep.DedupSwept++
+		w.op(func(b *pebblestore.Batch) { b.Delete(dedupKey(q.id, h)) })
 	}
 	return it.Close()
 }

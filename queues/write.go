@@ -13,6 +13,7 @@ const (
 	ReasonMaxExpiries = "max_expiries"
 	ReasonRejected    = "rejected"
 	ReasonExpired     = "expired"
+	ReasonUnclaimed   = "unclaimed"
 	ReasonAdmin       = "admin"
 )
 

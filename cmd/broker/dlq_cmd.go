@@ -38,7 +38,7 @@ func dlqCommand() *cli.Command {
 				),
 				Action: dlqRedrive,
 			},
-			{Name: "purge", Usage: "delete every message of a dead-letter queue", ArgsUsage: "QUEUE", Flags: clientFlags(), Action: dlqPurge},
+			{Name: "purge", Usage: "delete every message of a dead-letter queue, or those --state/--older-than select", ArgsUsage: "QUEUE", Flags: append(clientFlags(), purgeFlags()...), Action: dlqPurge},
 		},
 	}
 }
@@ -158,7 +158,11 @@ func dlqRedrive(cCtx *cli.Context) error {
 }
 
 func dlqPurge(cCtx *cli.Context) error {
-	args, err := queueArgs(cCtx, 1, 1, "broker dlq purge QUEUE")
+	args, err := queueArgs(cCtx, 1, 1, "broker dlq purge QUEUE [--state S]... [--older-than D]")
+	if err != nil {
+		return err
+	}
+	body, desc, err := purgeRequest(cCtx)
 	if err != nil {
 		return err
 	}
@@ -166,5 +170,5 @@ func dlqPurge(cCtx *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	return purgeQueue(cCtx, dlq)
+	return purgeQueue(cCtx, dlq, body, desc)
 }

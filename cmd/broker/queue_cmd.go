@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/url"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -43,6 +44,10 @@ func queueCommand() *cli.Command {
 					&cli.IntFlag{Name: "priority-levels", Usage: "priorities 0..N-1 (1..16)"},
 					&cli.IntFlag{Name: "partitions", Usage: "partitions of the queue's topic (1..64)"},
 					&cli.StringFlag{Name: "backoff", Usage: "nack backoff INITIAL,xMULT,MAX[,JITTER%], e.g. 1s,x2,5m,10%"},
+					&cli.BoolFlag{Name: "content-dedup", Usage: "deduplicate messages without a dedup id on the SHA-256 of their body"},
+					&cli.StringFlag{Name: "dedup-conflict", Usage: "a dedup id sent again with another body: accept (a duplicate) or reject (dedup_conflict)"},
+					&cli.StringFlag{Name: "dedup-scope", Usage: "window (dedup-window from the send) or in_queue (also while the original is queued)"},
+					&cli.DurationFlag{Name: "max-unclaimed-age", Usage: "dead-letter (unclaimed) a message ready this long and never received (0: off)"},
 				),
 				Action: queueCreate,
 			},
@@ -83,7 +88,7 @@ func queueCommand() *cli.Command {
 				),
 				Action: queueNack,
 			},
-			{Name: "purge", Usage: "delete every message of a queue", ArgsUsage: "NAME", Flags: clientFlags(), Action: queuePurge},
+			{Name: "purge", Usage: "delete every message of a queue, or those --state/--older-than select", ArgsUsage: "NAME", Flags: append(clientFlags(), purgeFlags()...), Action: queuePurge},
 			{Name: "stats", Usage: "show counts, DLQ depth and rates", ArgsUsage: "NAME", Flags: clientFlags(), Action: queueStats},
 		},
 	}
@@ -134,13 +139,19 @@ func queueCreate(cCtx *cli.Context) error {
 	ms("retention", "retention_ms")
 	ms("delay", "default_delay_ms")
 	ms("dedup-window", "dedup_window_ms")
+	ms("max-unclaimed-age", "max_unclaimed_age_ms")
+	if cCtx.IsSet("content-dedup") {
+		attrs["content_dedup"] = cCtx.Bool("content-dedup")
+	}
+	for flag, key := range map[string]string{"dlq": "dead_letter", "dedup-conflict": "dedup_conflict", "dedup-scope": "dedup_scope"} {
+		if cCtx.IsSet(flag) {
+			attrs[key] = cCtx.String(flag)
+		}
+	}
 	for flag, key := range map[string]string{"max-receives": "max_receives", "max-message-bytes": "max_message_bytes", "priority-levels": "priority_levels", "partitions": "partitions"} {
 		if cCtx.IsSet(flag) {
 			attrs[key] = cCtx.Int(flag)
 		}
-	}
-	if cCtx.IsSet("dlq") {
-		attrs["dead_letter"] = cCtx.String("dlq")
 	}
 	if cCtx.IsSet("backoff") {
 		b, err := parseBackoff(cCtx.String("backoff"))
@@ -559,14 +570,61 @@ func queueNack(cCtx *cli.Context) error {
 }
 
 func queuePurge(cCtx *cli.Context) error {
-	args, err := queueArgs(cCtx, 1, 1, "broker queue purge NAME")
+	args, err := queueArgs(cCtx, 1, 1, "broker queue purge NAME [--state S]... [--older-than D]")
 	if err != nil {
 		return err
 	}
-	return purgeQueue(cCtx, args[0])
+	body, desc, err := purgeRequest(cCtx)
+	if err != nil {
+		return err
+	}
+	return purgeQueue(cCtx, args[0], body, desc)
 }
 
-func purgeQueue(cCtx *cli.Context, name string) error {
+// purgeStates are the states `purge --state` accepts (the API's names).
+var purgeStates = []string{"ready", "delayed", "inflight", "acked"}
+
+// purgeFlags select what `queue purge` and `dlq purge` delete.
+func purgeFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringSliceFlag{Name: "state", Usage: "only messages in this state: " + strings.Join(purgeStates, ", ") + " (repeatable or comma-separated; leased messages only with inflight)"},
+		&cli.DurationFlag{Name: "older-than", Usage: "only messages sent at least this long ago"},
+	}
+}
+
+// purgeRequest builds the purge body from --state and --older-than: {}
+// (everything) when neither is given.
+func purgeRequest(cCtx *cli.Context) (map[string]any, string, error) {
+	body := map[string]any{}
+	var what []string
+	if cCtx.IsSet("state") {
+		states := cCtx.StringSlice("state")
+		for _, st := range states {
+			if !slices.Contains(purgeStates, st) {
+				return nil, "", usageErrorf("--state %q: want one of %s", st, strings.Join(purgeStates, ", "))
+			}
+		}
+		body["states"] = states
+		what = append(what, strings.Join(states, "/"))
+	}
+	if cCtx.IsSet("older-than") {
+		d := cCtx.Duration("older-than")
+		if d < 0 {
+			return nil, "", usageErrorf("--older-than %s is negative", d)
+		}
+		body["older_than_ms"] = d.Milliseconds()
+		what = append(what, "older than "+d.String())
+	}
+	desc := ""
+	if len(what) > 0 {
+		desc = " (" + strings.Join(what, ", ") + ")"
+	}
+	return body, desc, nil
+}
+
+// purgeQueue sends a purge request built by purgeRequest; desc describes
+// its filter for the table output.
+func purgeQueue(cCtx *cli.Context, name string, body map[string]any, desc string) error {
 	out, c, err := outputAndClient(cCtx)
 	if err != nil {
 		return err
@@ -574,13 +632,13 @@ func purgeQueue(cCtx *cli.Context, name string) error {
 	var res struct {
 		Deleted json.Number `json:"deleted"`
 	}
-	if _, err := c.call(cCtx.Context, "POST", queuePath(name, "purge"), nil, map[string]any{}, &res); err != nil {
+	if _, err := c.call(cCtx.Context, "POST", queuePath(name, "purge"), nil, body, &res); err != nil {
 		return err
 	}
 	if out == "json" {
 		return printJSON(cCtx.App.Writer, res)
 	}
-	_, err = fmt.Fprintf(cCtx.App.Writer, "purged %s messages from %s\n", res.Deleted, name)
+	_, err = fmt.Fprintf(cCtx.App.Writer, "purged %s messages%s from %s\n", res.Deleted, desc, name)
 	return err
 }
 

@@ -1,0 +1,91 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/vibemq/broker/queues"
+)
+
+// TestOpenAPIQueueFields: every JSON field of the queue API's request and
+// response types is a property of its schema, and a schema that refuses
+// additional properties lists no field the server would refuse. A new
+// attribute or request field fails here until queues.json documents it.
+func TestOpenAPIQueueFields(t *testing.T) {
+	raw, err := OpenAPIDocument()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	schemas := doc["components"].(map[string]any)["schemas"].(map[string]any)
+	for name, v := range map[string]any{
+		"QueueAttributes":      queues.Attributes{},
+		"QueueAttributesPatch": queues.AttributesPatch{},
+		"QueueBackoff":         queues.Backoff{},
+		"QueueInfo":            queues.QueueInfo{},
+		"SendMessage":          queues.SendMessage{},
+		"SendRequest":          queues.SendRequest{},
+		"SendResult":           queues.SendResult{},
+		"ReceiveRequest":       queues.ReceiveRequest{},
+		"QueueMessage":         queues.Message{},
+		"DeadLetterInfo":       queues.DeadLetterInfo{},
+		"NackRequest":          queues.NackRequest{},
+		"ExtendRequest":        queues.ExtendRequest{},
+		"ItemResult":           queues.ItemResult{},
+		"QueueStats":           queues.Stats{},
+		"RedriveRequest":       queues.RedriveRequest{},
+		"Task":                 queues.TaskInfo{},
+		"PurgeRequest":         queues.PurgeRequest{},
+	} {
+		schema, ok := schemas[name].(map[string]any)
+		if !ok {
+			t.Errorf("schema %s is missing", name)
+			continue
+		}
+		props, _ := schema["properties"].(map[string]any)
+		fields := jsonFields(reflect.TypeOf(v))
+		for _, f := range fields {
+			if _, ok := props[f]; !ok {
+				t.Errorf("%s: field %q of %T is not documented", name, f, v)
+			}
+		}
+		if schema["additionalProperties"] == false {
+			known := map[string]bool{}
+			for _, f := range fields {
+				known[f] = true
+			}
+			for p := range props {
+				if !known[p] {
+					t.Errorf("%s: documents %q, which %T does not accept", name, p, v)
+				}
+			}
+		}
+	}
+}
+
+// jsonFields lists the JSON names of a struct's exported fields.
+func jsonFields(t reflect.Type) []string {
+	var out []string
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "-" {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		out = append(out, name)
+	}
+	sort.Strings(out)
+	return out
+}
