@@ -587,3 +587,65 @@ func TestEventsCLI(t *testing.T) {
 	run(2, args("append", "bank", "acct-1")...) // no --type
 	run(6, "events", "read", "--server", freeAddr(t), "bank")
 }
+
+// TestEventsDeleteStreamCLI: `broker events delete` soft-deletes a stream
+// (reads exit 3, an append expecting the old revision exits 4, no_stream
+// starts it again with revisions continuing), the deletion survives a
+// restart, --hard tombstones it (appends exit 4 for good), and the store's
+// positions stay gap-free with every event, deleted ones included.
+func TestEventsDeleteStreamCLI(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t)
+	srv := []string{"--server", "http://" + b.HTTPAddr()}
+	run := func(want int, cmd ...string) string {
+		t.Helper()
+		args := append(append([]string{"events", cmd[0]}, srv...), cmd[1:]...)
+		code, out, errOut := brokerCLI(t, args...)
+		if code != want {
+			t.Fatalf("broker %v: exit %d, want %d\nstdout: %s\nstderr: %s", args, code, want, out, errOut)
+		}
+		return out
+	}
+	run(0, "append", "--type", "Opened", "--expected", "no_stream", "bank", "acct-1")
+	run(0, "append", "--type", "Deposited", "--data", `{"amount":5}`, "--expected", "0", "bank", "acct-1")
+	run(0, "append", "--type", "Opened", "bank", "acct-2")
+	run(4, "delete", "--expected", "0", "bank", "acct-1") // stale revision: nothing deleted
+	run(0, "read", "bank", "acct-1")
+	if out := run(0, "delete", "--expected", "1", "bank", "acct-1"); !strings.Contains(out, "deleted at revision 1") {
+		t.Fatalf("delete: %s", out)
+	}
+	run(3, "read", "bank", "acct-1")
+	run(3, "delete", "bank", "nope")
+	run(4, "append", "--type", "Deposited", "--expected", "1", "bank", "acct-1")
+	b.Restart()
+	srv = []string{"--server", "http://" + b.HTTPAddr()}
+	run(3, "read", "bank", "acct-1")
+	out := run(0, "append", "--type", "Reopened", "--expected", "no_stream", "-o", "json", "bank", "acct-1")
+	var res esAppendResult
+	esDecode(t, out, &res)
+	if res.FirstRevision != 2 || res.FirstPosition != 3 {
+		t.Fatalf("append after the delete: %s", out)
+	}
+	out = run(0, "read", "-o", "json", "bank", "acct-1")
+	var page struct {
+		Events []esEvent `json:"events"`
+	}
+	esDecode(t, out, &page)
+	if len(page.Events) != 1 || *page.Events[0].Revision != 2 {
+		t.Fatalf("read after restarting the stream: %s", out)
+	}
+	if out := run(0, "delete", "--hard", "--expected", "2", "bank", "acct-1"); !strings.Contains(out, "tombstoned at revision 2") {
+		t.Fatalf("hard delete: %s", out)
+	}
+	b.Restart()
+	srv = []string{"--server", "http://" + b.HTTPAddr()}
+	run(4, "append", "--type", "T", "--expected", "no_stream", "bank", "acct-1")
+	run(4, "delete", "bank", "acct-1")
+	run(3, "read", "bank", "acct-1")
+	run(0, "read", "bank", "acct-2")
+	all := esReadAll(t, b, "bank")
+	esCheckGapFree(t, all)
+	if len(all) != 4 {
+		t.Fatalf("%d events in the store, want 4: %s", len(all), esJSON(all))
+	}
+}

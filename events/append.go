@@ -91,12 +91,17 @@ func (st *Store) validateAppend(stream string, evs []ProposedEvent, now int64) e
 // concurrent appends expecting the same revision succeeds; the others get a
 // *WrongExpectedRevisionError.
 //
+// A soft-deleted stream (DeleteStream) counts as absent: NoStream and Any
+// start it again and its revisions continue where they stopped, so reads
+// show only the new events. A tombstoned stream is ErrStreamTombstoned.
+//
 // Idempotency: when every event id was appended before by one append of
 // exactly these ids to this stream, the original result is returned with
 // Idempotent set and nothing is written; when only some are known, or they
 // belong to another stream or append, the append fails with
 // ErrIdempotencyConflict. The expected revision is not checked on an
-// idempotent retry: the original append passed it.
+// idempotent retry: the original append passed it, and the retry is
+// answered even when the stream was deleted since (the append happened).
 //
 // evs is modified: missing ids and content types are filled in.
 func (st *Store) Append(stream string, expected ExpectedRevision, evs []ProposedEvent, now int64) (AppendResult, error) {
@@ -144,8 +149,17 @@ func (st *Store) Append(stream string, expected ExpectedRevision, evs []Proposed
 		return *prior, nil
 	}
 
-	if !expected.check(head.LastRevision) {
-		return AppendResult{}, &WrongExpectedRevisionError{Stream: stream, Expected: expected, CurrentRevision: head.LastRevision}
+	if head.State == streamTombstoned {
+		return AppendResult{}, fmt.Errorf("%w: stream %q was deleted for good (hard delete); it takes no more events", ErrStreamTombstoned, stream)
+	}
+	// A soft-deleted stream counts as absent: no_stream and any start it
+	// again, its revisions continuing.
+	current := head.LastRevision
+	if head.State == streamDeleted {
+		current = -1
+	}
+	if !expected.check(current) {
+		return AppendResult{}, &WrongExpectedRevisionError{Stream: stream, Expected: expected, CurrentRevision: current, Deleted: head.State == streamDeleted}
 	}
 	newStream := !found
 	if newStream {
@@ -182,6 +196,7 @@ func (st *Store) Append(stream string, expected ExpectedRevision, evs []Proposed
 			}
 			b.Set(streamHeadKey(st.id, streamID), streamHead{
 				LastRevision: firstRevision + n - 1, LastPosition: base + n - 1, Name: stream,
+				State: streamLive, TruncateBefore: head.TruncateBefore,
 			}.encode())
 			if writeSecond {
 				b.Set(timeIndexKey(st.id, second), encodeU64(base))

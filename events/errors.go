@@ -24,8 +24,14 @@ var (
 	ErrAppendTooLarge        = errors.New("events: append too large")
 	ErrOutOfRange            = errors.New("events: value out of range")
 	ErrWrongExpectedRevision = errors.New("events: wrong expected revision")
-	ErrIdempotencyConflict   = errors.New("events: idempotency conflict")
-	ErrStorage               = errors.New("events: storage error")
+	// ErrStreamDeleted comes with ErrStreamNotFound when a read names a
+	// soft-deleted stream.
+	ErrStreamDeleted = errors.New("events: stream deleted")
+	// ErrStreamTombstoned: an append to (or a delete of) a hard-deleted
+	// stream; with ErrStreamNotFound when a read names one.
+	ErrStreamTombstoned    = errors.New("events: stream tombstoned")
+	ErrIdempotencyConflict = errors.New("events: idempotency conflict")
+	ErrStorage             = errors.New("events: storage error")
 )
 
 // WrongExpectedRevisionError is the conflict of an optimistic append: the
@@ -33,13 +39,19 @@ var (
 type WrongExpectedRevisionError struct {
 	Stream   string
 	Expected ExpectedRevision
-	// CurrentRevision is the stream's last revision, -1 when it has no events.
+	// CurrentRevision is the stream's last revision, -1 when it has no events
+	// or was deleted.
 	CurrentRevision int64
+	// Deleted is true when the stream was soft-deleted (CurrentRevision -1).
+	Deleted bool
 }
 
 func (e *WrongExpectedRevisionError) Error() string {
 	current := "the stream does not exist"
-	if e.CurrentRevision >= 0 {
+	switch {
+	case e.Deleted:
+		current = "it was deleted"
+	case e.CurrentRevision >= 0:
 		current = fmt.Sprintf("its current revision is %d", e.CurrentRevision)
 	}
 	return fmt.Sprintf("events: wrong expected revision: stream %q was expected to be %s, but %s", e.Stream, e.Expected.describe(), current)
@@ -48,9 +60,12 @@ func (e *WrongExpectedRevisionError) Error() string {
 // Is makes errors.Is(err, ErrWrongExpectedRevision) true.
 func (e *WrongExpectedRevisionError) Is(target error) bool { return target == ErrWrongExpectedRevision }
 
-// CurrentState is "no_stream" or "exists".
+// CurrentState is "no_stream", "exists" or "deleted".
 func (e *WrongExpectedRevisionError) CurrentState() string {
-	if e.CurrentRevision < 0 {
+	switch {
+	case e.Deleted:
+		return StreamStateDeleted
+	case e.CurrentRevision < 0:
 		return "no_stream"
 	}
 	return "exists"

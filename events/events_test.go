@@ -392,8 +392,15 @@ func TestStoreCatalog(t *testing.T) {
 	if got := len(e.svc.Stores()); got != 2 {
 		t.Fatalf("%d stores after restart", got)
 	}
-	// A store whose topic a Kafka client deleted is dropped at boot.
-	if err := e.tm.DeleteTopic("b"); err != nil {
+	// A Kafka client cannot delete a store's topic (the store owns it)...
+	if tp, ok := e.tm.Topic("b"); !ok || tp.Owner() != topics.OwnerEventStore {
+		t.Fatalf("store topic owner: %v", tp.Owner())
+	}
+	if err := e.tm.DeleteTopic("b"); !errors.Is(err, topics.ErrTopicOwned) {
+		t.Fatalf("client delete of a store's topic: %v", err)
+	}
+	// ...but a broker before owners let it: such a store is dropped at boot.
+	if err := e.tm.DeleteOwnedTopic("b", topics.OwnerEventStore); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.svc.Store("b"); !errors.Is(err, ErrStoreNotFound) {

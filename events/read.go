@@ -104,7 +104,9 @@ const FromEnd int64 = -1
 // ReadStream reads up to limit events (and about maxBytes) of stream from
 // revision from: forward (from, from+1, ...) or backward (from, from-1,
 // ...; FromEnd for the last revision). Only durable events are returned.
-// A stream without durable events is ErrStreamNotFound.
+// A stream without durable events is ErrStreamNotFound, and so is a deleted
+// one (with ErrStreamDeleted or ErrStreamTombstoned); revisions a soft
+// delete hid are skipped.
 func (st *Store) ReadStream(stream string, from int64, backward bool, limit, maxBytes int) (StreamPage, error) {
 	if err := ValidateStream(stream); err != nil {
 		return StreamPage{}, err
@@ -119,18 +121,25 @@ func (st *Store) ReadStream(stream string, from int64, backward bool, limit, max
 	if from < FromEnd || (!backward && from == FromEnd) {
 		return StreamPage{}, fmt.Errorf("%w: from revision %d", ErrOutOfRange, from)
 	}
-	streamID, _, found, err := st.lookupStream(stream)
+	streamID, head, found, err := st.lookupStream(stream)
 	if err != nil {
 		return StreamPage{}, err
 	}
-	if !found {
+	switch {
+	case !found:
 		return StreamPage{}, fmt.Errorf("%w: stream %q has no events in store %s", ErrStreamNotFound, stream, st.name)
+	case head.State == streamDeleted:
+		return StreamPage{}, fmt.Errorf("%w: %w: stream %q of store %s was deleted at revision %d", ErrStreamNotFound, ErrStreamDeleted, stream, st.name, head.TruncateBefore-1)
+	case head.State == streamTombstoned:
+		return StreamPage{}, fmt.Errorf("%w: %w: stream %q of store %s was deleted for good (hard delete)", ErrStreamNotFound, ErrStreamTombstoned, stream, st.name)
 	}
 	// Read the durable end first: rows at or past it are not acknowledged.
 	hwm := st.partition.HighWatermark()
 	logStart := st.partition.LogStartOffset()
+	// Revisions below TruncateBefore were deleted: the iterator starts
+	// after them.
 	prefix := streamIndexPrefix(st.id, streamID)
-	it, err := st.svc.store.NewIter(prefix, pebblestore.PrefixEnd(prefix))
+	it, err := st.svc.store.NewIter(streamIndexKey(st.id, streamID, head.TruncateBefore), pebblestore.PrefixEnd(prefix))
 	if err != nil {
 		return StreamPage{}, fmt.Errorf("%w: %v", ErrStorage, err)
 	}

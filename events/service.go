@@ -150,6 +150,18 @@ func Open(store *pebblestore.Store, tm *topics.Manager, cfg Config) (*Service, e
 			s.mu.byName[st.name] = st
 		}
 	}
+	// A store-owned topic that no store has should not exist (creation
+	// writes the catalog row first, deletion removes the topic first);
+	// release it to Kafka clients rather than delete data on a guess.
+	for _, name := range tm.OwnedTopics(topics.OwnerEventStore) {
+		if _, ok := s.mu.byName[name]; ok {
+			continue
+		}
+		s.log.Warn().Str("topic", name).Msg("an event store topic that no store has; it is now a plain topic")
+		if err := tm.SetOwner(name, topics.OwnerNone); err != nil {
+			return nil, fmt.Errorf("%w: releasing topic %s: %v", ErrStorage, name, err)
+		}
+	}
 	return s, nil
 }
 
@@ -159,7 +171,8 @@ func (s *Service) recoverStore(rec storeRecord) (*Store, error) {
 	switch rec.State {
 	case stateCreating:
 		t, ok := s.tm.Topic(rec.Name)
-		if !ok || t.NumPartitions() != 1 || t.Partitions()[0].HighWatermark() != 0 {
+		if !ok || t.NumPartitions() != 1 || t.Partitions()[0].HighWatermark() != 0 ||
+			(t.Owner() != topics.OwnerNone && t.Owner() != topics.OwnerEventStore) {
 			// The topic was never created, or it is someone else's.
 			s.log.Warn().Str("store", rec.Name).Msg("dropping an event store whose creation was interrupted")
 			return nil, s.dropRows(rec)
@@ -185,6 +198,13 @@ func (s *Service) recoverStore(rec storeRecord) (*Store, error) {
 		topic = t
 	default:
 		return nil, fmt.Errorf("%w: event store %s has state %q", pebblestore.ErrCorruption, rec.Name, rec.State)
+	}
+	// Topics created before owners were stored are marked now.
+	if err := s.tm.SetOwner(topic.Name, topics.OwnerEventStore); errors.Is(err, topics.ErrTopicOwned) {
+		s.log.Error().Err(err).Str("store", rec.Name).Msg("the topic of this event store belongs to another component; the store is not loaded")
+		return nil, nil
+	} else if err != nil {
+		return nil, fmt.Errorf("%w: marking the topic of store %s as the store's: %v", ErrStorage, rec.Name, err)
 	}
 	st := newStore(s, rec, topic)
 	if err := st.recover(); err != nil {
@@ -288,7 +308,7 @@ func (s *Service) CreateStore(name string, now int64) (st *Store, created bool, 
 		return nil, false, err
 	}
 	s.mu.nextID++
-	topic, err := s.tm.CreateTopic(name, 1, s.topicConfigs(), false)
+	topic, err := s.tm.CreateOwnedTopic(name, 1, s.topicConfigs(), topics.OwnerEventStore)
 	if err != nil {
 		_ = s.dropRows(rec)
 		if errors.Is(err, topics.ErrTopicExists) {
@@ -324,7 +344,7 @@ func (s *Service) DeleteStore(name string) error {
 	st.mu.Unlock()
 	delete(s.mu.byName, name)
 	if !st.partition.Deleted() {
-		if err := s.tm.DeleteTopic(name); err != nil && !errors.Is(err, topics.ErrUnknownTopic) {
+		if err := s.tm.DeleteOwnedTopic(name, topics.OwnerEventStore); err != nil && !errors.Is(err, topics.ErrUnknownTopic) {
 			return fmt.Errorf("%w: deleting the topic of store %s: %v", ErrStorage, name, err)
 		}
 	}

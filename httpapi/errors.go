@@ -58,6 +58,7 @@ var nativeCodeStatus = map[string]int{
 	"stream_not_found":          http.StatusNotFound,
 	"topic_exists":              http.StatusConflict,
 	"wrong_expected_revision":   http.StatusConflict,
+	"stream_tombstoned":         http.StatusConflict,
 	"idempotency_conflict":      http.StatusConflict,
 
 	// Storage admin.

@@ -24,7 +24,9 @@ import (
 //	DELETE /v1/stores/{store}                           delete a store and its topic (204)
 //	POST   /v1/stores/{store}/streams/{stream}/events   append (201; 200 for an idempotent retry)
 //	GET    /v1/stores/{store}/streams/{stream}/events   read a stream forward or backward
-//	GET    /v1/stores/{store}/streams/{stream}          describe a stream
+//	GET    /v1/stores/{store}/streams/{stream}          describe a stream (also a deleted one)
+//	DELETE /v1/stores/{store}/streams/{stream}          delete a stream: soft, or tombstone with hard=true;
+//	                                                    expected_revision any|exists|N
 //	GET    /v1/stores/{store}/events                    read the whole store; long-poll with wait_ms;
 //	                                                    Server-Sent Events with Accept: text/event-stream
 //
@@ -80,6 +82,7 @@ func (s *Server) RegisterEvents(cfg EventsConfig) {
 	s.Handle("POST /v1/stores/{store}/streams/{stream}/events", http.HandlerFunc(api.handleAppend))
 	s.Handle("GET /v1/stores/{store}/streams/{stream}/events", http.HandlerFunc(api.handleReadStream))
 	s.Handle("GET /v1/stores/{store}/streams/{stream}", http.HandlerFunc(api.handleGetStream))
+	s.Handle("DELETE /v1/stores/{store}/streams/{stream}", http.HandlerFunc(api.handleDeleteStream))
 	s.Handle("GET /v1/stores/{store}/events", http.HandlerFunc(api.handleReadAll))
 }
 
@@ -90,7 +93,7 @@ func eventsError(err error) *nativeError {
 	case errors.As(err, &wrong):
 		e := newNativeError("wrong_expected_revision", "%s", strings.TrimPrefix(err.Error(), "events: "))
 		e.with("expected", wrong.Expected.String()).with("current_state", wrong.CurrentState())
-		if wrong.CurrentRevision >= 0 {
+		if wrong.CurrentRevision >= 0 && !wrong.Deleted {
 			e.with("current_revision", wrong.CurrentRevision)
 		} else {
 			e.with("current_revision", nil)
@@ -99,7 +102,16 @@ func eventsError(err error) *nativeError {
 	case errors.Is(err, events.ErrStoreNotFound):
 		return newNativeError("store_not_found", "%s", trimEvents(err))
 	case errors.Is(err, events.ErrStreamNotFound):
-		return newNativeError("stream_not_found", "%s", trimEvents(err))
+		e := newNativeError("stream_not_found", "%s", trimEvents(err))
+		switch {
+		case errors.Is(err, events.ErrStreamDeleted):
+			e.with("state", events.StreamStateDeleted)
+		case errors.Is(err, events.ErrStreamTombstoned):
+			e.with("state", events.StreamStateTombstoned)
+		}
+		return e
+	case errors.Is(err, events.ErrStreamTombstoned):
+		return newNativeError("stream_tombstoned", "%s", trimEvents(err)).with("state", events.StreamStateTombstoned)
 	case errors.Is(err, events.ErrTopicExists):
 		return newNativeError("topic_exists", "%s", trimEvents(err))
 	case errors.Is(err, events.ErrInvalidStoreName):
@@ -454,23 +466,87 @@ func (api *eventsAPI) handleReadStream(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
+// streamInfoJSON describes a stream in responses.
+type streamInfoJSON struct {
+	Stream string `json:"stream"`
+	// State is live, deleted or tombstoned.
+	State string `json:"state"`
+	// HeadRevision is the stream's last revision; the next append gets
+	// head_revision+1.
+	HeadRevision int64 `json:"head_revision"`
+	// FirstRevision is the first revision reads show (after a deletion).
+	FirstRevision int64 `json:"first_revision"`
+	// DeletedAtRevision is the last revision before the last deletion.
+	DeletedAtRevision *int64 `json:"deleted_at_revision,omitempty"`
+	HeadPosition      *int64 `json:"head_position,omitempty"`
+	LastEventAt       string `json:"last_event_at,omitempty"`
+}
+
+func toStreamInfoJSON(info events.StreamInfo) streamInfoJSON {
+	out := streamInfoJSON{Stream: info.Stream, State: info.State, HeadRevision: info.HeadRevision, FirstRevision: info.FirstRevision}
+	if d := info.DeletedAtRevision(); d >= 0 {
+		out.DeletedAtRevision = &d
+	}
+	if info.HeadPosition >= 0 {
+		pos := info.HeadPosition
+		out.HeadPosition = &pos
+		out.LastEventAt = formatMillis(info.LastEventMs)
+	}
+	return out
+}
+
 func (api *eventsAPI) handleGetStream(w http.ResponseWriter, r *http.Request) {
 	st, ok := api.store(w, r)
 	if !ok {
 		return
 	}
-	stream := r.PathValue("stream")
-	page, err := st.ReadStream(stream, events.FromEnd, true, 1, events.MaxReadBytes)
+	info, err := st.Stream(r.PathValue("stream"))
 	if err != nil {
 		writeNativeError(w, eventsError(err))
 		return
 	}
-	out := map[string]any{"stream": stream, "head_revision": page.HeadRevision}
-	if len(page.Events) == 1 {
-		out["head_position"] = page.Events[0].Position
-		out["last_event_at"] = formatMillis(page.Events[0].Timestamp)
+	writeJSON(w, http.StatusOK, toStreamInfoJSON(info))
+}
+
+// handleDeleteStream deletes a stream: soft by default (no_stream or any
+// appends start it again, revisions continuing), for good with hard=true.
+// expected_revision (any, exists or N) makes it conditional. The answer is
+// the stream's description afterwards.
+func (api *eventsAPI) handleDeleteStream(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	hard := false
+	switch v := q.Get("hard"); v {
+	case "", "false":
+	case "true":
+		hard = true
+	default:
+		writeNativeError(w, newNativeError("invalid_enum", "hard must be true or false, not %q", v).with("field", "hard"))
+		return
 	}
-	writeJSON(w, http.StatusOK, out)
+	expected := events.Any
+	if v := q.Get("expected_revision"); v != "" {
+		exp, err := events.ParseExpectedRevision(v)
+		if err != nil || exp.Kind == events.ExpectNoStream {
+			writeNativeError(w, newNativeError("invalid_expected_revision",
+				"expected_revision %q of a delete is not any, exists or a revision number >= 0", v).with("field", "expected_revision"))
+			return
+		}
+		expected = exp
+	}
+	if err := events.ValidateStream(r.PathValue("stream")); err != nil {
+		writeNativeError(w, eventsError(err))
+		return
+	}
+	st, ok := api.store(w, r)
+	if !ok {
+		return
+	}
+	info, err := st.DeleteStream(r.PathValue("stream"), expected, hard)
+	if err != nil {
+		writeNativeError(w, eventsError(err))
+		return
+	}
+	writeJSON(w, http.StatusOK, toStreamInfoJSON(info))
 }
 
 // parseFrom resolves the from parameter of a store read: first, last, new,

@@ -112,8 +112,17 @@ func (env *eventsEnv) digest() string {
 			env.t.Fatal(err)
 		}
 		fmt.Fprintf(&sb, "%s:%d:%d;", st.Name(), st.NextPosition(), len(page.Events))
+		streams := map[string]bool{}
 		for _, e := range page.Events {
 			fmt.Fprintf(&sb, "%d/%s/%d/%s/%s;", e.Position, e.Stream, e.Revision, e.Type, e.Data)
+			streams[e.Stream] = true
+		}
+		for _, e := range page.Events {
+			if streams[e.Stream] {
+				delete(streams, e.Stream)
+				info, err := st.Stream(e.Stream)
+				fmt.Fprintf(&sb, "stream %s %+v %v;", e.Stream, info, err)
+			}
 		}
 	}
 	for _, t := range env.tm.Topics() {
@@ -195,6 +204,15 @@ func TestEventsBadInput(t *testing.T) {
 		{"both filters", "GET", "/v1/stores/s/events?stream=a&stream_prefix=a", "", ``, 400, "conflicting_fields"},
 		{"sse past end", "GET", "/v1/stores/s/events?from=99", "", ``, 400, "out_of_range"},
 		{"bad store body", "PUT", "/v1/stores/t", "application/json", `{"x":1}`, 400, "unknown_field"},
+		{"delete stream bad hard", "DELETE", "/v1/stores/s/streams/a?hard=yes", "", ``, 400, "invalid_enum"},
+		{"delete stream no_stream", "DELETE", "/v1/stores/s/streams/a?expected_revision=no_stream", "", ``, 400, "invalid_expected_revision"},
+		{"delete stream negative revision", "DELETE", "/v1/stores/s/streams/a?expected_revision=-1", "", ``, 400, "invalid_expected_revision"},
+		{"delete stream bad revision word", "DELETE", "/v1/stores/s/streams/a?hard=true&expected_revision=latest", "", ``, 400, "invalid_expected_revision"},
+		{"delete stream stale revision", "DELETE", "/v1/stores/s/streams/a?expected_revision=5", "", ``, 409, "wrong_expected_revision"},
+		{"hard delete stream stale revision", "DELETE", "/v1/stores/s/streams/a?hard=true&expected_revision=3", "", ``, 409, "wrong_expected_revision"},
+		{"delete unknown stream", "DELETE", "/v1/stores/s/streams/nope", "", ``, 404, "stream_not_found"},
+		{"delete stream of unknown store", "DELETE", "/v1/stores/nope/streams/a?hard=true", "", ``, 404, "store_not_found"},
+		{"delete reserved stream", "DELETE", "/v1/stores/s/streams/$all", "", ``, 400, "invalid_stream"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -213,6 +231,103 @@ func TestEventsBadInput(t *testing.T) {
 	got.decode(t, &e)
 	if e.Details["current_revision"] != float64(0) || e.Details["expected"] != "3" || e.Details["current_state"] != "exists" {
 		t.Fatalf("conflict details %v", e.Details)
+	}
+}
+
+// TestEventsDeleteStream: DELETE of a stream over HTTP, soft then hard:
+// reads answer 404 stream_not_found with the state, the stream's
+// description shows it, no_stream restarts a soft-deleted stream with
+// revisions continuing, a tombstoned stream answers 409 stream_tombstoned
+// to appends and deletes, and the store's positions stay gap-free.
+func TestEventsDeleteStream(t *testing.T) {
+	env := newEventsEnv(t)
+	if got := env.appendJSON("/v1/stores/s/streams/acct/events", `{"expected_revision":"no_stream","events":[{"type":"Opened"},{"type":"Deposited","data":5}]}`); got.status != http.StatusCreated {
+		t.Fatalf("append: %d %s", got.status, got.body)
+	}
+	if got := env.appendJSON("/v1/stores/s/streams/other/events", `{"events":[{"type":"Opened"}]}`); got.status != http.StatusCreated {
+		t.Fatalf("append other: %d %s", got.status, got.body)
+	}
+	var info streamInfoJSON
+	del := env.call("DELETE", "/v1/stores/s/streams/acct?expected_revision=1", "", nil)
+	del.decode(t, &info)
+	if del.status != 200 || info.State != "deleted" || info.HeadRevision != 1 || info.FirstRevision != 2 || info.DeletedAtRevision == nil || *info.DeletedAtRevision != 1 {
+		t.Fatalf("soft delete: %d %s", del.status, del.body)
+	}
+	var e nativeError
+	read := env.call("GET", "/v1/stores/s/streams/acct/events", "", nil)
+	read.decode(t, &e)
+	if read.status != 404 || e.Code != "stream_not_found" || e.Details["state"] != "deleted" {
+		t.Fatalf("read a deleted stream: %d %s", read.status, read.body)
+	}
+	desc := env.call("GET", "/v1/stores/s/streams/acct", "", nil)
+	if desc.status != 200 || !strings.Contains(string(desc.body), `"state":"deleted"`) {
+		t.Fatalf("describe a deleted stream: %d %s", desc.status, desc.body)
+	}
+	if again := env.call("DELETE", "/v1/stores/s/streams/acct", "", nil); again.status != 200 || !strings.Contains(string(again.body), `"state":"deleted"`) {
+		t.Fatalf("delete again: %d %s", again.status, again.body)
+	}
+	conflict := env.appendJSON("/v1/stores/s/streams/acct/events", `{"expected_revision":"exists","events":[{"type":"T"}]}`)
+	e = nativeError{}
+	conflict.decode(t, &e)
+	if conflict.status != 409 || e.Code != "wrong_expected_revision" || e.Details["current_state"] != "deleted" || e.Details["current_revision"] != nil {
+		t.Fatalf("append expecting exists to a deleted stream: %d %s", conflict.status, conflict.body)
+	}
+	restart := env.appendJSON("/v1/stores/s/streams/acct/events", `{"expected_revision":"no_stream","events":[{"type":"Reopened"}]}`)
+	var ar struct {
+		FirstRevision int64 `json:"first_revision"`
+		FirstPosition int64 `json:"first_position"`
+	}
+	restart.decode(t, &ar)
+	if restart.status != 201 || ar.FirstRevision != 2 || ar.FirstPosition != 3 {
+		t.Fatalf("restart a deleted stream: %d %s", restart.status, restart.body)
+	}
+	var page streamPageJSON
+	read = env.call("GET", "/v1/stores/s/streams/acct/events", "", nil)
+	read.decode(t, &page)
+	if read.status != 200 || len(page.Events) != 1 || *page.Events[0].Revision != 2 || page.HeadRevision != 2 {
+		t.Fatalf("read the restarted stream: %d %s", read.status, read.body)
+	}
+
+	hard := env.call("DELETE", "/v1/stores/s/streams/acct?hard=true&expected_revision=2", "", nil)
+	info = streamInfoJSON{}
+	hard.decode(t, &info)
+	if hard.status != 200 || info.State != "tombstoned" || *info.DeletedAtRevision != 2 {
+		t.Fatalf("hard delete: %d %s", hard.status, hard.body)
+	}
+	for _, c := range []struct{ method, path, body string }{
+		{"POST", "/v1/stores/s/streams/acct/events", `{"expected_revision":"no_stream","events":[{"type":"T"}]}`},
+		{"POST", "/v1/stores/s/streams/acct/events", `{"events":[{"type":"T"}]}`},
+		{"DELETE", "/v1/stores/s/streams/acct", ``},
+		{"DELETE", "/v1/stores/s/streams/acct?hard=true", ``},
+	} {
+		ct := ""
+		if c.body != "" {
+			ct = "application/json"
+		}
+		got := env.call(c.method, c.path, ct, []byte(c.body))
+		if got.status != 409 || got.code(t) != "stream_tombstoned" {
+			t.Fatalf("%s %s on a tombstoned stream: %d %s", c.method, c.path, got.status, got.body)
+		}
+	}
+	read = env.call("GET", "/v1/stores/s/streams/acct/events", "", nil)
+	e = nativeError{}
+	read.decode(t, &e)
+	if read.status != 404 || e.Details["state"] != "tombstoned" {
+		t.Fatalf("read a tombstoned stream: %d %s", read.status, read.body)
+	}
+	all := env.call("GET", "/v1/stores/s/events?from=first", "", nil)
+	var allPage allPageJSON
+	all.decode(t, &allPage)
+	if len(allPage.Events) != 4 || allPage.NextPosition != 4 {
+		t.Fatalf("store read after the deletes: %s", all.body)
+	}
+	for i, ev := range allPage.Events {
+		if ev.Position != int64(i) {
+			t.Fatalf("store positions not gap-free: %s", all.body)
+		}
+	}
+	if got := env.call("GET", "/v1/stores/s/streams/other/events", "", nil); got.status != 200 {
+		t.Fatalf("the other stream: %d %s", got.status, got.body)
 	}
 }
 

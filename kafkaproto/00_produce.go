@@ -24,6 +24,11 @@ package kafkaproto
 //   - Unknown topics are not created by Produce (as in Kafka); internal
 //     topics (__consumer_offsets) refuse client writes with
 //     INVALID_TOPIC_EXCEPTION.
+//   - The topic of a native queue, dead-letter queue or event store (an
+//     owned topic, topics/owner.go) refuses client writes too: its records
+//     must carry the owner's state. From v8 the answer is POLICY_VIOLATION
+//     with a message naming the owner and the command to use; before,
+//     INVALID_TOPIC_EXCEPTION (as for internal topics: no message field).
 //
 // Version notes:
 //   - v0-v2 are advertised so that older librdkafka builds enable
@@ -76,6 +81,10 @@ func (s *Server) handleProduce(r *request) (reply, error) {
 		// Clients may not write internal topics (Kafka: INVALID_TOPIC_EXCEPTION);
 		// only the coordinators append to them.
 		internal := topics.IsInternalTopic(rt.Topic)
+		var owned error
+		if topicOK {
+			owned = t.CheckClientChange(topics.ChangeProduce)
+		}
 		for pi, rp := range rt.Partitions {
 			sp := &st.Partitions[pi]
 			*sp = kmsg.NewProduceResponseTopicPartition()
@@ -87,6 +96,14 @@ func (s *Server) handleProduce(r *request) (reply, error) {
 			}
 			if internal {
 				sp.ErrorCode = kerr.InvalidTopicException.Code
+				continue
+			}
+			if owned != nil {
+				sp.ErrorCode = kerr.InvalidTopicException.Code
+				if req.Version >= 8 {
+					sp.ErrorCode = kerr.PolicyViolation.Code
+					sp.ErrorMessage = errorMessage(owned)
+				}
 				continue
 			}
 			var p *topics.Partition

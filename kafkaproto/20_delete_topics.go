@@ -8,6 +8,10 @@ package kafkaproto
 //   - v6 names topics by name or ID; an unknown ID gets UNKNOWN_TOPIC_ID.
 //   - Internal topics cannot be deleted (INVALID_REQUEST... as Kafka,
 //     TOPIC_AUTHORIZATION_FAILED is not used: there are no ACLs yet).
+//   - The topic of a native queue, dead-letter queue or event store (an
+//     owned topic, topics/owner.go) is refused with POLICY_VIOLATION (Kafka
+//     has no closer code) and, from v5, a message naming the owner and the
+//     command that deletes it; nothing changes. Its owner's API deletes it.
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"

@@ -11,7 +11,9 @@ package kafkaproto
 //   - The topic's cleanup.policy must include delete, else
 //     POLICY_VIOLATION; an offset above the high watermark, or a negative
 //     one other than -1, gets OFFSET_OUT_OF_RANGE; unknown partitions
-//     UNKNOWN_TOPIC_OR_PARTITION. Failed partitions answer low watermark -1.
+//     UNKNOWN_TOPIC_OR_PARTITION; a topic owned by a queue or an event
+//     store POLICY_VIOLATION (the response has no message field). Failed
+//     partitions answer low watermark -1.
 //   - Fetches below the new start get OFFSET_OUT_OF_RANGE at once; the
 //     segments wholly below it are deleted by the next retention check
 //     (Kafka deleteLogStartOffsetBreachedSegments).

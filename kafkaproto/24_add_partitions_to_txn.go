@@ -6,7 +6,10 @@ package kafkaproto
 //   - Adds the partitions to the producer's transaction, starting one if
 //     none is open. Every partition gets the same error; an unknown
 //     partition gets UNKNOWN_TOPIC_OR_PARTITION and the others
-//     OPERATION_NOT_ATTEMPTED, as Kafka answers.
+//     OPERATION_NOT_ATTEMPTED, as Kafka answers. A partition of a topic
+//     owned by a queue or an event store gets INVALID_TOPIC_EXCEPTION (the
+//     topic refuses client writes, see Produce; a transaction's markers
+//     would take offsets of its log), the others OPERATION_NOT_ATTEMPTED.
 //   - Fencing: an older epoch gets PRODUCER_FENCED (v2+) or
 //     INVALID_PRODUCER_EPOCH; a transaction being completed
 //     CONCURRENT_TRANSACTIONS.
@@ -18,6 +21,7 @@ package kafkaproto
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/vibemq/broker/topics"
 	"github.com/vibemq/broker/txns"
 )
 
@@ -33,7 +37,8 @@ func (s *Server) handleAddPartitionsToTxn(r *request) (reply, error) {
 	}
 	var code int16
 	var parts []txns.TopicPartition
-	unknown := map[txns.TopicPartition]bool{}
+	// unknown holds the refused partitions with their code.
+	unknown := map[txns.TopicPartition]int16{}
 	switch {
 	case s.cfg.Txns == nil:
 		code = kerr.CoordinatorNotAvailable.Code
@@ -45,8 +50,11 @@ func (s *Server) handleAddPartitionsToTxn(r *request) (reply, error) {
 			tp, ok := s.topics.Topic(t.Topic)
 			for _, p := range t.Partitions {
 				k := txns.TopicPartition{Topic: t.Topic, Partition: p}
-				if !ok || p < 0 || p >= tp.NumPartitions() {
-					unknown[k] = true
+				switch {
+				case !ok || p < 0 || p >= tp.NumPartitions():
+					unknown[k] = kerr.UnknownTopicOrPartition.Code
+				case tp.Owner() != topics.OwnerNone:
+					unknown[k] = kerr.InvalidTopicException.Code
 				}
 				parts = append(parts, k)
 			}
@@ -64,8 +72,8 @@ func (s *Server) handleAddPartitionsToTxn(r *request) (reply, error) {
 			rp.ErrorCode = code
 			if len(unknown) > 0 {
 				rp.ErrorCode = kerr.OperationNotAttempted.Code
-				if unknown[txns.TopicPartition{Topic: t.Topic, Partition: p}] {
-					rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				if code, refused := unknown[txns.TopicPartition{Topic: t.Topic, Partition: p}]; refused {
+					rp.ErrorCode = code
 				}
 			}
 			rt.Partitions = append(rt.Partitions, rp)

@@ -11,7 +11,8 @@ package kafkaproto
 //     stored in the topic catalog; retention, compaction and produce
 //     validation use it at once. A null value, a config named twice or an
 //     empty topic name gets INVALID_REQUEST; an unknown topic
-//     UNKNOWN_TOPIC_OR_PARTITION.
+//     UNKNOWN_TOPIC_OR_PARTITION; a topic owned by a queue or an event store
+//     POLICY_VIOLATION with a message naming the owner (validate_only too).
 //   - BROKER resources (this node's ID or ""): broker settings are static
 //     here (configuration file, flags, environment), so any change gets
 //     INVALID_REQUEST saying so; an empty change succeeds. Another node's

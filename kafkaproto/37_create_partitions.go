@@ -12,7 +12,9 @@ package kafkaproto
 //     partition, each exactly [this node]: else INVALID_REPLICA_ASSIGNMENT.
 //   - A topic named twice gets INVALID_REQUEST for each; an unknown topic
 //     UNKNOWN_TOPIC_OR_PARTITION; the internal topics (whose partition
-//     count places groups and transactions) INVALID_REQUEST.
+//     count places groups and transactions) INVALID_REQUEST; a topic owned
+//     by a queue or an event store POLICY_VIOLATION with a message naming
+//     the owner.
 //   - validate_only checks everything and changes nothing.
 //
 // Version notes:
@@ -51,6 +53,8 @@ func (s *Server) handleCreatePartitions(r *request) (reply, error) {
 			fail(kerr.UnknownTopicOrPartition.Code, fmt.Sprintf("topic %q does not exist", rt.Topic))
 		case topics.IsInternalTopic(rt.Topic):
 			fail(kerr.InvalidRequest.Code, fmt.Sprintf("cannot change the partition count of the internal topic %s", rt.Topic))
+		case t.Owner() != topics.OwnerNone:
+			fail(kerr.PolicyViolation.Code, t.CheckClientChange(topics.ChangePartitions).Error())
 		case len(rt.Assignment) > 0 && int32(len(rt.Assignment)) != rt.Count-t.NumPartitions():
 			fail(kerr.InvalidReplicaAssignment.Code, fmt.Sprintf("%d replica assignments given for %d new partitions", len(rt.Assignment), rt.Count-t.NumPartitions()))
 		default:

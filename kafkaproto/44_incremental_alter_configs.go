@@ -13,7 +13,8 @@ package kafkaproto
 //     whole (INVALID_CONFIG with the reason) and stored in the topic
 //     catalog. A null value on SET/APPEND/SUBTRACT, a config named twice, an
 //     unknown operation or an empty topic name get INVALID_REQUEST; an
-//     unknown topic UNKNOWN_TOPIC_OR_PARTITION.
+//     unknown topic UNKNOWN_TOPIC_OR_PARTITION; a topic owned by a queue or
+//     an event store POLICY_VIOLATION with a message naming the owner.
 //   - BROKER resources: as in AlterConfigs, static here (INVALID_REQUEST
 //     for any change).
 //   - validate_only checks everything and changes nothing.

@@ -61,6 +61,10 @@ var errorTable = []struct {
 	{topics.ErrUnsupportedMessageFormat, kerr.InvalidRecord},
 	{topics.ErrInvalidTimestamp, kerr.InvalidTimestamp},
 	{topics.ErrPolicyViolation, kerr.PolicyViolation},
+	// A change to a topic a queue or event store owns: Kafka has no
+	// "owned" code; POLICY_VIOLATION is the closest, and the message says
+	// what to use instead.
+	{topics.ErrTopicOwned, kerr.PolicyViolation},
 	{topics.ErrInvalidRequest, kerr.InvalidRequest},
 	{topics.ErrInvalidReplicaAssignment, kerr.InvalidReplicaAssignment},
 	{topics.ErrStorage, kerr.KafkaStorageError},

@@ -16,7 +16,7 @@ import (
 //	prefix  key layout                                   value
 //	------  -------------------------------------------  ----------------------------------------
 //	0x01    "format"                                     u64 format version (FormatVersion)
-//	0x02    topicID [16]                                 topic record (JSON: name, partitions, configs)
+//	0x02    topicID [16]                                 topic record (JSON: name, partitions, configs, owner; see below)
 //	0x03    "producer-id"                                u64 next unallocated producer ID
 //	0x04    "cluster-id"                                 cluster ID string, chosen at first boot
 //	0x10    topicID [16] | partition u32 | base u64      raw Kafka v2 RecordBatch, as stored
@@ -74,6 +74,13 @@ import (
 //     sums its batches' index rows and is written in the same Pebble batch
 //     as every change to them. Retention deletes whole segments, batches,
 //     index rows and segment rows together, with range deletions.
+//
+// Topic record (0x02): JSON {"name", "partitions", "configs", "owner"}.
+// "owner" ("queue", "event-store"; topics/owner.go) marks a topic that a
+// broker component manages and Kafka clients may only read; it is absent
+// for a plain topic, and a row written before owners existed has none, so
+// it reads as a plain topic until its owner marks it at start. Brokers
+// before owners ignore the field (JSON decoding skips unknown fields).
 //
 // Partition state row (0x12), 24 bytes (an 8-byte row holds the log start
 // offset alone):

@@ -208,6 +208,13 @@ func Open(store *pebblestore.Store, tm *topics.Manager, cfg Config, now int64) (
 			e.log.Error().Str("queue", rec.Name).Msg("the topic of this queue is gone (deleted through Kafka?); the queue is not loaded")
 			continue
 		}
+		// Topics created before owners were stored are marked now.
+		if err := tm.SetOwner(rec.Name, topics.OwnerQueue); errors.Is(err, topics.ErrTopicOwned) {
+			e.log.Error().Err(err).Str("queue", rec.Name).Msg("the topic of this queue belongs to another component; the queue is not loaded")
+			continue
+		} else if err != nil {
+			return nil, fmt.Errorf("queues: marking the topic of queue %s as the queue's: %w", rec.Name, err)
+		}
 		q := e.newQueue(qid, rec, t, now)
 		if err := q.recover(now); err != nil {
 			return nil, err
@@ -215,11 +222,34 @@ func Open(store *pebblestore.Store, tm *topics.Manager, cfg Config, now int64) (
 		e.mu.byName[rec.Name] = q
 		e.mu.byID[qid] = q
 	}
+	if err := it.Close(); err != nil {
+		return nil, err
+	}
+	if err := e.deleteOrphanTopics(); err != nil {
+		return nil, err
+	}
 	if err := e.loadTasks(); err != nil {
 		return nil, err
 	}
 	e.log.Info().Int("queues", len(e.mu.byName)).Int("tasks", len(e.mu.tasks)).Msg("queues recovered")
 	return e, nil
+}
+
+// deleteOrphanTopics deletes the queue-owned topics that no queue has: a
+// crash between a queue's two commits leaves one (create: the topic before
+// the catalog rows; delete: the catalog rows before the topic). Kafka
+// clients cannot delete an owned topic, so the engine finishes the job.
+func (e *Engine) deleteOrphanTopics() error {
+	for _, name := range e.tm.OwnedTopics(topics.OwnerQueue) {
+		if _, ok := e.mu.byName[name]; ok {
+			continue
+		}
+		if err := e.tm.DeleteOwnedTopic(name, topics.OwnerQueue); err != nil && !errors.Is(err, topics.ErrUnknownTopic) {
+			return fmt.Errorf("queues: deleting topic %s, which no queue has: %w", name, err)
+		}
+		e.log.Warn().Str("topic", name).Msg("deleted a queue topic that no queue has (a queue create or delete was interrupted)")
+	}
+	return nil
 }
 
 // Close makes every later call fail with shutting_down and wakes pollers.
@@ -474,10 +504,10 @@ func (e *Engine) createLocked(name, kind string, attrs Attributes, dlq, dlqFor s
 	if attrs.RetentionMs > 0 {
 		retention = strconv.FormatInt(attrs.RetentionMs, 10)
 	}
-	t, err := e.tm.CreateTopic(name, attrs.Partitions, map[string]string{
+	t, err := e.tm.CreateOwnedTopic(name, attrs.Partitions, map[string]string{
 		"max.message.bytes": strconv.Itoa(queueTopicMessageBytes),
 		"retention.ms":      retention,
-	}, false)
+	}, topics.OwnerQueue)
 	if err != nil {
 		if errors.Is(err, topics.ErrTopicExists) {
 			return nil, errf(CodeTopicExists, "a topic named %q exists already", name)
@@ -496,7 +526,7 @@ func (e *Engine) createLocked(name, kind string, attrs Attributes, dlq, dlqFor s
 	b.Set(queueKey(qid), val)
 	b.Set(singletonKey("next-queue-id"), u32Bytes(qid+1))
 	if err := b.Commit(); err != nil {
-		_ = e.tm.DeleteTopic(name)
+		_ = e.tm.DeleteOwnedTopic(name, topics.OwnerQueue)
 		return nil, errStorage(err)
 	}
 	q := e.newQueue(qid, rec, t, now)
@@ -665,8 +695,8 @@ func (e *Engine) deleteLocked(q *queue) error {
 		}
 	}
 	e.mu.Unlock()
-	if err := e.tm.DeleteTopic(name); err != nil && !errors.Is(err, topics.ErrUnknownTopic) {
-		e.log.Error().Err(err).Str("queue", name).Msg("deleting the queue's topic failed; delete it with a Kafka admin client")
+	if err := e.tm.DeleteOwnedTopic(name, topics.OwnerQueue); err != nil && !errors.Is(err, topics.ErrUnknownTopic) {
+		e.log.Error().Err(err).Str("queue", name).Msg("deleting the queue's topic failed; the next start deletes it")
 	}
 	e.log.Info().Str("queue", name).Msg("queue deleted")
 	return nil

@@ -24,6 +24,10 @@ var (
 	// ErrPolicyViolation: DeleteRecords on a topic whose cleanup.policy
 	// lacks delete. Kafka POLICY_VIOLATION.
 	ErrPolicyViolation = errors.New("topics: policy violation")
+	// ErrTopicOwned: a Kafka client's change to a topic that a broker
+	// component manages (owner.go); the error is an *OwnedError that says
+	// what to use instead. Kafka has no such code: POLICY_VIOLATION.
+	ErrTopicOwned = errors.New("topics: topic is owned by a broker component")
 	// ErrInvalidRequest: a request that contradicts itself (a null config
 	// value, an unknown config operation). Kafka INVALID_REQUEST.
 	ErrInvalidRequest = errors.New("topics: invalid request")

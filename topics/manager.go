@@ -101,6 +101,7 @@ type Topic struct {
 	mu         sync.RWMutex
 	partitions []*Partition
 	configs    map[string]string
+	owner      Owner
 	deleted    bool
 	m          *Manager
 	// settings are the effective configs parsed, replaced whole with
@@ -113,6 +114,9 @@ type topicRecord struct {
 	Name       string            `json:"name"`
 	Partitions int32             `json:"partitions"`
 	Configs    map[string]string `json:"configs,omitempty"`
+	// Owner is the component that manages the topic (owner.go); absent
+	// for a plain Kafka topic and in rows written before owners existed.
+	Owner Owner `json:"owner,omitempty"`
 }
 
 // Open loads the topic catalog and recovers every partition's offsets and
@@ -158,7 +162,7 @@ func Open(store *pebblestore.Store, cfg Config) (*Manager, error) {
 		}
 		var id TopicID
 		copy(id[:], key[1:])
-		t := &Topic{Name: rec.Name, ID: id, configs: rec.Configs, m: m}
+		t := &Topic{Name: rec.Name, ID: id, configs: rec.Configs, owner: rec.Owner, m: m}
 		if t.configs == nil {
 			t.configs = map[string]string{}
 		}
@@ -268,6 +272,10 @@ func ValidateTopicName(name string) error {
 // changes nothing. It returns ErrTopicExists, ErrInvalidTopic,
 // ErrInvalidPartitions or ErrInvalidConfig.
 func (m *Manager) CreateTopic(name string, partitions int32, configs map[string]string, validateOnly bool) (*Topic, error) {
+	return m.createTopic(name, partitions, configs, validateOnly, OwnerNone)
+}
+
+func (m *Manager) createTopic(name string, partitions int32, configs map[string]string, validateOnly bool, owner Owner) (*Topic, error) {
 	if err := ValidateTopicName(name); err != nil {
 		return nil, err
 	}
@@ -312,7 +320,7 @@ func (m *Manager) CreateTopic(name string, partitions int32, configs map[string]
 			break
 		}
 	}
-	t := &Topic{Name: name, ID: id, configs: clean, m: m}
+	t := &Topic{Name: name, ID: id, configs: clean, owner: owner, m: m}
 	t.refreshSettings()
 	for i := int32(0); i < partitions; i++ {
 		t.partitions = append(t.partitions, newPartition(t, i, 0, 0))
@@ -322,12 +330,12 @@ func (m *Manager) CreateTopic(name string, partitions int32, configs map[string]
 	}
 	m.mu.byName[name] = t
 	m.mu.byID[id] = t
-	m.log.Info().Str("topic", name).Int32("partitions", partitions).Msg("topic created")
+	m.log.Info().Str("topic", name).Int32("partitions", partitions).Str("owner", string(owner)).Msg("topic created")
 	return t, nil
 }
 
 func (m *Manager) writeTopicRecordLocked(t *Topic) error {
-	rec := topicRecord{Name: t.Name, Partitions: int32(len(t.partitions)), Configs: t.configs}
+	rec := topicRecord{Name: t.Name, Partitions: int32(len(t.partitions)), Configs: t.configs, Owner: t.owner}
 	val, err := json.Marshal(rec)
 	if err != nil {
 		return err
@@ -341,13 +349,24 @@ func (m *Manager) writeTopicRecordLocked(t *Topic) error {
 }
 
 // DeleteTopic removes a topic and all its data. Readers and waiters of its
-// partitions see ErrUnknownTopic afterwards.
+// partitions see ErrUnknownTopic afterwards. An owned topic is refused with
+// an *OwnedError (ErrTopicOwned): its owner deletes it (DeleteOwnedTopic).
 func (m *Manager) DeleteTopic(name string) error {
+	return m.deleteTopic(name, func(t *Topic) error { return t.CheckClientChange(ChangeDelete) })
+}
+
+// deleteTopic deletes topic name when allowed(topic) returns nil, checked
+// under m.mu.
+func (m *Manager) deleteTopic(name string, allowed func(*Topic) error) error {
 	m.mu.Lock()
 	t, ok := m.mu.byName[name]
 	if !ok {
 		m.mu.Unlock()
 		return fmt.Errorf("%w: %s", ErrUnknownTopic, name)
+	}
+	if err := allowed(t); err != nil {
+		m.mu.Unlock()
+		return err
 	}
 	delete(m.mu.byName, name)
 	delete(m.mu.byID, t.ID)

@@ -215,11 +215,15 @@ func (p *Partition) enforceRetention(nowMs int64) (PartitionTrim, error) {
 // DeleteRecords does, and returns the new log start (the low watermark).
 // offset -1 means the high watermark. The topic's cleanup.policy must
 // include delete (ErrPolicyViolation); an offset beyond the high watermark,
-// or another negative one, is ErrOffsetOutOfRange; an offset at or below the
-// current log start changes nothing. The move is durable when it returns;
+// or another negative one, is ErrOffsetOutOfRange; an owned topic is an
+// *OwnedError (its owner's state indexes the records); an offset at or below
+// the current log start changes nothing. The move is durable when it returns;
 // the segments wholly below the new start are deleted by the next
 // EnforceRetention.
 func (p *Partition) DeleteRecordsBefore(offset int64) (int64, error) {
+	if err := p.Topic.CheckClientChange(ChangeDeleteRecords); err != nil {
+		return -1, err
+	}
 	if !p.Topic.currentSettings().delete {
 		return -1, fmt.Errorf("%w: records can be deleted only from topics whose cleanup.policy includes delete", ErrPolicyViolation)
 	}

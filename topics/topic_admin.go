@@ -29,7 +29,7 @@ func (t *Topic) currentSettings() *topicSettings {
 // topic name, as AlterConfigs does: configs left out return to their
 // defaults. The result is validated as a whole (ErrInvalidConfig); with
 // validateOnly nothing changes. It returns ErrUnknownTopic for a topic that
-// does not exist.
+// does not exist and an *OwnedError for an owned one.
 func (m *Manager) ReplaceTopicConfigs(name string, configs map[string]string, validateOnly bool) error {
 	return m.alterTopicConfigs(name, validateOnly, func(map[string]string) (map[string]string, error) {
 		out := make(map[string]string, len(configs))
@@ -44,7 +44,8 @@ func (m *Manager) ReplaceTopicConfigs(name string, configs map[string]string, va
 // explicit configs of topic name, validates the result as a whole and
 // stores it. A DELETE of a config that is not set is a no-op; APPEND and
 // SUBTRACT apply to list configs only (ErrInvalidConfig otherwise) and start
-// from the effective value. With validateOnly nothing changes.
+// from the effective value. With validateOnly nothing changes. An owned
+// topic is an *OwnedError.
 func (m *Manager) AlterTopicConfigs(name string, ops []ConfigOp, validateOnly bool) error {
 	return m.alterTopicConfigs(name, validateOnly, func(current map[string]string) (map[string]string, error) {
 		return applyConfigOps(current, m.cfg.BrokerDefaults, ops)
@@ -58,6 +59,9 @@ func (m *Manager) alterTopicConfigs(name string, validateOnly bool, change func(
 	if !ok {
 		return fmt.Errorf("%w: %s", ErrUnknownTopic, name)
 	}
+	if err := t.CheckClientChange(ChangeConfigs); err != nil {
+		return err
+	}
 	next, err := change(t.Configs())
 	if err != nil {
 		return err
@@ -68,7 +72,7 @@ func (m *Manager) alterTopicConfigs(name string, validateOnly bool, change func(
 	if validateOnly {
 		return nil
 	}
-	if err := m.commitTopicRecordLocked(t.ID, topicRecord{Name: t.Name, Partitions: t.NumPartitions(), Configs: next}); err != nil {
+	if err := m.commitTopicRecordLocked(t.ID, topicRecord{Name: t.Name, Partitions: t.NumPartitions(), Configs: next, Owner: t.Owner()}); err != nil {
 		return err
 	}
 	t.mu.Lock()
@@ -81,14 +85,17 @@ func (m *Manager) alterTopicConfigs(name string, validateOnly bool, change func(
 
 // CreatePartitions raises the partition count of topic name to count
 // (CreatePartitions). The count can only grow: an equal or smaller count,
-// or one above the per-topic limit, is ErrInvalidPartitions. With
-// validateOnly nothing changes.
+// or one above the per-topic limit, is ErrInvalidPartitions; an owned
+// topic is an *OwnedError. With validateOnly nothing changes.
 func (m *Manager) CreatePartitions(name string, count int32, validateOnly bool) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	t, ok := m.mu.byName[name]
 	if !ok {
 		return fmt.Errorf("%w: %s", ErrUnknownTopic, name)
+	}
+	if err := t.CheckClientChange(ChangePartitions); err != nil {
+		return err
 	}
 	current := t.NumPartitions()
 	switch {
@@ -102,7 +109,7 @@ func (m *Manager) CreatePartitions(name string, count int32, validateOnly bool) 
 	if validateOnly {
 		return nil
 	}
-	if err := m.commitTopicRecordLocked(t.ID, topicRecord{Name: t.Name, Partitions: count, Configs: t.Configs()}); err != nil {
+	if err := m.commitTopicRecordLocked(t.ID, topicRecord{Name: t.Name, Partitions: count, Configs: t.Configs(), Owner: t.Owner()}); err != nil {
 		return err
 	}
 	t.mu.Lock()

@@ -22,10 +22,10 @@ import (
 func eventsCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "events",
-		Usage: "append to, read and tail event stores through a running broker's HTTP API",
+		Usage: "append to, read and tail event stores, and delete streams, through a running broker's HTTP API",
 		Description: "An event store holds streams of events with gap-free positions. Flags come before\n" +
 			"the arguments. " + clientExitCodes,
-		Subcommands: []*cli.Command{eventsAppendCommand(), eventsReadCommand(), eventsTailCommand()},
+		Subcommands: []*cli.Command{eventsAppendCommand(), eventsReadCommand(), eventsTailCommand(), eventsDeleteCommand()},
 	}
 }
 
@@ -518,4 +518,82 @@ func longPollTimeout(wait, timeout time.Duration) time.Duration {
 		return wait + 5*time.Second
 	}
 	return timeout
+}
+
+func eventsDeleteCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "delete",
+		Usage:     "delete a stream (soft: it can start again; --hard: for good)",
+		ArgsUsage: "STORE STREAM",
+		Description: "A soft delete hides the stream's events from stream reads; appending with --expected\n" +
+			"no_stream or any starts it again, its revisions continuing. --hard tombstones it: no\n" +
+			"more appends. The events stay in the store's log either way (store reads and Kafka\n" +
+			"consumers see them). --expected makes the delete conditional: any (default), exists,\n" +
+			"or the stream's last revision; a mismatch exits 4 and deletes nothing.\n" + clientExitCodes,
+		Flags: append([]cli.Flag{
+			&cli.BoolFlag{Name: "hard", Usage: "tombstone the stream: it takes no more events, ever"},
+			&cli.StringFlag{Name: "expected", Aliases: []string{"e"}, Usage: "expected revision: any, exists or N", Value: "any"},
+		}, clientFlags()...),
+		Action: eventsDelete,
+	}
+}
+
+// cliStreamInfo is a stream's description as the API returns it.
+type cliStreamInfo struct {
+	Stream            string `json:"stream"`
+	State             string `json:"state"`
+	HeadRevision      int64  `json:"head_revision"`
+	FirstRevision     int64  `json:"first_revision"`
+	DeletedAtRevision *int64 `json:"deleted_at_revision,omitempty"`
+	HeadPosition      *int64 `json:"head_position,omitempty"`
+	LastEventAt       string `json:"last_event_at,omitempty"`
+}
+
+func eventsDelete(cCtx *cli.Context) error {
+	if cCtx.NArg() != 2 {
+		return usageErrorf("events delete takes STORE and STREAM, got %d arguments; flags go before them", cCtx.NArg())
+	}
+	store, stream := cCtx.Args().Get(0), cCtx.Args().Get(1)
+	format, err := outputFormat(cCtx)
+	if err != nil {
+		return err
+	}
+	expected := cCtx.String("expected")
+	switch expected {
+	case "any", "exists":
+	default:
+		if n, err := strconv.ParseInt(expected, 10, 64); err != nil || n < 0 {
+			return usageErrorf("--expected %q is not any, exists or a revision number", expected)
+		}
+	}
+	c, err := newAPIClient(cCtx)
+	if err != nil {
+		return err
+	}
+	q := url.Values{}
+	if expected != "any" {
+		q.Set("expected_revision", expected)
+	}
+	if cCtx.Bool("hard") {
+		q.Set("hard", "true")
+	}
+	var info cliStreamInfo
+	if _, err := c.call(cCtx.Context, http.MethodDelete, eventPath(store, stream), q, nil, &info); err != nil {
+		return err
+	}
+	out := cCtx.App.Writer
+	if format == "json" {
+		return printJSON(out, info)
+	}
+	at := info.HeadRevision
+	if info.DeletedAtRevision != nil {
+		at = *info.DeletedAtRevision
+	}
+	if info.State == "tombstoned" {
+		_, err = fmt.Fprintf(out, "stream %s/%s tombstoned at revision %d: it takes no more events\n", store, stream, at)
+		return err
+	}
+	_, err = fmt.Fprintf(out, "stream %s/%s deleted at revision %d; an append with --expected no_stream or any starts it again at revision %d\n",
+		store, stream, at, info.HeadRevision+1)
+	return err
 }

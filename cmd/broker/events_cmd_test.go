@@ -66,6 +66,11 @@ func TestClientExitCodes(t *testing.T) {
 		{[]string{"events", "append", "--server", notFound, "--type", "T", "--data", "{", "s", "x"}, exitUsage, ""},
 		{[]string{"events", "append", "--server", notFound, "--type", "T", "--expected", "-1", "s", "x"}, exitUsage, ""},
 		{[]string{"events", "read", "--server", "ftp://x", "s"}, exitUsage, ""},
+		{[]string{"events", "delete", "--server", notFound, "s", "x"}, exitNotFound, ""},
+		{[]string{"events", "delete", "--server", conflict, "--hard", "s", "x"}, exitConflict, ""},
+		{[]string{"events", "delete", "--server", notFound, "s"}, exitUsage, ""},
+		{[]string{"events", "delete", "--server", notFound, "--expected", "no_stream", "s", "x"}, exitUsage, ""},
+		{[]string{"events", "delete", "--server", notFound, "--expected", "-2", "s", "x"}, exitUsage, ""},
 		{[]string{"events", "tail", "--server", notFound, "-o", "yaml", "s"}, exitUsage, ""},
 		{[]string{"storage", "verify", "--server", damaged}, exitDamaged, "10ab"},
 		{[]string{"storage", "verify", "--server", clean}, exitOK, "no damage found"},
@@ -112,5 +117,43 @@ func TestLongPollTimeout(t *testing.T) {
 		if got := longPollTimeout(c.wait, c.timeout); got != c.want {
 			t.Errorf("wait %v timeout %v: %v, want %v", c.wait, c.timeout, got, c.want)
 		}
+	}
+}
+
+// TestEventsDeleteCommand: `broker events delete` sends DELETE to the
+// stream's path (escaped) with hard and expected_revision, and prints
+// what the broker answered.
+func TestEventsDeleteCommand(t *testing.T) {
+	var got []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = append(got, r.Method+" "+r.URL.EscapedPath()+"?"+r.URL.RawQuery)
+		w.Header().Set("Content-Type", "application/json")
+		if r.URL.Query().Get("hard") == "true" {
+			_, _ = w.Write([]byte(`{"stream":"a/1","state":"tombstoned","head_revision":4,"first_revision":5,"deleted_at_revision":4}`))
+			return
+		}
+		_, _ = w.Write([]byte(`{"stream":"a/1","state":"deleted","head_revision":4,"first_revision":5,"deleted_at_revision":4}`))
+	}))
+	t.Cleanup(srv.Close)
+	for _, c := range []struct {
+		args []string
+		out  string
+	}{
+		{[]string{"events", "delete", "--server", srv.URL, "bank", "a/1"}, "stream bank/a/1 deleted at revision 4; an append with --expected no_stream or any starts it again at revision 5"},
+		{[]string{"events", "delete", "--server", srv.URL, "--hard", "--expected", "4", "bank", "a/1"}, "stream bank/a/1 tombstoned at revision 4: it takes no more events"},
+		{[]string{"events", "delete", "--server", srv.URL, "-o", "json", "--expected", "exists", "bank", "a/1"}, `"state": "deleted"`},
+	} {
+		var out, errOut bytes.Buffer
+		if code := realMain(append([]string{"broker"}, c.args...), &out, &errOut); code != exitOK || !strings.Contains(out.String(), c.out) {
+			t.Errorf("broker %v: exit %d\nstdout: %s\nstderr: %s\nwant %q", c.args, code, out.String(), errOut.String(), c.out)
+		}
+	}
+	want := []string{
+		"DELETE /v1/stores/bank/streams/a%2F1?",
+		"DELETE /v1/stores/bank/streams/a%2F1?expected_revision=4&hard=true",
+		"DELETE /v1/stores/bank/streams/a%2F1?expected_revision=exists",
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("requests %q, want %q", got, want)
 	}
 }
