@@ -44,7 +44,7 @@ func (s *Server) handleTxnOffsetCommit(r *request) (reply, error) {
 	case req.Group == "":
 		code = kerr.InvalidGroupID.Code
 	default:
-		cr := groups.CommitRequest{Group: req.Group, Generation: -1, Transactional: true}
+		cr := groups.CommitRequest{Group: req.Group, Generation: -1}
 		if req.Version >= 3 {
 			cr.Generation, cr.MemberID, cr.InstanceID = req.Generation, req.MemberID, req.InstanceID
 		}
