@@ -351,6 +351,16 @@ func (c *Coordinator) ValidateCommit(req CommitRequest) error {
 	return validateOffsetCommit(g, req)
 }
 
+// CheckOffsetMetadata returns ErrOffsetMetadataTooLarge for an offset's
+// metadata over Config.MaxOffsetMetadataBytes (TxnOffsetCommit checks it
+// when staging, as OffsetCommit does when committing).
+func (c *Coordinator) CheckOffsetMetadata(metadata *string) error {
+	if metadata != nil && len(*metadata) > c.cfg.MaxOffsetMetadataBytes {
+		return ErrOffsetMetadataTooLarge
+	}
+	return nil
+}
+
 func validateOffsetCommit(g *group, req CommitRequest) error {
 	if g.is(StateDead) {
 		return ErrCoordinatorNotAvailable
