@@ -118,14 +118,13 @@ func (p *Partition) OngoingTransactions() map[int64]int64 {
 	return out
 }
 
-// abortedOverlappingLocked returns the aborted transactions whose data may
-// lie in [from, to]: marker at or after from and first offset at or before to.
-//
-// REQUIRES: p.mu held.
-func (p *Partition) abortedOverlappingLocked(from, to int64) []AbortedTxn {
-	i := sort.Search(len(p.mu.aborted), func(i int) bool { return p.mu.aborted[i].LastOffset >= from })
+// abortedOverlapping returns the aborted transactions of index (by marker
+// offset) whose data may lie in [from, to]: marker at or after from and
+// first offset at or before to.
+func abortedOverlapping(index []AbortedTxn, from, to int64) []AbortedTxn {
+	i := sort.Search(len(index), func(i int) bool { return index[i].LastOffset >= from })
 	var out []AbortedTxn
-	for _, a := range p.mu.aborted[i:] {
+	for _, a := range index[i:] {
 		if a.FirstOffset <= to {
 			out = append(out, a)
 		}
@@ -263,6 +262,28 @@ func (p *Partition) pruneAbortedLocked(end int64) {
 	if i > 0 {
 		p.mu.aborted = append(p.mu.aborted[:0:0], p.mu.aborted[i:]...)
 	}
+}
+
+// dropAbortedLocked removes from the aborted-transaction index the entries
+// whose marker is at one of offsets (compaction found their data gone). It
+// replaces the slice rather than changing it: readers hold snapshots.
+//
+// REQUIRES: p.mu held.
+func (p *Partition) dropAbortedLocked(offsets []int64) {
+	if len(offsets) == 0 {
+		return
+	}
+	drop := make(map[int64]bool, len(offsets))
+	for _, o := range offsets {
+		drop[o] = true
+	}
+	kept := make([]AbortedTxn, 0, len(p.mu.aborted))
+	for _, a := range p.mu.aborted {
+		if !drop[a.LastOffset] {
+			kept = append(kept, a)
+		}
+	}
+	p.mu.aborted = kept
 }
 
 // AbortedTransactions returns the partition's aborted-transaction index,

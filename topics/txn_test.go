@@ -3,6 +3,7 @@ package topics
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/vibemq/broker/pebblestore"
@@ -125,4 +126,75 @@ func txnBatch(t testing.TB, n int, producerID int64, epoch int16, seq int32) []b
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestReadCommittedKeepsAbortedEntriesOfWhatItRead pins the race between a
+// read_committed fetch and compaction: the fetch reads an aborted batch,
+// then compaction removes that batch and, finding the transaction's data
+// gone, drops its aborted-index entry, all before the fetch lists the
+// aborted transactions of what it read. The fetch must still list it
+// (it uses the index as of before its read), or the consumer would get the
+// aborted records as committed ones.
+func TestReadCommittedKeepsAbortedEntriesOfWhatItRead(t *testing.T) {
+	store, m := openTestManager(t, vfs.NewMem(), "data")
+	defer func() { _ = store.Close() }()
+	topic, err := m.CreateTopic("c", 1, map[string]string{"cleanup.policy": "compact", "segment.ms": "100", "min.cleanable.dirty.ratio": "0.01"}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := topic.Partition(0)
+	appendAt := func(batch []byte) {
+		t.Helper()
+		if a := appendOne(t, m, p, batch); a.Err != nil {
+			t.Fatal(a.Err)
+		}
+	}
+	data, err := EncodeBatch(BatchHeader{Attributes: batchAttributeTransactional, BaseTimestamp: 0, MaxTimestamp: 0, ProducerID: 7, BaseSequence: 0},
+		[]Record{{Key: []byte("k"), Value: []byte("aborted")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendAt(data)
+	pa, err := m.AppendAtomic(MarkerAppends([]Marker{{Partition: p, ProducerID: 7, Commit: false}}, 200), nil, 200)
+	if err != nil || pa.Wait() != nil {
+		t.Fatal(err)
+	}
+	for _, ts := range []int64{400, 600} {
+		plain, err := EncodeBatch(BatchHeader{BaseTimestamp: ts, MaxTimestamp: ts, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1},
+			[]Record{{Key: []byte("other"), Value: []byte("x")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		appendAt(plain)
+	}
+
+	compacted := false
+	testHookAfterRead = func() {
+		if compacted {
+			return
+		}
+		compacted = true
+		for i := 0; i < 100; i++ {
+			if res := m.Compact(time.UnixMilli(1000)); res.Err != nil {
+				t.Fatal(res.Err)
+			} else if !res.More {
+				break
+			}
+		}
+	}
+	defer func() { testHookAfterRead = nil }()
+	buf, res, err := p.ReadCommitted(0, 1<<20, true, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !compacted || len(p.AbortedTransactions()) != 0 {
+		t.Fatalf("compaction did not run during the read or kept the entry: %+v", p.AbortedTransactions())
+	}
+	h, err := ParseBatchHeader(buf)
+	if err != nil || h.BaseOffset != 0 || !h.IsTransactional() {
+		t.Fatalf("the read did not return the aborted batch first: %+v %v", h, err)
+	}
+	if len(res.Aborted) != 1 || res.Aborted[0] != (AbortedTxn{ProducerID: 7, FirstOffset: 0, LastOffset: 1}) {
+		t.Fatalf("aborted transactions of a read that returned the aborted batch: %+v", res.Aborted)
+	}
 }
