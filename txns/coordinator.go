@@ -156,9 +156,12 @@ func (t *txn) hasPartition(topic string, partition int32) bool {
 //
 // mu guards every transaction. A state change is applied to the store
 // under mu and synced after mu is released (pebblestore Apply, then Wait),
-// so no mutex is held across a sync. While a transaction is in a Prepare
-// state its markers are being written by one goroutine; every other
-// request on it gets ErrConcurrentTransactions.
+// so no mutex is held across a sync. The one exception is the outcome row
+// of a transaction in a Prepare state: it is encoded under mu but written
+// without it, in the atomic write that ends the transaction (complete);
+// meanwhile that write's goroutine is the row's only writer, as every
+// other request on the transaction gets ErrConcurrentTransactions, and
+// the row in memory changes only once the write is durable.
 type Coordinator struct {
 	cfg   Config
 	log   zerolog.Logger
