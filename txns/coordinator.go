@@ -20,8 +20,8 @@
 // transaction is in the store, and a row in Ongoing or a Prepare state
 // means none is. So a transaction found in a Prepare state at Open is
 // completed by redoing that one write, before Open returns: its markers
-// are written exactly once, and read_committed consumers never see a
-// transaction's output without the offsets of its input, or the reverse.
+// are written exactly once, and after a crash a transaction's output is
+// never readable without the offsets of its input, nor the reverse.
 //
 // Like every domain package it takes the time as an argument; Tick(now),
 // driven by retention, aborts transactions open past their timeout.
