@@ -456,12 +456,14 @@ func transactional(b []byte) []byte {
 // TestTxnProtocolErrors pins the transaction APIs' error answers on the
 // wire: the advertised versions (no KIP-890), the timeout bound, a
 // transactional produce outside a transaction, an unknown partition, fencing
-// codes by version, and EndTxn without a transaction.
+// codes by version, EndTxn without a transaction, and offset metadata over
+// the limit refused by TxnOffsetCommit (it was staged, and made the commit
+// fail forever, before the check).
 func TestTxnProtocolErrors(t *testing.T) {
 	t.Parallel()
 	b := startBroker(t)
 	topic := topicName(t, "")
-	createTopic(t, newAdmin(t, b.Addr()), topic, 1, nil)
+	createTopic(t, newAdmin(t, b.Addr()), topic, 2, nil)
 	vs := apiVersions(t, b.Addr())
 	for key, max := range map[kmsg.Key]int16{kmsg.AddPartitionsToTxn: 3, kmsg.AddOffsetsToTxn: 3, kmsg.EndTxn: 3, kmsg.TxnOffsetCommit: 3, kmsg.InitProducerID: 5} {
 		if r, ok := vs[int16(key)]; !ok || r[1] != max {
@@ -516,6 +518,34 @@ func TestTxnProtocolErrors(t *testing.T) {
 	}
 	if r := c.produceRaw(9, topic, 0, batch); r.ErrorCode != 0 {
 		t.Fatalf("transactional produce in the transaction: %s", errName(r.ErrorCode))
+	}
+
+	// Offset metadata over offset.metadata.max.bytes (4096) is refused when
+	// staged, per partition, as Kafka does: the commit of a decided
+	// transaction can then never fail on it.
+	group := topicName(t, "group")
+	addOffsets := kmsg.NewPtrAddOffsetsToTxnRequest()
+	addOffsets.Version = 3
+	addOffsets.TransactionalID, addOffsets.ProducerID, addOffsets.ProducerEpoch, addOffsets.Group = id, pid, epoch, group
+	if resp := c.roundTrip(addOffsets).(*kmsg.AddOffsetsToTxnResponse); resp.ErrorCode != 0 {
+		t.Fatalf("AddOffsetsToTxn: %s", errName(resp.ErrorCode))
+	}
+	stage := kmsg.NewPtrTxnOffsetCommitRequest()
+	stage.Version = 3
+	stage.TransactionalID, stage.Group, stage.ProducerID, stage.ProducerEpoch, stage.Generation = id, group, pid, epoch, -1
+	st := kmsg.NewTxnOffsetCommitRequestTopic()
+	st.Topic = topic
+	big, small := strings.Repeat("m", 4097), "ok"
+	for i, md := range []*string{&big, &small} {
+		sp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+		sp.Partition, sp.Offset, sp.LeaderEpoch, sp.Metadata = int32(i), 1, -1, md
+		st.Partitions = append(st.Partitions, sp)
+	}
+	stage.Topics = append(stage.Topics, st)
+	if resp := c.roundTrip(stage).(*kmsg.TxnOffsetCommitResponse); resp.Topics[0].Partitions[0].ErrorCode != kerr.OffsetMetadataTooLarge.Code ||
+		resp.Topics[0].Partitions[1].ErrorCode != 0 {
+		t.Fatalf("TxnOffsetCommit with 4097 and 2 bytes of metadata: %s, %s; want OFFSET_METADATA_TOO_LARGE, none",
+			errName(resp.Topics[0].Partitions[0].ErrorCode), errName(resp.Topics[0].Partitions[1].ErrorCode))
 	}
 
 	// A second InitProducerID fences the first epoch.

@@ -122,11 +122,13 @@ type CommitRequest struct {
 	Topics    []CommitTopic
 	// Version is the OffsetCommit API version (GROUP_ID_NOT_FOUND from v9).
 	Version int16
-	// Transactional marks the commit of offsets staged by TxnOffsetCommit
-	// when their transaction commits: they were validated against the
-	// group (ValidateCommit) when staged, and are written whatever the
-	// group's membership is now.
-	Transactional bool
+}
+
+// TxnCommit is the offsets a committing transaction staged for one group
+// (TxnOffsetCommit), for CommitTransaction.
+type TxnCommit struct {
+	Group  string
+	Topics []CommitTopic
 }
 
 // CommitTopic is one topic of an OffsetCommit request.

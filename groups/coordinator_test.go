@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -777,5 +778,85 @@ func TestConcurrentJoins(t *testing.T) {
 	}
 	if s := h.state("g"); s == StateDead {
 		t.Fatalf("state %v", s)
+	}
+}
+
+// TestCommitTransaction pins the commit of a transaction's staged offsets:
+// with the markers and the coordinator's row in one atomic write, in as
+// many record batches as needed (a transaction may stage more offsets than
+// one batch of __consumer_offsets can hold: a commit that was decided must
+// not fail on size), visible and indexed afterwards; a group that does not
+// exist is created, offsets of a topic deleted since are dropped; and a
+// write that fails leaves nothing: no offsets, no group, no row.
+func TestCommitTransaction(t *testing.T) {
+	h := newHarness(t, Config{OffsetsTopicPartitions: 3})
+	h.createTopic("t", 300)
+	h.createTopic("gone", 1)
+	md := strings.Repeat("m", 4000) // 300 of them are more than max.message.bytes
+	tc := TxnCommit{Group: "g", Topics: []CommitTopic{{Topic: "t"}, {Topic: "gone", Partitions: []CommitPartition{{Partition: 0, Offset: 1}}}}}
+	for p := int32(0); p < 300; p++ {
+		tc.Topics[0].Partitions = append(tc.Topics[0].Partitions, CommitPartition{Partition: p, Offset: int64(p) + 10, LeaderEpoch: -1, Metadata: &md})
+	}
+	if err := h.tm.DeleteTopic("gone"); err != nil {
+		t.Fatal(err)
+	}
+	rowKey := pebblestore.TxnKey("tx")
+	row := func(b *pebblestore.Batch) { b.Set(rowKey, []byte("complete")) }
+	check := func(when string) {
+		t.Helper()
+		f := h.c.FetchOffsets(FetchOffsetsRequest{Group: "g", RequireStable: true})
+		if len(f.Topics) != 1 || len(f.Topics[0].Partitions) != 300 {
+			t.Fatalf("%s: offsets %d topics", when, len(f.Topics))
+		}
+		for i, p := range f.Topics[0].Partitions {
+			if p.Err != nil || p.Offset != int64(i)+10 || *p.Metadata != md {
+				t.Fatalf("%s: t/%d = %d %v", when, p.Partition, p.Offset, p.Err)
+			}
+		}
+		if _, err := h.store.Get(rowKey); err != nil {
+			t.Fatalf("%s: row: %v", when, err)
+		}
+	}
+	if err := h.c.CommitTransaction([]TxnCommit{tc}, nil, row, h.now); err != nil {
+		t.Fatal(err)
+	}
+	check("after the commit")
+	ot, _ := h.tm.Topic(OffsetsTopic)
+	p, _ := ot.Partition(h.c.PartitionFor("g"))
+	raw, _, err := p.Read(0, 1<<30, true, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	batches := 0
+	for len(raw) > 0 {
+		raw = raw[mustSize(t, raw):]
+		batches++
+	}
+	if batches < 5 {
+		t.Fatalf("%d batches of records for 1.2 MB of offsets", batches)
+	}
+	h.reopen()
+	check("after a restart")
+
+	// A failing part (here a batch that does not validate) leaves nothing.
+	h.createTopic("other", 1)
+	op, _ := h.tm.Topic("other")
+	part, _ := op.Partition(0)
+	bad := &topics.Append{Partition: part, Batch: []byte("not a batch")}
+	failing := TxnCommit{Group: "fresh", Topics: []CommitTopic{{Topic: "t", Partitions: []CommitPartition{{Partition: 0, Offset: 99}}}}}
+	failRow := pebblestore.TxnKey("failed")
+	err = h.c.CommitTransaction([]TxnCommit{failing}, []*topics.Append{bad}, func(b *pebblestore.Batch) { b.Set(failRow, nil) }, h.now)
+	if err == nil {
+		t.Fatal("a commit with an invalid batch succeeded")
+	}
+	if h.group("fresh") != nil {
+		t.Fatal("the failed commit left its new group behind")
+	}
+	if _, err := h.store.Get(failRow); !errors.Is(err, pebblestore.ErrNotFound) {
+		t.Fatalf("the failed commit wrote its row: %v", err)
+	}
+	h.reopen()
+	if f := h.c.FetchOffsets(FetchOffsetsRequest{Group: "fresh"}); len(f.Topics) != 0 {
+		t.Fatalf("offsets of the failed commit after a restart: %+v", f.Topics)
 	}
 }

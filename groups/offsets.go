@@ -6,6 +6,7 @@ package groups
 import (
 	"time"
 
+	"github.com/vibemq/broker/pebblestore"
 	"github.com/vibemq/broker/topics"
 )
 
@@ -73,7 +74,7 @@ func (c *Coordinator) Commit(req CommitRequest, now time.Time) *Future[CommitRes
 	g := c.mu.groups[req.Group]
 	if g == nil {
 		switch {
-		case req.Generation < 0 || req.Transactional:
+		case req.Generation < 0:
 			// A commit outside group management creates a "simple"
 			// group (Kafka: admin clients, manual assignment).
 			g = c.newGroupLocked(req.Group)
@@ -85,12 +86,10 @@ func (c *Coordinator) Commit(req CommitRequest, now time.Time) *Future[CommitRes
 			return f
 		}
 	}
-	if !req.Transactional { // transactional offsets were validated when staged
-		if err := validateOffsetCommit(g, req); err != nil {
-			setAll(err)
-			c.dropIfUnusedLocked(g)
-			return f
-		}
+	if err := validateOffsetCommit(g, req); err != nil {
+		setAll(err)
+		c.dropIfUnusedLocked(g)
+		return f
 	}
 	if g.is(StateStable) || g.is(StatePreparingRebalance) {
 		if m := g.members[req.MemberID]; m != nil {
@@ -152,27 +151,187 @@ func (c *Coordinator) Commit(req CommitRequest, now time.Time) *Future[CommitRes
 	ps.after = func(err error) {
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		g.pendingCommits--
-		for _, pc := range commits {
-			if g.pendingTPs[pc.tp]--; g.pendingTPs[pc.tp] <= 0 {
-				delete(g.pendingTPs, pc.tp)
-			}
-			if err != nil || c.mu.groups[g.name] != g {
-				continue
-			}
-			if cur := g.offsets[pc.tp]; cur != nil && cur.logOffset > pc.entry.logOffset {
-				continue // a later commit is already visible
-			}
-			if at, ok := g.deletedAt[pc.tp]; ok && at > pc.entry.logOffset {
-				continue // deleted after this commit
-			}
-			g.offsets[pc.tp] = pc.entry
-		}
-		if g.pendingCommits == 0 {
-			clear(g.deletedAt)
-		}
+		c.finishCommitsLocked(g, commits, err)
 	}
 	return f
+}
+
+// finishCommitsLocked ends one pending commit of g whose write completed
+// with err: on success its offsets become visible, in log order (a
+// late-completing older commit never overwrites a newer one or revives a
+// deleted one). REQUIRES: c.mu held.
+func (c *Coordinator) finishCommitsLocked(g *group, commits []pendingCommit, err error) {
+	g.pendingCommits--
+	for _, pc := range commits {
+		if g.pendingTPs[pc.tp]--; g.pendingTPs[pc.tp] <= 0 {
+			delete(g.pendingTPs, pc.tp)
+		}
+		if err != nil || c.mu.groups[g.name] != g {
+			continue
+		}
+		if cur := g.offsets[pc.tp]; cur != nil && cur.logOffset > pc.entry.logOffset {
+			continue // a later commit is already visible
+		}
+		if at, ok := g.deletedAt[pc.tp]; ok && at > pc.entry.logOffset {
+			continue // deleted after this commit
+		}
+		g.offsets[pc.tp] = pc.entry
+	}
+	if g.pendingCommits == 0 {
+		clear(g.deletedAt)
+	}
+}
+
+// txnChunkBytes bounds the key and value bytes of one batch of a
+// transaction's offset records, far below the default max.message.bytes of
+// __consumer_offsets: a transaction may stage any number of offsets, and
+// its commit must never be refused as too large (it was decided already).
+const txnChunkBytes = 256 << 10
+
+// CommitTransaction writes the offsets a committing transaction staged,
+// for each group of commits, to the group's partition of __consumer_offsets
+// with their index rows, and with them the appends of with (the
+// transaction's markers) and the rows extra adds (the coordinator's outcome
+// row), in one topics.Manager.AppendAtomic call: one Pebble batch, so after
+// a crash either all of it is in the store or none of it is. It returns
+// once that write is durable and the offsets are visible to FetchOffsets,
+// or with the error that stopped it: then nothing was applied, unless the
+// sync itself failed (the outcome of the write is then unknown, as for
+// any write; the offsets stay invisible).
+//
+// The offsets were validated against their group when staged
+// (ValidateCommit): no membership is checked, and a group that does not
+// exist is created (a "simple" group, as OffsetCommit outside group
+// management creates). Offsets of partitions that no longer exist are
+// dropped, as Kafka drops them. A group's offsets may span several record
+// batches (txnChunkBytes), all in the one Pebble batch.
+//
+// Lock order: c.mu, then the partitions' locks (AppendAtomic); extra runs
+// under both and must take no lock. c.mu is released before the sync.
+func (c *Coordinator) CommitTransaction(commits []TxnCommit, with []*topics.Append, extra func(b *pebblestore.Batch), now time.Time) error {
+	type chunk struct {
+		a       *topics.Append
+		commits []pendingCommit
+	}
+	type groupWrite struct {
+		g      *group
+		chunks []chunk
+	}
+	all := append([]*topics.Append(nil), with...)
+	var writes []*groupWrite
+	var created []*group
+	records := 0
+
+	c.mu.Lock()
+	abandon := func(err error) error {
+		for _, g := range created {
+			c.dropIfUnusedLocked(g)
+		}
+		c.mu.Unlock()
+		return commitAppendError(err)
+	}
+	for _, tc := range commits {
+		g := c.mu.groups[tc.Group]
+		if g == nil {
+			g = c.newGroupLocked(tc.Group)
+			created = append(created, g)
+		}
+		w := &groupWrite{g: g}
+		writes = append(writes, w)
+		var recs []topics.Record
+		var rows []rowOp
+		var pcs []pendingCommit
+		size := 0
+		flush := func() error {
+			if len(recs) == 0 {
+				return nil
+			}
+			a, err := c.offsetsAppendLocked(g, recs, rows, now)
+			if err != nil {
+				return err
+			}
+			all = append(all, a)
+			w.chunks = append(w.chunks, chunk{a, pcs})
+			records += len(recs)
+			recs, rows, pcs, size = nil, nil, nil, 0
+			return nil
+		}
+		for _, t := range tc.Topics {
+			topic, ok := c.tm.Topic(t.Topic)
+			for _, p := range t.Partitions {
+				if !ok || p.Partition < 0 || p.Partition >= topic.NumPartitions() {
+					continue // deleted since the offset was staged: dropped
+				}
+				md := ""
+				if p.Metadata != nil {
+					md = *p.Metadata
+				}
+				if len(md) > c.cfg.MaxOffsetMetadataBytes {
+					// TxnOffsetCommit refuses such offsets; only a row
+					// staged by an older broker can hold one.
+					c.log.Warn().Str("group", g.name).Str("topic", t.Topic).Int32("partition", p.Partition).
+						Msg("a transactional offset with metadata over the limit is dropped")
+					continue
+				}
+				e := &offsetEntry{offset: p.Offset, leaderEpoch: p.LeaderEpoch, metadata: md, commitTime: now, topicID: topic.ID}
+				tp := topicPartition{t.Topic, p.Partition}
+				value := encodeOffsetCommitValue(e)
+				key := offsetCommitKey(g.name, t.Topic, p.Partition)
+				recs = append(recs, topics.Record{Key: key, Value: value})
+				if old := g.offsets[tp]; old != nil && old.topicID != e.topicID {
+					rows = append(rows, rowOp{key: offsetRowKey(g.id, old.topicID, p.Partition), del: true})
+				}
+				rows = append(rows, rowOp{key: offsetRowKey(g.id, e.topicID, p.Partition), value: encodeNamed(t.Topic, value)})
+				pcs = append(pcs, pendingCommit{tp, e})
+				if size += len(key) + len(value); size >= txnChunkBytes {
+					if err := flush(); err != nil {
+						return abandon(err)
+					}
+				}
+			}
+		}
+		if err := flush(); err != nil {
+			return abandon(err)
+		}
+	}
+	pa, err := c.tm.AppendAtomic(all, extra, now.UnixMilli())
+	if err != nil {
+		return abandon(err)
+	}
+	for _, w := range writes {
+		if len(w.chunks) == 0 {
+			c.dropIfUnusedLocked(w.g)
+			continue
+		}
+		w.g.rowWritten = true
+		w.g.pendingCommits++
+		for _, ch := range w.chunks {
+			for i := range ch.commits {
+				ch.commits[i].entry.logOffset = ch.a.BaseOffset + int64(i)
+				w.g.pendingTPs[ch.commits[i].tp]++
+			}
+			c.metrics.offsetCommits.Add(float64(len(ch.commits)))
+		}
+	}
+	c.metrics.recordsAppended.Add(float64(records))
+	c.mu.Unlock()
+
+	err = pa.Wait()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, w := range writes {
+		var pcs []pendingCommit
+		for _, ch := range w.chunks {
+			pcs = append(pcs, ch.commits...)
+		}
+		if len(pcs) > 0 {
+			c.finishCommitsLocked(w.g, pcs, err)
+		}
+	}
+	if err != nil {
+		return commitAppendError(err)
+	}
+	return nil
 }
 
 // validateOffsetCommit is Kafka's ClassicGroup.validateOffsetCommit.
@@ -190,6 +349,16 @@ func (c *Coordinator) ValidateCommit(req CommitRequest) error {
 		return ErrIllegalGeneration
 	}
 	return validateOffsetCommit(g, req)
+}
+
+// CheckOffsetMetadata returns ErrOffsetMetadataTooLarge for an offset's
+// metadata over Config.MaxOffsetMetadataBytes (TxnOffsetCommit checks it
+// when staging, as OffsetCommit does when committing).
+func (c *Coordinator) CheckOffsetMetadata(metadata *string) error {
+	if metadata != nil && len(*metadata) > c.cfg.MaxOffsetMetadataBytes {
+		return ErrOffsetMetadataTooLarge
+	}
+	return nil
 }
 
 func validateOffsetCommit(g *group, req CommitRequest) error {

@@ -119,18 +119,39 @@ func (o *op) waitAll() error {
 // applied, not yet durable: the returned persist is also added to o.
 // REQUIRES: c.mu held.
 func (c *Coordinator) appendLocked(o *op, g *group, recs []topics.Record, ops []rowOp) (*persist, int64, error) {
-	raw, err := encodeRecords(recs, o.now)
+	a, err := c.offsetsAppendLocked(g, recs, ops, o.now)
 	if err != nil {
 		return nil, -1, err
 	}
+	pa := c.tm.Append([]*topics.Append{a}, o.now.UnixMilli())
+	if a.Err != nil {
+		_ = pa.Wait()
+		return nil, -1, a.Err
+	}
+	g.rowWritten = true
+	ps := &persist{pa: pa, a: a}
+	o.persists = append(o.persists, ps)
+	c.metrics.recordsAppended.Add(float64(len(recs)))
+	return ps, a.BaseOffset, nil
+}
+
+// offsetsAppendLocked builds the append of recs to g's partition of
+// __consumer_offsets; its Extra writes the index rows ops, and g's row
+// while it has not been written, in the Pebble batch of the records.
+// REQUIRES: c.mu held.
+func (c *Coordinator) offsetsAppendLocked(g *group, recs []topics.Record, ops []rowOp, now time.Time) (*topics.Append, error) {
+	raw, err := encodeRecords(recs, now)
+	if err != nil {
+		return nil, err
+	}
 	p, ok := c.offsetsTopic.Partition(g.partition)
 	if !ok {
-		return nil, -1, fmt.Errorf("%w: __consumer_offsets has no partition %d", ErrCoordinatorNotAvailable, g.partition)
+		return nil, fmt.Errorf("%w: __consumer_offsets has no partition %d", ErrCoordinatorNotAvailable, g.partition)
 	}
 	writeRow := !g.rowWritten
 	row := encodeNamed(g.name, g.lastMetadata)
 	id := g.id
-	a := &topics.Append{Partition: p, Batch: raw, Extra: func(b *pebblestore.Batch, _ int64) {
+	return &topics.Append{Partition: p, Batch: raw, Extra: func(b *pebblestore.Batch, _ int64) {
 		if writeRow {
 			b.Set(groupRowKey(id), row)
 		}
@@ -144,17 +165,7 @@ func (c *Coordinator) appendLocked(o *op, g *group, recs []topics.Record, ops []
 				b.Set(r.key, r.value)
 			}
 		}
-	}}
-	pa := c.tm.Append([]*topics.Append{a}, o.now.UnixMilli())
-	if a.Err != nil {
-		_ = pa.Wait()
-		return nil, -1, a.Err
-	}
-	g.rowWritten = true
-	ps := &persist{pa: pa, a: a}
-	o.persists = append(o.persists, ps)
-	c.metrics.recordsAppended.Add(float64(len(recs)))
-	return ps, a.BaseOffset, nil
+	}}, nil
 }
 
 // persistMetadataLocked stores the group's current metadata (Kafka's

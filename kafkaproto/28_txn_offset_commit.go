@@ -8,6 +8,9 @@ package kafkaproto
 //     it aborts. The group must have been added with AddOffsetsToTxn, else
 //     INVALID_TXN_STATE. While staged, OffsetFetch with require_stable
 //     answers UNSTABLE_OFFSET_COMMIT for those partitions.
+//   - An offset whose metadata is over the group coordinator's limit gets
+//     OFFSET_METADATA_TOO_LARGE and is not staged (Kafka checks it here
+//     too): the commit of a decided transaction must never fail on it.
 //   - v3 (KIP-447): the generation, member ID and instance ID are checked
 //     against the group as OffsetCommit does (ILLEGAL_GENERATION,
 //     UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID): a zombie of an old
@@ -35,7 +38,7 @@ func (s *Server) handleTxnOffsetCommit(r *request) (reply, error) {
 	}
 	var code int16
 	var offsets []txns.Offset
-	unknown := map[[2]any]bool{}
+	refused := map[[2]any]int16{} // per-partition error codes
 	switch {
 	case s.cfg.Txns == nil || s.cfg.Groups == nil:
 		code = kerr.CoordinatorNotAvailable.Code
@@ -44,7 +47,7 @@ func (s *Server) handleTxnOffsetCommit(r *request) (reply, error) {
 	case req.Group == "":
 		code = kerr.InvalidGroupID.Code
 	default:
-		cr := groups.CommitRequest{Group: req.Group, Generation: -1, Transactional: true}
+		cr := groups.CommitRequest{Group: req.Group, Generation: -1}
 		if req.Version >= 3 {
 			cr.Generation, cr.MemberID, cr.InstanceID = req.Generation, req.MemberID, req.InstanceID
 		}
@@ -56,7 +59,11 @@ func (s *Server) handleTxnOffsetCommit(r *request) (reply, error) {
 			tp, ok := s.topics.Topic(t.Topic)
 			for _, p := range t.Partitions {
 				if !ok || p.Partition < 0 || p.Partition >= tp.NumPartitions() {
-					unknown[[2]any{t.Topic, p.Partition}] = true
+					refused[[2]any{t.Topic, p.Partition}] = kerr.UnknownTopicOrPartition.Code
+					continue
+				}
+				if err := s.cfg.Groups.CheckOffsetMetadata(p.Metadata); err != nil {
+					refused[[2]any{t.Topic, p.Partition}] = errorCode(err)
 					continue
 				}
 				epoch := int32(-1)
@@ -76,8 +83,8 @@ func (s *Server) handleTxnOffsetCommit(r *request) (reply, error) {
 			rp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
 			rp.Partition = p.Partition
 			rp.ErrorCode = code
-			if unknown[[2]any{t.Topic, p.Partition}] {
-				rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			if c, ok := refused[[2]any{t.Topic, p.Partition}]; ok {
+				rp.ErrorCode = c
 			}
 			rt.Partitions = append(rt.Partitions, rp)
 		}

@@ -50,7 +50,7 @@ import (
 //	0x47-4f reserved: event store
 //	0x50    transactionalID                              transaction coordinator row (JSON, see txns/store.go)
 //	0x51    topicID [16] | partition u32 | producer u64  ongoing transaction: first offset u64
-//	0x52    topicID [16] | partition u32 | marker u64    aborted transaction: producer u64 | first offset u64
+//	0x52    topicID [16] | partition u32 | marker u64    aborted transaction: producer u64 | first offset u64 (while its data may remain)
 //	0x53-5f reserved: transactions
 //
 // Dedup hash (0x37, 0x38): SHA-256(dedup_id)[:16], or, for content_dedup,
@@ -91,8 +91,8 @@ import (
 // every batch it equals the log end offset, which recovery then takes from
 // it. cleanerCheckpoint is the offset below which compaction has cleaned
 // (Kafka's cleaner-offset-checkpoint). tombstoneHorizon is the earliest time
-// (Unix ms) at which a tombstone kept by compaction may be removed, -1 when
-// none waits.
+// (Unix ms) at which a tombstone or a transaction marker kept by compaction
+// may be removed, -1 when none waits.
 //
 // Segment row (0x14), 40 bytes:
 //

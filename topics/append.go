@@ -37,7 +37,7 @@ type Append struct {
 
 	end int64 // offset after the batch's last record
 
-	// marker is set by WriteMarkers: Batch is a broker-built control batch.
+	// marker is set by MarkerAppends: Batch is a broker-built control batch.
 	marker      bool
 	markerAbort bool
 }
@@ -59,6 +59,35 @@ type PendingAppend struct {
 // Appends with a nil Partition or a failing batch get Err and write nothing;
 // the others are unaffected.
 func (m *Manager) Append(appends []*Append, now int64) *PendingAppend {
+	pa, _ := m.appendBatches(appends, nil, false, now)
+	return pa
+}
+
+// AppendAtomic is Append for writes that must land together or not at
+// all: every batch of appends, with its index, segment, producer and
+// transaction rows and the rows its Extra adds, and the rows extra adds,
+// go into one Pebble batch, applied once. If any part fails (a batch that
+// does not validate, a sequence error, an idempotent duplicate, a deleted
+// partition, the apply itself), nothing is applied: the failing append
+// gets its error, the others ErrNotApplied, and the error is returned
+// with a nil PendingAppend. The one exception is a transaction marker
+// (MarkerAppends) of a partition deleted since: it has nothing left to
+// end, gets ErrUnknownTopic and is left out without failing the rest.
+//
+// extra, when set, runs once under the locks of every partition written,
+// after their batches were added: like Append.Extra it must be quick, take
+// no lock and not call back into topics. It runs (and its rows are
+// applied) even when no batch is left to write.
+//
+// A single Pebble batch is applied atomically and, once its WAL record is
+// synced, durable atomically: after a crash either every write of the call
+// is in the store or none is. On success, Wait as for Append.
+func (m *Manager) AppendAtomic(appends []*Append, extra func(b *pebblestore.Batch), now int64) (*PendingAppend, error) {
+	return m.appendBatches(appends, extra, true, now)
+}
+
+// appendBatches is Append, and AppendAtomic when atomic is set.
+func (m *Manager) appendBatches(appends []*Append, extra func(b *pebblestore.Batch), atomic bool, now int64) (*PendingAppend, error) {
 	pa := &PendingAppend{m: m, appends: appends}
 	type checked struct {
 		a *Append
@@ -109,8 +138,17 @@ func (m *Manager) Append(appends []*Append, now int64) *PendingAppend {
 		}
 		ok = append(ok, checked{a, h})
 	}
-	if len(ok) == 0 {
-		return pa
+	if atomic {
+		for _, a := range appends {
+			if a.Err != nil {
+				err := a.Err
+				notApplied(appends, a)
+				return nil, err
+			}
+		}
+	}
+	if len(ok) == 0 && extra == nil {
+		return pa, nil
 	}
 	sort.SliceStable(ok, func(i, j int) bool {
 		pi, pj := ok[i].a.Partition, ok[j].a.Partition
@@ -164,10 +202,17 @@ func (m *Manager) Append(appends []*Append, now int64) *PendingAppend {
 	}
 	b := m.store.NewBatchWithSize(size)
 	needBarrier := false
+	var failed *Append // the append that failed an atomic write
 	for _, c := range ok {
+		if failed != nil {
+			break
+		}
 		a, h, p := c.a, c.h, c.a.Partition
 		if p.deleted.Load() {
 			a.Err = ErrUnknownTopic
+			if atomic && !a.marker {
+				failed = a
+			}
 			continue
 		}
 		a.LogStartOffset = p.logStart.Load()
@@ -177,6 +222,13 @@ func (m *Manager) Append(appends []*Append, now int64) *PendingAppend {
 			st = p.mu.producers[h.ProducerID]
 			lastSeq = incrementSequence(h.BaseSequence, h.LastOffsetDelta)
 			if dup, found := st.findDuplicate(h.ProducerEpoch, h.BaseSequence, lastSeq); found {
+				if atomic {
+					// The original is in the log already, written by
+					// another call: it cannot land with this one.
+					a.Err = fmt.Errorf("%w: an idempotent retry cannot be part of an atomic write", ErrInvalidRecord)
+					failed = a
+					continue
+				}
 				a.BaseOffset = dup.BaseOffset
 				a.end = dup.BaseOffset + int64(dup.OffsetDelta) + 1
 				a.Duplicate = true
@@ -188,6 +240,9 @@ func (m *Manager) Append(appends []*Append, now int64) *PendingAppend {
 			}
 			if err := st.checkSequence(h.ProducerEpoch, h.BaseSequence); err != nil {
 				a.Err = err
+				if atomic {
+					failed = a
+				}
 				continue
 			}
 		}
@@ -252,11 +307,16 @@ func (m *Manager) Append(appends []*Append, now int64) *PendingAppend {
 			b.Set(pebblestore.ProducerStateKey(p.Topic.ID, p.Index, h.ProducerID), st.encode())
 		}
 	}
+	if failed == nil && extra != nil {
+		extra(b)
+	}
 	if b.Empty() && needBarrier {
 		b.LogData(nil)
 	}
 	var applyErr error
-	if !b.Empty() {
+	if failed != nil {
+		applyErr = failed.Err
+	} else if !b.Empty() {
 		applyErr = b.Apply()
 	}
 	if applyErr != nil {
@@ -276,11 +336,16 @@ func (m *Manager) Append(appends []*Append, now int64) *PendingAppend {
 				}
 			}
 		}
-		for _, c := range ok {
-			if c.a.Err == nil {
-				c.a.Err = fmt.Errorf("%w: %v", ErrStorage, applyErr)
-				c.a.BaseOffset = -1
+		if failed != nil {
+			notApplied(appends, failed)
+		} else {
+			for _, c := range ok {
+				if c.a.Err == nil {
+					c.a.Err = fmt.Errorf("%w: %v", ErrStorage, applyErr)
+					c.a.BaseOffset = -1
+				}
 			}
+			applyErr = fmt.Errorf("%w: %v", ErrStorage, applyErr)
 		}
 		b.Close()
 		b = nil
@@ -293,8 +358,22 @@ func (m *Manager) Append(appends []*Append, now int64) *PendingAppend {
 	for _, p := range locked {
 		p.mu.Unlock()
 	}
+	if atomic && applyErr != nil {
+		return nil, applyErr
+	}
 	pa.batch = b
-	return pa
+	return pa, nil
+}
+
+// notApplied gives every append of a failed atomic write that has no
+// error of its own ErrNotApplied, naming the failure.
+func notApplied(appends []*Append, failed *Append) {
+	for _, a := range appends {
+		a.BaseOffset, a.LogAppendTime, a.Duplicate = -1, -1, false
+		if a.Err == nil {
+			a.Err = fmt.Errorf("%w: %v", ErrNotApplied, failed.Err)
+		}
+	}
 }
 
 // Wait blocks until the applied batches are durable, then advances each

@@ -13,15 +13,25 @@ import (
 	"github.com/vibemq/broker/pebblestore"
 )
 
-// TestCleanupDataDriven runs the scripts in testdata/retention and
-// testdata/compaction. Time is explicit in every command (Unix ms), so
+// TestCleanupDataDriven runs the scripts in testdata/retention,
+// testdata/compaction and testdata/txn-compaction (transaction markers and
+// the aborted-transaction index under compaction). Time is explicit in every command (Unix ms), so
 // nothing waits. Commands:
 //
 //	create-topic name=T [partitions=N]     input: one config k=v per line
 //	alter-configs topic=T                   input: k=v to set, -k to delete
-//	append topic=T ts=MS [partition=P] [now=MS] [codec=none|gzip|lz4|snappy|zstd] [pid=ID seq=S] [nowait]
+//	append topic=T ts=MS [partition=P] [now=MS] [codec=none|gzip|lz4|snappy|zstd] [pid=ID seq=S [epoch=E] [txn]] [nowait]
 //	                                        input: one record per line, key=value;
-//	                                        key "-" is null, value "~" a tombstone
+//	                                        key "-" is null, value "~" a tombstone;
+//	                                        txn: a transactional batch
+//	marker topic=T pid=ID commit|abort now=MS [partition=P] [epoch=E]
+//	                                        a COMMIT or ABORT marker (AppendAtomic)
+//	aborted topic=T [partition=P]           the aborted-transaction index, checked
+//	                                        against its rows and the markers
+//	read-committed topic=T [partition=P] [max=BYTES]
+//	                                        what a read_committed consumer gets from
+//	                                        the log start (Kafka's consumer logic,
+//	                                        per fetch of at most BYTES)
 //	log topic=T [partition=P]               the batches a reader sees, from the log start
 //	segments topic=T [partition=P]          the segment rows
 //	offsets topic=T [partition=P]           log start, high watermark, size counters
@@ -33,7 +43,7 @@ import (
 //	wait-pending                            Wait for appends made with nowait
 //	restart                                 close and reopen the store
 func TestCleanupDataDriven(t *testing.T) {
-	for _, file := range []string{"testdata/retention", "testdata/compaction"} {
+	for _, file := range []string{"testdata/retention", "testdata/compaction", "testdata/txn-compaction"} {
 		t.Run(file, func(t *testing.T) {
 			h := newCleanupHarness(t)
 			datadriven.RunTest(t, file, h.run)
@@ -146,11 +156,16 @@ func (h *cleanupHarness) run(t *testing.T, td *datadriven.TestData) string {
 		pid, seq := int64(-1), int32(-1)
 		td.MaybeScanArgs(t, "pid", &pid)
 		td.MaybeScanArgs(t, "seq", &seq)
-		epoch := int16(-1)
+		epoch := -1
 		if pid >= 0 {
 			epoch = 0
 		}
-		batch, err := EncodeBatch(BatchHeader{Attributes: int16(codec), BaseTimestamp: ts, MaxTimestamp: ts, ProducerID: pid, ProducerEpoch: epoch, BaseSequence: seq}, recs)
+		td.MaybeScanArgs(t, "epoch", &epoch)
+		attrs := int16(codec)
+		if td.HasArg("txn") {
+			attrs |= batchAttributeTransactional
+		}
+		batch, err := EncodeBatch(BatchHeader{Attributes: attrs, BaseTimestamp: ts, MaxTimestamp: ts, ProducerID: pid, ProducerEpoch: int16(epoch), BaseSequence: seq}, recs)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -167,6 +182,43 @@ func (h *cleanupHarness) run(t *testing.T, td *datadriven.TestData) string {
 			return "error: " + a.Err.Error()
 		}
 		return fmt.Sprintf("offsets %d-%d", a.BaseOffset, a.end-1)
+
+	case "marker":
+		p := h.partition(t, td)
+		var pid, now int64
+		td.ScanArgs(t, "pid", &pid)
+		td.ScanArgs(t, "now", &now)
+		epoch := 0
+		td.MaybeScanArgs(t, "epoch", &epoch)
+		if td.HasArg("commit") == td.HasArg("abort") {
+			t.Fatalf("%s: marker needs commit or abort", td.Pos)
+		}
+		appends := MarkerAppends([]Marker{{Partition: p, ProducerID: pid, ProducerEpoch: int16(epoch), Commit: td.HasArg("commit")}}, now)
+		pa, err := h.m.AppendAtomic(appends, nil, now)
+		if err != nil {
+			return "error: " + err.Error()
+		}
+		if err := pa.Wait(); err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprintf("offset %d", appends[0].BaseOffset)
+
+	case "aborted":
+		p := h.partition(t, td)
+		var sb strings.Builder
+		for _, a := range checkAbortedIndex(t, h.store, p) {
+			fmt.Fprintf(&sb, "pid=%d first=%d marker=%d\n", a.ProducerID, a.FirstOffset, a.LastOffset)
+		}
+		if sb.Len() == 0 {
+			return "none"
+		}
+		return sb.String()
+
+	case "read-committed":
+		p := h.partition(t, td)
+		maxBytes := 1 << 20
+		td.MaybeScanArgs(t, "max", &maxBytes)
+		return readCommittedView(t, p, maxBytes)
 
 	case "wait-pending":
 		for _, pa := range h.pending {
@@ -343,6 +395,19 @@ func describeLog(t testing.TB, p *Partition) string {
 			if c := h.Codec(); c != CodecNone {
 				fmt.Fprintf(&sb, " codec=%d", c)
 			}
+			if h.IsControl() {
+				commit, err := ControlBatchCommit(buf[:h.Size()])
+				if err != nil {
+					t.Fatal(err)
+				}
+				fmt.Fprintf(&sb, " pid=%d marker=%s\n", h.ProducerID, map[bool]string{true: "COMMIT", false: "ABORT"}[commit])
+				off = h.LastOffset() + 1
+				buf = buf[h.Size():]
+				continue
+			}
+			if h.IsTransactional() {
+				sb.WriteString(" txn")
+			}
 			if h.ProducerID >= 0 {
 				fmt.Fprintf(&sb, " pid=%d seq=%d", h.ProducerID, h.BaseSequence)
 			}
@@ -430,4 +495,132 @@ func checkSegments(t testing.TB, store *pebblestore.Store, p *Partition) {
 	if st := p.Stats(); st.Bytes != size || st.Records != records {
 		t.Fatalf("size counters say %d bytes %d records; the segments %d and %d", st.Bytes, st.Records, size, records)
 	}
+}
+
+// checkAbortedIndex returns the partition's aborted-transaction index and
+// checks it: the stored rows equal the index in memory, and every entry's
+// marker is an ABORT marker still in the store (an entry without its
+// marker would make readers drop the producer's later data).
+func checkAbortedIndex(t testing.TB, store *pebblestore.Store, p *Partition) []AbortedTxn {
+	t.Helper()
+	index := p.AbortedTransactions()
+	prefix := pebblestore.PartitionPrefix(pebblestore.PrefixTxnAborted, p.Topic.ID, p.Index)
+	it, err := store.NewIter(prefix, pebblestore.PrefixEnd(prefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer it.Close()
+	i := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		at := pebblestore.OffsetFromKey(it.Key())
+		if i >= len(index) || index[i].LastOffset != at {
+			t.Fatalf("aborted index row for the marker at %d; the index in memory: %+v", at, index)
+		}
+		i++
+	}
+	if i != len(index) {
+		t.Fatalf("%d aborted index rows, %d entries in memory: %+v", i, len(index), index)
+	}
+	for _, a := range index {
+		raw, err := store.Get(pebblestore.BatchKey(p.Topic.ID, p.Index, a.LastOffset))
+		if err != nil {
+			t.Fatalf("aborted transaction %+v: its marker is gone: %v", a, err)
+		}
+		h, err := ParseBatchHeader(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		commit, err := ControlBatchCommit(raw)
+		if err != nil || !h.IsControl() || commit || h.ProducerID != a.ProducerID {
+			t.Fatalf("aborted transaction %+v: the batch at its marker offset is not its ABORT marker", a)
+		}
+	}
+	return index
+}
+
+// committedRecord is one record a read_committed consumer got.
+type committedRecord struct {
+	offset int64
+	key    string
+	value  *string
+}
+
+// readCommittedRecords reads the partition from its log start to its last
+// stable offset as a read_committed Kafka consumer does (the Java
+// consumer's CompletedFetch): each fetch of at most maxBytes returns
+// batches and the aborted transactions overlapping them; a producer enters
+// the aborted set when a batch reaches the first offset of one of its
+// aborted transactions, and leaves it at its ABORT marker; its
+// transactional batches in between are dropped, control batches are never
+// delivered. It returns the records delivered and the LSO.
+func readCommittedRecords(t testing.TB, p *Partition, maxBytes int) ([]committedRecord, int64) {
+	t.Helper()
+	var out []committedRecord
+	off := p.LogStartOffset()
+	lso := p.LastStableOffset()
+	for off < lso {
+		buf, res, err := p.ReadCommitted(off, maxBytes, true, nil)
+		if err != nil {
+			t.Fatalf("read_committed at %d: %v", off, err)
+		}
+		if len(buf) == 0 {
+			break
+		}
+		queue := append([]AbortedTxn(nil), res.Aborted...)
+		sort.Slice(queue, func(i, j int) bool { return queue[i].FirstOffset < queue[j].FirstOffset })
+		abortedPIDs := map[int64]bool{}
+		for len(buf) > 0 {
+			h, err := ParseBatchHeader(buf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw := buf[:h.Size()]
+			buf = buf[h.Size():]
+			off = h.LastOffset() + 1
+			for len(queue) > 0 && queue[0].FirstOffset <= h.LastOffset() {
+				abortedPIDs[queue[0].ProducerID] = true
+				queue = queue[1:]
+			}
+			if h.IsControl() {
+				if commit, err := ControlBatchCommit(raw); err != nil {
+					t.Fatal(err)
+				} else if !commit {
+					delete(abortedPIDs, h.ProducerID)
+				}
+				continue
+			}
+			if h.IsTransactional() && abortedPIDs[h.ProducerID] {
+				continue
+			}
+			_, recs, err := DecodeRecords(raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range recs {
+				cr := committedRecord{offset: h.BaseOffset + int64(r.OffsetDelta), key: string(r.Key)}
+				if r.Value != nil {
+					v := string(r.Value)
+					cr.value = &v
+				}
+				out = append(out, cr)
+			}
+		}
+	}
+	return out, lso
+}
+
+// readCommittedView prints readCommittedRecords: offset:key=value (~ a
+// tombstone) and the LSO.
+func readCommittedView(t testing.TB, p *Partition, maxBytes int) string {
+	t.Helper()
+	recs, lso := readCommittedRecords(t, p, maxBytes)
+	var sb strings.Builder
+	for _, r := range recs {
+		v := "~"
+		if r.value != nil {
+			v = *r.value
+		}
+		fmt.Fprintf(&sb, "%d:%s=%s ", r.offset, r.key, v)
+	}
+	return strings.TrimSpace(sb.String()) + fmt.Sprintf("\nlso=%d", lso)
 }

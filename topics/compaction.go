@@ -40,7 +40,8 @@ import (
 //   - A partition is cleaned when its dirty bytes are more than
 //     min.cleanable.dirty.ratio of its clean plus dirty bytes, when its
 //     oldest dirty segment's first batch is older than max.compaction.lag.ms,
-//     or when the earliest delete horizon of its kept tombstones has passed.
+//     or when the earliest delete horizon of its kept tombstones (and
+//     markers, below) has passed.
 //     Among candidates the dirtiest goes first.
 //   - The log start never moves and the active segment is never touched, so
 //     the newest record is always kept and a consumer reading to the high
@@ -52,12 +53,39 @@ import (
 // progress (the checkpoint moves when it ends), and a rerun is idempotent.
 //
 // Transactions: cleaning stops at the last stable offset, so every
-// transaction in the range has ended. Batches of aborted transactions (the
-// aborted-transaction index, snapshotted when the pass starts) are removed
-// regardless of key and never enter the offset map, so an aborted record
-// never shadows a committed one (Kafka LogCleaner.shouldDiscardBatch).
-// Control batches (markers) are always kept; Kafka removes them once their
-// data is gone and their horizon passed, which is not done here.
+// transaction with data in the range has ended. Batches of aborted
+// transactions (the aborted-transaction index, snapshotted when the pass
+// starts) are removed regardless of key and never enter the offset map, so
+// an aborted record never shadows a committed one (Kafka
+// LogCleaner.shouldDiscardBatch).
+//
+// Markers (control batches) go as Kafka's cleaner removes them
+// (LogCleaner.CleanedTransactionMetadata, KIP-98 and KIP-534):
+//
+//   - A marker is removable once no data batch of its transaction remains:
+//     the rewrite goes in offset order from the segment holding the log
+//     start, and a marker of producer P is removable iff no transactional
+//     data batch of P was kept since P's previous marker (or the start of
+//     the rewrite). Data of an aborted transaction is always dropped before
+//     its marker is reached, so an ABORT marker is removable in the first
+//     pass that reaches it; a COMMIT marker once compaction has removed
+//     every record of its transaction.
+//   - The first pass that finds a marker removable stamps it with a delete
+//     horizon, now + delete.retention.ms (attribute bit 6, the horizon in
+//     the base timestamp, as for tombstones), and in the same Pebble batch
+//     drops the marker's aborted-transaction index entry, in the store and
+//     in memory. A pass after the horizon removes the marker. The earliest
+//     horizon of kept markers and tombstones makes the partition cleanable
+//     when it passes.
+//
+// So, at every moment and after any crash (each step's batch holds its
+// deletions, the index entries it drops and the markers it stamps, and
+// steps go in offset order): aborted data is never left without its index
+// entry (read_committed readers drop it by the entry), and an index entry
+// never outlives its ABORT marker (a reader that added the producer to its
+// aborted set on the entry must meet the marker that ends it, or it would
+// drop the producer's later committed data). Offsets never change: a
+// removed marker leaves a gap like any removed batch.
 
 // CompactionResult reports one Compact call.
 type CompactionResult struct {
@@ -98,7 +126,7 @@ type cleaningPass struct {
 	mapEntries int
 
 	// Rewrite phase.
-	horizon        int64 // earliest delete horizon of the tombstones kept, -1 none
+	horizon        int64 // earliest delete horizon of the tombstones and markers kept, -1 none
 	curSeg         int64 // base of the segment being rewritten, -1 none
 	curSegMaxTS    int64 // largest timestamp of its batches kept so far
 	curSegChanged  bool  // whether any of its batches changed
@@ -108,6 +136,26 @@ type cleaningPass struct {
 	// aborted is the partition's aborted-transaction index when the pass
 	// started, by marker offset.
 	aborted []AbortedTxn
+	// txnData holds the producers of which the rewrite kept a
+	// transactional data batch since their last marker: their next marker
+	// must stay.
+	txnData map[int64]bool
+}
+
+// markerRemovable reports whether the marker h may be removed (see the
+// package comment) and starts the next transaction of its producer. It
+// must be called for every marker, in offset order.
+func (c *cleaningPass) markerRemovable(h BatchHeader) bool {
+	kept := c.txnData[h.ProducerID]
+	delete(c.txnData, h.ProducerID)
+	return !kept
+}
+
+// hasAbortedEntry reports whether the index held an aborted transaction
+// whose marker is at offset when the pass started.
+func (c *cleaningPass) hasAbortedEntry(offset int64) bool {
+	i := sort.Search(len(c.aborted), func(i int) bool { return c.aborted[i].LastOffset >= offset })
+	return i < len(c.aborted) && c.aborted[i].LastOffset == offset
 }
 
 // isAborted reports whether the data batch h belongs to an aborted
@@ -172,11 +220,12 @@ type cleanable struct {
 	dirtyEnd   int64 // base of the first segment that cannot be cleaned
 	boundaries []int64
 	ratio      float64
-	needed     bool // by ratio or max.compaction.lag.ms; else only a tombstone horizon is due
+	needed     bool // by ratio or max.compaction.lag.ms; else only a delete horizon (tombstones, markers) is due
 }
 
 // pickCleanable chooses the partition to clean: the highest dirty ratio
-// among those that need cleaning, else one whose tombstone horizon passed.
+// among those that need cleaning, else one whose delete horizon (of its
+// tombstones or markers) passed.
 func (m *Manager) pickCleanable(now time.Time) (*cleaningPass, error) {
 	nowMs := now.UnixMilli()
 	var best *cleanable
@@ -209,6 +258,7 @@ func (m *Manager) pickCleanable(now time.Time) (*cleaningPass, error) {
 		mapEntries: m.cfg.CompactionMapEntries,
 		horizon:    -1, curSeg: -1,
 		aborted: best.p.AbortedTransactions(),
+		txnData: make(map[int64]bool),
 	}
 	for _, b := range best.boundaries {
 		pass.boundaries[b] = true
@@ -445,6 +495,7 @@ func (c *cleaningPass) rewriteStep(nowMs, budget int64, s *topicSettings, res *C
 		o, ok := c.offsets[c.hash(key)]
 		return o, ok
 	}
+	var droppedAborted []int64 // markers whose index entry this step drops
 	finished := true
 	for ok := it.First(); ok; ok = it.Next() {
 		base := pebblestore.OffsetFromKey(it.Key())
@@ -457,12 +508,21 @@ func (c *cleaningPass) rewriteStep(nowMs, budget int64, s *topicSettings, res *C
 		if err != nil {
 			return false, fmt.Errorf("%w: %v", ErrStorage, err)
 		}
-		out, err := cleanBatch(raw, lookup, c.isAborted, nowMs, s.deleteRetentionMs)
+		out, err := cleanBatch(raw, lookup, c.isAborted, c.markerRemovable, nowMs, s.deleteRetentionMs)
 		if err != nil {
 			return false, fmt.Errorf("%w: stored batch %s/%d@%d: %v", pebblestore.ErrCorruption, t.Name, p.Index, base, err)
 		}
-		if out.keptTombstones && (c.horizon < 0 || out.horizon < c.horizon) {
+		if out.pendingHorizon && (c.horizon < 0 || out.horizon < c.horizon) {
 			c.horizon = out.horizon
+		}
+		switch {
+		case out.txnData && out.action != cleanDrop:
+			c.txnData[out.producerID] = true
+		case out.markerRemovable && c.hasAbortedEntry(base):
+			// Its data is gone (dropped by this pass, in this step's batch
+			// or an earlier one): the entry goes with the stamping.
+			b.Delete(pebblestore.TxnAbortedKey(t.ID, p.Index, base))
+			droppedAborted = append(droppedAborted, base)
 		}
 		switch out.action {
 		case cleanKeep:
@@ -553,6 +613,7 @@ func (c *cleaningPass) rewriteStep(nowMs, budget int64, s *topicSettings, res *C
 	}
 	p.sizeBytes.Add(sizeDelta)
 	p.records.Add(recordsDelta)
+	p.dropAbortedLocked(droppedAborted)
 	p.mu.Unlock()
 	if err := b.Wait(); err != nil {
 		return false, fmt.Errorf("%w: %v", ErrStorage, err)
@@ -569,24 +630,48 @@ const (
 )
 
 type cleanOutcome struct {
-	action         cleanAction
-	batch          []byte // cleanRewrite: the new batch
-	maxTimestamp   int64  // of the batch as kept
-	removed        int32  // records removed
-	keptTombstones bool   // the kept batch holds tombstones ...
-	horizon        int64  // ... removable from this time (Unix ms)
+	action       cleanAction
+	batch        []byte // cleanRewrite: the new batch
+	maxTimestamp int64  // of the batch as kept
+	removed      int32  // records removed
+	// pendingHorizon: the kept batch holds tombstones or is a removable
+	// marker, to be removed from horizon (Unix ms).
+	pendingHorizon bool
+	horizon        int64
+	// txnData: a transactional data batch of producerID.
+	txnData    bool
+	producerID int64
+	// markerRemovable: a marker whose transaction has no data left.
+	markerRemovable bool
 }
 
 // cleanBatch decides what compaction keeps of one stored batch. latest
-// returns the latest offset of a key in the offset map.
-func cleanBatch(raw []byte, latest func(key []byte) (int64, bool), aborted func(BatchHeader) bool, nowMs, deleteRetentionMs int64) (cleanOutcome, error) {
+// returns the latest offset of a key in the offset map; aborted reports a
+// data batch of an aborted transaction; removable, called for every
+// marker in offset order, whether the marker's transaction has no data
+// left (see the package comment).
+func cleanBatch(raw []byte, latest func(key []byte) (int64, bool), aborted, removable func(BatchHeader) bool, nowMs, deleteRetentionMs int64) (cleanOutcome, error) {
 	h, records, err := DecodeRecords(raw)
 	if err != nil {
 		return cleanOutcome{}, err
 	}
 	if h.IsControl() {
-		// Transaction markers are kept (see the package comment above).
-		return cleanOutcome{action: cleanKeep, maxTimestamp: h.MaxTimestamp}, nil
+		if !removable(h) {
+			return cleanOutcome{action: cleanKeep, maxTimestamp: h.MaxTimestamp}, nil
+		}
+		out := cleanOutcome{markerRemovable: true}
+		if !h.HasDeleteHorizon() {
+			// First seen removable: stamp the horizon, keep the record.
+			out.pendingHorizon, out.horizon = true, horizonFrom(nowMs, deleteRetentionMs)
+			return stampHorizon(h, records, out, out.horizon)
+		}
+		if nowMs >= h.BaseTimestamp {
+			out.action, out.removed = cleanDrop, int32(len(records))
+			return out, nil
+		}
+		out.action, out.maxTimestamp = cleanKeep, h.MaxTimestamp
+		out.pendingHorizon, out.horizon = true, h.BaseTimestamp
+		return out, nil
 	}
 	if aborted(h) {
 		return cleanOutcome{action: cleanDrop, removed: int32(len(records))}, nil
@@ -608,20 +693,18 @@ func cleanBatch(raw []byte, latest func(key []byte) (int64, bool), aborted func(
 		}
 		kept = append(kept, r)
 	}
-	out := cleanOutcome{removed: int32(len(records) - len(kept)), keptTombstones: tombstones}
+	out := cleanOutcome{removed: int32(len(records) - len(kept)), pendingHorizon: tombstones,
+		txnData: h.IsTransactional(), producerID: h.ProducerID}
 	if len(kept) == 0 {
 		out.action = cleanDrop
-		out.keptTombstones = false
+		out.pendingHorizon = false
 		return out, nil
 	}
 	horizon := int64(-1)
 	if h.HasDeleteHorizon() {
 		horizon = h.BaseTimestamp
 	} else if tombstones {
-		horizon = math.MaxInt64
-		if nowMs <= math.MaxInt64-deleteRetentionMs {
-			horizon = nowMs + deleteRetentionMs
-		}
+		horizon = horizonFrom(nowMs, deleteRetentionMs)
 	}
 	out.horizon = horizon
 	if len(kept) == len(records) && (!tombstones || h.HasDeleteHorizon()) {
@@ -629,7 +712,21 @@ func cleanBatch(raw []byte, latest func(key []byte) (int64, bool), aborted func(
 		out.maxTimestamp = h.MaxTimestamp
 		return out, nil
 	}
+	return stampHorizon(h, kept, out, horizon)
+}
 
+// horizonFrom is the delete horizon of something first kept at nowMs.
+func horizonFrom(nowMs, deleteRetentionMs int64) int64 {
+	if nowMs > math.MaxInt64-deleteRetentionMs {
+		return math.MaxInt64
+	}
+	return nowMs + deleteRetentionMs
+}
+
+// stampHorizon rebuilds batch h with the records kept and, when horizon
+// is not -1, the delete horizon (KIP-534: attribute bit 6, the horizon in
+// the base timestamp), filling out's rewrite fields.
+func stampHorizon(h BatchHeader, kept []Record, out cleanOutcome, horizon int64) (cleanOutcome, error) {
 	// Rebuild with the same header fields; record timestamps keep their
 	// absolute values against the new base timestamp.
 	nh := h

@@ -16,6 +16,9 @@ var (
 	ErrUnknownProducerID    = errors.New("topics: unknown producer id")
 	ErrTopicDeleted         = errors.New("topics: topic is being deleted")
 	ErrStorage              = errors.New("topics: storage error")
+	// ErrNotApplied: an append of an AppendAtomic call that was not
+	// written because another part of the same atomic write failed.
+	ErrNotApplied = errors.New("topics: not applied: another part of the atomic write failed")
 
 	// ErrInvalidTimestamp: a CreateTime record timestamp outside the
 	// topic's message.timestamp.before/after.max.ms window. Kafka

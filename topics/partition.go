@@ -56,7 +56,9 @@ type Partition struct {
 		tombstoneHorizon  int64
 		// ongoing maps a producer ID to the first offset of its ongoing
 		// transaction; aborted is the aborted-transaction index, by marker
-		// offset (see txn.go).
+		// offset (see txn.go). aborted is only ever appended to or
+		// replaced by a copy, never modified in place: readers keep
+		// snapshots of it (read).
 		ongoing map[int64]int64
 		aborted []AbortedTxn
 	}

@@ -43,6 +43,12 @@ func (p *Partition) ReadCommitted(offset int64, maxBytes int, minOne bool, dst [
 func (p *Partition) read(offset int64, maxBytes int, minOne bool, dst []byte, committed bool) ([]byte, ReadResult, error) {
 	p.mu.Lock()
 	res := ReadResult{HighWatermark: p.highWatermark.Load(), LogStartOffset: p.logStart.Load(), LastStableOffset: p.lastStableLocked()}
+	// The aborted-transaction index as of now, before the batches are
+	// read: compaction and retention drop an entry only after the deletion
+	// of its data is applied, so every aborted batch the iterator below can
+	// see has its entry in this snapshot, even if the entry is dropped
+	// before this read ends (the slice is never modified in place).
+	aborted := p.mu.aborted
 	p.mu.Unlock()
 	end := res.HighWatermark
 	if committed {
@@ -114,13 +120,18 @@ func (p *Partition) read(offset int64, maxBytes int, minOne bool, dst []byte, co
 	if err := it.Close(); err != nil {
 		return dst, res, fmt.Errorf("%w: %v", ErrStorage, err)
 	}
+	if testHookAfterRead != nil {
+		testHookAfterRead()
+	}
 	if committed && last >= offset {
-		p.mu.Lock()
-		res.Aborted = p.abortedOverlappingLocked(offset, last)
-		p.mu.Unlock()
+		res.Aborted = abortedOverlapping(aborted, offset, last)
 	}
 	return dst, res, nil
 }
+
+// testHookAfterRead, set only by tests, runs in read between reading the
+// batches and listing their aborted transactions.
+var testHookAfterRead func()
 
 // Special timestamps of ListOffsets.
 const (

@@ -14,10 +14,12 @@ import (
 // transaction (a row under pebblestore.TxnOngoingKey, written in the same
 // Pebble batch as that first transactional batch). The last stable offset is
 // the smallest of those first offsets and the high watermark. A COMMIT or
-// ABORT control batch, written by the transaction coordinator through
-// WriteMarkers, ends the producer's transaction; an abort adds an entry to
-// the aborted-transaction index (pebblestore.TxnAbortedKey) in the same
-// Pebble batch as the marker.
+// ABORT control batch, written by the transaction coordinator
+// (MarkerAppends, with AppendAtomic: the markers of every partition of a
+// transaction, its committed consumer offsets and the coordinator's outcome
+// row land in one Pebble batch), ends the producer's transaction; an abort
+// adds an entry to the aborted-transaction index (pebblestore.TxnAbortedKey)
+// in the same Pebble batch as the marker.
 
 // AbortedTxn is one aborted transaction of a partition: the producer, the
 // first offset of its data and the offset of its ABORT marker.
@@ -72,11 +74,11 @@ func ControlBatchCommit(batch []byte) (bool, error) {
 	return int16(binary.BigEndian.Uint16(recs[0].Key[2:])) == controlTypeCommit, nil
 }
 
-// WriteMarkers appends one control batch per marker, ending each producer's
-// transaction on each partition. Like Append, the markers are visible when
-// it returns and durable after Wait. Markers of deleted partitions get
-// ErrUnknownTopic and are otherwise ignored.
-func (m *Manager) WriteMarkers(markers []Marker, now int64) (*PendingAppend, []*Append) {
+// MarkerAppends builds one append per marker, a control batch that ends
+// the producer's transaction on the marker's partition, for Append or
+// AppendAtomic. A marker whose partition was deleted gets ErrUnknownTopic
+// and writes nothing (AppendAtomic leaves it out without failing).
+func MarkerAppends(markers []Marker, now int64) []*Append {
 	appends := make([]*Append, 0, len(markers))
 	for _, mk := range markers {
 		batch, err := ControlBatch(mk.ProducerID, mk.ProducerEpoch, mk.Commit, mk.CoordinatorEpoch, now)
@@ -87,7 +89,7 @@ func (m *Manager) WriteMarkers(markers []Marker, now int64) (*PendingAppend, []*
 		}
 		appends = append(appends, &Append{Partition: mk.Partition, Batch: batch, marker: true, markerAbort: !mk.Commit})
 	}
-	return m.Append(appends, now), appends
+	return appends
 }
 
 // lastStableLocked is the last stable offset: the first offset of the
@@ -116,14 +118,13 @@ func (p *Partition) OngoingTransactions() map[int64]int64 {
 	return out
 }
 
-// abortedOverlappingLocked returns the aborted transactions whose data may
-// lie in [from, to]: marker at or after from and first offset at or before to.
-//
-// REQUIRES: p.mu held.
-func (p *Partition) abortedOverlappingLocked(from, to int64) []AbortedTxn {
-	i := sort.Search(len(p.mu.aborted), func(i int) bool { return p.mu.aborted[i].LastOffset >= from })
+// abortedOverlapping returns the aborted transactions of index (by marker
+// offset) whose data may lie in [from, to]: marker at or after from and
+// first offset at or before to.
+func abortedOverlapping(index []AbortedTxn, from, to int64) []AbortedTxn {
+	i := sort.Search(len(index), func(i int) bool { return index[i].LastOffset >= from })
 	var out []AbortedTxn
-	for _, a := range p.mu.aborted[i:] {
+	for _, a := range index[i:] {
 		if a.FirstOffset <= to {
 			out = append(out, a)
 		}
@@ -261,6 +262,28 @@ func (p *Partition) pruneAbortedLocked(end int64) {
 	if i > 0 {
 		p.mu.aborted = append(p.mu.aborted[:0:0], p.mu.aborted[i:]...)
 	}
+}
+
+// dropAbortedLocked removes from the aborted-transaction index the entries
+// whose marker is at one of offsets (compaction found their data gone). It
+// replaces the slice rather than changing it: readers hold snapshots.
+//
+// REQUIRES: p.mu held.
+func (p *Partition) dropAbortedLocked(offsets []int64) {
+	if len(offsets) == 0 {
+		return
+	}
+	drop := make(map[int64]bool, len(offsets))
+	for _, o := range offsets {
+		drop[o] = true
+	}
+	kept := make([]AbortedTxn, 0, len(p.mu.aborted))
+	for _, a := range p.mu.aborted {
+		if !drop[a.LastOffset] {
+			kept = append(kept, a)
+		}
+	}
+	p.mu.aborted = kept
 }
 
 // AbortedTransactions returns the partition's aborted-transaction index,

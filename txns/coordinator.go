@@ -2,12 +2,26 @@
 // transactional IDs to producer IDs and epochs, fences zombies, tracks the
 // partitions and consumer groups of each open transaction, and ends a
 // transaction by writing COMMIT or ABORT markers to every partition of it
-// (through topics.Manager.WriteMarkers) and, on commit, applying the offsets
-// staged by TxnOffsetCommit.
+// and, on commit, the consumer offsets staged by TxnOffsetCommit.
 //
 // State lives in the shared store, one row per transactional ID
-// (pebblestore.TxnKey), so it survives restarts: a transaction found in
-// PrepareCommit or PrepareAbort at Open is completed before Open returns.
+// (pebblestore.TxnKey), so it survives restarts.
+//
+// # Ending a transaction
+//
+// EndTxn (or an abort by InitProducerId or a timeout) first records the
+// decision: the row moves to PrepareCommit or PrepareAbort, durably. Then
+// one write completes it: the markers on every partition of the
+// transaction, on commit the staged offsets (records in __consumer_offsets
+// with their index rows, through Config.CommitOffsets), and the row in
+// CompleteCommit or CompleteAbort all go into one Pebble batch
+// (topics.Manager.AppendAtomic). Invariant: after any crash, a row in
+// CompleteCommit/CompleteAbort means every marker and offset of the
+// transaction is in the store, and a row in Ongoing or a Prepare state
+// means none is. So a transaction found in a Prepare state at Open is
+// completed by redoing that one write, before Open returns: its markers
+// are written exactly once, and after a crash a transaction's output is
+// never readable without the offsets of its input, nor the reverse.
 //
 // Like every domain package it takes the time as an argument; Tick(now),
 // driven by retention, aborts transactions open past their timeout.
@@ -86,9 +100,14 @@ type Config struct {
 	// MaxTimeout bounds transaction.timeout.ms (Kafka
 	// transaction.max.timeout.ms); default 15 minutes.
 	MaxTimeout time.Duration
-	// ApplyOffsets commits the offsets a committed transaction staged for
-	// group; nil drops them. It must not call back into the Coordinator.
-	ApplyOffsets func(group string, offsets []Offset, now time.Time) error
+	// CommitOffsets writes the offsets a committing transaction staged, by
+	// group, in the same write as the transaction's markers and outcome
+	// row: it must pass markers, its own appends and extra to one
+	// topics.Manager.AppendAtomic call, and return once that write is
+	// durable (and the offsets visible), or with the error that stopped
+	// it. It must not call back into the Coordinator. nil drops staged
+	// offsets. (cmd/broker wires it to groups.Coordinator.CommitTransaction.)
+	CommitOffsets func(offsets map[string][]Offset, markers []*topics.Append, extra func(b *pebblestore.Batch), now time.Time) error
 	// IDExpiration is how long a transactional ID without an open
 	// transaction is remembered after its last use (Kafka
 	// transactional.id.expiration.ms); default 7 days.
@@ -137,9 +156,12 @@ func (t *txn) hasPartition(topic string, partition int32) bool {
 //
 // mu guards every transaction. A state change is applied to the store
 // under mu and synced after mu is released (pebblestore Apply, then Wait),
-// so no mutex is held across a sync. While a transaction is in a Prepare
-// state its markers are being written by one goroutine; every other
-// request on it gets ErrConcurrentTransactions.
+// so no mutex is held across a sync. The one exception is the outcome row
+// of a transaction in a Prepare state: it is encoded under mu but written
+// without it, in the atomic write that ends the transaction (complete);
+// meanwhile that write's goroutine is the row's only writer, as every
+// other request on the transaction gets ErrConcurrentTransactions, and
+// the row in memory changes only once the write is durable.
 type Coordinator struct {
 	cfg   Config
 	log   zerolog.Logger
@@ -429,7 +451,8 @@ func (c *Coordinator) PendingOffset(group, topic string, partition int32) bool {
 }
 
 // EndTxn commits or aborts the producer's transaction. It returns once the
-// markers are durable on every partition of the transaction.
+// markers on every partition of the transaction and, on commit, its staged
+// offsets are durable (one write, see complete).
 func (c *Coordinator) EndTxn(id string, producerID int64, epoch int16, commit bool, now time.Time) error {
 	c.mu.Lock()
 	t := c.mu.txns[id]
@@ -463,8 +486,11 @@ func (c *Coordinator) EndTxn(id string, producerID int64, epoch int16, commit bo
 	return c.complete(t, now)
 }
 
-// complete writes the markers of a transaction in a Prepare state, applies
-// its staged offsets on commit, and records the outcome.
+// complete ends a transaction in a Prepare state with one atomic write:
+// its markers on every partition, on commit its staged offsets, and its row
+// in the Complete state (see the package comment). Until that write is
+// durable the transaction stays in its Prepare state, in memory and in the
+// store; if it fails, nothing of it was applied and a later Open redoes it.
 func (c *Coordinator) complete(t *txn, now time.Time) error {
 	c.mu.Lock()
 	commit := t.State == StatePrepareCommit
@@ -487,42 +513,36 @@ func (c *Coordinator) complete(t *txn, now time.Time) error {
 		}
 	}
 	offsets := t.Offsets
+	outcome := *t
+	outcome.State = StateCompleteAbort
+	if commit {
+		outcome.State = StateCompleteCommit
+	}
+	outcome.UpdateMs = now.UnixMilli()
+	outcome.Partitions, outcome.Groups, outcome.Offsets = nil, nil, nil
+	row := encodeTxn(&outcome)
 	c.mu.Unlock()
 
-	if len(markers) > 0 {
-		pending, appends := c.tm.WriteMarkers(markers, now.UnixMilli())
-		if err := pending.Wait(); err != nil {
-			return fmt.Errorf("%w: writing markers: %v", ErrStorage, err)
-		}
-		for _, a := range appends {
-			if a.Err != nil && !errors.Is(a.Err, topics.ErrUnknownTopic) {
-				return fmt.Errorf("%w: writing marker to %s/%d: %v", ErrStorage, a.Partition.Topic.Name, a.Partition.Index, a.Err)
-			}
+	appends := topics.MarkerAppends(markers, now.UnixMilli())
+	extra := func(b *pebblestore.Batch) { b.Set(pebblestore.TxnKey(t.ID), row) }
+	var err error
+	if commit && len(offsets) > 0 && c.cfg.CommitOffsets != nil {
+		err = c.cfg.CommitOffsets(offsets, appends, extra, now)
+	} else {
+		var pa *topics.PendingAppend
+		if pa, err = c.tm.AppendAtomic(appends, extra, now.UnixMilli()); err == nil {
+			err = pa.Wait()
 		}
 	}
-	if commit && c.cfg.ApplyOffsets != nil {
-		groups := make([]string, 0, len(offsets))
-		for g := range offsets {
-			groups = append(groups, g)
-		}
-		sort.Strings(groups)
-		for _, g := range groups {
-			if err := c.cfg.ApplyOffsets(g, offsets[g], now); err != nil {
-				return fmt.Errorf("%w: committing offsets of group %q: %v", ErrStorage, g, err)
-			}
-		}
+	if err != nil {
+		return fmt.Errorf("%w: ending transaction %q: %v", ErrStorage, t.ID, err)
 	}
 
 	c.mu.Lock()
-	t.State = StateCompleteAbort
-	if commit {
-		t.State = StateCompleteCommit
-	}
-	t.UpdateMs = now.UnixMilli()
+	t.State, t.UpdateMs = outcome.State, outcome.UpdateMs
 	t.Partitions, t.Groups, t.Offsets = nil, nil, nil
-	b := c.writeLocked(t)
 	c.mu.Unlock()
-	return c.wait(b)
+	return nil
 }
 
 // CheckProduce decides whether a transactional batch of (producerID,

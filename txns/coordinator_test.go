@@ -271,11 +271,18 @@ func TestReinitAbortsOngoing(t *testing.T) {
 
 func TestStagedOffsetsCommitOnlyOnCommit(t *testing.T) {
 	var applied []string
-	h := newHarness(t, Config{ApplyOffsets: func(group string, offsets []Offset, _ time.Time) error {
-		for _, o := range offsets {
-			applied = append(applied, group+"/"+o.Topic)
+	var h *harness
+	h = newHarness(t, Config{CommitOffsets: func(offsets map[string][]Offset, markers []*topics.Append, extra func(*pebblestore.Batch), now time.Time) error {
+		for group, os := range offsets {
+			for _, o := range os {
+				applied = append(applied, group+"/"+o.Topic)
+			}
 		}
-		return nil
+		pa, err := h.tm.AppendAtomic(markers, extra, now.UnixMilli())
+		if err != nil {
+			return err
+		}
+		return pa.Wait()
 	}})
 	pid, epoch := h.begin("a", 10000)
 	if err := h.c.StageOffsets("a", pid, epoch, "g", []Offset{{Topic: "in", Offset: 3}}); !errors.Is(err, ErrInvalidTxnState) {
@@ -312,7 +319,8 @@ func TestStagedOffsetsCommitOnlyOnCommit(t *testing.T) {
 
 // TestRestartCompletesPreparedTransaction pins that a transaction found in
 // PrepareCommit at Open (the broker stopped between recording the decision
-// and writing every marker) is completed: markers written, LSO released.
+// and the one write that completes it) is completed: markers written, LSO
+// released.
 func TestRestartCompletesPreparedTransaction(t *testing.T) {
 	h := newHarness(t, Config{})
 	pid, epoch := h.begin("a", 10000)

@@ -22,18 +22,23 @@ type write struct {
 //
 // REQUIRES: c.mu held.
 func (c *Coordinator) writeLocked(t *txn) *write {
-	v, err := json.Marshal(t)
-	if err != nil {
-		panic(fmt.Sprintf("txns: encoding transaction %q: %v", t.ID, err))
-	}
 	b := c.store.NewBatch()
-	b.Set(pebblestore.TxnKey(t.ID), v)
+	b.Set(pebblestore.TxnKey(t.ID), encodeTxn(t))
 	if err := b.Apply(); err != nil {
 		b.Close()
 		c.log.Error().Err(err).Str("transactional_id", t.ID).Msg("writing transaction state failed")
 		return &write{err: err}
 	}
 	return &write{b: b}
+}
+
+// encodeTxn is the value of t's row.
+func encodeTxn(t *txn) []byte {
+	v, err := json.Marshal(t)
+	if err != nil {
+		panic(fmt.Sprintf("txns: encoding transaction %q: %v", t.ID, err))
+	}
+	return v
 }
 
 // wait waits for w to be durable.

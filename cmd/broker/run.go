@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"os"
+	"sort"
 	"sync/atomic"
 	"time"
 
@@ -97,8 +98,8 @@ func run(ctx context.Context, cfg *Config, log zerolog.Logger) error {
 		Logger:       log,
 		MaxTimeout:   cfg.TransactionMaxTimeout,
 		IDExpiration: cfg.TransactionalIDExpiration,
-		ApplyOffsets: func(group string, offsets []txns.Offset, now time.Time) error {
-			return commitTxnOffsets(gc, group, offsets, now)
+		CommitOffsets: func(offsets map[string][]txns.Offset, markers []*topics.Append, extra func(*pebblestore.Batch), now time.Time) error {
+			return gc.CommitTransaction(txnCommits(offsets), markers, extra, now)
 		},
 	}, time.Now())
 	if err != nil {
@@ -222,31 +223,32 @@ func advertisedAddr(configured string, listen net.Addr) (string, error) {
 	return net.JoinHostPort(host, port), nil
 }
 
-// commitTxnOffsets commits the offsets a committed transaction staged for
-// group (TxnOffsetCommit), without membership checks: they were checked
-// when staged.
-func commitTxnOffsets(gc *groups.Coordinator, group string, offsets []txns.Offset, now time.Time) error {
-	req := groups.CommitRequest{Group: group, Generation: -1, Transactional: true}
-	byTopic := map[string]int{}
-	for _, o := range offsets {
-		i, ok := byTopic[o.Topic]
-		if !ok {
-			i = len(req.Topics)
-			byTopic[o.Topic] = i
-			req.Topics = append(req.Topics, groups.CommitTopic{Topic: o.Topic})
-		}
-		req.Topics[i].Partitions = append(req.Topics[i].Partitions, groups.CommitPartition{
-			Partition: o.Partition, Offset: o.Offset, LeaderEpoch: o.LeaderEpoch, Metadata: o.Metadata,
-		})
+// txnCommits turns the offsets a committing transaction staged, by group,
+// into what groups.Coordinator.CommitTransaction writes (atomically with
+// the transaction's markers and outcome row; no membership check: the
+// offsets were checked when staged).
+func txnCommits(offsets map[string][]txns.Offset) []groups.TxnCommit {
+	names := make([]string, 0, len(offsets))
+	for g := range offsets {
+		names = append(names, g)
 	}
-	res := gc.Commit(req, now).Wait(nil)
-	for _, t := range res.Topics {
-		for _, err := range t {
-			// A partition of a topic deleted since is dropped, as Kafka does.
-			if err != nil && !errors.Is(err, topics.ErrUnknownTopic) {
-				return err
+	sort.Strings(names)
+	out := make([]groups.TxnCommit, 0, len(names))
+	for _, g := range names {
+		tc := groups.TxnCommit{Group: g}
+		byTopic := map[string]int{}
+		for _, o := range offsets[g] {
+			i, ok := byTopic[o.Topic]
+			if !ok {
+				i = len(tc.Topics)
+				byTopic[o.Topic] = i
+				tc.Topics = append(tc.Topics, groups.CommitTopic{Topic: o.Topic})
 			}
+			tc.Topics[i].Partitions = append(tc.Topics[i].Partitions, groups.CommitPartition{
+				Partition: o.Partition, Offset: o.Offset, LeaderEpoch: o.LeaderEpoch, Metadata: o.Metadata,
+			})
 		}
+		out = append(out, tc)
 	}
-	return nil
+	return out
 }
