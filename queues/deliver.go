@@ -454,20 +454,15 @@ func (e *Engine) Ack(name string, receipts []string, now int64) ([]ItemResult, e
 	}
 	w := &write{e: e, now: now}
 	_, _ = e.ackLocked(q, receipts, valid, results, w, now)
-	pw, err := w.apply()
-	q.mu.Unlock()
-	if err != nil {
-		return nil, err
-	}
-	if err := pw.finish(); err != nil {
+	if err := w.commitUnlock(q.mu.Unlock); err != nil {
 		return nil, err
 	}
 	return results, nil
 }
 
 // ackLocked adds the settlement of receipts[valid] to w (rows only: an ack
-// never appends) and fills results; it returns how many were acked. The
-// in-memory counters change when w is applied. It returns how many leases
+// never appends) and fills results. The in-memory counters change when w
+// is applied. It returns how many leases
 // the acks end (what they free of max_inflight) and the messages settled
 // while available (late acks of lapsed leases), which are still in the
 // ready bands until w is applied.
@@ -730,12 +725,7 @@ func (e *Engine) Extend(name string, req ExtendRequest, now int64) ([]ItemResult
 		results[i].Status = "extended"
 		results[i].LeaseTill = FormatTime(deadline)
 	}
-	pw, err := w.apply()
-	q.mu.Unlock()
-	if err != nil {
-		return nil, err
-	}
-	if err := pw.finish(); err != nil {
+	if err := w.commitUnlock(q.mu.Unlock); err != nil {
 		return nil, err
 	}
 	return results, nil

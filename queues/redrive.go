@@ -466,12 +466,7 @@ func (e *Engine) redriveStep(t *task, now int64) (int, error) {
 		t.rec = final
 		e.mu.Unlock()
 	})
-	pw, err := w.apply()
-	unlock()
-	if err != nil {
-		return 0, err
-	}
-	if err := pw.finish(); err != nil {
+	if err := w.commitUnlock(unlock); err != nil {
 		return 0, err
 	}
 	t.credit -= float64(moved)

@@ -77,6 +77,18 @@ func (t *appendTarget) addRecord(rec storedRecord, st deliveryState, after func(
 	t.after = append(t.after, after)
 }
 
+// commitUnlock applies w, calls unlock (releasing the locks apply
+// required), then waits for the write to be durable: no lock is held across
+// the fsync.
+func (w *write) commitUnlock(unlock func()) error {
+	pw, err := w.apply()
+	unlock()
+	if err != nil {
+		return err
+	}
+	return pw.finish()
+}
+
 // pendingWrite is an applied write; finish makes it durable.
 type pendingWrite struct {
 	batch   *pebblestore.Batch
