@@ -350,8 +350,7 @@ func (s *eosSession) run(ctx context.Context) error {
 		kgo.ConsumerGroup(s.group),
 		kgo.ConsumeTopics(s.input),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.RequireStableFetchOffsets(),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), // franz-go always sends OffsetFetch with require_stable
 		kgo.Balancers(kgo.CooperativeStickyBalancer()),
 		kgo.DefaultProduceTopic(s.output),
 		kgo.FetchMaxWait(200 * time.Millisecond),
