@@ -615,6 +615,9 @@ func TestTxnGroupTransactSessionKilledInstance(t *testing.T) {
 		})
 	}
 	waitGroup(3, "three members sharing the input")
+	for len(helper.lines) > 0 { // lines from before the group settled
+		<-helper.lines
+	}
 	helper.waitLine(t, "committed", 30*time.Second) // a commit in the settled group
 
 	// Freeze the helper inside a transaction, after its TxnOffsetCommit,
