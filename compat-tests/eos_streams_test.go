@@ -584,7 +584,10 @@ func (in *streamsInstance) committedCount() int {
 // after compaction, with the expected count per key; committed offsets on
 // `in` are its high watermarks; DeleteRecords on the repartition topic at
 // the committed offsets moves the log start there (fetch below ->
-// OFFSET_OUT_OF_RANGE), and on the changelog is POLICY_VIOLATION.
+// OFFSET_OUT_OF_RANGE); a purge to the high watermark past the first
+// record of a transaction still open keeps the LSO at the new log start
+// (regression: it stayed at the deleted record, below the log start); on
+// the changelog DeleteRecords is POLICY_VIOLATION.
 func TestStreamsExactlyOnce(t *testing.T) {
 	t.Parallel()
 	b := startBroker(t, fastCleanupArgs, withArgs("--group-initial-rebalance-delay", "0s"))
@@ -1053,12 +1056,36 @@ func TestStreamsExactlyOnce(t *testing.T) {
 			t.Fatalf("fetch repartition/%d past the high watermark: %s, want OFFSET_OUT_OF_RANGE", p, errName(fp.ErrorCode))
 		}
 	}
+	// A purge at -1 (the high watermark) past the first record of a
+	// transaction still open: the LSO stays at the log start, not at the
+	// deleted record, and read_committed fetches there are answered.
+	straggler := app + "-straggler"
+	spid, sepoch := eosInitOK(t, c, straggler, 60000, -1, -1)
+	if code := eosAddPartitions(t, c, straggler, spid, sepoch, tp.repartition, 0); code != 0 {
+		t.Fatalf("straggler AddPartitionsToTxn: %s", errName(code))
+	}
+	if p := eosProduce(t, c, tp.repartition, 0, spid, sepoch, 0, "w00", "k-straggler"); p.ErrorCode != 0 {
+		t.Fatalf("straggler produce: %s", errName(p.ErrorCode))
+	}
 	all, err := adm.DeleteRecords(ctx, kadm.Offsets{tp.repartition: {0: {Topic: tp.repartition, Partition: 0, At: -1}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r, _ := all.Lookup(tp.repartition, 0); r.Err != nil || r.LowWatermark != eosListOffset(t, c, tp.repartition, 0, -1, 0) {
-		t.Fatalf("DeleteRecords repartition/0 at -1: %v, low watermark %d; want the high watermark", r.Err, r.LowWatermark)
+	hwm0 := eosListOffset(t, c, tp.repartition, 0, -1, 0)
+	if r, _ := all.Lookup(tp.repartition, 0); r.Err != nil || r.LowWatermark != hwm0 {
+		t.Fatalf("DeleteRecords repartition/0 at -1: %v, low watermark %d; want the high watermark %d", r.Err, r.LowWatermark, hwm0)
+	}
+	if lso := eosListOffset(t, c, tp.repartition, 0, -1, 1); lso != hwm0 {
+		t.Fatalf("repartition/0 after a purge past an open transaction: last stable offset %d, log start %d", lso, hwm0)
+	}
+	if fp := eosFetch(t, c, tp.repartition, 0, hwm0, 1, 0); fp.ErrorCode != 0 || fp.LastStableOffset != hwm0 || len(fp.RecordBatches) != 0 {
+		t.Fatalf("read_committed fetch at the log start %d with a transaction open: %s, last stable offset %d, %d bytes", hwm0, errName(fp.ErrorCode), fp.LastStableOffset, len(fp.RecordBatches))
+	}
+	if code := eosEndTxn(t, c, straggler, spid, sepoch, false); code != 0 {
+		t.Fatalf("straggler abort: %s", errName(code))
+	}
+	if lso := eosListOffset(t, c, tp.repartition, 0, -1, 1); lso != hwm0+1 {
+		t.Fatalf("repartition/0 after the abort: last stable offset %d, want %d (past the marker)", lso, hwm0+1)
 	}
 	cl, err := adm.DeleteRecords(ctx, kadm.Offsets{tp.changelog: {0: {Topic: tp.changelog, Partition: 0, At: 1}}})
 	if err != nil {
