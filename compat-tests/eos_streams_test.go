@@ -559,7 +559,7 @@ func (in *streamsInstance) committedCount() int {
 }
 
 // TestStreamsExactlyOnce emulates a Kafka Streams application under
-// exactly_once_v2 (CONNECT-STREAMS.md §6.2 steps 1-11, step 12 excepted):
+// exactly_once_v2 (CONNECT-STREAMS.md §6.2 steps 1-12):
 // internal topics created with Streams' CreateTopics (RF -1, its configs;
 // again -> TOPIC_ALREADY_EXISTS); keyed input re-keyed through a
 // repartition topic and counted into a compacted changelog (fast cleaning,
@@ -587,7 +587,11 @@ func (in *streamsInstance) committedCount() int {
 // OFFSET_OUT_OF_RANGE); a purge to the high watermark past the first
 // record of a transaction still open keeps the LSO at the new log start
 // (regression: it stayed at the deleted record, below the log start); on
-// the changelog DeleteRecords is POLICY_VIOLATION.
+// the changelog DeleteRecords is POLICY_VIOLATION. A compact,delete
+// window changelog written in transactions loses its old segments to
+// retention (EARLIEST at a batch boundary, fetch below out of range), an
+// open transaction's first record with them: the LSO stays at the log
+// start, and a restore ends once the transaction is aborted.
 func TestStreamsExactlyOnce(t *testing.T) {
 	t.Parallel()
 	b := startBroker(t, fastCleanupArgs, withArgs("--group-initial-rebalance-delay", "0s"))
@@ -1094,6 +1098,74 @@ func TestStreamsExactlyOnce(t *testing.T) {
 	if r, _ := cl.Lookup(tp.changelog, 0); !errors.Is(r.Err, kerr.PolicyViolation) {
 		t.Fatalf("DeleteRecords on the changelog: %v, want POLICY_VIOLATION", r.Err)
 	}
+	// 12. A windowed store's changelog (compact,delete, retention.ms=2000)
+	// written in transactions: a committed one, an aborted one and one
+	// left open, all with old timestamps, then a fresh record. Retention
+	// deletes the old segments, the open transaction's first record with
+	// them: EARLIEST moves to a batch boundary, fetches below are out of
+	// range, the LSO stays at the log start while the transaction is open,
+	// and a restore ends once it is aborted.
+	window := app + "-window-changelog"
+	wreq := kmsg.NewPtrCreateTopicsRequest()
+	wreq.Version, wreq.TimeoutMillis = 7, 30000
+	wt := kmsg.NewCreateTopicsRequestTopic()
+	wt.Topic, wt.NumPartitions, wt.ReplicationFactor = window, 1, -1
+	for _, kv := range [][2]string{{"cleanup.policy", "compact,delete"}, {"retention.ms", "2000"}, {"segment.ms", "100"}, {"message.timestamp.type", "CreateTime"}} {
+		cfg := kmsg.NewCreateTopicsRequestTopicConfig()
+		cfg.Name, cfg.Value = kv[0], kmsg.StringPtr(kv[1])
+		wt.Configs = append(wt.Configs, cfg)
+	}
+	wreq.Topics = append(wreq.Topics, wt)
+	if code := c.roundTrip(wreq).(*kmsg.CreateTopicsResponse).Topics[0].ErrorCode; code != 0 {
+		t.Fatalf("CreateTopics %s: %s", window, errName(code))
+	}
+	old := time.Now().Add(-time.Minute)
+	wid, oid := app+"-window-1", app+"-window-2"
+	wpid, wepoch := eosInitOK(t, c, wid, 60000, -1, -1)
+	opid, oepoch := eosInitOK(t, c, oid, 60000, -1, -1)
+	for i, commit := range []bool{true, false} {
+		if code := eosAddPartitions(t, c, wid, wpid, wepoch, window, 0); code != 0 {
+			t.Fatalf("window AddPartitionsToTxn: %s", errName(code))
+		}
+		if p := eosProduceAt(t, c, window, 0, wpid, wepoch, int32(2*i), old, "w00@0", "1", "w01@0", "1"); p.ErrorCode != 0 {
+			t.Fatalf("window produce: %s", errName(p.ErrorCode))
+		}
+		if code := eosEndTxn(t, c, wid, wpid, wepoch, commit); code != 0 {
+			t.Fatalf("window EndTxn: %s", errName(code))
+		}
+	}
+	if code := eosAddPartitions(t, c, oid, opid, oepoch, window, 0); code != 0 {
+		t.Fatalf("window AddPartitionsToTxn: %s", errName(code))
+	}
+	openAt := eosProduceAt(t, c, window, 0, opid, oepoch, 0, old, "w02@0", "1").BaseOffset // 6
+	fresh := eosProduceAt(t, c, window, 0, -1, -1, -1, time.Now().Add(30*time.Second), "w03@0", "1").BaseOffset
+	if openAt != 6 || fresh != 7 {
+		t.Fatalf("window changelog: open transaction at %d, fresh record at %d; want 6 and 7", openAt, fresh)
+	}
+	retWaitFor(t, 20*time.Second, "retention of the window changelog's old segments", func() (bool, string) {
+		start := eosListOffset(t, c, window, 0, -2, 0)
+		return start > openAt, fmt.Sprintf("log start %d", start)
+	})
+	wstart := eosListOffset(t, c, window, 0, -2, 0)
+	if bs := parseBatches(t, eosFetch(t, c, window, 0, wstart, 0, 0).RecordBatches); len(bs) == 0 || bs[0].FirstOffset != wstart {
+		t.Fatalf("window changelog: log start %d is not the first offset of a batch (%d batches)", wstart, len(bs))
+	}
+	if fp := eosFetch(t, c, window, 0, wstart-1, 1, 0); fp.ErrorCode != kerr.OffsetOutOfRange.Code {
+		t.Fatalf("window changelog fetch below the log start %d: %s, want OFFSET_OUT_OF_RANGE", wstart, errName(fp.ErrorCode))
+	}
+	if lso := eosListOffset(t, c, window, 0, -1, 1); lso != wstart {
+		t.Fatalf("window changelog with a transaction open whose records retention deleted: last stable offset %d, log start %d", lso, wstart)
+	}
+	if code := eosEndTxn(t, c, oid, opid, oepoch, false); code != 0 {
+		t.Fatalf("window abort: %s", errName(code))
+	}
+	wend := eosListOffset(t, c, window, 0, -1, 0)
+	wr := newEOSReader(t, b.Addr(), window, 0, wstart)
+	wr.toEnd(wend, 10*time.Second)
+	if got := eosKeyValues(wr.records); !slices.Equal(got, []string{"w03@0=1"}) {
+		t.Fatalf("window changelog restore from %d to %d: %v, want the fresh record only", wstart, wend, got)
+	}
+
 	t.Logf("A: %d transactions (%d aborted records), B: %d commits; %d restores by A, %d by B; %d open-transaction LSO probes; %d watched answers with a transaction open; changelog restores %d records of %d updates after compaction",
 		a.txns, len(aborted), bInst.committedCount(), a.restores.Load(), bInst.restores.Load(), a.lsoBelowOK.Load(), openSeen.Load(), compacted, n)
 	if a.lsoBelowOK.Load() == 0 {

@@ -137,14 +137,20 @@ func eosEndTxn(t testing.TB, c *rawConn, id string, pid int64, epoch int16, comm
 // transactional, from pid at epoch, starting at sequence seq.
 func eosProduce(t testing.TB, c *rawConn, topic string, partition int32, pid int64, epoch int16, seq int32, kvs ...string) kmsg.ProduceResponseTopicPartition {
 	t.Helper()
+	return eosProduceAt(t, c, topic, partition, pid, epoch, seq, time.Now(), kvs...)
+}
+
+// eosProduceAt is eosProduce with the records' timestamps from ts.
+func eosProduceAt(t testing.TB, c *rawConn, topic string, partition int32, pid int64, epoch int16, seq int32, ts time.Time, kvs ...string) kmsg.ProduceResponseTopicPartition {
+	t.Helper()
 	recs := make([]rawRecord, 0, len(kvs)/2)
 	for i := 0; i+1 < len(kvs); i += 2 {
 		recs = append(recs, rawRecord{key: []byte(kvs[i]), value: []byte(kvs[i+1]), tsDelta: int64(i / 2)})
 	}
 	if pid < 0 {
-		return c.produceRaw(eosProduceVersion, topic, partition, rawBatch(-1, -1, -1, time.Now().UnixMilli(), recs))
+		return c.produceRaw(eosProduceVersion, topic, partition, rawBatch(-1, -1, -1, ts.UnixMilli(), recs))
 	}
-	return c.produceRaw(eosProduceVersion, topic, partition, transactional(rawBatch(pid, epoch, seq, time.Now().UnixMilli(), recs)))
+	return c.produceRaw(eosProduceVersion, topic, partition, transactional(rawBatch(pid, epoch, seq, ts.UnixMilli(), recs)))
 }
 
 // eosListOffset answers ListOffsets for one partition: ts -1 latest, -2
