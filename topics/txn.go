@@ -13,13 +13,13 @@ import (
 // A partition remembers, per producer, the first offset of its ongoing
 // transaction (a row under pebblestore.TxnOngoingKey, written in the same
 // Pebble batch as that first transactional batch). The last stable offset is
-// the smallest of those first offsets and the high watermark. A COMMIT or
-// ABORT control batch, written by the transaction coordinator
-// (MarkerAppends, with AppendAtomic: the markers of every partition of a
-// transaction, its committed consumer offsets and the coordinator's outcome
-// row land in one Pebble batch), ends the producer's transaction; an abort
-// adds an entry to the aborted-transaction index (pebblestore.TxnAbortedKey)
-// in the same Pebble batch as the marker.
+// the smallest of those first offsets and the high watermark, but never
+// below the log start. A COMMIT or ABORT control batch, written by the
+// transaction coordinator (MarkerAppends, with AppendAtomic: the markers of
+// every partition of a transaction, its committed consumer offsets and the
+// coordinator's outcome row land in one Pebble batch), ends the producer's
+// transaction; an abort adds an entry to the aborted-transaction index
+// (pebblestore.TxnAbortedKey) in the same Pebble batch as the marker.
 
 // AbortedTxn is one aborted transaction of a partition: the producer, the
 // first offset of its data and the offset of its ABORT marker.
@@ -93,7 +93,13 @@ func MarkerAppends(markers []Marker, now int64) []*Append {
 }
 
 // lastStableLocked is the last stable offset: the first offset of the
-// oldest ongoing transaction, or the high watermark.
+// oldest ongoing transaction, or the high watermark; never below the log
+// start. DeleteRecords (or retention) may move the log start past the
+// first records of a transaction that is still open: the transaction goes
+// on holding back what follows, but an LSO below the log start would send
+// read_committed readers that start at it (ListOffsets latest) out of
+// range again and again (Kafka clamps it the same way,
+// UnifiedLog.maybeIncrementFirstUnstableOffset).
 //
 // REQUIRES: p.mu held.
 func (p *Partition) lastStableLocked() int64 {
@@ -103,7 +109,7 @@ func (p *Partition) lastStableLocked() int64 {
 			lso = first
 		}
 	}
-	return lso
+	return max(lso, p.logStart.Load())
 }
 
 // OngoingTransactions returns, per producer ID, the first offset of its

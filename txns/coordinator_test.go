@@ -397,6 +397,45 @@ func TestRetentionPrunesAbortedIndex(t *testing.T) {
 	check("after restart")
 }
 
+// TestDeleteRecordsPastOpenTransaction pins a bug: DeleteRecords past the
+// first records of an open transaction left the last stable offset at
+// those deleted records, below the log start, so a read_committed reader
+// starting at the LSO (ListOffsets latest) got OFFSET_OUT_OF_RANGE, reset
+// to the LSO, and looped until the transaction ended. The LSO is now never
+// below the log start; the transaction still holds back what follows it.
+func TestDeleteRecordsPastOpenTransaction(t *testing.T) {
+	h := newHarness(t, Config{})
+	if _, err := h.produce(2000, 0, 1, false); err != nil { // 0
+		t.Fatal(err)
+	}
+	pid, epoch := h.begin("a", 10000)
+	if _, err := h.produce(pid, epoch, 2, true); err != nil { // 1-2
+		t.Fatal(err)
+	}
+	if _, err := h.produce(2000, 0, 1, false); err != nil { // 3
+		t.Fatal(err)
+	}
+	if lso := h.part.LastStableOffset(); lso != 1 {
+		t.Fatalf("last stable offset %d with the transaction open, want 1", lso)
+	}
+	if start, err := h.part.DeleteRecordsBefore(2); err != nil || start != 2 {
+		t.Fatalf("DeleteRecordsBefore(2): %d %v", start, err)
+	}
+	if lso := h.part.LastStableOffset(); lso != 2 {
+		t.Fatalf("last stable offset %d after DeleteRecords to 2, want the log start 2", lso)
+	}
+	_, res, err := h.part.ReadCommitted(2, 1<<20, true, nil)
+	if err != nil || res.LastStableOffset != 2 || res.Bytes != 0 {
+		t.Fatalf("read_committed at the log start: %v, %+v; want no error, nothing past the open transaction", err, res)
+	}
+	if err := h.c.EndTxn("a", pid, epoch, true, h.now); err != nil {
+		t.Fatal(err)
+	}
+	if lso, hwm := h.part.LastStableOffset(), h.part.HighWatermark(); lso != 5 || hwm != 5 {
+		t.Fatalf("after the commit: last stable offset %d, high watermark %d; want 5 and 5", lso, hwm)
+	}
+}
+
 // TestLateBatchAfterTimeoutAbortIsFenced pins the hanging-transaction race:
 // the broker aborts a timed-out transaction on a partition the producer has
 // not written yet; a batch of the old epoch arriving afterwards (it passed
