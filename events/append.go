@@ -108,6 +108,11 @@ func (st *Store) Append(stream string, expected ExpectedRevision, evs []Proposed
 	if err := st.validateAppend(stream, evs, now); err != nil {
 		return AppendResult{}, err
 	}
+	// The disk is almost full: nothing is looked up or written (an
+	// idempotent retry too is answered once space is back).
+	if err := st.svc.CheckSpace(); err != nil {
+		return AppendResult{}, err
+	}
 	ids := make([]string, len(evs))
 	for i := range evs {
 		ids[i] = evs[i].ID
@@ -240,6 +245,9 @@ func appendError(store string, err error) error {
 	}
 	if errors.Is(err, topics.ErrMessageTooLarge) {
 		return fmt.Errorf("%w: %v", ErrAppendTooLarge, err)
+	}
+	if errors.Is(err, topics.ErrStorageFull) {
+		return fmt.Errorf("%w: %w", ErrStorage, err) // keeps the *pebblestore.SpaceError
 	}
 	return fmt.Errorf("%w: appending to store %q: %v", ErrStorage, store, err)
 }
