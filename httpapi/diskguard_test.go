@@ -75,14 +75,14 @@ func wantStorageFullAnswer(t *testing.T, what string, r apiResponse) {
 // free space is below disk-free-min, queue sends, redrives and event
 // appends answer 507 storage_full saying how much is free and the limit,
 // and change nothing in the store (an append to a new store does not
-// create it); reads, receives, acks, stream and queue deletions go on;
+// create it); an idempotent retry of a written append is answered; reads, receives, acks, stream and queue deletions go on;
 // writes are accepted again once space is back.
 func TestNativeWritesWhileDiskLow(t *testing.T) {
 	env, setFree := newGuardedEnv(t)
 	env.mustJSON("PUT", "/v1/queues/jobs", `{}`, http.StatusCreated)
 	env.mustJSON("PUT", "/v1/queues/scratch", `{}`, http.StatusCreated)
 	env.mustJSON("POST", "/v1/queues/jobs/messages", `{"messages":[{"body":"a"},{"body":"b"}]}`, http.StatusOK)
-	env.mustJSON("POST", "/v1/stores/shop/streams/order-1/events", `{"events":[{"type":"Placed","data":{"n":1}}]}`, http.StatusCreated)
+	env.mustJSON("POST", "/v1/stores/shop/streams/order-1/events", `{"events":[{"id":"e-1","type":"Placed","data":{"n":1}}]}`, http.StatusCreated)
 	env.mustJSON("POST", "/v1/stores/shop/streams/order-2/events", `{"events":[{"type":"Placed","data":{"n":2}}]}`, http.StatusCreated)
 	setFree(10 << 20)
 	before := env.digest()
@@ -94,6 +94,10 @@ func TestNativeWritesWhileDiskLow(t *testing.T) {
 	// Bad requests are still told what is wrong with them.
 	if r := env.json("POST", "/v1/queues/jobs/messages", `{"messages":[]}`); r.status != http.StatusBadRequest {
 		t.Fatalf("invalid send while low: %d %s", r.status, r.raw)
+	}
+	// A retry of an append that was written is answered: it writes nothing.
+	if r := env.mustJSON("POST", "/v1/stores/shop/streams/order-1/events", `{"events":[{"id":"e-1","type":"Placed","data":{"n":1}}]}`, http.StatusOK); !strings.Contains(r.raw, `"idempotent":true`) {
+		t.Fatalf("idempotent retry while low: %s", r.raw)
 	}
 	if after := env.digest(); after != before {
 		t.Fatal("refused writes changed the store")
