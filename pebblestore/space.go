@@ -236,14 +236,14 @@ type SpaceError struct {
 
 func (e *SpaceError) Error() string {
 	return fmt.Sprintf("the broker's disk is almost full: %s free, the limit (disk-free-min) is %s; new data is refused until %s are free (delete records, topics or queues to make room)",
-		FormatBytes(e.Free), FormatBytes(e.Min), FormatBytes(e.Resume))
+		formatBytes(e.Free), formatBytes(e.Min), formatBytes(e.Resume))
 }
 
 // Is makes errors.Is(err, ErrStorageFull) true.
 func (e *SpaceError) Is(target error) bool { return target == ErrStorageFull }
 
-// FormatBytes writes n for people: "512 B", "3.5 MiB", "1.0 GiB".
-func FormatBytes(n int64) string {
+// formatBytes writes n for people: "512 B", "3.5 MiB", "1.0 GiB".
+func formatBytes(n int64) string {
 	const unit = 1024
 	if n < unit && n > -unit {
 		return strconv.FormatInt(n, 10) + " B"

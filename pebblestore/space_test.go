@@ -113,8 +113,8 @@ func TestSpaceErrorText(t *testing.T) {
 		t.Fatalf("wrapped error loses its class: %v", wrapped)
 	}
 	for n, s := range map[int64]string{0: "0 B", 1023: "1023 B", 1024: "1.0 KiB", 1536: "1.5 KiB", 5 << 30: "5.0 GiB", 3 << 50: "3.0 PiB", 5000 << 50: "5000.0 PiB"} {
-		if got := FormatBytes(n); got != s {
-			t.Errorf("FormatBytes(%d) = %q, want %q", n, got, s)
+		if got := formatBytes(n); got != s {
+			t.Errorf("formatBytes(%d) = %q, want %q", n, got, s)
 		}
 	}
 }
