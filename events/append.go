@@ -103,6 +103,10 @@ func (st *Store) validateAppend(stream string, evs []ProposedEvent, now int64) e
 // idempotent retry: the original append passed it, and the retry is
 // answered even when the stream was deleted since (the append happened).
 //
+// While the data directory's disk is almost full (Service.CheckSpace),
+// new events are refused with ErrStorage wrapping a
+// *pebblestore.SpaceError; an idempotent retry is still answered.
+//
 // evs is modified: missing ids and content types are filled in.
 func (st *Store) Append(stream string, expected ExpectedRevision, evs []ProposedEvent, now int64) (AppendResult, error) {
 	if err := st.validateAppend(stream, evs, now); err != nil {
@@ -151,6 +155,11 @@ func (st *Store) Append(stream string, expected ExpectedRevision, evs []Proposed
 
 	if head.State == streamTombstoned {
 		return AppendResult{}, fmt.Errorf("%w: stream %q was deleted for good (hard delete); it takes no more events", ErrStreamTombstoned, stream)
+	}
+	// The disk is almost full: new events are refused (an idempotent retry
+	// of an append that was written is answered above: it writes nothing).
+	if err := st.svc.CheckSpace(); err != nil {
+		return AppendResult{}, err
 	}
 	// A soft-deleted stream counts as absent: no_stream and any start it
 	// again, its revisions continuing.
@@ -240,6 +249,9 @@ func appendError(store string, err error) error {
 	}
 	if errors.Is(err, topics.ErrMessageTooLarge) {
 		return fmt.Errorf("%w: %v", ErrAppendTooLarge, err)
+	}
+	if errors.Is(err, topics.ErrStorageFull) {
+		return fmt.Errorf("%w: %w", ErrStorage, err) // keeps the *pebblestore.SpaceError
 	}
 	return fmt.Errorf("%w: appending to store %q: %v", ErrStorage, store, err)
 }

@@ -62,6 +62,16 @@ func (c *Config) applyDefaults() {
 // Limits returns the effective limits.
 func (s *Service) Limits() Config { return s.cfg }
 
+// CheckSpace returns nil, or, while the data directory's disk is almost
+// full (pebblestore.SpaceGuard), ErrStorage wrapping the
+// *pebblestore.SpaceError: appends are refused then. Deletions are not.
+func (s *Service) CheckSpace() error {
+	if err := s.store.Space().Check(); err != nil {
+		return fmt.Errorf("%w: %w", ErrStorage, err)
+	}
+	return nil
+}
+
 // Service is the catalog of event stores.
 //
 // Lock order: Service.mu before Store.mu before the topics locks.

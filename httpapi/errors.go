@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"strings"
 	"syscall"
+
+	"github.com/vibemq/broker/pebblestore"
 )
 
 // nativeError is an error of the native JSON API: a stable lower_snake_case
@@ -97,9 +99,16 @@ func writeNativeError(w http.ResponseWriter, e *nativeError) {
 }
 
 // storageError classifies a failure of the store: 507 storage_full when the
-// disk is full, else 503 storage_unavailable (the outcome is unknown, the
-// request may be retried).
+// disk is full or the broker refused new data because it is almost full
+// (pebblestore.SpaceGuard; details free_bytes, min_bytes, resume_bytes),
+// else 503 storage_unavailable (the outcome is unknown, the request may be
+// retried).
 func storageError(err error) *nativeError {
+	var space *pebblestore.SpaceError
+	if errors.As(err, &space) {
+		return newNativeError("storage_full", "%s", space.Error()).
+			with("free_bytes", space.Free).with("min_bytes", space.Min).with("resume_bytes", space.Resume)
+	}
 	if errors.Is(err, syscall.ENOSPC) || strings.Contains(err.Error(), "no space left on device") {
 		return newNativeError("storage_full", "the disk of the data directory is full: %v", err)
 	}

@@ -356,6 +356,12 @@ func (api *eventsAPI) handleAppend(w http.ResponseWriter, r *http.Request) {
 	}
 	st, err := api.svc.Store(storeName)
 	if errors.Is(err, events.ErrStoreNotFound) {
+		// Checked before the store is created on first append, so that a
+		// refused append leaves nothing behind (Append checks again).
+		if err := api.svc.CheckSpace(); err != nil {
+			writeNativeError(w, eventsError(err))
+			return
+		}
 		st, _, err = api.svc.CreateStore(storeName, api.now().UnixMilli())
 	}
 	if err != nil {

@@ -29,6 +29,14 @@ package kafkaproto
 //     must carry the owner's state. From v8 the answer is POLICY_VIOLATION
 //     with a message naming the owner and the command to use; before,
 //     INVALID_TOPIC_EXCEPTION (as for internal topics: no message field).
+//   - While the data directory's disk is below disk-free-min
+//     (pebblestore.SpaceGuard), every partition is answered
+//     KAFKA_STORAGE_ERROR (56) and nothing is written; from v8 the message
+//     says how much space is free and the limit. Kafka uses the code for an
+//     offline log directory and every client we checked retries it:
+//     franz-go (kerr marks it retriable), sarama (its producer's retry
+//     list), the Java client (KafkaStorageException is retriable). So
+//     producers wait out the shortage within their delivery timeout.
 //
 // Version notes:
 //   - v0-v2 are advertised so that older librdkafka builds enable

@@ -67,6 +67,9 @@ var errorTable = []struct {
 	{topics.ErrTopicOwned, kerr.PolicyViolation},
 	{topics.ErrInvalidRequest, kerr.InvalidRequest},
 	{topics.ErrInvalidReplicaAssignment, kerr.InvalidReplicaAssignment},
+	// The disk is low on free space (pebblestore.SpaceGuard): Kafka's code
+	// for an offline log directory, retriable in every client.
+	{topics.ErrStorageFull, kerr.KafkaStorageError},
 	{topics.ErrStorage, kerr.KafkaStorageError},
 }
 

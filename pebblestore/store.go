@@ -48,6 +48,13 @@ type Options struct {
 	// FS replaces the real filesystem (tests use vfs.NewCrashableMem). When
 	// set, no directory lock is taken and the marker lives on FS.
 	FS vfs.FS
+	// FreeSpaceMin is the free space of the data directory's filesystem,
+	// in bytes, below which Space() refuses new data (SpaceGuard). 0, the
+	// default, never refuses.
+	FreeSpaceMin int64
+	// FreeSpaceProbe measures the filesystem; nil means StatfsProbe, or,
+	// when FS is set, no measurement at all (tests inject a probe).
+	FreeSpaceProbe SpaceProbe
 }
 
 // Store is the broker's Pebble database plus its data directory.
@@ -57,6 +64,7 @@ type Store struct {
 	lockFile *os.File
 	writeOpt *pebble.WriteOptions
 	closed   atomic.Bool
+	space    *SpaceGuard
 }
 
 // Open opens (creating on first boot) the data directory dir. It refuses to
@@ -171,11 +179,23 @@ func Open(dir string, opts Options) (*Store, error) {
 		_ = db.Close()
 		return fail(err)
 	}
+	probe := opts.FreeSpaceProbe
+	if probe == nil && opts.FS == nil {
+		probe = StatfsProbe
+	}
+	s.space = NewSpaceGuard(SpaceGuardConfig{Dir: dir, Min: opts.FreeSpaceMin, Probe: probe, Logger: opts.Logger})
+	// Measured before anything is served: a broker started on a full disk
+	// refuses new data from its first request.
+	_ = s.space.Probe()
 	return s, nil
 }
 
 // Dir is the data directory.
 func (s *Store) Dir() string { return s.dir }
+
+// Space is the free-space guard of the data directory: writers of new
+// data call Reserve (or Check) before they add it to a batch.
+func (s *Store) Space() *SpaceGuard { return s.space }
 
 // Close flushes nothing extra (every acknowledged write is already in the
 // WAL), closes Pebble and releases the directory lock.

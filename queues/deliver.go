@@ -585,6 +585,16 @@ func (e *Engine) Nack(name string, req NackRequest, now int64) ([]ItemResult, er
 		}
 		m := r.m
 		expired := expiryOf(&st, &a)
+		toDLQ := req.DeadLetter || a.MaxReceives > 0 && st.Deliveries >= uint32(a.MaxReceives) ||
+			expired > 0 && expired <= now && expiryDeadLetters(&a, &st, now)
+		if toDLQ && dlq != nil {
+			// Moving to the DLQ appends the message: not while the disk is
+			// almost full. The lease is left as it is.
+			if err := e.store.Space().Check(); err != nil {
+				results[i].Error = errStorage(err)
+				continue
+			}
+		}
 		switch {
 		case req.DeadLetter:
 			w.deadLetterLocked(q, dlq, m, st, ReasonRejected, req.Reason, rr)

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+
+	"github.com/vibemq/broker/pebblestore"
 )
 
 // Error is a queue API error: a stable lower_snake_case code, a sentence
@@ -168,8 +170,15 @@ func withField(e *Error, field string) *Error {
 }
 
 // errStorage wraps a store failure: 503 storage_unavailable, or 507
-// storage_full when the disk is full.
+// storage_full when the disk is full or the broker refused new data
+// because it is almost full (pebblestore.SpaceGuard; details: free_bytes,
+// min_bytes, resume_bytes).
 func errStorage(err error) *Error {
+	var space *pebblestore.SpaceError
+	if errors.As(err, &space) {
+		return &Error{Code: CodeStorageFull, Message: space.Error(), Details: map[string]any{
+			"free_bytes": space.Free, "min_bytes": space.Min, "resume_bytes": space.Resume}}
+	}
 	if errors.Is(err, errNoSpace) || isNoSpace(err) {
 		return errf(CodeStorageFull, "the disk of the data directory is full: %v", err)
 	}

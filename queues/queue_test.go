@@ -22,6 +22,10 @@ type env struct {
 	store *pebblestore.Store
 	tm    *topics.Manager
 	e     *Engine
+	// freeMin and probe configure the store's free-space guard (off by
+	// default).
+	freeMin int64
+	probe   pebblestore.SpaceProbe
 }
 
 func newEnv(t *testing.T) *env {
@@ -34,7 +38,8 @@ func newEnv(t *testing.T) *env {
 
 func (en *env) open(now int64) {
 	en.t.Helper()
-	s, err := pebblestore.Open(en.dir, pebblestore.Options{Logger: zerolog.Nop(), MemTableSize: 4 << 20, CacheSize: 8 << 20})
+	s, err := pebblestore.Open(en.dir, pebblestore.Options{Logger: zerolog.Nop(), MemTableSize: 4 << 20, CacheSize: 8 << 20,
+		FreeSpaceMin: en.freeMin, FreeSpaceProbe: en.probe})
 	if err != nil {
 		en.t.Fatal(err)
 	}

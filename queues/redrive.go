@@ -142,6 +142,11 @@ func (e *Engine) Redrive(dlqName string, req RedriveRequest, now int64) (TaskInf
 			rec.FailedBeforeMs = t
 		}
 	}
+	// A redrive appends every message it moves: not while the disk is
+	// almost full (running tasks pause, see runTasks).
+	if err := e.store.Space().Check(); err != nil {
+		return TaskInfo{}, errStorage(err)
+	}
 	e.catalogMu.Lock()
 	defer e.catalogMu.Unlock()
 	if req.Destination != "" {
@@ -230,8 +235,14 @@ func (e *Engine) CancelTask(id uint64, now int64) (TaskInfo, error) {
 	return rec, nil
 }
 
-// runTasks runs one step of every running task. REQUIRES: tickMu held.
+// runTasks runs one step of every running task. While the disk is almost
+// full (pebblestore.SpaceGuard) no step runs: each moves messages by
+// appending them; the tasks stay running and go on once space is back.
+// REQUIRES: tickMu held.
 func (e *Engine) runTasks(now int64, rep *TickReport) {
+	if e.store.Space().Low() {
+		return
+	}
 	e.mu.RLock()
 	var running []*task
 	for _, t := range e.mu.tasks {

@@ -2,6 +2,7 @@ package queues
 
 import (
 	"encoding/base64"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -255,6 +256,15 @@ func (e *Engine) Send(name string, req SendRequest, now int64) ([]SendResult, er
 	}
 	if total > SendBytesMax {
 		return nil, errf(CodeRequestTooLarge, "the messages add up to %d bytes; one request may carry %d", total, SendBytesMax)
+	}
+	// The disk is almost full: refuse the whole request before any row
+	// (dedup included) is written, unless every message was invalid
+	// anyway. topics.Manager.Append refuses too, should the guard turn low
+	// between here and the append.
+	if slices.Contains(ok, true) {
+		if err := e.store.Space().Check(); err != nil {
+			return nil, errStorage(err)
+		}
 	}
 
 	q.mu.Lock()

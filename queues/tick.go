@@ -20,6 +20,12 @@ const sweepIntervalMs = 10000
 // max_unclaimed_age_ms a message may be dead-lettered.
 const unclaimedIntervalMs = 1000
 
+// deadLetterRetryMs is how long a lease that ran out stays in flight when
+// its message is due for the DLQ while the disk is almost full: the move
+// appends the message to the DLQ, so it waits, and is tried again after
+// this long (in memory only; a restart tries at once).
+const deadLetterRetryMs = 5000
+
 // unclaimedCursorLagMs keeps the unclaimed sweep's cursors this far behind
 // now, so a send that read the clock before a sweep and wrote its ready key
 // after it is still examined.
@@ -35,7 +41,10 @@ type TickReport struct {
 	DedupSwept   int
 	AckedSwept   int
 	RedriveMoved int
-	Errors       int
+	// DeadLetterDeferred counts leases that ran out while the disk was
+	// almost full and whose message waits in flight for its DLQ move.
+	DeadLetterDeferred int
+	Errors             int
 }
 
 // Tick runs the queue maintenance due at now: expired leases (requeued,
@@ -80,6 +89,11 @@ func (e *Engine) tickQueue(q *queue, now int64, rep *TickReport) error {
 	a := q.rec.Attributes
 	w := &write{e: e, now: now}
 	rr := newRecordReader(q.topic)
+	// While the disk is almost full (pebblestore.SpaceGuard), no message
+	// is copied to the DLQ: each step below that would move one leaves it
+	// where it is and tries again later. Moves without a DLQ (dead_letter
+	// none) only delete rows and go on.
+	low := dlq != nil && e.store.Space().Low()
 	touched := map[msgKey]bool{}
 	var inserts []readyEntry
 	var insertPrio []uint8
@@ -102,13 +116,23 @@ func (e *Engine) tickQueue(q *queue, now int64, rep *TickReport) error {
 			delete(q.leases, le.m) // memory disagreed with the store; the store wins
 			continue
 		}
-		touched[le.m] = true
-		rep.Reaped++
 		m := le.m
 		st.Expiries++
 		exp := expiryOf(&st, &a)
+		expired := exp > 0 && exp <= now
+		if low && (expired && expiryDeadLetters(&a, &st, now) ||
+			!expired && a.MaxExpiries > 0 && st.Expiries >= uint32(a.MaxExpiries) ||
+			!expired && a.MaxReceives > 0 && st.Deliveries >= uint32(a.MaxReceives)) {
+			// Due for the DLQ: stays in flight (not redelivered past its
+			// limits), and the lease's late ack still works.
+			q.setLeaseLocked(m, le.epoch, now+deadLetterRetryMs)
+			rep.DeadLetterDeferred++
+			continue
+		}
+		touched[le.m] = true
+		rep.Reaped++
 		switch {
-		case exp > 0 && exp <= now:
+		case expired:
 			if e.expireLocked(w, q, dlq, m, st, rr) {
 				dead[ReasonExpired]++
 			} else {
@@ -143,8 +167,10 @@ func (e *Engine) tickQueue(q *queue, now int64, rep *TickReport) error {
 		}
 	}
 
-	// 2. TTL and retention expiry of available messages.
-	if q.expiryFrom <= now {
+	// 2. TTL and retention expiry of available messages. While the disk is
+	// low, a queue that dead-letters expired messages waits: expired
+	// messages are never delivered meanwhile (receive skips them).
+	if q.expiryFrom <= now && !(low && a.OnExpire == "dead_letter") {
 		prefix := tablePrefix(pebblestore.PrefixQueueExpiry, q.id)
 		lower := expiryKey(q.id, q.expiryFrom, msgKey{})
 		upper := expiryKey(q.id, now+1, msgKey{})
@@ -194,8 +220,9 @@ func (e *Engine) tickQueue(q *queue, now int64, rep *TickReport) error {
 		}
 	}
 
-	// 3. Ready messages never received, past max_unclaimed_age_ms.
-	if a.MaxUnclaimedAgeMs > 0 && now >= q.unclaimedAt {
+	// 3. Ready messages never received, past max_unclaimed_age_ms (not
+	// while the disk is low: they stay ready).
+	if a.MaxUnclaimedAgeMs > 0 && now >= q.unclaimedAt && !low {
 		q.unclaimedAt = now + unclaimedIntervalMs
 		if err := e.sweepUnclaimedLocked(w, q, dlq, now, rr, touched, dead); err != nil {
 			q.restoreLeases(popped)
@@ -337,7 +364,7 @@ func (q *queue) restoreLeases(popped []leaseEntry) {
 // REQUIRES: q.mu and dlq.mu held.
 func (e *Engine) expireLocked(w *write, q, dlq *queue, m msgKey, st deliveryState, rr *recordReader) bool {
 	a := q.rec.Attributes
-	if st.ExpireAt > 0 && st.ExpireAt <= w.now && a.OnExpire == "dead_letter" && dlq != nil {
+	if expiryDeadLetters(&a, &st, w.now) && dlq != nil {
 		w.deadLetterLocked(q, dlq, m, st, ReasonExpired, "the message's TTL passed", rr)
 		return true
 	}
@@ -347,6 +374,13 @@ func (e *Engine) expireLocked(w *write, q, dlq *queue, m msgKey, st deliveryStat
 		q.totals.Expired++
 	})
 	return false
+}
+
+// expiryDeadLetters reports whether an expired message goes to the DLQ
+// (when the queue has one) rather than being dropped: its explicit TTL
+// passed and on_expire is dead_letter. The queue's retention only drops.
+func expiryDeadLetters(a *Attributes, st *deliveryState, now int64) bool {
+	return st.ExpireAt > 0 && st.ExpireAt <= now && a.OnExpire == "dead_letter"
 }
 
 // sweepDedup visits the dedup expiry keys that are due. An entry past its

@@ -32,6 +32,7 @@ func QueueTask(e *queues.Engine, reg prometheus.Registerer, interval time.Durati
 
 type queueMetrics struct {
 	reaped, expired, redriven, errors prometheus.Counter
+	deadLetterDeferred                prometheus.Counter
 	deadLettered                      *prometheus.CounterVec
 }
 
@@ -45,11 +46,13 @@ func newQueueMetrics(reg prometheus.Registerer) *queueMetrics {
 			Help: "Messages moved out of dead-letter queues by redrive tasks."}),
 		errors: prometheus.NewCounter(prometheus.CounterOpts{Name: "broker_queue_maintenance_errors_total",
 			Help: "Queue maintenance steps that failed and were retried."}),
+		deadLetterDeferred: prometheus.NewCounter(prometheus.CounterOpts{Name: "broker_queue_dead_letter_deferred_total",
+			Help: "Dead-letter moves put off because the disk was almost full (the message stays in flight and is tried again)."}),
 		deadLettered: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "broker_queue_dead_lettered_total",
 			Help: "Messages moved to a dead-letter queue by maintenance, by reason."}, []string{"reason"}),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.reaped, m.expired, m.redriven, m.errors, m.deadLettered} {
+		for _, c := range []prometheus.Collector{m.reaped, m.expired, m.redriven, m.errors, m.deadLetterDeferred, m.deadLettered} {
 			if err := reg.Register(c); err != nil {
 				if _, dup := err.(prometheus.AlreadyRegisteredError); !dup {
 					panic(err)
@@ -65,6 +68,7 @@ func (m *queueMetrics) observe(rep *queues.TickReport) {
 	m.expired.Add(float64(rep.Expired))
 	m.redriven.Add(float64(rep.RedriveMoved))
 	m.errors.Add(float64(rep.Errors))
+	m.deadLetterDeferred.Add(float64(rep.DeadLetterDeferred))
 	for reason, n := range rep.DeadLettered {
 		m.deadLettered.WithLabelValues(reason).Add(float64(n))
 	}

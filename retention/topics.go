@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/vibemq/broker/pebblestore"
 	"github.com/vibemq/broker/topics"
 )
 
@@ -27,6 +28,11 @@ type TopicTasksConfig struct {
 	CleanerDisabled bool
 	// Registerer receives the metrics; nil means none.
 	Registerer prometheus.Registerer
+	// Space, when set, pauses compaction while it is low: a pass writes
+	// the records it keeps before the space of the old ones comes back
+	// (Pebble rewrites blob files later), so it needs room first.
+	// Retention, which only deletes, goes on.
+	Space *pebblestore.SpaceGuard
 }
 
 // AddTopicTasks registers on r the two loops over tm's partition logs:
@@ -36,7 +42,8 @@ type TopicTasksConfig struct {
 //     work, until Stop;
 //   - "log-cleaner" runs topics.Manager.Compact every CleanerBackoff and
 //     keeps calling it while there is work (a pass continues across
-//     calls), so a dirty log is cleaned without waiting between steps.
+//     calls), so a dirty log is cleaned without waiting between steps;
+//     not while cfg.Space is low.
 //
 // Both loops give each call the runner's clock moved on by the time the
 // tick has run, and stop between calls when the runner stops. Metrics:
@@ -73,6 +80,9 @@ func AddTopicTasks(r *Runner, tm *topics.Manager, cfg TopicTasksConfig) {
 		Run: func(now time.Time) {
 			start := time.Now()
 			for {
+				if cfg.Space.Low() {
+					return
+				}
 				res := tm.Compact(now.Add(time.Since(start)))
 				m.observeCompaction(&res)
 				if !res.More || r.stopping() {

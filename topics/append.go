@@ -57,7 +57,10 @@ type PendingAppend struct {
 // clock in Unix milliseconds (LogAppendTime).
 //
 // Appends with a nil Partition or a failing batch get Err and write nothing;
-// the others are unaffected.
+// the others are unaffected. While the store's free-space guard is low
+// (pebblestore.SpaceGuard), appends of new data get ErrStorageFull (a
+// *pebblestore.SpaceError) and write nothing; transaction markers and
+// appends to internal topics (__consumer_offsets) are not refused.
 func (m *Manager) Append(appends []*Append, now int64) *PendingAppend {
 	pa, _ := m.appendBatches(appends, nil, false, now)
 	return pa
@@ -135,6 +138,16 @@ func (m *Manager) appendBatches(appends []*Append, extra func(b *pebblestore.Bat
 		if h.IsTransactional() && h.ProducerID < 0 {
 			a.Err = fmt.Errorf("%w: transactional batch without a producer ID", ErrInvalidRecord)
 			continue
+		}
+		// New data is refused while the disk is low (pebblestore.SpaceGuard).
+		// Transaction markers (above) and the coordinators' internal topics
+		// are small writes that let transactions end and offsets move; they
+		// go on.
+		if !IsInternalTopic(a.Partition.Topic.Name) {
+			if err := m.store.Space().Reserve(len(a.Batch)); err != nil {
+				a.Err = err
+				continue
+			}
 		}
 		ok = append(ok, checked{a, h})
 	}

@@ -1,6 +1,10 @@
 package topics
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/vibemq/broker/pebblestore"
+)
 
 // Domain errors. kafkaproto maps each to its Kafka error code (kafkaproto/errors.go);
 // they carry no wire knowledge themselves. Wrap them with %w to add detail.
@@ -37,4 +41,8 @@ var (
 	// ErrInvalidReplicaAssignment: a replica assignment naming another
 	// broker. Kafka INVALID_REPLICA_ASSIGNMENT.
 	ErrInvalidReplicaAssignment = errors.New("topics: invalid replica assignment")
+	// ErrStorageFull: an append of new data refused, before it reached the
+	// store, because the data directory's disk is low on free space (the
+	// error is a *pebblestore.SpaceError). Kafka KAFKA_STORAGE_ERROR.
+	ErrStorageFull = pebblestore.ErrStorageFull
 )

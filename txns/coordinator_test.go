@@ -22,11 +22,18 @@ type harness struct {
 	c     *Coordinator
 	part  *topics.Partition
 	seq   map[int64]int32
+	// freeMin and probe configure the store's free-space guard (off by
+	// default).
+	freeMin int64
+	probe   pebblestore.SpaceProbe
 }
 
-func newHarness(t *testing.T, cfg Config) *harness {
+func newHarness(t *testing.T, cfg Config, opts ...func(*harness)) *harness {
 	t.Helper()
 	h := &harness{t: t, dir: t.TempDir(), cfg: cfg, now: start, seq: map[int64]int32{}}
+	for _, o := range opts {
+		o(h)
+	}
 	h.open()
 	if _, err := h.tm.CreateTopic("t", 1, nil, false); err != nil {
 		t.Fatal(err)
@@ -38,7 +45,7 @@ func newHarness(t *testing.T, cfg Config) *harness {
 
 func (h *harness) open() {
 	h.t.Helper()
-	store, err := pebblestore.Open(h.dir, pebblestore.Options{NoSync: true})
+	store, err := pebblestore.Open(h.dir, pebblestore.Options{NoSync: true, FreeSpaceMin: h.freeMin, FreeSpaceProbe: h.probe})
 	if err != nil {
 		h.t.Fatal(err)
 	}

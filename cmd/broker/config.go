@@ -55,6 +55,10 @@ type Config struct {
 	// Fsync is "always" (acks after fsync) or "never" (relaxed mode: acks
 	// before fsync; writes can be lost on a machine crash).
 	Fsync string
+	// DiskFreeMin is the least free space of the data directory's
+	// filesystem, in bytes: below it new data is refused until free space
+	// is back above DiskFreeMin + 25% (pebblestore.SpaceGuard). 0 disables.
+	DiskFreeMin int64
 	// MessageMaxBytes is the default max.message.bytes of topics.
 	MessageMaxBytes int32
 	// MaxRequestBytes is the largest request frame accepted.
@@ -217,6 +221,17 @@ var configKeys = append([]configKey{
 	enumKey("fsync", "always", "always: acknowledge writes after fsync; never: relaxed mode, acknowledge before fsync",
 		"With never, acknowledged messages can be lost when the machine crashes\n(not when only the broker process does). The broker logs a warning at start.",
 		func(c *Config) *string { return &c.Fsync }, "always", "never"),
+	byteSizeKey("disk-free-min", "512MiB",
+		"least free space on the data directory's filesystem; below it new data is refused (Kafka KAFKA_STORAGE_ERROR, HTTP 507 storage_full); 0 disables the check",
+		"Accepts a byte size such as 512MiB or 2GiB. New data = produce, queue sends, event appends,\n"+
+			"dead-letter and redrive moves; reads, acks, offset commits, transaction markers and\n"+
+			"deletions (DeleteRecords, DeleteTopics, queue purge and delete, retention) go on, so\n"+
+			"space can be freed. Writes are accepted again once free space is back above this\n"+
+			"limit + 25%. The space below the limit is what Pebble needs to flush its memtables\n"+
+			"(up to 4 x memtable-size) and compact; if the disk fills up anyway the broker stops\n"+
+			"(Pebble cannot survive a failed write). Free space is measured every second and after\n"+
+			"every 16MiB of new data.",
+		func(c *Config) *int64 { return &c.DiskFreeMin }, 0, math.MaxInt64),
 	int32Key("message-max-bytes", "1048588", "default max.message.bytes of topics: the largest record batch accepted",
 		"Accepts a byte size such as 1MiB. At most max-request-bytes.",
 		func(c *Config) *int32 { return &c.MessageMaxBytes }, parseByteSize, 1, math.MaxInt32, formatByteSize),

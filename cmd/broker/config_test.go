@@ -70,6 +70,7 @@ func TestDefaults(t *testing.T) {
 		AutoCreateTopics:           true,
 		DefaultPartitions:          1,
 		Fsync:                      "always",
+		DiskFreeMin:                512 << 20,
 		MessageMaxBytes:            1048588,
 		MaxRequestBytes:            104857600,
 		MaxInflightRequests:        64,
@@ -320,6 +321,8 @@ func TestBadConfigs(t *testing.T) {
 			want: []string{`group-initial-rebalance-delay "3000"`, "is not a duration"}},
 		{name: "bad size env", environ: []string{"BROKER_MEMTABLE_SIZE=64XB"},
 			want: []string{`memtable-size "64XB" (from environment variable BROKER_MEMTABLE_SIZE) is not a byte size; use e.g. 64MiB`}},
+		{name: "negative disk-free-min env", environ: []string{"BROKER_DISK_FREE_MIN=-1"},
+			want: []string{`disk-free-min "-1" (from environment variable BROKER_DISK_FREE_MIN) is not a byte size`}},
 		{name: "empty int env", environ: []string{"BROKER_NODE_ID="},
 			want: []string{`node-id "" (from environment variable BROKER_NODE_ID) is not an integer`}},
 		{name: "int32 overflow env", environ: []string{"BROKER_NODE_ID=3000000000"},
@@ -411,6 +414,8 @@ func TestGoodEdgeConfigs(t *testing.T) {
 		{"--memtable-size", "4095MiB"},
 		{"--group-initial-rebalance-delay", "0s", "--offsets-retention", "1m"},
 		{"--message-max-bytes", "100MiB"},
+		{"--disk-free-min", "0"},
+		{"--disk-free-min", "8388607TiB"},
 	} {
 		c, err := loadFromArgs(t, args, nil)
 		if err == nil {

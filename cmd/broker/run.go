@@ -40,9 +40,16 @@ func run(ctx context.Context, cfg *Config, log zerolog.Logger) error {
 		MemTableSize: uint64(cfg.MemtableSize),
 		CacheSize:    cfg.CacheSize,
 		NoSync:       cfg.Fsync == "never",
+		// Measured at once: a broker started on an almost full disk
+		// refuses new data from its first request (and says so in the log).
+		FreeSpaceMin: cfg.DiskFreeMin,
 	})
 	if err != nil {
 		return err
+	}
+	if cfg.DiskFreeMin > 0 && cfg.DiskFreeMin < pebbleHeadroom(cfg) {
+		log.Warn().Int64("disk_free_min", cfg.DiskFreeMin).Int64("memtables", pebbleHeadroom(cfg)).
+			Msg("disk-free-min is smaller than the memtables Pebble may have to flush when the disk runs low (4 x memtable-size); a full disk stops the broker, consider raising it")
 	}
 	defer func() {
 		if err := store.Close(); err != nil {
@@ -108,10 +115,13 @@ func run(ctx context.Context, cfg *Config, log zerolog.Logger) error {
 	// Every background loop: group timers, queue maintenance, log retention
 	// and compaction (logs.go). Stopped before the store closes.
 	background := retention.New(log, nil)
+	background.Add(retention.SpaceTask(store.Space(), reg, 0))
 	background.Add(retention.GroupsTask(gc, 0))
 	background.Add(retention.QueueTask(qe, reg, 0))
 	background.Add(retention.TxnsTask(tc, 0))
-	retention.AddTopicTasks(background, tm, topicTasksConfig(cfg, reg))
+	topicTasks := topicTasksConfig(cfg, reg)
+	topicTasks.Space = store.Space() // compaction waits while the disk is low
+	retention.AddTopicTasks(background, tm, topicTasks)
 	background.Start()
 	defer background.Stop()
 
@@ -202,6 +212,10 @@ func run(ctx context.Context, cfg *Config, log zerolog.Logger) error {
 	log.Info().Msg("broker stopped")
 	return runErr
 }
+
+// pebbleHeadroom is the most memtable data Pebble may have to flush: it
+// stops writes at 4 memtables (pebblestore.Open).
+func pebbleHeadroom(cfg *Config) int64 { return 4 * cfg.MemtableSize }
 
 // advertisedAddr is the address clients are told to use: the configured one,
 // else the listener's, with an unspecified host replaced by the hostname.
