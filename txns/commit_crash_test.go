@@ -218,9 +218,11 @@ func inspect(t *testing.T, b *broker, commit bool) committedState {
 // takes a crash image after every write and sync the store makes, each
 // keeping a random share of unsynced data. In every image, before the
 // transaction coordinator recovers, either all of them are there or none
-// is; after recovery a transaction that reached its Prepare state is ended
-// whole (exactly one marker per partition, the offsets visible on commit,
-// never on abort) and one that did not is still open.
+// is; the row says CompleteCommit/CompleteAbort exactly when all are there
+// and Ongoing otherwise (the decision has no durable record of its own:
+// the one write is the decision). After recovery an ended transaction has
+// exactly one marker per partition and the offsets on commit, never on
+// abort, and one that did not end is still open.
 //
 // Before ending a transaction was one write, the markers were synced first
 // and the offsets committed after them, so an image could hold the markers
@@ -234,9 +236,9 @@ func TestCommitIsAtomicAcrossCrashes(t *testing.T) {
 }
 
 func testEndTxnCrashes(t *testing.T, commit bool) {
-	prepared, completed := txns.StatePrepareAbort, txns.StateCompleteAbort
+	completed := txns.StateCompleteAbort
 	if commit {
-		prepared, completed = txns.StatePrepareCommit, txns.StateCompleteCommit
+		completed = txns.StateCompleteCommit
 	}
 	seen := map[txns.State]int{} // row states found in crash images
 	for seed := uint64(1); seed <= 8; seed++ {
@@ -313,12 +315,12 @@ func testEndTxnCrashes(t *testing.T, commit bool) {
 				if all != (before.rowState == completed) {
 					t.Fatalf("image %d/%d: row %v with markers and offsets all=%v", i, len(images), before.rowState, all)
 				}
-				decided := before.rowState == prepared || before.rowState == completed
+				decided := before.rowState == completed
 				if !decided && before.rowState != txns.StateOngoing {
 					t.Fatalf("image %d/%d: row state %v", i, len(images), before.rowState)
 				}
 
-				openTxns(t, r) // recovery completes a Prepare state
+				openTxns(t, r)
 				after := inspect(t, r, commit)
 				if decided {
 					if after.rowState != completed || (commit && (after.offsets[0] != 5 || after.offsets[1] != 7)) || (!commit && len(after.offsets) != 0) {
@@ -343,9 +345,8 @@ func testEndTxnCrashes(t *testing.T, commit bool) {
 			}
 		})
 	}
-	// The images must have caught the transaction before its decision,
-	// between the decision and the outcome, and after it.
-	for _, st := range []txns.State{txns.StateOngoing, prepared, completed} {
+	// The images must have caught the transaction open and ended.
+	for _, st := range []txns.State{txns.StateOngoing, completed} {
 		if seen[st] == 0 {
 			t.Errorf("no crash image with the transaction %v (images by state: %v)", st, seen)
 		}

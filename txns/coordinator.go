@@ -9,19 +9,25 @@
 //
 // # Ending a transaction
 //
-// EndTxn (or an abort by InitProducerId or a timeout) first records the
-// decision: the row moves to PrepareCommit or PrepareAbort, durably. Then
-// one write completes it: the markers on every partition of the
-// transaction, on commit the staged offsets (records in __consumer_offsets
-// with their index rows, through Config.CommitOffsets), and the row in
-// CompleteCommit or CompleteAbort all go into one Pebble batch
-// (topics.Manager.AppendAtomic). Invariant: after any crash, a row in
+// EndTxn (or an abort by InitProducerId or a timeout) moves the
+// transaction to PrepareCommit or PrepareAbort in memory, so that other
+// requests on it get CONCURRENT_TRANSACTIONS, and one write completes it:
+// the markers on every partition of the transaction, on commit the staged
+// offsets (records in __consumer_offsets with their index rows, through
+// Config.CommitOffsets), and the row in CompleteCommit or CompleteAbort all
+// go into one Pebble batch (topics.Manager.AppendAtomic), synced before
+// EndTxn answers. Invariant: after any crash, a row in
 // CompleteCommit/CompleteAbort means every marker and offset of the
-// transaction is in the store, and a row in Ongoing or a Prepare state
-// means none is. So a transaction found in a Prepare state at Open is
-// completed by redoing that one write, before Open returns: its markers
-// are written exactly once, and after a crash a transaction's output is
-// never readable without the offsets of its input, nor the reverse.
+// transaction is in the store, and a row in Ongoing means none is: the
+// transaction is still open, a retried EndTxn ends it and otherwise its
+// timeout aborts it. Because that write is atomic on this single node, the
+// decision needs no durable record of its own (Kafka's coordinator writes
+// PrepareCommit first because its markers go to other brokers); that saves
+// one fsync per transaction. A row in a Prepare state, written by brokers
+// before this change, is completed at Open by the same one write. Either
+// way a transaction's markers are written exactly once, and after a crash
+// its output is never readable without the offsets of its input, nor the
+// reverse.
 //
 // Like every domain package it takes the time as an argument; Tick(now),
 // driven by retention, aborts transactions open past their timeout.
@@ -309,7 +315,8 @@ func (c *Coordinator) bumpEpochLocked(t *txn) {
 	c.mu.byPID[pid] = t
 }
 
-// endAborting moves an Ongoing transaction to PrepareAbort and completes it.
+// endAborting moves an Ongoing transaction to PrepareAbort (in memory) and
+// completes it.
 func (c *Coordinator) endAborting(t *txn, now time.Time) error {
 	c.mu.Lock()
 	if t.State != StateOngoing {
@@ -318,11 +325,7 @@ func (c *Coordinator) endAborting(t *txn, now time.Time) error {
 	}
 	t.State = StatePrepareAbort
 	t.UpdateMs = now.UnixMilli()
-	b := c.writeLocked(t)
 	c.mu.Unlock()
-	if err := c.wait(b); err != nil {
-		return err
-	}
 	return c.complete(t, now)
 }
 
@@ -478,19 +481,17 @@ func (c *Coordinator) EndTxn(id string, producerID int64, epoch int16, commit bo
 		t.State = StatePrepareCommit
 	}
 	t.UpdateMs = now.UnixMilli()
-	b := c.writeLocked(t)
 	c.mu.Unlock()
-	if err := c.wait(b); err != nil {
-		return err
-	}
 	return c.complete(t, now)
 }
 
-// complete ends a transaction in a Prepare state with one atomic write:
-// its markers on every partition, on commit its staged offsets, and its row
-// in the Complete state (see the package comment). Until that write is
-// durable the transaction stays in its Prepare state, in memory and in the
-// store; if it fails, nothing of it was applied and a later Open redoes it.
+// complete ends a transaction in a Prepare state (in memory) with one
+// atomic write: its markers on every partition, on commit its staged
+// offsets, and its row in the Complete state (see the package comment).
+// Until that write is durable the transaction stays in its Prepare state in
+// memory; if the write fails, nothing of it was applied, the stored row
+// still says Ongoing, and after a restart the transaction is open again
+// (ended by a retried EndTxn or by its timeout).
 func (c *Coordinator) complete(t *txn, now time.Time) error {
 	c.mu.Lock()
 	commit := t.State == StatePrepareCommit
