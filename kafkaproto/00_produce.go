@@ -37,6 +37,8 @@ package kafkaproto
 //     franz-go (kerr marks it retriable), sarama (its producer's retry
 //     list), the Java client (KafkaStorageException is retriable). So
 //     producers wait out the shortage within their delivery timeout.
+//     Produce v3 predates the code (v4, KIP-112) and gets
+//     NOT_LEADER_OR_FOLLOWER instead, as Kafka answers it.
 //
 // Version notes:
 //   - v0-v2 are advertised so that older librdkafka builds enable
@@ -150,6 +152,12 @@ func (s *Server) handleProduce(r *request) (reply, error) {
 			a := sl.a
 			if a.Err != nil {
 				sp.ErrorCode = errorCode(a.Err)
+				if sp.ErrorCode == kerr.KafkaStorageError.Code && req.Version < 4 {
+					// v4 introduced KAFKA_STORAGE_ERROR (KIP-112); Kafka
+					// answers older requests NOT_LEADER_OR_FOLLOWER, which
+					// their clients retry.
+					sp.ErrorCode = kerr.NotLeaderForPartition.Code
+				}
 				if req.Version >= 8 {
 					sp.ErrorMessage = errorMessage(a.Err)
 				}

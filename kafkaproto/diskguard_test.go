@@ -140,6 +140,16 @@ func TestProduceRefusedWhileDiskLow(t *testing.T) {
 			t.Fatalf("v7 partition %d: error %v message %v", p.Partition, kerr.ErrorForCode(p.ErrorCode), p.ErrorMessage)
 		}
 	}
+	// Produce v3 predates KAFKA_STORAGE_ERROR (v4, KIP-112): Kafka answers
+	// NOT_LEADER_OR_FOLLOWER, which such clients retry after a metadata
+	// refresh, where they might fail an unknown code for good.
+	v3 := newClient(t, addr, kgo.MaxVersions(kversion.V0_11_0()))
+	resp = produce(v3)
+	for _, p := range resp.Topics[0].Partitions {
+		if p.ErrorCode != kerr.NotLeaderForPartition.Code {
+			t.Fatalf("v3 partition %d: error %v, want NOT_LEADER_OR_FOLLOWER", p.Partition, kerr.ErrorForCode(p.ErrorCode))
+		}
+	}
 	if after := ends(); after[0] != before[0] || after[1] != before[1] {
 		t.Fatalf("refused produces moved the log ends: %v -> %v", before, after)
 	}

@@ -186,6 +186,7 @@ func (m *Manager) appendBatches(appends []*Append, extra func(b *pebblestore.Bat
 		active    *segment
 		ongoing   map[int64]int64
 		aborted   int
+		ending    int
 		// bytes and records appended, added to the size counters on success
 		bytes, records int64
 	}
@@ -198,7 +199,7 @@ func (m *Manager) appendBatches(appends []*Append, extra func(b *pebblestore.Bat
 				ongoing[k] = v
 			}
 		}
-		undos = append(undos, undo{p: p, next: p.mu.nextOffset, producers: map[int64]*producerState{}, active: p.mu.active, ongoing: ongoing, aborted: len(p.mu.aborted)})
+		undos = append(undos, undo{p: p, next: p.mu.nextOffset, producers: map[int64]*producerState{}, active: p.mu.active, ongoing: ongoing, aborted: len(p.mu.aborted), ending: len(p.mu.ending)})
 	}
 	undoOf := func(p *Partition) *undo {
 		for i := range undos {
@@ -341,6 +342,7 @@ func (m *Manager) appendBatches(appends []*Append, extra func(b *pebblestore.Bat
 				u.p.mu.ongoing = make(map[int64]int64)
 			}
 			u.p.mu.aborted = u.p.mu.aborted[:u.aborted]
+			u.p.mu.ending = u.p.mu.ending[:u.ending]
 			for id, st := range u.producers {
 				if st == nil {
 					delete(u.p.mu.producers, id)

@@ -61,6 +61,10 @@ type Partition struct {
 		// snapshots of it (read).
 		ongoing map[int64]int64
 		aborted []AbortedTxn
+		// ending lists the transactions whose marker is applied but not
+		// yet below the high watermark (durable): they stay unstable
+		// until it is (see lastStableLocked).
+		ending []endingTxn
 	}
 }
 
@@ -206,6 +210,7 @@ func (p *Partition) advanceHighWatermark(end int64) {
 	p.mu.Lock()
 	if end > p.highWatermark.Load() {
 		p.highWatermark.Store(end)
+		p.pruneEndingLocked()
 		p.notifyLocked()
 	}
 	p.mu.Unlock()

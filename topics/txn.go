@@ -3,6 +3,7 @@ package topics
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/vibemq/broker/pebblestore"
@@ -103,10 +104,19 @@ func MarkerAppends(markers []Marker, now int64) []*Append {
 //
 // REQUIRES: p.mu held.
 func (p *Partition) lastStableLocked() int64 {
-	lso := p.highWatermark.Load()
+	hwm := p.highWatermark.Load()
+	lso := hwm
 	for _, first := range p.mu.ongoing {
 		if first < lso {
 			lso = first
+		}
+	}
+	// A transaction whose marker is applied but not durable is not ended
+	// yet: with no durable decision before the marker (txns writes none),
+	// a crash now would leave it open, to be aborted later.
+	for _, e := range p.mu.ending {
+		if e.marker >= hwm && e.first < lso {
+			lso = e.first
 		}
 	}
 	return max(lso, p.logStart.Load())
@@ -159,12 +169,28 @@ func (p *Partition) applyTxnLocked(b *pebblestore.Batch, h BatchHeader, base int
 		return // a marker for a transaction with no data here (retried markers)
 	}
 	delete(p.mu.ongoing, h.ProducerID)
+	p.mu.ending = append(p.mu.ending, endingTxn{first: first, marker: base})
 	b.Delete(key)
 	if abort {
 		p.mu.aborted = append(p.mu.aborted, AbortedTxn{ProducerID: h.ProducerID, FirstOffset: first, LastOffset: base})
 		v := binary.BigEndian.AppendUint64(nil, uint64(h.ProducerID))
 		b.Set(pebblestore.TxnAbortedKey(p.Topic.ID, p.Index, base), binary.BigEndian.AppendUint64(v, uint64(first)))
 	}
+}
+
+// endingTxn is a transaction of a partition whose marker (at marker) is
+// applied; its data starts at first.
+type endingTxn struct {
+	first, marker int64
+}
+
+// pruneEndingLocked forgets the ending transactions whose marker is below
+// the high watermark: durable, so ended.
+//
+// REQUIRES: p.mu held.
+func (p *Partition) pruneEndingLocked() {
+	hwm := p.highWatermark.Load()
+	p.mu.ending = slices.DeleteFunc(p.mu.ending, func(e endingTxn) bool { return e.marker < hwm })
 }
 
 // recoverTxns loads the partition's ongoing and aborted transactions.

@@ -198,3 +198,47 @@ func TestReadCommittedKeepsAbortedEntriesOfWhatItRead(t *testing.T) {
 		t.Fatalf("aborted transactions of a read that returned the aborted batch: %+v", res.Aborted)
 	}
 }
+
+// TestCommitMarkerNotStableBeforeDurable pins a read_committed violation:
+// the COMMIT marker of an AppendAtomic removed the producer's open
+// transaction from the partition at apply time, so the last stable offset
+// jumped to the high watermark and read_committed fetches returned the
+// transaction's records before the marker was synced. Since EndTxn writes
+// no durable Prepare row, a crash in that window leaves the transaction
+// open after restart, and its timeout (or a fencing InitProducerId) then
+// aborts records a read_committed consumer already took as committed. The
+// transaction's data may only become stable once its marker is below the
+// high watermark (durable).
+func TestCommitMarkerNotStableBeforeDurable(t *testing.T) {
+	store, m := openTestManager(t, vfs.NewMem(), "data")
+	defer func() { _ = store.Close() }()
+	topic, err := m.CreateTopic("a", 1, nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := topic.Partition(0)
+	if a := appendOne(t, m, p, txnBatch(t, 2, 7, 0, 0)); a.Err != nil {
+		t.Fatal(a.Err)
+	}
+	pa, err := m.AppendAtomic(MarkerAppends([]Marker{{Partition: p, ProducerID: 7, ProducerEpoch: 0, Commit: true}}, 1000), nil, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Applied, not yet durable.
+	if lso := p.LastStableOffset(); lso != 0 {
+		t.Errorf("LSO before the marker is durable: %d, want 0", lso)
+	}
+	buf, res, err := p.ReadCommitted(0, 1<<20, true, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(buf) != 0 {
+		t.Errorf("read_committed returned %d bytes (LSO %d) before the COMMIT marker was durable", len(buf), res.LastStableOffset)
+	}
+	if err := pa.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if lso, hwm := p.LastStableOffset(), p.HighWatermark(); lso != 3 || hwm != 3 {
+		t.Fatalf("after the marker is durable: lso %d hwm %d, want 3 3", lso, hwm)
+	}
+}

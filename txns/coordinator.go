@@ -272,7 +272,7 @@ func (c *Coordinator) InitProducerID(id string, timeoutMs int32, producerID int6
 		// Abort the open transaction with a bumped epoch: its producer is
 		// fenced on the coordinator and, through the markers, on every
 		// partition of the transaction.
-		c.bumpEpochLocked(t)
+		c.fenceEpochLocked(t)
 		c.mu.Unlock()
 		if err := c.endAborting(t, now); err != nil {
 			return -1, -1, err
@@ -313,6 +313,19 @@ func (c *Coordinator) bumpEpochLocked(t *txn) {
 	delete(c.mu.byPID, t.ProducerID)
 	t.ProducerID, t.Epoch = pid, 0
 	c.mu.byPID[pid] = t
+}
+
+// fenceEpochLocked bumps the epoch for the abort of an open transaction.
+// Unlike bumpEpochLocked it keeps the producer ID, using the last epoch
+// (math.MaxInt16) if it must (Kafka prepareFenceProducerEpoch): the ABORT
+// markers must carry the producer ID whose transaction the partitions hold
+// open. The next InitProducerId then moves to a new producer ID.
+//
+// REQUIRES: c.mu held.
+func (c *Coordinator) fenceEpochLocked(t *txn) {
+	if t.Epoch < math.MaxInt16 {
+		t.Epoch++
+	}
 }
 
 // endAborting moves an Ongoing transaction to PrepareAbort (in memory) and
@@ -578,7 +591,7 @@ func (c *Coordinator) Tick(now time.Time) {
 	for _, t := range c.mu.txns {
 		if t.State == StateOngoing && now.UnixMilli() > t.StartMs+int64(t.TimeoutMs) {
 			last := t.Epoch
-			c.bumpEpochLocked(t)
+			c.fenceEpochLocked(t)
 			t.LastEpoch = last
 			expired = append(expired, t)
 		}

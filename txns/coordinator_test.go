@@ -2,6 +2,7 @@ package txns
 
 import (
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -592,5 +593,52 @@ func TestCompactionDropsAbortedData(t *testing.T) {
 	}
 	if got := strings.Join(values, ","); got != "k=committed,other=x,other=y" {
 		t.Fatalf("after compaction: %s, want k=committed,other=x,other=y (the active segment is never cleaned)", got)
+	}
+}
+
+// TestFencingAbortAtExhaustedEpochEndsTheTransaction pins a transaction
+// that was never ended on its partitions: when the epoch of a producer with
+// an open transaction was one below its limit (32766), the fencing bump of
+// a timeout abort or of InitProducerId moved the transactional ID to a new
+// producer ID, and the ABORT markers were written for that new ID. The
+// partitions' open transaction (of the old ID) stayed open forever: the
+// last stable offset stuck, every read_committed consumer stalled and
+// compaction stopped. As in Kafka (prepareFenceProducerEpoch), a fencing
+// bump may use the last epoch, 32767, of the same producer ID; the next
+// InitProducerId moves to a new ID.
+func TestFencingAbortAtExhaustedEpochEndsTheTransaction(t *testing.T) {
+	for _, by := range []string{"timeout", "init"} {
+		t.Run(by, func(t *testing.T) {
+			h := newHarness(t, Config{})
+			pid, _, err := h.c.InitProducerID("x", 1000, -1, -1, h.now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h.c.mu.Lock()
+			h.c.mu.txns["x"].Epoch = math.MaxInt16 - 1
+			h.c.mu.Unlock()
+			epoch := int16(math.MaxInt16 - 1)
+			if err := h.c.AddPartitions("x", pid, epoch, []TopicPartition{{"t", 0}}, h.now); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := h.produce(pid, epoch, 2, true); err != nil {
+				t.Fatal(err)
+			}
+			if lso := h.part.LastStableOffset(); lso != 0 {
+				t.Fatalf("LSO with the transaction open: %d", lso)
+			}
+			if by == "timeout" {
+				h.c.Tick(h.now.Add(2 * time.Second))
+			}
+			// InitProducerId (aborting the open transaction for "init")
+			// moves to a fresh producer ID at epoch 0.
+			npid, nepoch, err := h.c.InitProducerID("x", 1000, -1, -1, h.now)
+			if lso, hwm := h.part.LastStableOffset(), h.part.HighWatermark(); lso != hwm || hwm != 3 {
+				t.Fatalf("after the fencing abort: LSO %d, HWM %d; want both 3 (the transaction ended)", lso, hwm)
+			}
+			if err != nil || npid == pid || nepoch != 0 {
+				t.Fatalf("InitProducerId after the exhausted epoch: %d/%d %v, want a new producer ID at epoch 0", npid, nepoch, err)
+			}
+		})
 	}
 }
