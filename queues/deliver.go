@@ -181,9 +181,10 @@ func (e *Engine) AckAndReceive(name string, receipts []string, req ReceiveReques
 	}
 	inflight := q.inflight - freed
 	if inflight >= a.MaxInflight && len(receipts) == 0 {
+		n := q.inflight
 		q.mu.Unlock()
 		b.Close()
-		return nil, results, errf(CodeMaxInflightReached, "queue %q has %d messages in flight, its max_inflight; ack some first", name, q.inflight)
+		return nil, results, errf(CodeMaxInflightReached, "queue %q has %d messages in flight, its max_inflight; ack some first", name, n)
 	}
 	visibility := a.VisibilityTimeoutMs
 	if req.VisibilityTimeoutMs != nil {
