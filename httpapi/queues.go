@@ -403,6 +403,11 @@ func (api *queueAPI) handleReceive(w http.ResponseWriter, r *http.Request) {
 		if err == nil && receipts != nil {
 			acks, receipts = results, nil // settled once, before any wait
 		}
+		if err != nil && acks != nil && queues.AsError(err).Code == queues.CodeMaxInflightReached {
+			// A call with receipts is never refused at max_inflight: its
+			// acks are committed; it waits on for room, then answers them.
+			err = nil
+		}
 		left := time.Duration(wait)*time.Millisecond - time.Since(start)
 		if err != nil || len(msgs) > 0 || left <= 0 {
 			if cancel != nil {

@@ -464,3 +464,41 @@ func BenchmarkDecodeSendBody(b *testing.B) {
 		}
 	}
 }
+
+// TestQueueLongPollWithAcksAtMaxInflight pins a bug: a long poll that
+// carried acks settled them before parking, but a wake-up while the queue
+// was still at max_inflight answered 429 max_inflight_reached, so the
+// client lost the results of acks that were committed. A call with
+// receipts is never refused with max_inflight_reached: it waits on.
+func TestQueueLongPollWithAcksAtMaxInflight(t *testing.T) {
+	env := newQueueEnv(t)
+	env.mustJSON("PUT", "/v1/queues/w", `{"max_inflight":1}`, 201)
+	env.mustJSON("POST", "/v1/queues/w/messages", `{"messages":[{"body":"1"},{"body":"2"}]}`, 200)
+	held := receiptsOf(t, env.mustJSON("POST", "/v1/queues/w/receive", `{}`, 200))
+
+	var wg sync.WaitGroup
+	var polled apiResponse
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		polled = env.json("POST", "/v1/queues/w/receive", `{"wait_ms":10000,"ack":["bogus"]}`)
+	}()
+	waitFor(t, func() bool {
+		s, _ := env.e.Stats("w", 0)
+		return s.Waiters == 1
+	})
+	// A send wakes the poller while the queue is still at max_inflight.
+	env.mustJSON("POST", "/v1/queues/w/messages", `{"messages":[{"body":"3"}]}`, 200)
+	time.Sleep(100 * time.Millisecond)
+	env.mustJSON("POST", "/v1/queues/w/ack", `{"receipts":["`+held[0]+`"]}`, 200)
+	env.mustJSON("POST", "/v1/queues/w/messages", `{"messages":[{"body":"4"}]}`, 200)
+	wg.Wait()
+	if polled.status != 200 {
+		t.Fatalf("long poll with acks at max_inflight: %d %s", polled.status, polled.raw)
+	}
+	acks, _ := polled.body["acks"].([]any)
+	if len(acks) != 1 || acks[0].(map[string]any)["error"].(map[string]any)["code"] != "invalid_receipt" ||
+		len(polled.body["messages"].([]any)) != 1 {
+		t.Fatalf("long poll with acks at max_inflight: %s", polled.raw)
+	}
+}

@@ -202,3 +202,51 @@ func TestReceiveMemoDecode(t *testing.T) {
 		}
 	}
 }
+
+// TestReceiveRetryAtMaxInflight pins a bug: a retried receive whose first
+// attempt filled max_inflight was refused with max_inflight_reached
+// instead of answered from its memo, so the client never learned its
+// leases (they only lapsed).
+func TestReceiveRetryAtMaxInflight(t *testing.T) {
+	en := newEnv(t)
+	en.create("q", &AttributesPatch{MaxInflight: p64(2)})
+	en.send("q", t0, body("a"), body("b"), body("c"))
+	first := en.receiveID("q", "r1", 2, 10_000, t0)
+	if bodies(first) != "a,b" {
+		t.Fatalf("first attempt: %s", bodies(first))
+	}
+	again := en.receiveID("q", "r1", 2, 10_000, t0+1)
+	if bodies(again) != "a,b" || receiptList(again) != receiptList(first) {
+		t.Fatalf("retry at max_inflight: %s", bodies(again))
+	}
+	// Another request is still refused.
+	req := ReceiveRequest{MaxMessages: 1, RequestID: "r2"}
+	if _, err := en.e.Receive("q", req, t0+2); AsError(err) == nil || AsError(err).Code != CodeMaxInflightReached {
+		t.Fatalf("new request at max_inflight: %v", err)
+	}
+}
+
+// TestReceiveRetryAcksItsOwnMessages pins a bug: a receive that replays a
+// memo and acks some of the memo's messages in the same call answered
+// them again, with the receipts it had just settled (stale on arrival:
+// the client processes them twice).
+func TestReceiveRetryAcksItsOwnMessages(t *testing.T) {
+	en := newEnv(t)
+	en.create("q", nil)
+	en.send("q", t0, body("a"), body("b"))
+	first := en.receiveID("q", "r1", 2, 10_000, t0)
+	if bodies(first) != "a,b" {
+		t.Fatalf("first attempt: %s", bodies(first))
+	}
+	req := ReceiveRequest{MaxMessages: 2, RequestID: "r1", Ack: []string{first[0].Receipt}}
+	if _, err := en.e.CheckReceive("q", &req); err != nil {
+		t.Fatal(err)
+	}
+	msgs, res, err := en.e.AckAndReceive("q", req.Ack, req, t0+1)
+	if err != nil || codeOf(res[0]) != "acked" {
+		t.Fatalf("ack a with the retry: %v %+v", err, res)
+	}
+	if bodies(msgs) != "b" {
+		t.Fatalf("the retry answered %s, want b only (a was acked by the same call)", bodies(msgs))
+	}
+}

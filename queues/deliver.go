@@ -155,25 +155,15 @@ func (e *Engine) AckAndReceive(name string, receipts []string, req ReceiveReques
 	}
 	a := q.rec.Attributes
 	acks := &write{e: e, now: now}
-	freed, late := e.ackLocked(q, receipts, valid, results, acks, now)
-	inflight := q.inflight - freed
-	if inflight >= a.MaxInflight && len(receipts) == 0 {
-		q.mu.Unlock()
-		return nil, results, errf(CodeMaxInflightReached, "queue %q has %d messages in flight, its max_inflight; ack some first", name, q.inflight)
-	}
-	visibility := a.VisibilityTimeoutMs
-	if req.VisibilityTimeoutMs != nil {
-		visibility = *req.VisibilityTimeoutMs
-	}
-	want := max(0, min(int64(req.MaxMessages), a.MaxInflight-inflight))
-	var got []leased
-	var bytes int64
+	freed, settled := e.ackLocked(q, receipts, valid, results, acks, now)
 	b := e.store.NewBatch()
 	for _, f := range acks.ops {
 		f(b)
 	}
+	// A retry is answered from its memo before max_inflight is looked at:
+	// the first attempt's own leases may be what fills it.
 	if req.RequestID != "" {
-		again, live, err := e.replayMemoLocked(q, req.RequestID, now)
+		again, live, err := e.replayMemoLocked(q, req.RequestID, settled, now)
 		if err != nil {
 			q.mu.Unlock()
 			b.Close()
@@ -189,6 +179,20 @@ func (e *Engine) AckAndReceive(name string, receipts []string, req ReceiveReques
 			return e.finishReceive(q, b, acks, nil, again, true, req, now, results)
 		}
 	}
+	inflight := q.inflight - freed
+	if inflight >= a.MaxInflight && len(receipts) == 0 {
+		n := q.inflight
+		q.mu.Unlock()
+		b.Close()
+		return nil, results, errf(CodeMaxInflightReached, "queue %q has %d messages in flight, its max_inflight; ack some first", name, n)
+	}
+	visibility := a.VisibilityTimeoutMs
+	if req.VisibilityTimeoutMs != nil {
+		visibility = *req.VisibilityTimeoutMs
+	}
+	want := max(0, min(int64(req.MaxMessages), a.MaxInflight-inflight))
+	var got []leased
+	var bytes int64
 	for prio := int(a.PriorityLevels) - 1; prio >= 0 && int64(len(got)) < want; prio-- {
 		band := &q.bands[prio]
 		for int64(len(got)) < want {
@@ -201,7 +205,7 @@ func (e *Engine) AckAndReceive(name string, receipts []string, req ReceiveReques
 			if !ok || top.due > now {
 				break
 			}
-			if late[top.m] {
+			if settled[top.m] {
 				band.pop() // acked above, in this batch
 				continue
 			}
@@ -463,11 +467,11 @@ func (e *Engine) Ack(name string, receipts []string, now int64) ([]ItemResult, e
 // ackLocked adds the settlement of receipts[valid] to w (rows only: an ack
 // never appends) and fills results. The in-memory counters change when w
 // is applied. It returns how many leases
-// the acks end (what they free of max_inflight) and the messages settled
-// while available (late acks of lapsed leases), which are still in the
-// ready bands until w is applied.
+// the acks end (what they free of max_inflight) and the messages they
+// settle: the late acks of lapsed leases among them are still in the ready
+// bands, and a memo replay must not answer any of them, until w is applied.
 // REQUIRES: q.mu held; decodeReceipts checked receipts[valid].
-func (e *Engine) ackLocked(q *queue, receipts []string, valid []int, results []ItemResult, w *write, now int64) (freed int64, late map[msgKey]bool) {
+func (e *Engine) ackLocked(q *queue, receipts []string, valid []int, results []ItemResult, w *write, now int64) (freed int64, settled map[msgKey]bool) {
 	a := q.rec.Attributes
 	for _, i := range valid {
 		r, _ := e.decodeReceipt(receipts[i])
@@ -491,12 +495,11 @@ func (e *Engine) ackLocked(q *queue, receipts []string, valid []int, results []I
 			results[i].Status = "acked"
 			if st.State == stateInflight {
 				freed++
-			} else if st.State == stateAvailable {
-				if late == nil {
-					late = map[msgKey]bool{}
-				}
-				late[r.m] = true
 			}
+			if settled == nil {
+				settled = map[msgKey]bool{}
+			}
+			settled[r.m] = true
 			m, old := r.m, st
 			w.op(func(b *pebblestore.Batch) {
 				q.removeRows(b, m, &old)
@@ -517,7 +520,7 @@ func (e *Engine) ackLocked(q *queue, receipts []string, valid []int, results []I
 			})
 		}
 	}
-	return freed, late
+	return freed, settled
 }
 
 // NackRequest returns leased messages: requeued after DelayMs (nil: the

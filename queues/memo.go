@@ -91,14 +91,19 @@ func (q *queue) loadMemos() error {
 }
 
 // replayMemoLocked returns the live leases of request id, and whether a
-// live memo exists for it. REQUIRES: q.mu held.
-func (e *Engine) replayMemoLocked(q *queue, id string, now int64) ([]leased, bool, error) {
+// live memo exists for it. Messages in settled are acked by the same call
+// (its batch is not applied yet) and are left out.
+// REQUIRES: q.mu held.
+func (e *Engine) replayMemoLocked(q *queue, id string, settled map[msgKey]bool, now int64) ([]leased, bool, error) {
 	r, ok := q.memos[id]
 	if !ok || r.deadline <= now {
 		return nil, false, nil
 	}
 	var out []leased
 	for _, it := range r.items {
+		if settled[it.m] {
+			continue
+		}
 		st, ok, err := e.getState(q, it.m)
 		if err != nil {
 			return nil, true, err

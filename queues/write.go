@@ -54,8 +54,22 @@ type appendTarget struct {
 	sts  []deliveryState
 	// after is called per record with its new message key once applied.
 	after []func(m msgKey)
-	a     *topics.Append
+	// chunks are the record batches recs were split into (moveBatchBytes).
+	chunks []appendChunk
 }
+
+// appendChunk is the append of recs[from:to] of a target.
+type appendChunk struct {
+	a        *topics.Append
+	from, to int
+}
+
+// moveBatchBytes bounds the key, value and header bytes of one record
+// batch of a move: a queue topic refuses batches over its
+// max.message.bytes (queueTopicMessageBytes), and one write may move up to
+// tickBudget messages of up to MessageBytesMax each into one partition.
+// The margin covers the per-record framing.
+const moveBatchBytes = SendBytesMax
 
 func (w *write) op(f func(b *pebblestore.Batch)) { w.ops = append(w.ops, f) }
 
@@ -122,58 +136,62 @@ func (w *write) apply() (*pendingWrite, error) {
 		}
 		return pw, nil
 	}
+	// Every batch of every target, and the source rows (ops), go into one
+	// Pebble batch or none: with per-partition appends, a refused one
+	// (storage_full, a batch too large) would lose the messages whose
+	// source rows another one carried.
 	var appends []*topics.Append
-	opsDone := false
 	for _, t := range w.targets {
-		raw, err := encodeBatch(t.recs, w.now)
-		if err != nil {
-			return nil, errf(CodeInternal, "encoding a batch for %s: %v", t.q.rec.Name, err)
-		}
 		p, ok := t.q.topic.Partition(t.part)
 		if !ok {
 			return nil, errf(CodeInternal, "queue %s has no partition %d", t.q.rec.Name, t.part)
 		}
-		t := t
-		t.a = &topics.Append{Partition: p, Batch: raw, Extra: func(b *pebblestore.Batch, base int64) {
-			if !opsDone {
-				opsDone = true
-				for _, f := range w.ops {
-					f(b)
+		t.chunks = t.chunks[:0]
+		for from := 0; from < len(t.recs); {
+			to, size := from, 0
+			for to < len(t.recs) && (to == from || size+t.recs[to].size() <= moveBatchBytes) {
+				size += t.recs[to].size()
+				to++
+			}
+			raw, err := encodeBatch(t.recs[from:to], w.now)
+			if err != nil {
+				return nil, errf(CodeInternal, "encoding a batch for %s: %v", t.q.rec.Name, err)
+			}
+			t, first, end := t, from, to
+			a := &topics.Append{Partition: p, Batch: raw, Extra: func(b *pebblestore.Batch, base int64) {
+				attrs := t.q.rec.Attributes
+				for i := first; i < end; i++ {
+					m := msgKey{part: t.part, off: base + int64(i-first)}
+					st := &t.sts[i]
+					b.Set(stateKey(t.q.id, m), st.encode())
+					b.Set(readyKey(t.q.id, st.Priority, st.Due, m), u32Bytes(st.Deliveries))
+					if exp := expiryOf(st, &attrs); exp > 0 {
+						b.Set(expiryKey(t.q.id, exp, m), nil)
+						t.q.expiryFrom = min(t.q.expiryFrom, exp)
+					}
 				}
-			}
-			attrs := t.q.rec.Attributes
-			for i := range t.recs {
-				m := msgKey{part: t.part, off: base + int64(i)}
-				st := &t.sts[i]
-				b.Set(stateKey(t.q.id, m), st.encode())
-				b.Set(readyKey(t.q.id, st.Priority, st.Due, m), u32Bytes(st.Deliveries))
-				if exp := expiryOf(st, &attrs); exp > 0 {
-					b.Set(expiryKey(t.q.id, exp, m), nil)
-					t.q.expiryFrom = min(t.q.expiryFrom, exp)
-				}
-			}
-		}}
-		appends = append(appends, t.a)
-	}
-	pw.pa = w.e.tm.Append(appends, w.now)
-	for _, a := range appends {
-		if a.Err != nil {
-			// One Pebble batch: an apply failure fails every append; a
-			// validation failure cannot happen with our own batches.
-			if !opsDone {
-				return nil, errStorage(a.Err)
-			}
-			w.e.log.Error().Err(a.Err).Msg("an append of a queue move failed while others succeeded")
+			}}
+			t.chunks = append(t.chunks, appendChunk{a: a, from: from, to: to})
+			appends = append(appends, a)
+			from = to
 		}
 	}
+	pa, err := w.e.tm.AppendAtomic(appends, func(b *pebblestore.Batch) {
+		for _, f := range w.ops {
+			f(b)
+		}
+	}, w.now)
+	if err != nil {
+		return nil, errStorage(err)
+	}
+	pw.pa = pa
 	for _, t := range w.targets {
-		if t.a.Err != nil {
-			continue
-		}
-		for i := range t.recs {
-			t.q.available++
-			if t.after[i] != nil {
-				t.after[i](msgKey{part: t.part, off: t.a.BaseOffset + int64(i)})
+		for _, c := range t.chunks {
+			for i := c.from; i < c.to; i++ {
+				t.q.available++
+				if t.after[i] != nil {
+					t.after[i](msgKey{part: t.part, off: c.a.BaseOffset + int64(i-c.from)})
+				}
 			}
 		}
 	}
@@ -198,14 +216,13 @@ func (pw *pendingWrite) finish() error {
 		err = pw.pa.Wait()
 	}
 	for _, t := range pw.targets {
-		if t.a == nil || t.a.Err != nil {
-			continue
-		}
 		t.q.mu.Lock()
 		if !t.q.deleted {
-			for i := range t.recs {
-				st := &t.sts[i]
-				t.q.bands[st.Priority].insert(readyEntry{due: st.Due, m: msgKey{part: t.part, off: t.a.BaseOffset + int64(i)}, deliveries: st.Deliveries})
+			for _, c := range t.chunks {
+				for i := c.from; i < c.to; i++ {
+					st := &t.sts[i]
+					t.q.bands[st.Priority].insert(readyEntry{due: st.Due, m: msgKey{part: t.part, off: c.a.BaseOffset + int64(i-c.from)}, deliveries: st.Deliveries})
+				}
 			}
 			t.q.wakeLocked()
 		}
@@ -287,4 +304,13 @@ func (w *write) deadLetterLocked(q, dlq *queue, m msgKey, st deliveryState, reas
 	part := m.part % dlq.topic.NumPartitions()
 	w.target(dlq, part).addRecord(out, deliveryState{State: stateAvailable, Due: w.now, Enqueued: w.now, Size: uint32(size)}, nil)
 	w.onApplied = append(w.onApplied, func() { q.totals.DeadLettered[reason]++ })
+}
+
+// size is the record's key, value and header bytes.
+func (r *storedRecord) size() int {
+	n := len(r.Key) + len(r.Value)
+	for _, h := range r.Headers {
+		n += len(h.Key) + len(h.Value)
+	}
+	return n
 }

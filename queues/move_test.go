@@ -1,0 +1,51 @@
+package queues
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestDeadLetterMoveLargerThanOneBatch pins a bug: the messages one write
+// moved into a partition went into one record batch, which the topic
+// refuses past its max.message.bytes (17 MiB), and the moves were
+// appended with topics.Manager.Append, where each partition's append
+// succeeds or fails alone while the source rows ride with the first that
+// succeeds. Two 9 MiB messages dead-lettered into one DLQ partition by
+// the same Tick, with a small one into another, lost the two large ones:
+// their source rows were deleted, their DLQ append refused. (A single
+// partition failed the whole Tick at every run instead.) Moves are now
+// split into batches under the limit and appended atomically.
+func TestDeadLetterMoveLargerThanOneBatch(t *testing.T) {
+	en := newEnv(t)
+	en.create("bigdlq", &AttributesPatch{Partitions: p32(2), DeadLetter: pstr("none"), MaxMessageBytes: p64(MessageBytesMax)})
+	en.create("big", &AttributesPatch{Partitions: p32(2), DeadLetter: pstr("bigdlq"), MaxReceives: p32(1), MaxMessageBytes: p64(MessageBytesMax)})
+	large := strings.Repeat("x", 9<<20)
+	for range 2 {
+		en.send("big", t0, SendMessage{Body: &large, Partition: p32(0)})
+	}
+	en.send("big", t0, SendMessage{Body: pstr("small"), Partition: p32(1)})
+	vis := int64(1000)
+	req := ReceiveRequest{MaxMessages: 3, MaxBytes: ReceiveBytesMax, VisibilityTimeoutMs: &vis}
+	if _, err := en.e.CheckReceive("big", &req); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := en.e.Receive("big", req, t0); err != nil || len(got) != 3 {
+		t.Fatalf("received %d: %v", len(got), err)
+	}
+	rep := en.e.Tick(t0 + 1000)
+	src, dlq := en.stats("big", t0+1000), en.stats("bigdlq", t0+1000)
+	if n := src.Available + src.Inflight + dlq.Available; n != 3 {
+		t.Fatalf("after the tick (%+v): %d messages left of 3 (source %+v, DLQ %+v)", rep, n, src, dlq)
+	}
+	if rep.Errors != 0 || rep.DeadLettered[ReasonMaxReceives] != 3 || dlq.Available != 3 {
+		t.Fatalf("tick %+v, DLQ %+v", rep, dlq)
+	}
+	req.VisibilityTimeoutMs = nil
+	if got, err := en.e.Receive("bigdlq", req, t0+1001); err != nil || len(got) != 3 {
+		t.Fatalf("DLQ delivered %d: %v", len(got), err)
+	}
+	en.restart(t0 + 1002)
+	if s := en.stats("bigdlq", t0+1002); s.Inflight != 3 {
+		t.Fatalf("DLQ after a restart: %+v", s)
+	}
+}
