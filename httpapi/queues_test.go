@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -500,5 +501,22 @@ func TestQueueLongPollWithAcksAtMaxInflight(t *testing.T) {
 	if len(acks) != 1 || acks[0].(map[string]any)["error"].(map[string]any)["code"] != "invalid_receipt" ||
 		len(polled.body["messages"].([]any)) != 1 {
 		t.Fatalf("long poll with acks at max_inflight: %s", polled.raw)
+	}
+}
+
+// TestDeclaredLengthIsNotPreallocated: a client that declares a large
+// Content-Length and sends a few bytes costs a bounded allocation, not the
+// declared size.
+func TestDeclaredLengthIsNotPreallocated(t *testing.T) {
+	r := httptest.NewRequest("POST", "/v1/queues/q/messages", strings.NewReader(`{"messages":[]}`))
+	r.Header.Set("Content-Type", "application/json")
+	r.ContentLength = QueueSendBodyMax
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	var req queues.SendRequest
+	_ = decodeBody(httptest.NewRecorder(), r, QueueSendBodyMax, &req)
+	runtime.ReadMemStats(&after)
+	if n := after.TotalAlloc - before.TotalAlloc; n > 4<<20 {
+		t.Fatalf("a body of 15 bytes declared as %d allocated %d bytes", QueueSendBodyMax, n)
 	}
 }

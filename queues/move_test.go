@@ -2,7 +2,10 @@ package queues
 
 import (
 	"strings"
+	"sync/atomic"
 	"testing"
+
+	"github.com/vibemq/broker/pebblestore"
 )
 
 // TestDeadLetterMoveLargerThanOneBatch pins a bug: the messages one write
@@ -47,5 +50,52 @@ func TestDeadLetterMoveLargerThanOneBatch(t *testing.T) {
 	en.restart(t0 + 1002)
 	if s := en.stats("bigdlq", t0+1002); s.Inflight != 3 {
 		t.Fatalf("DLQ after a restart: %+v", s)
+	}
+}
+
+// TestFailedTickKeepsItsSweepCursors: a Tick whose write fails (here the
+// free-space guard turns low inside its dead-letter append) must leave
+// the expiry cursor where it was, so that the next Tick sweeps the same
+// expired messages; before, the cursor had already moved past them and
+// they stayed in the queue, expired and never dead-lettered, until a
+// restart.
+func TestFailedTickKeepsItsSweepCursors(t *testing.T) {
+	var free atomic.Int64
+	free.Store(10 << 30)
+	var lowAt atomic.Int64 // the probe call from which the disk reads low; 0: never
+	var calls atomic.Int64
+	en := &env{t: t, dir: t.TempDir(), freeMin: 64 << 20, probe: func(string) (pebblestore.SpaceReading, error) {
+		if n := calls.Add(1); lowAt.Load() > 0 && n >= lowAt.Load() {
+			return pebblestore.SpaceReading{Free: 10 << 20, Total: 100 << 30}, nil
+		}
+		return pebblestore.SpaceReading{Free: free.Load(), Total: 100 << 30}, nil
+	}}
+	en.open(t0)
+	t.Cleanup(func() { en.close() })
+	en.create("ttl", &AttributesPatch{OnExpire: pstr("dead_letter"), MaxMessageBytes: p64(MessageBytesMax)})
+	large := strings.Repeat("x", 9<<20)
+	ttl := int64(1000)
+	for range 2 {
+		en.send("ttl", t0, SendMessage{Body: &large, TTLMs: &ttl})
+	}
+	// The Tick starts with the disk fine; the inline probe of its 18 MiB
+	// dead-letter append reads low.
+	lowAt.Store(calls.Load() + 1)
+	if rep := en.e.Tick(t0 + 1000); rep.Errors != 1 {
+		t.Fatalf("tick with the disk turning low: %+v, want one failed queue", rep)
+	}
+	lowAt.Store(0)
+	if err := en.store.Space().Probe(); err != nil {
+		t.Fatal(err)
+	}
+	rep := en.e.Tick(t0 + 1001)
+	if rep.Errors != 0 || rep.DeadLettered[ReasonExpired] != 2 {
+		t.Fatalf("the next tick: %+v, want both expired messages dead-lettered", rep)
+	}
+	if s := en.stats("ttl.dlq", t0+1001); s.Available != 2 {
+		t.Fatalf("DLQ %+v", s)
+	}
+	if s := en.stats("ttl", t0+1001); s.Available != 0 {
+		t.Fatalf("source %+v", s)
 	}
 }

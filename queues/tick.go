@@ -69,13 +69,20 @@ func (e *Engine) Tick(now int64) TickReport {
 	return rep
 }
 
-func (e *Engine) tickQueue(q *queue, now int64, rep *TickReport) error {
+func (e *Engine) tickQueue(q *queue, now int64, rep *TickReport) (retErr error) {
 	q.mu.Lock()
 	dlq := e.deadLetterQueueLocked(q)
 	q.rates.sample(now, &q.totals)
 	q.mu.Unlock()
 	unlock := lockQueues(q, dlq)
+	// The sweep cursors move as the write is built; a write that fails
+	// must leave them where they were, or the keys they passed would not
+	// be swept again until a restart.
+	expiryFrom, unclaimedAt, unclaimedFrom, sweepAt := q.expiryFrom, q.unclaimedAt, q.unclaimedFrom, q.sweepAt
 	defer func() {
+		if retErr != nil && unlock != nil {
+			q.expiryFrom, q.unclaimedAt, q.unclaimedFrom, q.sweepAt = expiryFrom, unclaimedAt, unclaimedFrom, sweepAt
+		}
 		if unlock != nil {
 			unlock()
 		}
