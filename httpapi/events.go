@@ -717,6 +717,11 @@ func (api *eventsAPI) longPoll(ctx context.Context, st *events.Store, p readAllP
 			deadline = timer.C
 			continue // re-check after registering: no wake-up is lost
 		}
+		// A deleted store's log reads as empty, not as an error; checked
+		// after registering, so a deletion is never waited out.
+		if st.Deleted() {
+			return page, fmt.Errorf("%w: %q was deleted", events.ErrStoreNotFound, st.Name())
+		}
 		if pos < st.NextPosition() {
 			// A filtered read stopped before the end; keep scanning
 			// unless the time is up.
@@ -735,9 +740,6 @@ func (api *eventsAPI) longPoll(ctx context.Context, st *events.Store, p readAllP
 			return page, nil
 		case <-api.done:
 			return page, nil
-		}
-		if st.Deleted() {
-			return page, fmt.Errorf("%w: %q was deleted", events.ErrStoreNotFound, st.Name())
 		}
 	}
 }
@@ -785,12 +787,15 @@ func (api *eventsAPI) serveSSE(w http.ResponseWriter, r *http.Request, st *event
 	defer heartbeat.Stop()
 	pos := p.from
 	var buf []byte
+	sendError := func(err error) {
+		body, _ := json.Marshal(eventsError(err))
+		_, _ = fmt.Fprintf(w, "event: error\ndata: %s\n\n", body)
+		_ = rc.Flush()
+	}
 	for {
 		page, err := st.ReadAll(pos, eventsSSEPageLimit, p.maxBytes, p.filter)
 		if err != nil {
-			body, _ := json.Marshal(eventsError(err))
-			_, _ = fmt.Fprintf(w, "event: error\ndata: %s\n\n", body)
-			_ = rc.Flush()
+			sendError(err)
 			return
 		}
 		for i := range page.Events {
@@ -824,6 +829,13 @@ func (api *eventsAPI) serveSSE(w http.ResponseWriter, r *http.Request, st *event
 			default:
 				continue
 			}
+		}
+		// Caught up. A deleted store's log reads as empty, not as an
+		// error: without this check the tail would idle on heartbeats
+		// forever. Checked after AddWaiter, so no deletion is missed.
+		if st.Deleted() {
+			sendError(fmt.Errorf("%w: %q was deleted", events.ErrStoreNotFound, st.Name()))
+			return
 		}
 		select {
 		case <-wake:

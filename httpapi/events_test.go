@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -571,5 +572,78 @@ func TestStorageRoutes(t *testing.T) {
 	}
 	if err := pebblestore.CheckDataDir(dir + "/b"); err != nil {
 		t.Fatalf("backup is not a data dir: %v", err)
+	}
+}
+
+// TestEventsTailsEndWhenStoreDeleted pins a bug: an SSE tail of a store
+// that was deleted went on sending heartbeats forever (the read of a
+// deleted store's log past its end is empty, not an error), so a client
+// never learned of the deletion and missed every event of a store
+// re-created under the name. A long poll that registered after the
+// deletion likewise waited its whole wait_ms. Both now end with
+// store_not_found.
+func TestEventsTailsEndWhenStoreDeleted(t *testing.T) {
+	env := newEventsEnv(t)
+	env.appendJSON("/v1/stores/s/streams/a/events", `{"events":[{"type":"Old"}]}`)
+	req, _ := http.NewRequest("GET", env.base+"/v1/stores/s/events?from=first", nil)
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	rd := bufio.NewReader(resp.Body)
+	if msgs := readSSEMessages(t, rd, 1); msgs[0].id != "0" {
+		t.Fatalf("first message %+v", msgs[0])
+	}
+	if got := env.call("DELETE", "/v1/stores/s", "", nil); got.status != http.StatusNoContent {
+		t.Fatalf("delete store: %d %s", got.status, got.body)
+	}
+	env.appendJSON("/v1/stores/s/streams/a/events", `{"events":[{"type":"New"}]}`)
+
+	got := make(chan sseMessage, 1)
+	go func() {
+		var cur sseMessage
+		for {
+			line, err := rd.ReadString('\n')
+			if err != nil {
+				close(got)
+				return
+			}
+			line = strings.TrimRight(line, "\n")
+			switch {
+			case strings.HasPrefix(line, "event: "):
+				cur.event = line[7:]
+			case strings.HasPrefix(line, "data: "):
+				cur.data = line[6:]
+			case line == "" && cur.data != "":
+				got <- cur
+				return
+			}
+		}
+	}()
+	select {
+	case m, ok := <-got:
+		if !ok || m.event != "error" || !strings.Contains(m.data, `"store_not_found"`) {
+			t.Fatalf("tail of a deleted store sent %+v (open %v), want an error event store_not_found", m, ok)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("the tail of a deleted store is still open, sending only heartbeats")
+	}
+
+	// A long poll on a *Store deleted before it registered its waiter.
+	env.appendJSON("/v1/stores/t/streams/a/events", `{"events":[{"type":"Old"}]}`)
+	st, err := env.es.Store("t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.es.DeleteStore("t"); err != nil {
+		t.Fatal(err)
+	}
+	api := &eventsAPI{svc: env.es, now: time.Now, done: make(chan struct{})}
+	start := time.Now()
+	_, err = api.longPoll(context.Background(), st, readAllParams{from: st.NextPosition(), limit: 10, maxBytes: 1 << 20, wait: 2 * time.Second})
+	if !errors.Is(err, events.ErrStoreNotFound) || time.Since(start) > time.Second {
+		t.Fatalf("long poll of a deleted store: %v after %v, want store not found at once", err, time.Since(start))
 	}
 }
