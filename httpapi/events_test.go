@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -645,5 +646,50 @@ func TestEventsTailsEndWhenStoreDeleted(t *testing.T) {
 	_, err = api.longPoll(context.Background(), st, readAllParams{from: st.NextPosition(), limit: 10, maxBytes: 1 << 20, wait: 2 * time.Second})
 	if !errors.Is(err, events.ErrStoreNotFound) || time.Since(start) > time.Second {
 		t.Fatalf("long poll of a deleted store: %v after %v, want store not found at once", err, time.Since(start))
+	}
+}
+
+// TestEventsAppendManyTinyEvents pins a bug: an append body was decoded
+// whole before its events were counted, so 12 MiB of "{}," (4 million
+// events, 3 bytes each) allocated about 2 GiB before the answer
+// out_of_range. The events array is now refused at its first event past
+// the limit.
+func TestEventsAppendManyTinyEvents(t *testing.T) {
+	env := newEventsEnv(t)
+	limits := env.es.Limits()
+	var b bytes.Buffer
+	b.WriteString(`{"events":[{}`)
+	for b.Len() < limits.MaxAppendBytes {
+		b.WriteString(`,{}`)
+	}
+	b.WriteString(`]}`)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	got := env.call("POST", "/v1/stores/s/streams/a/events", "application/json", b.Bytes())
+	runtime.ReadMemStats(&after)
+	if got.status != http.StatusBadRequest || got.code(t) != "out_of_range" {
+		t.Fatalf("append of %d bytes of empty events: %d %s", b.Len(), got.status, got.body)
+	}
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 16*uint64(b.Len()) {
+		t.Fatalf("a %d-byte append body allocated %d MiB", b.Len(), alloc>>20)
+	}
+	// Within the limit the events still decode strictly.
+	for _, c := range []struct{ body, code string }{
+		{`{"events":[{"type":"T","dta":1}]}`, "unknown_field"},
+		{`{"events":{"type":"T"}}`, "invalid_json"},
+		{`{"events":[{"type":1}]}`, "invalid_json"},
+		{`{"events":null}`, "out_of_range"},
+	} {
+		if got := env.appendJSON("/v1/stores/s/streams/a/events", c.body); got.code(t) != c.code {
+			t.Errorf("%s: %d %s, want %s", c.body, got.status, got.body, c.code)
+		}
+	}
+	var typeErr nativeError
+	env.appendJSON("/v1/stores/s/streams/a/events", `{"events":[{"type":"T"},{"type":1}]}`).decode(t, &typeErr)
+	if typeErr.Details["field"] != "events.1.type" {
+		t.Errorf("a type error names %v, want events.1.type", typeErr.Details["field"])
+	}
+	if got := env.appendJSON("/v1/stores/s/streams/a/events", `{"events":[{"type":"T"},{"type":"U","data":[1]}]}`); got.status != http.StatusCreated {
+		t.Fatalf("append of two events: %d %s", got.status, got.body)
 	}
 }
