@@ -124,7 +124,16 @@ func (st *Store) DeleteStream(stream string, expected ExpectedRevision, hard boo
 	info := StreamInfo{Stream: stream, State: next.State.String(), HeadRevision: next.LastRevision,
 		FirstRevision: next.TruncateBefore, HeadPosition: -1}
 	if next == head {
-		return info, nil // deleted already
+		// Deleted already, but that deletion may be applied and not yet
+		// synced: answer only once everything applied so far is durable.
+		st.mu.Unlock()
+		locked = false
+		b := st.svc.store.NewBatch()
+		b.LogData(nil)
+		if err := b.Commit(); err != nil {
+			return StreamInfo{}, fmt.Errorf("%w: deleting stream %q: %v", ErrStorage, stream, err)
+		}
+		return info, nil
 	}
 	b := st.svc.store.NewBatch()
 	b.Set(streamHeadKey(st.id, streamID), next.encode())

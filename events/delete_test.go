@@ -2,7 +2,10 @@ package events
 
 import (
 	"errors"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
@@ -249,5 +252,117 @@ func TestStreamHeadRowVersions(t *testing.T) {
 		if _, err := decodeStreamHead(raw, key); err == nil {
 			t.Errorf("malformed row %d decoded", i)
 		}
+	}
+}
+
+// syncGateFS holds every sync of the WAL (*.log) while closed, so a test
+// can see what a caller is told before its write is durable.
+type syncGateFS struct {
+	vfs.FS
+	mu   sync.Mutex
+	gate chan struct{} // nil: open
+}
+
+func (fs *syncGateFS) close() {
+	fs.mu.Lock()
+	fs.gate = make(chan struct{})
+	fs.mu.Unlock()
+}
+
+func (fs *syncGateFS) open() {
+	fs.mu.Lock()
+	if fs.gate != nil {
+		close(fs.gate)
+		fs.gate = nil
+	}
+	fs.mu.Unlock()
+}
+
+func (fs *syncGateFS) wait() {
+	fs.mu.Lock()
+	g := fs.gate
+	fs.mu.Unlock()
+	if g != nil {
+		<-g
+	}
+}
+
+func (fs *syncGateFS) wrap(name string, f vfs.File, err error) (vfs.File, error) {
+	if err != nil || !strings.HasSuffix(name, ".log") {
+		return f, err
+	}
+	return &gatedFile{File: f, fs: fs}, nil
+}
+
+func (fs *syncGateFS) Create(name string, c vfs.DiskWriteCategory) (vfs.File, error) {
+	f, err := fs.FS.Create(name, c)
+	return fs.wrap(name, f, err)
+}
+
+func (fs *syncGateFS) ReuseForWrite(oldname, newname string, c vfs.DiskWriteCategory) (vfs.File, error) {
+	f, err := fs.FS.ReuseForWrite(oldname, newname, c)
+	return fs.wrap(newname, f, err)
+}
+
+type gatedFile struct {
+	vfs.File
+	fs *syncGateFS
+}
+
+func (f *gatedFile) Sync() error     { f.fs.wait(); return f.File.Sync() }
+func (f *gatedFile) SyncData() error { f.fs.wait(); return f.File.SyncData() }
+func (f *gatedFile) SyncTo(length int64) (bool, error) {
+	f.fs.wait()
+	return f.File.SyncTo(length)
+}
+
+// TestDeleteAgainWaitsForTheFirstDelete pins a bug: a delete that found
+// the stream deleted already answered at once, while the first delete was
+// applied but not yet synced; a crash then brought the stream back though
+// the second caller had been told it was deleted.
+func TestDeleteAgainWaitsForTheFirstDelete(t *testing.T) {
+	mem := vfs.NewCrashableMem()
+	gate := &syncGateFS{FS: mem}
+	e := openEnv(t, "/data", gate)
+	st := e.store("s")
+	mustAppend(t, st, "a", NoStream, e.now(), ev("T", "1"))
+
+	gate.close()
+	first := make(chan error, 1)
+	go func() { _, err := st.DeleteStream("a", Any, false); first <- err }()
+	for {
+		if info, err := st.Stream("a"); err == nil && info.State == StreamStateDeleted {
+			break // applied, not synced
+		}
+		time.Sleep(time.Millisecond)
+	}
+	second := make(chan error, 1)
+	go func() { _, err := st.DeleteStream("a", Any, false); second <- err }()
+	var crashed *vfs.MemFS
+	select {
+	case err := <-second:
+		if err != nil {
+			t.Fatal(err)
+		}
+		crashed = mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
+		gate.open()
+	case <-time.After(200 * time.Millisecond):
+		gate.open()
+		if err := <-second; err != nil {
+			t.Fatal(err)
+		}
+		crashed = mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
+	}
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	e.close()
+	e2 := openEnv(t, "/data", crashed)
+	st2, err := e2.svc.Store("s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := st2.Stream("a"); err != nil || got.State != StreamStateDeleted {
+		t.Fatalf("after a crash, a delete that was answered: %+v %v", got, err)
 	}
 }

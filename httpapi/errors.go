@@ -152,7 +152,10 @@ func jsonError(err error, limit int64) *nativeError {
 	var tooLarge *http.MaxBytesError
 	var syntax *json.SyntaxError
 	var typeErr *json.UnmarshalTypeError
+	var tooMany *tooManyEventsError
 	switch {
+	case errors.As(err, &tooMany):
+		return tooMany.nativeError()
 	case errors.As(err, &tooLarge):
 		return newNativeError("request_too_large", "the body is larger than the limit of %d bytes", limit).with("limit", limit)
 	case errors.As(err, &syntax):

@@ -1,12 +1,14 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -266,8 +268,78 @@ func (api *eventsAPI) handleDeleteStore(w http.ResponseWriter, r *http.Request) 
 type appendRequest struct {
 	// ExpectedRevision is "any" (default), "no_stream", "exists", or a
 	// revision number (JSON number or string).
-	ExpectedRevision json.RawMessage   `json:"expected_revision"`
-	Events           []appendEventJSON `json:"events"`
+	ExpectedRevision json.RawMessage `json:"expected_revision"`
+	Events           appendEvents    `json:"events"`
+}
+
+// appendEvents is the events array of an append, decoded one element at a
+// time so that it is refused at the first event past max: decoded whole,
+// a body of tiny events ("{}," is 3 bytes) cost about 150 bytes of
+// allocations per body byte before its events could be counted.
+type appendEvents struct {
+	max  int
+	list []appendEventJSON
+}
+
+// tooManyEventsError is an events array longer than the append limit
+// (or, with none, an empty one).
+type tooManyEventsError struct {
+	max  int
+	none bool
+}
+
+func (e *tooManyEventsError) Error() string {
+	if e.none {
+		return fmt.Sprintf("an append holds 1 to %d events, this one none", e.max)
+	}
+	return fmt.Sprintf("an append holds 1 to %d events, this one more", e.max)
+}
+
+func (e *tooManyEventsError) nativeError() *nativeError {
+	return newNativeError("out_of_range", "%s", e.Error()).with("field", "events").with("min", 1).with("max", e.max)
+}
+
+func (a *appendEvents) UnmarshalJSON(data []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	dec.UseNumber()
+	tok, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	if tok == nil {
+		a.list = nil // null: no events
+		return nil
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '[' {
+		value := "object"
+		switch tok.(type) {
+		case json.Number:
+			value = "number"
+		case string:
+			value = "string"
+		case bool:
+			value = "bool"
+		}
+		// The enclosing decoder prefixes the field name ("events").
+		return &json.UnmarshalTypeError{Value: value, Type: reflect.TypeOf(a.list)}
+	}
+	a.list = a.list[:0]
+	for dec.More() {
+		if len(a.list) >= a.max {
+			return &tooManyEventsError{max: a.max}
+		}
+		var e appendEventJSON
+		if err := dec.Decode(&e); err != nil {
+			var typeErr *json.UnmarshalTypeError
+			if errors.As(err, &typeErr) {
+				typeErr.Field = fmt.Sprintf("%d.%s", len(a.list), typeErr.Field)
+			}
+			return err
+		}
+		a.list = append(a.list, e)
+	}
+	return nil
 }
 
 type appendEventJSON struct {
@@ -313,7 +385,8 @@ func (api *eventsAPI) handleAppend(w http.ResponseWriter, r *http.Request) {
 		writeNativeError(w, eventsError(err))
 		return
 	}
-	var req appendRequest
+	limits := api.svc.Limits()
+	req := appendRequest{Events: appendEvents{max: limits.MaxAppendEvents}}
 	if e := decodeJSONBody(w, r, api.bodyLimit, &req); e != nil {
 		writeNativeError(w, e)
 		return
@@ -323,14 +396,12 @@ func (api *eventsAPI) handleAppend(w http.ResponseWriter, r *http.Request) {
 		writeNativeError(w, e)
 		return
 	}
-	limits := api.svc.Limits()
-	if len(req.Events) == 0 || len(req.Events) > limits.MaxAppendEvents {
-		writeNativeError(w, newNativeError("out_of_range", "an append holds 1 to %d events, this one %d", limits.MaxAppendEvents, len(req.Events)).
-			with("field", "events").with("min", 1).with("max", limits.MaxAppendEvents))
+	if len(req.Events.list) == 0 {
+		writeNativeError(w, (&tooManyEventsError{max: limits.MaxAppendEvents, none: true}).nativeError())
 		return
 	}
-	proposed := make([]events.ProposedEvent, len(req.Events))
-	for i, in := range req.Events {
+	proposed := make([]events.ProposedEvent, len(req.Events.list))
+	for i, in := range req.Events.list {
 		field := fmt.Sprintf("events[%d]", i)
 		p := events.ProposedEvent{ID: in.ID, Type: in.Type, ContentType: events.ContentTypeJSON}
 		switch {
@@ -717,6 +788,11 @@ func (api *eventsAPI) longPoll(ctx context.Context, st *events.Store, p readAllP
 			deadline = timer.C
 			continue // re-check after registering: no wake-up is lost
 		}
+		// A deleted store's log reads as empty, not as an error; checked
+		// after registering, so a deletion is never waited out.
+		if st.Deleted() {
+			return page, fmt.Errorf("%w: %q was deleted", events.ErrStoreNotFound, st.Name())
+		}
 		if pos < st.NextPosition() {
 			// A filtered read stopped before the end; keep scanning
 			// unless the time is up.
@@ -735,9 +811,6 @@ func (api *eventsAPI) longPoll(ctx context.Context, st *events.Store, p readAllP
 			return page, nil
 		case <-api.done:
 			return page, nil
-		}
-		if st.Deleted() {
-			return page, fmt.Errorf("%w: %q was deleted", events.ErrStoreNotFound, st.Name())
 		}
 	}
 }
@@ -785,12 +858,15 @@ func (api *eventsAPI) serveSSE(w http.ResponseWriter, r *http.Request, st *event
 	defer heartbeat.Stop()
 	pos := p.from
 	var buf []byte
+	sendError := func(err error) {
+		body, _ := json.Marshal(eventsError(err))
+		_, _ = fmt.Fprintf(w, "event: error\ndata: %s\n\n", body)
+		_ = rc.Flush()
+	}
 	for {
 		page, err := st.ReadAll(pos, eventsSSEPageLimit, p.maxBytes, p.filter)
 		if err != nil {
-			body, _ := json.Marshal(eventsError(err))
-			_, _ = fmt.Fprintf(w, "event: error\ndata: %s\n\n", body)
-			_ = rc.Flush()
+			sendError(err)
 			return
 		}
 		for i := range page.Events {
@@ -824,6 +900,13 @@ func (api *eventsAPI) serveSSE(w http.ResponseWriter, r *http.Request, st *event
 			default:
 				continue
 			}
+		}
+		// Caught up. A deleted store's log reads as empty, not as an
+		// error: without this check the tail would idle on heartbeats
+		// forever. Checked after AddWaiter, so no deletion is missed.
+		if st.Deleted() {
+			sendError(fmt.Errorf("%w: %q was deleted", events.ErrStoreNotFound, st.Name()))
+			return
 		}
 		select {
 		case <-wake:

@@ -6,9 +6,11 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -571,5 +573,123 @@ func TestStorageRoutes(t *testing.T) {
 	}
 	if err := pebblestore.CheckDataDir(dir + "/b"); err != nil {
 		t.Fatalf("backup is not a data dir: %v", err)
+	}
+}
+
+// TestEventsTailsEndWhenStoreDeleted pins a bug: an SSE tail of a store
+// that was deleted went on sending heartbeats forever (the read of a
+// deleted store's log past its end is empty, not an error), so a client
+// never learned of the deletion and missed every event of a store
+// re-created under the name. A long poll that registered after the
+// deletion likewise waited its whole wait_ms. Both now end with
+// store_not_found.
+func TestEventsTailsEndWhenStoreDeleted(t *testing.T) {
+	env := newEventsEnv(t)
+	env.appendJSON("/v1/stores/s/streams/a/events", `{"events":[{"type":"Old"}]}`)
+	req, _ := http.NewRequest("GET", env.base+"/v1/stores/s/events?from=first", nil)
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	rd := bufio.NewReader(resp.Body)
+	if msgs := readSSEMessages(t, rd, 1); msgs[0].id != "0" {
+		t.Fatalf("first message %+v", msgs[0])
+	}
+	if got := env.call("DELETE", "/v1/stores/s", "", nil); got.status != http.StatusNoContent {
+		t.Fatalf("delete store: %d %s", got.status, got.body)
+	}
+	env.appendJSON("/v1/stores/s/streams/a/events", `{"events":[{"type":"New"}]}`)
+
+	got := make(chan sseMessage, 1)
+	go func() {
+		var cur sseMessage
+		for {
+			line, err := rd.ReadString('\n')
+			if err != nil {
+				close(got)
+				return
+			}
+			line = strings.TrimRight(line, "\n")
+			switch {
+			case strings.HasPrefix(line, "event: "):
+				cur.event = line[7:]
+			case strings.HasPrefix(line, "data: "):
+				cur.data = line[6:]
+			case line == "" && cur.data != "":
+				got <- cur
+				return
+			}
+		}
+	}()
+	select {
+	case m, ok := <-got:
+		if !ok || m.event != "error" || !strings.Contains(m.data, `"store_not_found"`) {
+			t.Fatalf("tail of a deleted store sent %+v (open %v), want an error event store_not_found", m, ok)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("the tail of a deleted store is still open, sending only heartbeats")
+	}
+
+	// A long poll on a *Store deleted before it registered its waiter.
+	env.appendJSON("/v1/stores/t/streams/a/events", `{"events":[{"type":"Old"}]}`)
+	st, err := env.es.Store("t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.es.DeleteStore("t"); err != nil {
+		t.Fatal(err)
+	}
+	api := &eventsAPI{svc: env.es, now: time.Now, done: make(chan struct{})}
+	start := time.Now()
+	_, err = api.longPoll(context.Background(), st, readAllParams{from: st.NextPosition(), limit: 10, maxBytes: 1 << 20, wait: 2 * time.Second})
+	if !errors.Is(err, events.ErrStoreNotFound) || time.Since(start) > time.Second {
+		t.Fatalf("long poll of a deleted store: %v after %v, want store not found at once", err, time.Since(start))
+	}
+}
+
+// TestEventsAppendManyTinyEvents pins a bug: an append body was decoded
+// whole before its events were counted, so 12 MiB of "{}," (4 million
+// events, 3 bytes each) allocated about 2 GiB before the answer
+// out_of_range. The events array is now refused at its first event past
+// the limit.
+func TestEventsAppendManyTinyEvents(t *testing.T) {
+	env := newEventsEnv(t)
+	limits := env.es.Limits()
+	var b bytes.Buffer
+	b.WriteString(`{"events":[{}`)
+	for b.Len() < limits.MaxAppendBytes {
+		b.WriteString(`,{}`)
+	}
+	b.WriteString(`]}`)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	got := env.call("POST", "/v1/stores/s/streams/a/events", "application/json", b.Bytes())
+	runtime.ReadMemStats(&after)
+	if got.status != http.StatusBadRequest || got.code(t) != "out_of_range" {
+		t.Fatalf("append of %d bytes of empty events: %d %s", b.Len(), got.status, got.body)
+	}
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 16*uint64(b.Len()) {
+		t.Fatalf("a %d-byte append body allocated %d MiB", b.Len(), alloc>>20)
+	}
+	// Within the limit the events still decode strictly.
+	for _, c := range []struct{ body, code string }{
+		{`{"events":[{"type":"T","dta":1}]}`, "unknown_field"},
+		{`{"events":{"type":"T"}}`, "invalid_json"},
+		{`{"events":[{"type":1}]}`, "invalid_json"},
+		{`{"events":null}`, "out_of_range"},
+	} {
+		if got := env.appendJSON("/v1/stores/s/streams/a/events", c.body); got.code(t) != c.code {
+			t.Errorf("%s: %d %s, want %s", c.body, got.status, got.body, c.code)
+		}
+	}
+	var typeErr nativeError
+	env.appendJSON("/v1/stores/s/streams/a/events", `{"events":[{"type":"T"},{"type":1}]}`).decode(t, &typeErr)
+	if typeErr.Details["field"] != "events.1.type" {
+		t.Errorf("a type error names %v, want events.1.type", typeErr.Details["field"])
+	}
+	if got := env.appendJSON("/v1/stores/s/streams/a/events", `{"events":[{"type":"T"},{"type":"U","data":[1]}]}`); got.status != http.StatusCreated {
+		t.Fatalf("append of two events: %d %s", got.status, got.body)
 	}
 }
