@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"reflect"
 	"strconv"
@@ -828,7 +829,7 @@ func (api *eventsAPI) serveSSE(w http.ResponseWriter, r *http.Request, st *event
 	}
 	if id := r.Header.Get("Last-Event-ID"); id != "" {
 		n, err := strconv.ParseInt(id, 10, 64)
-		if err != nil || n < -1 {
+		if err != nil || n < -1 || n == math.MaxInt64 {
 			writeNativeError(w, newNativeError("invalid_from", "Last-Event-ID must be an event position, not %q", id).with("field", "Last-Event-ID"))
 			return
 		}
@@ -877,7 +878,11 @@ func (api *eventsAPI) serveSSE(w http.ResponseWriter, r *http.Request, st *event
 			}
 			buf = strconv.AppendInt(append(buf[:0], "id: "...), ev.Position, 10)
 			buf = append(buf, '\n')
-			if ev.Type != "" {
+			if ev.Type != "" && !strings.ContainsAny(ev.Type, "\r\n") {
+				// A type with a line break (possible only in records written
+				// before the store's topic was owned) would end the field and
+				// forge others; such events go out with the default type,
+				// their real type still in the data.
 				buf = append(append(append(buf, "event: "...), ev.Type...), '\n')
 			}
 			buf = append(append(append(buf, "data: "...), body...), "\n\n"...)

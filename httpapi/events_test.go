@@ -516,6 +516,23 @@ func TestEventsSSE(t *testing.T) {
 			t.Fatalf("message %d: %+v", i, m)
 		}
 	}
+	// A Last-Event-ID that is not a position, or one past which nothing can
+	// follow, is refused before the stream starts.
+	for _, id := range []string{"x", "-2", "9223372036854775807"} {
+		req, _ := http.NewRequest("GET", env.base+"/v1/stores/s/events", nil)
+		req.Header.Set("Accept", "text/event-stream")
+		req.Header.Set("Last-Event-ID", id)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var e struct{ Code string }
+		_ = json.NewDecoder(resp.Body).Decode(&e)
+		resp.Body.Close()
+		if resp.StatusCode != 400 || e.Code != "invalid_from" {
+			t.Fatalf("Last-Event-ID %s: %d %s", id, resp.StatusCode, e.Code)
+		}
+	}
 	// Resume after position 1: positions 2 and 3, nothing missed or repeated.
 	resp2, rd2 := open("Last-Event-ID", "1")
 	defer resp2.Body.Close()
