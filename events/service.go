@@ -74,17 +74,24 @@ func (s *Service) CheckSpace() error {
 
 // Service is the catalog of event stores.
 //
-// Lock order: Service.mu before Store.mu before the topics locks.
+// Lock order: Service.catalogMu before Service.mu before Store.mu before
+// the topics locks. catalogMu serializes creating and deleting stores and
+// is held across their synced writes; only those two admin operations take
+// it, so no append or read ever waits on a sync for it. mu guards the map
+// and is never held across a sync.
 type Service struct {
 	cfg   Config
 	store *pebblestore.Store
 	tm    *topics.Manager
 	log   zerolog.Logger
 
+	catalogMu sync.Mutex
+	// nextID is the next store ID. Guarded by catalogMu (Open runs alone).
+	nextID uint32
+
 	mu struct {
 		sync.RWMutex
 		byName map[string]*Store
-		nextID uint32
 	}
 }
 
@@ -114,7 +121,7 @@ func Open(store *pebblestore.Store, tm *topics.Manager, cfg Config) (*Service, e
 	cfg.applyDefaults()
 	s := &Service{cfg: cfg, store: store, tm: tm, log: cfg.Logger.With().Str("component", "events").Logger()}
 	s.mu.byName = make(map[string]*Store)
-	s.mu.nextID = 1
+	s.nextID = 1
 
 	v, err := store.Get(nextStoreIDKey())
 	switch {
@@ -124,7 +131,7 @@ func Open(store *pebblestore.Store, tm *topics.Manager, cfg Config) (*Service, e
 	case len(v) != 4:
 		return nil, fmt.Errorf("%w: event store id counter has %d bytes", pebblestore.ErrCorruption, len(v))
 	default:
-		s.mu.nextID = binary.BigEndian.Uint32(v)
+		s.nextID = binary.BigEndian.Uint32(v)
 	}
 
 	var records []storeRecord
@@ -149,8 +156,8 @@ func Open(store *pebblestore.Store, tm *topics.Manager, cfg Config) (*Service, e
 		return nil, err
 	}
 	for _, rec := range records {
-		if rec.ID >= s.mu.nextID {
-			s.mu.nextID = rec.ID + 1
+		if rec.ID >= s.nextID {
+			s.nextID = rec.ID + 1
 		}
 		st, err := s.recoverStore(rec)
 		if err != nil {
@@ -298,26 +305,31 @@ func (s *Service) CreateStore(name string, now int64) (st *Store, created bool, 
 	if err := ValidateStoreName(name); err != nil {
 		return nil, false, err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if st, ok := s.mu.byName[name]; ok && !st.partition.Deleted() {
-		return st, false, nil
+	s.catalogMu.Lock()
+	defer s.catalogMu.Unlock()
+	s.mu.RLock()
+	old, ok := s.mu.byName[name]
+	s.mu.RUnlock()
+	if ok && !old.partition.Deleted() {
+		return old, false, nil
 	} else if ok {
 		// Its topic was deleted by a Kafka client: retire the store.
+		s.mu.Lock()
 		delete(s.mu.byName, name)
-		if err := s.dropRows(st.record); err != nil {
+		s.mu.Unlock()
+		if err := s.dropRows(old.record); err != nil {
 			return nil, false, err
 		}
 	}
 	if _, ok := s.tm.Topic(name); ok {
 		return nil, false, fmt.Errorf("%w: %q is a topic; choose another store name", ErrTopicExists, name)
 	}
-	rec := storeRecord{ID: s.mu.nextID, Name: name, Created: now, State: stateCreating}
+	rec := storeRecord{ID: s.nextID, Name: name, Created: now, State: stateCreating}
 	next := binary.BigEndian.AppendUint32(nil, rec.ID+1)
 	if err := s.writeRecord(rec, func(b *pebblestore.Batch) { b.Set(nextStoreIDKey(), next) }); err != nil {
 		return nil, false, err
 	}
-	s.mu.nextID++
+	s.nextID++
 	topic, err := s.tm.CreateOwnedTopic(name, 1, s.topicConfigs(), topics.OwnerEventStore)
 	if err != nil {
 		_ = s.dropRows(rec)
@@ -336,23 +348,28 @@ func (s *Service) CreateStore(name string, now int64) (st *Store, created bool, 
 	if err := st.recover(); err != nil {
 		return nil, false, err
 	}
+	s.mu.Lock()
 	s.mu.byName[name] = st
+	s.mu.Unlock()
 	s.log.Info().Str("store", name).Uint32("store_id", rec.ID).Msg("event store created")
 	return st, true, nil
 }
 
 // DeleteStore deletes a store, its topic and its index.
 func (s *Service) DeleteStore(name string) error {
+	s.catalogMu.Lock()
+	defer s.catalogMu.Unlock()
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	st, ok := s.mu.byName[name]
 	if !ok {
+		s.mu.Unlock()
 		return fmt.Errorf("%w: %q", ErrStoreNotFound, name)
 	}
 	st.mu.Lock()
 	st.mu.deleted = true
 	st.mu.Unlock()
 	delete(s.mu.byName, name)
+	s.mu.Unlock()
 	if !st.partition.Deleted() {
 		if err := s.tm.DeleteOwnedTopic(name, topics.OwnerEventStore); err != nil && !errors.Is(err, topics.ErrUnknownTopic) {
 			return fmt.Errorf("%w: deleting the topic of store %s: %v", ErrStorage, name, err)
