@@ -40,7 +40,7 @@ var (
 	// (a *CheckpointRegressionError).
 	ErrCheckpointRegression = errors.New("events: checkpoint regression")
 	ErrTooManyConsumers     = errors.New("events: too many consumers")
-	ErrStorage             = errors.New("events: storage error")
+	ErrStorage              = errors.New("events: storage error")
 )
 
 // WrongExpectedRevisionError is the conflict of an optimistic append: the
