@@ -31,7 +31,16 @@ var (
 	// stream; with ErrStreamNotFound when a read names one.
 	ErrStreamTombstoned    = errors.New("events: stream tombstoned")
 	ErrIdempotencyConflict = errors.New("events: idempotency conflict")
-	ErrStorage             = errors.New("events: storage error")
+	ErrInvalidConsumerName = errors.New("events: invalid consumer name")
+	ErrConsumerNotFound    = errors.New("events: consumer not found")
+	// ErrConsumerExists: a create names an existing consumer with another
+	// start.
+	ErrConsumerExists = errors.New("events: consumer exists with another start")
+	// ErrCheckpointRegression: a commit below the checkpoint without force
+	// (a *CheckpointRegressionError).
+	ErrCheckpointRegression = errors.New("events: checkpoint regression")
+	ErrTooManyConsumers     = errors.New("events: too many consumers")
+	ErrStorage              = errors.New("events: storage error")
 )
 
 // WrongExpectedRevisionError is the conflict of an optimistic append: the

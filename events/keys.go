@@ -8,7 +8,7 @@ import (
 	"github.com/vibemq/broker/pebblestore"
 )
 
-// Keys and values of the event store, under the prefixes 0x40-0x46 that
+// Keys and values of the event store, under the prefixes 0x40-0x47 that
 // pebblestore/keys.go reserves. The layouts are part of the file format.
 //
 //	0x40 storeName                              storeRecord, JSON
@@ -22,6 +22,11 @@ import (
 //	0x45 storeID u32 | sha256(eventID)[:16]     idempotencyEntry: v1 u8 | position u64 | streamID u64 |
 //	                                            revision u64 | batchFirst u64 | batchLen u32 | eventID
 //	0x46 storeID u32 | second u64               position u64: the first event stamped in that Unix second
+//	0x47 storeID u32 | consumerName             consumer checkpoint: v1 u8 | position u64 | created_ms i64 |
+//	                                            updated_ms i64 | start (consumer.go)
+//
+// A consumer row (0x47) is written alone, in a batch of its own, by a
+// create or a commit; position is the next position the consumer reads.
 //
 // Every row of one append (0x42 for a new stream, 0x43, 0x44, 0x45, 0x46) is
 // written in the Pebble batch that carries the appended RecordBatch
@@ -72,6 +77,10 @@ func idempotencyKey(storeID uint32, eventID string) []byte {
 	return append(storeTablePrefix(pebblestore.PrefixEventIdempotency, storeID), sum[:16]...)
 }
 
+func consumerKey(storeID uint32, consumer string) []byte {
+	return append(storeTablePrefix(pebblestore.PrefixEventConsumer, storeID), consumer...)
+}
+
 func timeIndexKey(storeID uint32, second int64) []byte {
 	return binary.BigEndian.AppendUint64(storeTablePrefix(pebblestore.PrefixEventTimeIndex, storeID), uint64(second))
 }
@@ -83,6 +92,7 @@ var storeTables = []byte{
 	pebblestore.PrefixEventStreamIndex,
 	pebblestore.PrefixEventIdempotency,
 	pebblestore.PrefixEventTimeIndex,
+	pebblestore.PrefixEventConsumer,
 }
 
 func encodeU64(v int64) []byte { return binary.BigEndian.AppendUint64(nil, uint64(v)) }

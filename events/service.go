@@ -74,8 +74,8 @@ func (s *Service) CheckSpace() error {
 
 // Service is the catalog of event stores.
 //
-// Lock order: Service.catalogMu before Service.mu before Store.mu before
-// the topics locks. catalogMu serializes creating and deleting stores and
+// Lock order: Service.catalogMu before Service.mu before Store.consumerMu
+// before Store.mu before the topics locks. catalogMu serializes creating and deleting stores and
 // is held across their synced writes; only those two admin operations take
 // it, so no append or read ever waits on a sync for it. mu guards the map
 // and is never held across a sync.
@@ -370,6 +370,12 @@ func (s *Service) DeleteStore(name string) error {
 	st.mu.Unlock()
 	delete(s.mu.byName, name)
 	s.mu.Unlock()
+	// A consumer write that saw the store live has been applied once
+	// consumerMu is free: the range deletion below covers it, and later
+	// ones see the store deleted.
+	st.consumerMu.Lock()
+	//lint:ignore SA2001 the empty critical section is the barrier
+	st.consumerMu.Unlock()
 	if !st.partition.Deleted() {
 		if err := s.tm.DeleteOwnedTopic(name, topics.OwnerEventStore); err != nil && !errors.Is(err, topics.ErrUnknownTopic) {
 			return fmt.Errorf("%w: deleting the topic of store %s: %v", ErrStorage, name, err)

@@ -23,6 +23,13 @@ type Store struct {
 	topic     *topics.Topic
 	partition *topics.Partition
 
+	// consumerMu serializes the writes of durable consumers (consumer.go)
+	// from their check until the batch is applied; never held across a
+	// sync. Lock order: consumerMu before mu.
+	consumerMu sync.Mutex
+	// consumers counts the store's consumer rows. Guarded by consumerMu.
+	consumers int
+
 	mu struct {
 		sync.Mutex
 		nextStreamID uint64
@@ -63,6 +70,9 @@ func (st *Store) recover() error {
 		st.mu.lastSecond = pebblestore.OffsetFromKey(it.Key())
 	}
 	if err := it.Close(); err != nil {
+		return err
+	}
+	if st.consumers, err = st.countConsumers(); err != nil {
 		return err
 	}
 	hwm := st.partition.HighWatermark()

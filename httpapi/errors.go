@@ -62,6 +62,9 @@ var nativeCodeStatus = map[string]int{
 	"wrong_expected_revision":   http.StatusConflict,
 	"stream_tombstoned":         http.StatusConflict,
 	"idempotency_conflict":      http.StatusConflict,
+	"consumer_not_found":        http.StatusNotFound,
+	"immutable_field":           http.StatusConflict,
+	"checkpoint_regression":     http.StatusConflict,
 
 	// Storage admin.
 	"invalid_path":         http.StatusBadRequest,

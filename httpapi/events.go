@@ -31,7 +31,9 @@ import (
 //	DELETE /v1/stores/{store}/streams/{stream}          delete a stream: soft, or tombstone with hard=true;
 //	                                                    expected_revision any|exists|N
 //	GET    /v1/stores/{store}/events                    read the whole store; long-poll with wait_ms;
-//	                                                    Server-Sent Events with Accept: text/event-stream
+//	                                                    Server-Sent Events with Accept: text/event-stream;
+//	                                                    consumer=c starts at c's checkpoint
+//	…/consumers[/{consumer}[/commit]]                   durable consumers (consumers.go)
 //
 // An append to a store that does not exist creates it.
 
@@ -87,11 +89,13 @@ func (s *Server) RegisterEvents(cfg EventsConfig) {
 	s.Handle("GET /v1/stores/{store}/streams/{stream}", http.HandlerFunc(api.handleGetStream))
 	s.Handle("DELETE /v1/stores/{store}/streams/{stream}", http.HandlerFunc(api.handleDeleteStream))
 	s.Handle("GET /v1/stores/{store}/events", http.HandlerFunc(api.handleReadAll))
+	api.registerConsumers()
 }
 
 // eventsError maps an events error to the API's code.
 func eventsError(err error) *nativeError {
 	var wrong *events.WrongExpectedRevisionError
+	var regression *events.CheckpointRegressionError
 	switch {
 	case errors.As(err, &wrong):
 		e := newNativeError("wrong_expected_revision", "%s", strings.TrimPrefix(err.Error(), "events: "))
@@ -102,6 +106,9 @@ func eventsError(err error) *nativeError {
 			e.with("current_revision", nil)
 		}
 		return e
+	case errors.As(err, &regression):
+		return newNativeError("checkpoint_regression", "%s", trimEvents(err)).
+			with("position", regression.Position).with("current_position", regression.Current)
 	case errors.Is(err, events.ErrStoreNotFound):
 		return newNativeError("store_not_found", "%s", trimEvents(err))
 	case errors.Is(err, events.ErrStreamNotFound):
@@ -117,6 +124,14 @@ func eventsError(err error) *nativeError {
 		return newNativeError("stream_tombstoned", "%s", trimEvents(err)).with("state", events.StreamStateTombstoned)
 	case errors.Is(err, events.ErrTopicExists):
 		return newNativeError("topic_exists", "%s", trimEvents(err))
+	case errors.Is(err, events.ErrConsumerNotFound):
+		return newNativeError("consumer_not_found", "%s", trimEvents(err))
+	case errors.Is(err, events.ErrConsumerExists):
+		return newNativeError("immutable_field", "%s", trimEvents(err))
+	case errors.Is(err, events.ErrTooManyConsumers):
+		return newNativeError("out_of_range", "%s", trimEvents(err)).with("max", events.MaxConsumersPerStore)
+	case errors.Is(err, events.ErrInvalidConsumerName):
+		return newNativeError("invalid_name", "%s", trimEvents(err))
 	case errors.Is(err, events.ErrInvalidStoreName):
 		return newNativeError("invalid_name", "%s", trimEvents(err))
 	case errors.Is(err, events.ErrReservedName):
@@ -689,12 +704,23 @@ func (api *eventsAPI) parseReadAll(r *http.Request, st *events.Store, defaultFro
 	var p readAllParams
 	q := r.URL.Query()
 	from := q.Get("from")
-	if from == "" {
-		from = defaultFrom
-	}
 	var e *nativeError
-	if p.from, e = api.parseFrom(st, from); e != nil {
-		return p, e
+	if q.Has("consumer") {
+		// Checked even when from is given, so that a misspelled consumer
+		// is not silently ignored.
+		pos, e := consumerFrom(st, q.Get("consumer"))
+		if e != nil {
+			return p, e
+		}
+		p.from = pos
+	}
+	if from != "" || !q.Has("consumer") {
+		if from == "" {
+			from = defaultFrom
+		}
+		if p.from, e = api.parseFrom(st, from); e != nil {
+			return p, e
+		}
 	}
 	limit, e := eventsQueryInt(r, "limit", events.DefaultReadLimit, 1, events.MaxReadLimit)
 	if e != nil {

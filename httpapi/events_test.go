@@ -127,6 +127,10 @@ func (env *eventsEnv) digest() string {
 			}
 		}
 	}
+	for _, st := range env.es.Stores() {
+		consumers, err := st.Consumers()
+		fmt.Fprintf(&sb, "consumers %s %+v %v;", st.Name(), consumers, err)
+	}
 	for _, t := range env.tm.Topics() {
 		fmt.Fprintf(&sb, "topic %s;", t.Name)
 	}

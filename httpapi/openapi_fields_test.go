@@ -89,3 +89,44 @@ func jsonFields(t reflect.Type) []string {
 	sort.Strings(out)
 	return out
 }
+
+// TestOpenAPIConsumerFields: every JSON field of the durable consumer
+// routes' request and response types is a property of its schema, and a
+// schema that refuses additional properties lists no field the server
+// would refuse.
+func TestOpenAPIConsumerFields(t *testing.T) {
+	raw, err := OpenAPIDocument()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	schemas := doc["components"].(map[string]any)["schemas"].(map[string]any)
+	for name, v := range map[string]any{
+		"ConsumerRequest": consumerRequest{},
+		"CommitRequest":   commitRequest{},
+		"ConsumerInfo":    consumerJSON{},
+	} {
+		schema, ok := schemas[name].(map[string]any)
+		if !ok {
+			t.Errorf("schema %s is missing", name)
+			continue
+		}
+		props, _ := schema["properties"].(map[string]any)
+		fields := jsonFields(reflect.TypeOf(v))
+		known := map[string]bool{}
+		for _, f := range fields {
+			known[f] = true
+			if _, ok := props[f]; !ok {
+				t.Errorf("%s: field %q of %T is not documented", name, f, v)
+			}
+		}
+		for p := range props {
+			if !known[p] {
+				t.Errorf("%s: documents %q, which %T does not have", name, p, v)
+			}
+		}
+	}
+}

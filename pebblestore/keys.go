@@ -47,7 +47,8 @@ import (
 //	0x44    storeID u32 | streamID u64 | revision u64   position u64 (stream index)
 //	0x45    storeID u32 | sha256(eventID)[:16]           idempotency entry (see events/keys.go)
 //	0x46    storeID u32 | second u64                     first position whose timestamp is in that Unix second
-//	0x47-4f reserved: event store
+//	0x47    storeID u32 | consumerName                   durable consumer checkpoint: next position to read (see events/keys.go)
+//	0x48-4f reserved: event store
 //	0x50    transactionalID                              transaction coordinator row (JSON, see txns/store.go)
 //	0x51    topicID [16] | partition u32 | producer u64  ongoing transaction: first offset u64
 //	0x52    topicID [16] | partition u32 | marker u64    aborted transaction: producer u64 | first offset u64 (while its data may remain)
@@ -140,6 +141,7 @@ const (
 	PrefixEventStreamIndex byte = 0x44
 	PrefixEventIdempotency byte = 0x45
 	PrefixEventTimeIndex   byte = 0x46
+	PrefixEventConsumer    byte = 0x47
 
 	// Transactions: coordinator rows (package txns) and the per-partition
 	// ongoing-transaction and aborted-transaction rows (package topics).

@@ -25,7 +25,7 @@ func eventsCommand() *cli.Command {
 		Usage: "append to, read and tail event stores, and delete streams, through a running broker's HTTP API",
 		Description: "An event store holds streams of events with gap-free positions. Flags come before\n" +
 			"the arguments. " + clientExitCodes,
-		Subcommands: []*cli.Command{eventsAppendCommand(), eventsReadCommand(), eventsTailCommand(), eventsDeleteCommand()},
+		Subcommands: []*cli.Command{eventsAppendCommand(), eventsReadCommand(), eventsTailCommand(), eventsDeleteCommand(), eventsConsumerCommand()},
 	}
 }
 
@@ -215,6 +215,7 @@ func eventsReadCommand() *cli.Command {
 			&cli.BoolFlag{Name: "all", Usage: "follow pages to the end"},
 			&cli.StringFlag{Name: "stream-prefix", Usage: "store reads: only streams with this prefix"},
 			&cli.DurationFlag{Name: "wait", Usage: "store reads: wait up to this long (max 60s) for new events when there are none"},
+			&cli.StringFlag{Name: "consumer", Usage: "store reads: start at this durable consumer's checkpoint (unless --from); reading does not move it"},
 		}, clientFlags()...),
 		Action: eventsRead,
 	}
@@ -255,8 +256,8 @@ func eventsRead(cCtx *cli.Context) error {
 	q := url.Values{"limit": {strconv.Itoa(limit)}}
 	var path string
 	if stream != "" {
-		if cCtx.IsSet("stream-prefix") || cCtx.IsSet("wait") {
-			return usageErrorf("--stream-prefix and --wait apply to store reads, not to a stream")
+		if cCtx.IsSet("stream-prefix") || cCtx.IsSet("wait") || cCtx.IsSet("consumer") {
+			return usageErrorf("--stream-prefix, --wait and --consumer apply to store reads, not to a stream")
 		}
 		path = eventPath(store, stream) + "/events"
 		if cCtx.Bool("backward") {
@@ -271,7 +272,12 @@ func eventsRead(cCtx *cli.Context) error {
 		}
 		path = eventPath(store, "") + "/events"
 		q.Set("from", cCtx.String("from"))
-		if q.Get("from") == "" {
+		if consumer := cCtx.String("consumer"); consumer != "" {
+			q.Set("consumer", consumer)
+			if q.Get("from") == "" {
+				q.Del("from")
+			}
+		} else if q.Get("from") == "" {
 			q.Set("from", "first")
 		}
 		if p := cCtx.String("stream-prefix"); p != "" {
@@ -360,6 +366,7 @@ func eventsTailCommand() *cli.Command {
 			&cli.StringFlag{Name: "stream", Usage: "only this stream"},
 			&cli.StringFlag{Name: "stream-prefix", Usage: "only streams with this prefix"},
 			&cli.IntFlag{Name: "count", Aliases: []string{"n"}, Usage: "exit after this many events (0: never)"},
+			&cli.StringFlag{Name: "consumer", Usage: "start at this durable consumer's checkpoint (unless --from); the tail does not move it"},
 		}, clientFlags()...),
 		Action: eventsTail,
 	}
@@ -382,6 +389,12 @@ func eventsTail(cCtx *cli.Context) error {
 		return err
 	}
 	q := url.Values{"from": {cCtx.String("from")}}
+	if consumer := cCtx.String("consumer"); consumer != "" {
+		q.Set("consumer", consumer)
+		if !cCtx.IsSet("from") {
+			q.Del("from")
+		}
+	}
 	if s := cCtx.String("stream"); s != "" {
 		q.Set("stream", s)
 	}
