@@ -241,6 +241,7 @@ func TestQueueBadInput(t *testing.T) {
 		{"receive acks too many", "POST", "/v1/queues/q/receive", "application/json", `{"ack":[` + strings.Repeat(`"r",`, 1000) + `"r"]}`, 400, "out_of_range"},
 		{"receive ack not a list", "POST", "/v1/queues/q/receive", "application/json", `{"ack":"` + held[0] + `"}`, 400, "invalid_json"},
 		{"invalid request id", "POST", "/v1/queues/q/receive", "application/json", `{"request_id":"` + long + `"}`, 400, "invalid_request_id"},
+		{"empty request id", "POST", "/v1/queues/q/receive", "application/json", `{"request_id":""}`, 400, "invalid_request_id"},
 		{"group not found", "POST", "/v1/queues/q/receive", "application/json", `{"group":"other"}`, 404, "group_not_found"},
 		{"max inflight", "POST", "/v1/queues/tight/receive", "application/json", `{}`, 429, "max_inflight_reached"},
 		{"invalid receipt", "POST", "/v1/queues/q/ack", "application/json", `{"receipts":["not-a-receipt"]}`, 200, "invalid_receipt"},

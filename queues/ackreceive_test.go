@@ -108,7 +108,7 @@ func TestAckAndReceiveMaxInflight(t *testing.T) {
 
 func (en *env) receiveID(name, id string, n int, vis int64, now int64) []Message {
 	en.t.Helper()
-	req := ReceiveRequest{MaxMessages: n, RequestID: id, VisibilityTimeoutMs: &vis}
+	req := ReceiveRequest{MaxMessages: n, RequestID: &id, VisibilityTimeoutMs: &vis}
 	if _, err := en.e.CheckReceive(name, &req); err != nil {
 		en.t.Fatal(err)
 	}
@@ -220,7 +220,7 @@ func TestReceiveRetryAtMaxInflight(t *testing.T) {
 		t.Fatalf("retry at max_inflight: %s", bodies(again))
 	}
 	// Another request is still refused.
-	req := ReceiveRequest{MaxMessages: 1, RequestID: "r2"}
+	req := ReceiveRequest{MaxMessages: 1, RequestID: pstr("r2")}
 	if _, err := en.e.Receive("q", req, t0+2); AsError(err) == nil || AsError(err).Code != CodeMaxInflightReached {
 		t.Fatalf("new request at max_inflight: %v", err)
 	}
@@ -238,7 +238,7 @@ func TestReceiveRetryAcksItsOwnMessages(t *testing.T) {
 	if bodies(first) != "a,b" {
 		t.Fatalf("first attempt: %s", bodies(first))
 	}
-	req := ReceiveRequest{MaxMessages: 2, RequestID: "r1", Ack: []string{first[0].Receipt}}
+	req := ReceiveRequest{MaxMessages: 2, RequestID: pstr("r1"), Ack: []string{first[0].Receipt}}
 	if _, err := en.e.CheckReceive("q", &req); err != nil {
 		t.Fatal(err)
 	}

@@ -16,11 +16,21 @@ type ReceiveRequest struct {
 	WaitMs              *int64 `json:"wait_ms,omitempty"`
 	Group               string `json:"group,omitempty"`
 	Consumer            string `json:"consumer,omitempty"`
-	RequestID           string `json:"request_id,omitempty"`
-	BodyEncoding        string `json:"body_encoding,omitempty"`
+	// RequestID, when given, makes the receive safe to retry (memo.go):
+	// 1 to RequestIDMax characters.
+	RequestID    *string `json:"request_id,omitempty"`
+	BodyEncoding string  `json:"body_encoding,omitempty"`
 	// Ack lists receipts to settle before leasing, in the same write
 	// (AckAndReceive); at most BatchMessagesMax.
 	Ack []string `json:"ack,omitempty"`
+}
+
+// requestID is the request's id, "" when it has none.
+func (r *ReceiveRequest) requestID() string {
+	if r.RequestID == nil {
+		return ""
+	}
+	return *r.RequestID
 }
 
 // Message is a received (or browsed) message.
@@ -106,7 +116,7 @@ func (e *Engine) CheckReceive(name string, req *ReceiveRequest) (int64, error) {
 	if len(req.Consumer) > ConsumerMax {
 		return 0, rangeErr("consumer", 0, ConsumerMax)
 	}
-	if len(req.RequestID) > RequestIDMax {
+	if id := req.RequestID; id != nil && (len(*id) < 1 || len(*id) > RequestIDMax) {
 		return 0, withField(errf(CodeInvalidRequestID, "request_id must be 1 to %d characters", RequestIDMax), "request_id")
 	}
 	if len(req.Ack) > BatchMessagesMax {
@@ -162,8 +172,9 @@ func (e *Engine) AckAndReceive(name string, receipts []string, req ReceiveReques
 	}
 	// A retry is answered from its memo before max_inflight is looked at:
 	// the first attempt's own leases may be what fills it.
-	if req.RequestID != "" {
-		again, live, err := e.replayMemoLocked(q, req.RequestID, settled, now)
+	requestID := req.requestID()
+	if requestID != "" {
+		again, live, err := e.replayMemoLocked(q, requestID, settled, now)
 		if err != nil {
 			q.mu.Unlock()
 			b.Close()
@@ -174,8 +185,8 @@ func (e *Engine) AckAndReceive(name string, receipts []string, req ReceiveReques
 			// written again so that the answer waits for a WAL sync, which
 			// covers the first attempt's leases even if its own sync is
 			// still in flight.
-			r := q.memos[req.RequestID]
-			b.Set(memoKey(q.id, req.RequestID), r.encode())
+			r := q.memos[requestID]
+			b.Set(memoKey(q.id, requestID), r.encode())
 			return e.finishReceive(q, b, acks, nil, again, true, req, now, results)
 		}
 	}
@@ -255,10 +266,10 @@ func (e *Engine) AckAndReceive(name string, receipts []string, req ReceiveReques
 		}
 	}
 	var memo *receiveMemo
-	if req.RequestID != "" && len(got) > 0 {
+	if requestID != "" && len(got) > 0 {
 		r := newMemo(got)
 		memo = &r
-		b.Set(memoKey(q.id, req.RequestID), r.encode())
+		b.Set(memoKey(q.id, requestID), r.encode())
 	}
 	return e.finishReceive(q, b, acks, memo, got, false, req, now, results)
 }
@@ -295,7 +306,7 @@ func (e *Engine) finishReceive(q *queue, b *pebblestore.Batch, acks *write, memo
 		q.totals.Received += int64(len(got))
 	}
 	if memo != nil {
-		q.memos[req.RequestID] = *memo
+		q.memos[req.requestID()] = *memo
 	}
 	topic := q.topic
 	q.mu.Unlock()
