@@ -206,3 +206,38 @@ func TestEventsConsumers(t *testing.T) {
 		t.Fatalf("the old consumer survived its store: %s", e.Code)
 	}
 }
+
+// TestUncleanPathNotRedirectedForWrites pins a bug: the router answered a
+// path with a "." or ".." segment (or "//") with a 307 to the cleaned
+// path, which clients follow with the same method: DELETE
+// /v1/stores/s/consumers/.. deleted the store s, a PUT created or fetched
+// it. Writes to an unclean path are now 404 not_found; a consumer named
+// ".." is reached with %2E%2E.
+func TestUncleanPathNotRedirectedForWrites(t *testing.T) {
+	env := newEventsEnv(t)
+	if got := env.appendJSON("/v1/stores/s/streams/a/events", `{"events":[{"type":"T"}]}`); got.status != 201 {
+		t.Fatalf("setup append: %d %s", got.status, got.body)
+	}
+	before := env.digest()
+	for _, c := range []struct{ method, path string }{
+		{"DELETE", "/v1/stores/s/consumers/.."},
+		{"DELETE", "/v1/stores/s/streams/.."},
+		{"DELETE", "/v1/stores//s"},
+		{"PUT", "/v1/stores/s/consumers/.."},
+		{"POST", "/v1/stores/s/consumers/./x/../../streams/a/events"},
+	} {
+		got := env.call(c.method, c.path, "application/json", []byte(`{"events":[{"type":"T"}]}`))
+		if got.status != 404 || got.code(t) != "not_found" {
+			t.Errorf("%s %s: %d %s, want 404 not_found", c.method, c.path, got.status, got.body)
+		}
+	}
+	if after := env.digest(); after != before {
+		t.Fatalf("writes to unclean paths changed the stores:\n%s\nwant\n%s", after, before)
+	}
+	if got := env.call("PUT", "/v1/stores/s/consumers/%2E%2E", "", nil); got.status != 201 {
+		t.Fatalf("PUT consumer %%2E%%2E: %d %s", got.status, got.body)
+	}
+	if got := env.call("GET", "/v1/stores/s/consumers/%2E%2E", "", nil); got.status != 200 {
+		t.Fatalf("GET consumer %%2E%%2E: %d %s", got.status, got.body)
+	}
+}

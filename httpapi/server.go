@@ -13,6 +13,7 @@ import (
 	stdlog "log"
 	"net"
 	"net/http"
+	"path"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -228,11 +229,30 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.log.Debug().Str("method", r.Method).Str("path", r.URL.Path).Str("route", route).
 			Int("status", sw.status()).Dur("duration", elapsed).Msg("HTTP request")
 	}()
+	if r.Method != http.MethodGet && r.Method != http.MethodHead && !isCleanPath(r.URL.EscapedPath()) {
+		// The mux would answer with a 307 to the cleaned path, which
+		// clients follow with the same method: DELETE
+		// /v1/stores/s/consumers/.. would delete the store s.
+		pattern = ""
+		writeError(sw, http.StatusNotFound, "not_found", "no route for "+r.URL.Path+
+			": the path has an empty, . or .. segment (escape a name . or .. as %2E or %2E%2E)")
+		return
+	}
 	if pattern == "" {
 		s.serveUnmatched(sw, r)
 		return
 	}
 	s.mux.ServeHTTP(sw, r)
+}
+
+// isCleanPath reports whether the mux serves p without redirecting to a
+// cleaned form: no empty, "." or ".." segment (a trailing slash is kept).
+func isCleanPath(p string) bool {
+	if p == "" || p[0] != '/' {
+		return false
+	}
+	c := path.Clean(p)
+	return c == p || (c != "/" && c+"/" == p)
 }
 
 // serveUnmatched answers a request no pattern matched. The mux's own

@@ -31,11 +31,25 @@ func eventsCommand() *cli.Command {
 
 // eventPath is the API path of a store, or of a stream when stream != "".
 func eventPath(store, stream string) string {
-	p := "/v1/stores/" + url.PathEscape(store)
+	p := "/v1/stores/" + pathSegment(store)
 	if stream != "" {
-		p += "/streams/" + url.PathEscape(stream)
+		p += "/streams/" + pathSegment(stream)
 	}
 	return p
+}
+
+// pathSegment escapes a name as one path segment. url.PathEscape leaves
+// "." and ".." as they are; the broker's router answers such a path with a
+// redirect to the cleaned one (".../consumers/.." -> the store), which the
+// client follows with the same method. Escaped dots reach the named route.
+func pathSegment(name string) string {
+	switch name {
+	case ".":
+		return "%2E"
+	case "..":
+		return "%2E%2E"
+	}
+	return url.PathEscape(name)
 }
 
 // cliEvent is an event as the API returns it.

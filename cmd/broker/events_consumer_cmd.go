@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"net/http"
-	"net/url"
 	"strconv"
 
 	"github.com/urfave/cli/v2"
@@ -82,7 +81,7 @@ type cliConsumer struct {
 }
 
 func consumerPath(store, consumer string) string {
-	return eventPath(store, "") + "/consumers/" + url.PathEscape(consumer)
+	return eventPath(store, "") + "/consumers/" + pathSegment(consumer)
 }
 
 // consumerArgs checks the argument count and returns the arguments and the

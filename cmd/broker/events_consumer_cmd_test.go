@@ -107,3 +107,49 @@ func TestEventsReadWithConsumer(t *testing.T) {
 		t.Fatalf("queries %q, want %q", queries, want)
 	}
 }
+
+// TestEventsConsumerDotNames pins a bug: a consumer (or stream) named "."
+// or ".." went into the path as is, Go's ServeMux answered the unclean
+// path with a 307 to the cleaned one, and the client followed it with the
+// same method: `broker events consumer delete bank ..` sent DELETE
+// /v1/stores/bank and deleted the store. Dot segments are now escaped, so
+// the request reaches the consumer (or stream) route.
+func TestEventsConsumerDotNames(t *testing.T) {
+	var mu sync.Mutex
+	var hits []string
+	hit := func(route string) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			hits = append(hits, route+" "+r.PathValue("consumer")+r.PathValue("stream"))
+			mu.Unlock()
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{}`))
+		}
+	}
+	mux := http.NewServeMux()
+	mux.Handle("DELETE /v1/stores/{store}", hit("delete-store"))
+	mux.Handle("DELETE /v1/stores/{store}/consumers/{consumer}", hit("delete-consumer"))
+	mux.Handle("DELETE /v1/stores/{store}/streams/{stream}", hit("delete-stream"))
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"events", "consumer", "delete", "--server", srv.URL, "bank", ".."}, "delete-consumer .."},
+		{[]string{"events", "consumer", "delete", "--server", srv.URL, "bank", "."}, "delete-consumer ."},
+		{[]string{"events", "delete", "--server", srv.URL, "bank", ".."}, "delete-stream .."},
+	} {
+		mu.Lock()
+		hits = nil
+		mu.Unlock()
+		var out, errOut bytes.Buffer
+		realMain(append([]string{"broker"}, c.args...), &out, &errOut)
+		mu.Lock()
+		got := strings.Join(hits, ", ")
+		mu.Unlock()
+		if got != c.want {
+			t.Errorf("broker %v reached %q, want %q\nstdout: %s\nstderr: %s", c.args, got, c.want, out.String(), errOut.String())
+		}
+	}
+}
