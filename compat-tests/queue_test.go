@@ -384,3 +384,80 @@ func TestQueueRedriveSurvivesKill9(t *testing.T) {
 		t.Fatalf("dlq after redrive: %v", st)
 	}
 }
+
+// TestQueueAckOnReceiveAndRetrySurviveKill9: over the real binary, a
+// receive that acks the previous batch settles those acks and takes its
+// new leases in one durable write, and a receive retried with its
+// request_id after a kill -9 gets the same messages and receipts back,
+// leasing nothing more.
+func TestQueueAckOnReceiveAndRetrySurviveKill9(t *testing.T) {
+	b := startBroker(t)
+	qMust(t, b, "PUT", "/v1/queues/work", map[string]any{"visibility_timeout_ms": 60000}, 201)
+	qSend(t, b, "work", numbered("w", 30)...)
+	first := qReceive(t, b, "work", 10, 0, 0)
+	if len(first) != 10 {
+		t.Fatalf("received %d", len(first))
+	}
+	var receipts []string
+	for _, m := range first {
+		receipts = append(receipts, m.Receipt)
+	}
+	r := qMust(t, b, "POST", "/v1/queues/work/receive",
+		map[string]any{"max_messages": 10, "ack": receipts, "request_id": "batch-2"}, 200)
+	var second struct {
+		Messages []qMsg `json:"messages"`
+		Acks     []struct {
+			Status string `json:"status"`
+		} `json:"acks"`
+	}
+	if err := json.Unmarshal([]byte(r.Raw), &second); err != nil {
+		t.Fatal(err)
+	}
+	if len(second.Acks) != 10 || len(second.Messages) != 10 {
+		t.Fatalf("ack-and-receive: %d acks, %d messages: %.300s", len(second.Acks), len(second.Messages), r.Raw)
+	}
+	for _, a := range second.Acks {
+		if a.Status != "acked" {
+			t.Fatalf("ack results: %+v", second.Acks)
+		}
+	}
+	b.Kill()
+	b.Start()
+	st := qStats(t, b, "work")
+	if st["inflight"].(float64) != 10 || st["available"].(float64) != 10 {
+		t.Fatalf("after kill -9: %v (want the 10 acks and the 10 new leases kept)", st)
+	}
+	// The response was "lost": the client retries with the same request id.
+	r = qMust(t, b, "POST", "/v1/queues/work/receive", map[string]any{"max_messages": 10, "request_id": "batch-2"}, 200)
+	var retry struct {
+		Messages []qMsg `json:"messages"`
+	}
+	if err := json.Unmarshal([]byte(r.Raw), &retry); err != nil {
+		t.Fatal(err)
+	}
+	if len(retry.Messages) != 10 {
+		t.Fatalf("retry got %d messages", len(retry.Messages))
+	}
+	for i, m := range retry.Messages {
+		if m.Receipt != second.Messages[i].Receipt || m.Deliveries != 1 {
+			t.Fatalf("retry message %d: %+v, want %+v", i, m, second.Messages[i])
+		}
+	}
+	if st := qStats(t, b, "work"); st["inflight"].(float64) != 10 || st["available"].(float64) != 10 {
+		t.Fatalf("a retry leased more: %v", st)
+	}
+	// The acked ones never come back; the rest drain normally.
+	rest := qReceive(t, b, "work", 100, 0, 0)
+	if len(rest) != 10 {
+		t.Fatalf("drain: %d, want the 10 never received", len(rest))
+	}
+	seen := map[string]bool{}
+	for _, m := range append(append([]qMsg{}, second.Messages...), rest...) {
+		seen[m.Body] = true
+	}
+	for _, m := range first {
+		if seen[m.Body] {
+			t.Fatalf("acked message %s delivered again", m.Body)
+		}
+	}
+}
