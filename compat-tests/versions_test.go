@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -329,6 +330,104 @@ func TestVersionSweep(t *testing.T) {
 			p := resp.Topics[0].Partitions[0]
 			if p.ErrorCode != 0 || p.EndOffset != produced {
 				t.Errorf("OffsetForLeaderEpoch v%d epoch %d: %s end offset %d (epoch %d); want NONE, %d", v, leaderEpoch, errName(p.ErrorCode), p.EndOffset, p.LeaderEpoch, produced)
+			}
+		}
+	})
+
+	t.Run("ListOffsetsV0", func(t *testing.T) {
+		for _, v := range versions(kmsg.ListOffsets, 0) {
+			if v != 0 {
+				continue
+			}
+			req := kmsg.NewPtrListOffsetsRequest()
+			req.Version = 0
+			req.ReplicaID = -1
+			rt := kmsg.NewListOffsetsRequestTopic()
+			rt.Topic = topic
+			rp := kmsg.NewListOffsetsRequestTopicPartition()
+			rp.Timestamp, rp.MaxNumOffsets = -1, 1
+			rt.Partitions = append(rt.Partitions, rp)
+			req.Topics = append(req.Topics, rt)
+			resp := c.roundTrip(req).(*kmsg.ListOffsetsResponse)
+			if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+				t.Fatalf("ListOffsets v0: malformed %+v", resp.Topics)
+			}
+			if p := resp.Topics[0].Partitions[0]; p.ErrorCode != 0 || !slices.Equal(p.OldStyleOffsets, []int64{produced}) {
+				t.Errorf("ListOffsets v0 latest: %s %v, want [%d]", errName(p.ErrorCode), p.OldStyleOffsets, produced)
+			}
+		}
+	})
+
+	t.Run("DescribeLogDirs", func(t *testing.T) {
+		for _, v := range versions(kmsg.DescribeLogDirs, 0) {
+			req := kmsg.NewPtrDescribeLogDirsRequest()
+			req.Version = v
+			rt := kmsg.NewDescribeLogDirsRequestTopic()
+			rt.Topic, rt.Partitions = topic, []int32{0, 1}
+			req.Topics = append(req.Topics, rt)
+			resp := c.roundTrip(req).(*kmsg.DescribeLogDirsResponse)
+			if len(resp.Dirs) != 1 || resp.Dirs[0].ErrorCode != 0 || resp.Dirs[0].Dir == "" ||
+				len(resp.Dirs[0].Topics) != 1 || len(resp.Dirs[0].Topics[0].Partitions) != 2 {
+				t.Errorf("DescribeLogDirs v%d: %+v", v, resp.Dirs)
+				continue
+			}
+			if v >= 4 && resp.Dirs[0].TotalBytes <= 0 {
+				t.Errorf("DescribeLogDirs v%d: total bytes %d", v, resp.Dirs[0].TotalBytes)
+			}
+		}
+	})
+
+	t.Run("DescribeTopicPartitions", func(t *testing.T) {
+		for _, v := range versions(kmsg.DescribeTopicPartitions, 0) {
+			req := kmsg.NewPtrDescribeTopicPartitionsRequest()
+			req.Version = v
+			rt := kmsg.NewDescribeTopicPartitionsRequestTopic()
+			rt.Topic = topic
+			req.Topics = append(req.Topics, rt)
+			req.ResponsePartitionLimit = 1
+			resp := c.roundTrip(req).(*kmsg.DescribeTopicPartitionsResponse)
+			if len(resp.Topics) != 1 || resp.Topics[0].ErrorCode != 0 || len(resp.Topics[0].Partitions) != 1 ||
+				resp.NextCursor == nil || resp.NextCursor.Topic != topic || resp.NextCursor.Partition != 1 {
+				t.Errorf("DescribeTopicPartitions v%d: %+v cursor %+v", v, resp.Topics, resp.NextCursor)
+			}
+		}
+	})
+
+	t.Run("ElectLeaders", func(t *testing.T) {
+		for _, v := range versions(kmsg.ElectLeaders, 0) {
+			req := kmsg.NewPtrElectLeadersRequest()
+			req.Version = v
+			rt := kmsg.NewElectLeadersRequestTopic()
+			rt.Topic, rt.Partitions = topic, []int32{0}
+			req.Topics = append(req.Topics, rt)
+			resp := c.roundTrip(req).(*kmsg.ElectLeadersResponse)
+			if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 || resp.Topics[0].Partitions[0].ErrorCode != kerr.ElectionNotNeeded.Code {
+				t.Errorf("ElectLeaders v%d: %+v", v, resp.Topics)
+			}
+		}
+	})
+
+	t.Run("PartitionReassignments", func(t *testing.T) {
+		for _, v := range versions(kmsg.AlterPartitionAssignments, 0) {
+			req := kmsg.NewPtrAlterPartitionAssignmentsRequest()
+			req.Version = v
+			rt := kmsg.NewAlterPartitionAssignmentsRequestTopic()
+			rt.Topic = topic
+			rp := kmsg.NewAlterPartitionAssignmentsRequestTopicPartition()
+			rp.Replicas = []int32{1}
+			rt.Partitions = append(rt.Partitions, rp)
+			req.Topics = append(req.Topics, rt)
+			resp := c.roundTrip(req).(*kmsg.AlterPartitionAssignmentsResponse)
+			if resp.ErrorCode != 0 || len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 || resp.Topics[0].Partitions[0].ErrorCode != 0 {
+				t.Errorf("AlterPartitionAssignments v%d: %+v", v, resp)
+			}
+		}
+		for _, v := range versions(kmsg.ListPartitionReassignments, 0) {
+			req := kmsg.NewPtrListPartitionReassignmentsRequest()
+			req.Version = v
+			resp := c.roundTrip(req).(*kmsg.ListPartitionReassignmentsResponse)
+			if resp.ErrorCode != 0 || len(resp.Topics) != 0 {
+				t.Errorf("ListPartitionReassignments v%d: %+v", v, resp)
 			}
 		}
 	})

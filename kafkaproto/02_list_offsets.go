@@ -1,6 +1,6 @@
 package kafkaproto
 
-// ListOffsets: v1-v8
+// ListOffsets: v0-v8
 //
 // Behavior:
 //   - timestamp -2: the log start offset; -1: the high watermark (the last
@@ -12,7 +12,14 @@ package kafkaproto
 //   - A partition named twice in one request gets INVALID_REQUEST (as Kafka).
 //
 // Version notes:
-//   - v0 (old-style offset arrays) is not served.
+//   - v0 (old-style offset arrays, removed in Kafka 4.0 by KIP-896) is
+//     served because lag monitors still send it (Debian's Burrow 1.2.1).
+//     Its answer is a list of at most max_num_offsets offsets, largest
+//     first: -1 gives [high watermark, log start] (the log start only when
+//     it differs), -2 gives [log start], a timestamp t gives the first
+//     offset whose record is at least t old, or the high watermark. Kafka's
+//     v0 answered a timestamp from segment file times instead, which were
+//     never exact; we answer from record timestamps, as v1+ does.
 //   - -4 (earliest local, KIP-405) and -5 (earliest pending upload) need
 //     tiered storage (v8/v9+) and are not served: v8 is the maximum.
 
@@ -22,7 +29,7 @@ import (
 	"github.com/vibemq/broker/topics"
 )
 
-func init() { register(kmsg.ListOffsets, 1, 8, (*Server).handleListOffsets) }
+func init() { register(kmsg.ListOffsets, 0, 8, (*Server).handleListOffsets) }
 
 func (s *Server) handleListOffsets(r *request) (reply, error) {
 	req := r.kreq.(*kmsg.ListOffsetsRequest)
@@ -66,10 +73,38 @@ func (s *Server) handleListOffsets(r *request) (reply, error) {
 				if offset >= 0 {
 					sp.LeaderEpoch = 0
 				}
+				if req.Version == 0 {
+					sp.OldStyleOffsets = oldStyleOffsets(p, ts, offset, rp.MaxNumOffsets)
+				}
 			}
 			st.Partitions = append(st.Partitions, sp)
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
 	return reply{resp: resp}, nil
+}
+
+// oldStyleOffsets is ListOffsets v0's answer for a partition: at most
+// maxNum offsets, largest first. offset is the v1+ answer for ts.
+func oldStyleOffsets(p *topics.Partition, ts, offset int64, maxNum int32) []int64 {
+	var out []int64
+	switch {
+	case ts == topics.TimestampLatest:
+		hwm, start := p.HighWatermark(), p.LogStartOffset()
+		out = append(out, hwm)
+		if start != hwm {
+			out = append(out, start)
+		}
+	case offset < 0: // no record is that late
+		out = append(out, p.HighWatermark())
+	default:
+		out = append(out, offset)
+	}
+	if maxNum < 0 {
+		maxNum = 0
+	}
+	if len(out) > int(maxNum) {
+		out = out[:maxNum]
+	}
+	return out
 }
