@@ -13,10 +13,11 @@ import (
 )
 
 // produceN writes n one-record batches to topic/partition 0.
-func produceN(t *testing.T, cl *kgo.Client, topic string, n int) {
+func produceN(t *testing.T, addr string, topic string, n int) {
 	t.Helper()
+	cl := newClient(t, addr, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	for i := range n {
-		r := &kgo.Record{Topic: topic, Value: fmt.Appendf(nil, "v%d", i)}
+		r := &kgo.Record{Topic: topic, Partition: 0, Value: fmt.Appendf(nil, "v%d", i)}
 		if err := cl.ProduceSync(context.Background(), r).FirstErr(); err != nil {
 			t.Fatal(err)
 		}
@@ -47,7 +48,7 @@ func TestDescribeLogDirs(t *testing.T) {
 	if _, err := s.topics.CreateTopic("dirs", 2, nil, false); err != nil {
 		t.Fatal(err)
 	}
-	produceN(t, cl, "dirs", 3)
+	produceN(t, addr, "dirs", 3)
 	p0, _ := s.topics.Topic("dirs")
 	part, _ := p0.Partition(0)
 	want := part.Stats().Bytes
@@ -216,11 +217,10 @@ func TestElectLeadersAndReassignments(t *testing.T) {
 // still asks for (it used to close the connection: v0 was not served).
 func TestListOffsetsV0(t *testing.T) {
 	s, addr := startTestServer(t)
-	cl := newClient(t, addr)
 	if _, err := s.topics.CreateTopic("lo0", 1, nil, false); err != nil {
 		t.Fatal(err)
 	}
-	produceN(t, cl, "lo0", 4)
+	produceN(t, addr, "lo0", 4)
 	cl0 := pinnedClient(t, addr, kmsg.ListOffsets, 0)
 	ask := func(ts int64, maxNum int32) kmsg.ListOffsetsResponseTopicPartition {
 		req := kmsg.NewPtrListOffsetsRequest()
