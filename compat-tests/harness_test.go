@@ -7,6 +7,10 @@
 //
 //	BROKER_BIN    use this prebuilt broker binary instead of building one
 //	CRASH_CYCLES  kill -9 cycles in TestCrashKill9 (default 5)
+//	KAFKA_REFERENCE_LIB       Apache Kafka's jars for the tests that also run
+//	                          against it (default reference/target/lib)
+//	KAFKA_REFERENCE_REQUIRED  fail, rather than skip, those tests when the
+//	                          jars or java are missing (set by .ci/run)
 package compattests
 
 import (
@@ -49,6 +53,7 @@ func runMain(m *testing.M) int {
 			return 2
 		}
 		brokerBin = abs
+		defer stopReferenceKafka()
 		return m.Run()
 	}
 	dir, err := os.MkdirTemp("", "compat-tests-bin-")
@@ -65,6 +70,7 @@ func runMain(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "compat-tests: building the broker failed: %v\n", err)
 		return 2
 	}
+	defer stopReferenceKafka()
 	return m.Run()
 }
 
