@@ -73,16 +73,16 @@ type TortureReport struct {
 
 // PhaseReport is one phase: counts, checks and, where sampled, RSS.
 type PhaseReport struct {
-	Name        string       `json:"name"`
-	Status      string       `json:"status"` // pass, fail, skipped
-	Reason      string       `json:"reason,omitempty"`
-	DurationSec float64      `json:"duration_sec"`
-	Counts      []Count      `json:"counts"`
-	Checks      []Check      `json:"checks"`
-	RSS         *RSSReport   `json:"rss,omitempty"`
-	Statuses    map[int]int  `json:"http_statuses,omitempty"`
-	Notes       []string     `json:"notes,omitempty"`
-	start       time.Time    `json:"-"`
+	Name        string      `json:"name"`
+	Status      string      `json:"status"` // pass, fail, skipped
+	Reason      string      `json:"reason,omitempty"`
+	DurationSec float64     `json:"duration_sec"`
+	Counts      []Count     `json:"counts"`
+	Checks      []Check     `json:"checks"`
+	RSS         *RSSReport  `json:"rss,omitempty"`
+	Statuses    map[int]int `json:"http_statuses,omitempty"`
+	Notes       []string    `json:"notes,omitempty"`
+	start       time.Time   `json:"-"`
 	broker      *brokerProcess
 }
 

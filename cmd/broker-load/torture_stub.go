@@ -5,6 +5,9 @@ import (
 	"time"
 )
 
-func runFramesPhase(ctx context.Context, env *tortureEnv, p *PhaseReport, d time.Duration) error { return errPhaseSkipped }
-func runHTTPPhase(ctx context.Context, env *tortureEnv, p *PhaseReport, d time.Duration) error   { return errPhaseSkipped }
-func runDiskPhase(ctx context.Context, env *tortureEnv, p *PhaseReport, d time.Duration) error   { return errPhaseSkipped }
+func runHTTPPhase(ctx context.Context, env *tortureEnv, p *PhaseReport, d time.Duration) error {
+	return errPhaseSkipped
+}
+func runDiskPhase(ctx context.Context, env *tortureEnv, p *PhaseReport, d time.Duration) error {
+	return errPhaseSkipped
+}
