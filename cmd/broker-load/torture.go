@@ -63,7 +63,8 @@ type TortureReport struct {
 	Host        string         `json:"host"`
 	GoVersion   string         `json:"go_version"`
 	CPUs        int            `json:"cpus"`
-	Broker      string         `json:"broker"` // `broker version` output
+	Broker      string         `json:"broker"`           // `broker version` output
+	Commit      string         `json:"commit,omitempty"` // git describe of the current directory
 	Command     string         `json:"command"`
 	Seed        uint64         `json:"seed"`
 	DurationSec float64        `json:"duration_sec"`
@@ -367,6 +368,9 @@ func runTorture(ctx context.Context, cfg *tortureConfig, log io.Writer) (*Tortur
 		Broker: strings.TrimSpace(string(version)), Command: "broker-load torture " + strings.Join(os.Args[2:], " "),
 		Seed: cfg.seed, OK: true,
 	}
+	if out, err := exec.CommandContext(ctx, "git", "describe", "--always", "--dirty").Output(); err == nil {
+		report.Commit = strings.TrimSpace(string(out))
+	}
 	for _, name := range cfg.phases {
 		if ctx.Err() != nil {
 			break
@@ -441,7 +445,7 @@ func formatTortureReport(r *TortureReport) string {
 	}
 	fmt.Fprintf(&b, "### Torture run %s: %s\n\n", r.Started.Format("2006-01-02 15:04 UTC"), verdict)
 	fmt.Fprintf(&b, "- command: `%s` (seed %d)\n", r.Command, r.Seed)
-	fmt.Fprintf(&b, "- broker: %s\n", strings.ReplaceAll(r.Broker, "\n", "; "))
+	fmt.Fprintf(&b, "- broker: %s; tree %s\n", strings.Join(strings.Fields(strings.ReplaceAll(r.Broker, "\n", ";")), " "), r.Commit)
 	fmt.Fprintf(&b, "- machine: %s, %d CPUs, %s; total %s\n\n", r.Host, r.CPUs, r.GoVersion, fmtSeconds(r.DurationSec))
 	b.WriteString("| phase | result | time | checks passed |\n|---|---|---:|---:|\n")
 	for _, p := range r.Phases {
