@@ -8,6 +8,10 @@
 //	broker-load consume [flags]   read a topic from its start, verify, throughput
 //	broker-load e2e [flags]       paced produce + consume, end-to-end latency
 //	broker-load report FILE...    median table from --json result lines
+//	broker-load queue [flags]     native queue (or Redis) send, then receive+ack
+//	broker-load torture [flags]   start the broker binary and run kill -9
+//	                              loops, hostile frames and HTTP, a disk-full
+//	                              cycle against it (torture.go; TESTING.md)
 //
 // Every mode prints one result line: human readable, or one JSON object with
 // --json. A run that fails its checks (produce errors, consume read less than

@@ -178,7 +178,7 @@ func parseTortureFlags(args []string) (*tortureConfig, error) {
 	for _, name := range torturePhaseNames {
 		phaseDur[name] = fs.Duration(name+"-duration", 0, "duration of the "+name+" phase (0: its share of --duration)")
 	}
-	rssLimit := fs.String("rss-limit", "1GiB", "frames phase fails if the broker's peak RSS exceeds this (e.g. 512MiB, 2GiB)")
+	rssLimit := fs.String("rss-limit", "512MiB", "frames phase fails if the broker's peak RSS exceeds this (e.g. 512MiB, 2GiB)")
 	fs.Uint64Var(&cfg.seed, "seed", 0, "random seed (0: from the clock; printed in the report)")
 	fs.StringVar(&cfg.workDir, "work-dir", "", "directory for data directories and logs (default: a new temp dir, deleted unless --keep or a phase failed)")
 	fs.BoolVar(&cfg.keep, "keep", false, "keep the work directory")
@@ -445,7 +445,13 @@ func formatTortureReport(r *TortureReport) string {
 	}
 	fmt.Fprintf(&b, "### Torture run %s: %s\n\n", r.Started.Format("2006-01-02 15:04 UTC"), verdict)
 	fmt.Fprintf(&b, "- command: `%s` (seed %d)\n", r.Command, r.Seed)
-	fmt.Fprintf(&b, "- broker: %s; tree %s\n", strings.Join(strings.Fields(strings.ReplaceAll(r.Broker, "\n", ";")), " "), r.Commit)
+	var version []string
+	for _, line := range strings.Split(r.Broker, "\n") {
+		if line = strings.Join(strings.Fields(line), " "); line != "" {
+			version = append(version, line)
+		}
+	}
+	fmt.Fprintf(&b, "- broker: %s; tree %s\n", strings.Join(version, "; "), r.Commit)
 	fmt.Fprintf(&b, "- machine: %s, %d CPUs, %s; total %s\n\n", r.Host, r.CPUs, r.GoVersion, fmtSeconds(r.DurationSec))
 	b.WriteString("| phase | result | time | checks passed |\n|---|---|---:|---:|\n")
 	for _, p := range r.Phases {
