@@ -451,7 +451,11 @@ func formatTortureReport(r *TortureReport) string {
 			version = append(version, line)
 		}
 	}
-	fmt.Fprintf(&b, "- broker: %s; tree %s\n", strings.Join(version, "; "), r.Commit)
+	commit := r.Commit
+	if commit == "" {
+		commit = "unknown (not a git checkout)"
+	}
+	fmt.Fprintf(&b, "- broker: %s; tree %s\n", strings.Join(version, "; "), commit)
 	fmt.Fprintf(&b, "- machine: %s, %d CPUs, %s; total %s\n\n", r.Host, r.CPUs, r.GoVersion, fmtSeconds(r.DurationSec))
 	b.WriteString("| phase | result | time | checks passed |\n|---|---|---:|---:|\n")
 	for _, p := range r.Phases {
