@@ -59,6 +59,9 @@ func runHTTPPhase(ctx context.Context, env *tortureEnv, p *PhaseReport, d time.D
 		return fmt.Errorf("setup: %w", err)
 	}
 
+	pid := b.pid()
+	idleKiB, _ := procStatusKiB(pid, "VmRSS")
+	sampler := startRSSSampler(pid, 50*time.Millisecond)
 	stormCtx, stopStorm := context.WithTimeout(ctx, d)
 	defer stopStorm()
 	var (
@@ -68,6 +71,7 @@ func runHTTPPhase(ctx context.Context, env *tortureEnv, p *PhaseReport, d time.D
 		perKind   [10]atomic.Int64
 		requests  atomic.Int64
 		setupErrs atomic.Int64
+		setupErr  atomic.Value
 	)
 	var wg sync.WaitGroup
 	// Keep the targets in place: the storm deletes them now and then.
@@ -78,6 +82,7 @@ func runHTTPPhase(ctx context.Context, env *tortureEnv, p *PhaseReport, d time.D
 			sleepCtx(stormCtx, 2*time.Second)
 			if err := httpSetup(stormCtx, hc, base, ids); err != nil && stormCtx.Err() == nil {
 				setupErrs.Add(1)
+				setupErr.Store(err.Error())
 			}
 		}
 	}()
@@ -108,6 +113,11 @@ func runHTTPPhase(ctx context.Context, env *tortureEnv, p *PhaseReport, d time.D
 	}
 	wg.Wait()
 	aliveAfter := b.alive()
+	samples, peakKiB, endKiB := sampler.stop()
+	hwmKiB, _ := procStatusKiB(pid, "VmHWM")
+	peakKiB = max(peakKiB, hwmKiB)
+	p.RSS = &RSSReport{Samples: samples, IdleMiB: float64(idleKiB) / 1024, PeakMiB: float64(peakKiB) / 1024, EndMiB: float64(endKiB) / 1024,
+		HWMMiB: float64(hwmKiB) / 1024, LimitMiB: float64(env.cfg.rssLimit) / (1 << 20)}
 	// After the storm: health, and a queue round trip on a fresh queue.
 	st, _, herr := httpJSON(ctx, hc, "GET", base+"/healthz", nil)
 	roundTrip := httpRoundTrip(ctx, hc, base)
@@ -117,6 +127,11 @@ func runHTTPPhase(ctx context.Context, env *tortureEnv, p *PhaseReport, d time.D
 	}
 	p.count("requests", requests.Load())
 	p.count("target re-creation errors", setupErrs.Load())
+	if e := setupErr.Load(); e != nil {
+		// The storm deletes and changes the targets; a failed re-creation
+		// is expected now and then and is no invariant.
+		p.note("last target re-creation error: %.300s", e)
+	}
 	p.Statuses = statuses
 	fivexx := 0
 	for code, n := range statuses {
@@ -129,6 +144,8 @@ func runHTTPPhase(ctx context.Context, env *tortureEnv, p *PhaseReport, d time.D
 		p.note("5xx: %s", s)
 	}
 	p.check("broker alive through the storm", aliveAfter && b.alive(), "exit: %v", b.exitErr())
+	p.check("peak RSS under --rss-limit", peakKiB*1024 <= env.cfg.rssLimit, "peak %.0f MiB (idle %.0f MiB), limit %.0f MiB",
+		p.RSS.PeakMiB, p.RSS.IdleMiB, p.RSS.LimitMiB)
 	p.check("GET /healthz after the storm", herr == nil && st == 200, "status %d, %v", st, herr)
 	p.check("queue send, receive, ack after the storm", roundTrip == nil, "%v", roundTrip)
 	return nil
