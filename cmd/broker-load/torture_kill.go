@@ -220,6 +220,12 @@ func runKillPhase(ctx context.Context, env *tortureEnv, p *PhaseReport, d time.D
 	for _, n := range l.produceErrs {
 		produceErrs += n
 	}
+	for _, k := range topKinds(l.produceErrs, 3) {
+		p.note("produce error (outcome unknown): %s", k)
+	}
+	for _, k := range topKinds(l.httpErrs, 5) {
+		p.note("queue HTTP error: %s", k)
+	}
 	l.mu.Unlock()
 	lc := checkLog(acked, logRecs, ends)
 	p.count("records acknowledged", int64(lc.Acked))
@@ -564,4 +570,15 @@ func shortErr(err error) error {
 		}
 	}
 	return err
+}
+
+// topKinds lists the n most frequent error texts with their counts.
+func topKinds(m map[string]int, n int) []string {
+	keys := sortedKeys(m)
+	sort.SliceStable(keys, func(i, j int) bool { return m[keys[i]] > m[keys[j]] })
+	var out []string
+	for _, k := range keys[:min(n, len(keys))] {
+		out = append(out, fmt.Sprintf("%d x %.200s", m[k], k))
+	}
+	return out
 }
