@@ -158,7 +158,7 @@ func runKillPhase(ctx context.Context, env *tortureEnv, p *PhaseReport, d time.D
 	kills, stalls := 0, 0
 	var restartMax time.Duration
 	var loopErr error
-	for loopErr == nil && ctx.Err() == nil {
+	for loopErr == nil && ctx.Err() == nil && kills < 100_000 {
 		// Wait until this broker acknowledged something of each kind, so
 		// that every kill lands on a working broker under load.
 		k0, s0 := l.kafkaAcks.Load(), l.sendAcks.Load()
