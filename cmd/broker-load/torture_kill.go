@@ -490,8 +490,10 @@ func readTopicBack(ctx context.Context, addr, topic string) (map[int32]int64, ma
 		return nil, nil, err
 	}
 	defer cl.Close()
-	readCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
+	// Read until every partition reached its end offset, or until nothing
+	// new arrived for readBackIdle: then the checker reports what is
+	// missing as lost records or gaps.
+	const readBackIdle = 15 * time.Second
 	done := func() bool {
 		for p, end := range ends {
 			if n := len(out[p]); n > 0 && out[p][n-1].Offset+1 >= end {
@@ -503,14 +505,18 @@ func readTopicBack(ctx context.Context, addr, topic string) (map[int32]int64, ma
 		}
 		return true
 	}
-	for !done() {
-		fs := cl.PollFetches(readCtx)
-		if readCtx.Err() != nil {
-			return nil, nil, fmt.Errorf("reading %s back: %w (ends %v)", topic, readCtx.Err(), ends)
+	lastProgress := time.Now()
+	for !done() && time.Since(lastProgress) < readBackIdle {
+		pollCtx, cancel := context.WithTimeout(ctx, time.Second)
+		fs := cl.PollFetches(pollCtx)
+		cancel()
+		if ctx.Err() != nil {
+			return nil, nil, ctx.Err()
 		}
 		fs.EachRecord(func(r *kgo.Record) {
 			if r.Offset < ends[r.Partition] {
 				out[r.Partition] = append(out[r.Partition], loggedRecord{Partition: r.Partition, Offset: r.Offset, Value: string(r.Value)})
+				lastProgress = time.Now()
 			}
 		})
 	}
