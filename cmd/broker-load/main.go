@@ -8,6 +8,10 @@
 //	broker-load consume [flags]   read a topic from its start, verify, throughput
 //	broker-load e2e [flags]       paced produce + consume, end-to-end latency
 //	broker-load report FILE...    median table from --json result lines
+//	broker-load queue [flags]     native queue (or Redis) send, then receive+ack
+//	broker-load torture [flags]   start the broker binary and run kill -9
+//	                              loops, hostile frames and HTTP, a disk-full
+//	                              cycle against it (torture.go; TESTING.md)
 //
 // Every mode prints one result line: human readable, or one JSON object with
 // --json. A run that fails its checks (produce errors, consume read less than
@@ -36,6 +40,9 @@ MODE is one of:
   consume   N consumers read --topic from its start (direct assignment, no group)
   e2e       produce at --rate records/s while consuming; end-to-end latency
   report    read --json result lines from files and print a median table
+  queue     native queue send then receive+ack (ours over HTTP, or Redis)
+  torture   start the broker binary and run kill -9 loops, hostile frames,
+            hostile HTTP and a disk-full cycle against it; prints a report
 
 Run "broker-load MODE -h" for the flags of a mode.
 `
@@ -48,6 +55,9 @@ func main() {
 	mode, args := os.Args[1], os.Args[2:]
 	if mode == "queue" {
 		os.Exit(runQueueMode(args))
+	}
+	if mode == "torture" {
+		os.Exit(runTortureMode(args))
 	}
 	if mode == "report" {
 		if err := runReport(os.Stdout, args); err != nil {
