@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -50,12 +51,20 @@ func transactionsCommand() *cli.Command {
 			},
 			{
 				Name:      "abort",
-				Usage:     "fence the producer of a transactional ID and abort its open transaction",
-				ArgsUsage: "TRANSACTIONAL-ID...",
-				Description: "Bumps the producer epoch of each ID (InitProducerId with producer ID -1, as\n" +
-					"Admin.fenceProducers does): an open transaction is aborted and the current producer\n" +
-					"is fenced; it must re-initialize to produce again.\n" + transactionsExitCodes,
-				Flags:  flags(),
+				Usage:     "fence the producer of a transactional ID and abort its open transaction, or end a hanging transaction on one partition",
+				ArgsUsage: "TRANSACTIONAL-ID... | --topic T --partition P --start-offset O",
+				Description: "With transactional IDs: bumps the producer epoch of each ID (InitProducerId with\n" +
+					"producer ID -1, as Admin.fenceProducers does): an open transaction is aborted and\n" +
+					"the current producer is fenced; it must re-initialize to produce again.\n" +
+					"With --topic, --partition and --start-offset (as kafka-transactions abort): finds the\n" +
+					"producer whose open transaction on that partition starts at that offset\n" +
+					"(DescribeProducers) and writes an ABORT marker there (WriteTxnMarkers), for a\n" +
+					"transaction that holds the partition's last stable offset back.\n" + transactionsExitCodes,
+				Flags: flags(
+					&cli.StringFlag{Name: "topic", Usage: "partition mode: the topic of the hanging transaction"},
+					&cli.IntFlag{Name: "partition", Value: -1, Usage: "partition mode: its partition"},
+					&cli.Int64Flag{Name: "start-offset", Value: -1, Usage: "partition mode: the first offset of the transaction (describe the partition's producers to find it)"},
+				),
 				Action: transactionsAbort,
 			},
 		},
@@ -199,6 +208,9 @@ func transactionsDescribe(cCtx *cli.Context) error {
 }
 
 func transactionsAbort(cCtx *cli.Context) error {
+	if cCtx.IsSet("topic") || cCtx.IsSet("partition") || cCtx.IsSet("start-offset") {
+		return transactionsAbortPartition(cCtx)
+	}
 	ids, err := transactionsNamed(cCtx)
 	if err != nil {
 		return err
@@ -234,5 +246,78 @@ func transactionsAbort(cCtx *cli.Context) error {
 		}
 		fmt.Fprintf(cCtx.App.Writer, "transactional ID %s fenced: producer id %d now at epoch %d; any open transaction was aborted\n", id, resp.ProducerID, resp.ProducerEpoch)
 	}
+	return nil
+}
+
+// transactionsAbortPartition ends the open transaction that starts at
+// --start-offset on one partition with an ABORT marker, as
+// kafka-transactions abort does (KIP-664).
+func transactionsAbortPartition(cCtx *cli.Context) error {
+	topic, partition, start := cCtx.String("topic"), cCtx.Int("partition"), cCtx.Int64("start-offset")
+	switch {
+	case cCtx.Args().Present():
+		return usageErrorf("broker transactions abort: give transactional IDs or --topic/--partition/--start-offset, not both")
+	case topic == "" || partition < 0 || start < 0:
+		return usageErrorf("broker transactions abort: --topic, --partition and --start-offset go together (a topic, a partition >= 0, an offset >= 0)")
+	}
+	cl, ctx, done, err := transactionsClient(cCtx)
+	if err != nil {
+		return err
+	}
+	defer done()
+	dreq := kmsg.NewPtrDescribeProducersRequest()
+	dt := kmsg.NewDescribeProducersRequestTopic()
+	dt.Topic, dt.Partitions = topic, []int32{int32(partition)}
+	dreq.Topics = append(dreq.Topics, dt)
+	dresp, err := dreq.RequestWith(ctx, cl)
+	if errors.Is(err, kerr.UnknownTopicOrPartition) {
+		return &exitError{code: exitNotFound, err: fmt.Errorf("partition %s-%d not found (nothing was aborted)", topic, partition)}
+	}
+	if err != nil {
+		return groupsError("describing the producers of "+topic, err)
+	}
+	if len(dresp.Topics) != 1 || len(dresp.Topics[0].Partitions) != 1 {
+		return fmt.Errorf("describing the producers of %s-%d: malformed answer", topic, partition)
+	}
+	dp := dresp.Topics[0].Partitions[0]
+	if err := kerr.ErrorForCode(dp.ErrorCode); err != nil {
+		if dp.ErrorCode == kerr.UnknownTopicOrPartition.Code {
+			return &exitError{code: exitNotFound, err: fmt.Errorf("partition %s-%d not found (nothing was aborted)", topic, partition)}
+		}
+		return groupsError(fmt.Sprintf("describing the producers of %s-%d", topic, partition), err)
+	}
+	var prod *kmsg.DescribeProducersResponseTopicPartitionActiveProducer
+	for i, ap := range dp.ActiveProducers {
+		if ap.CurrentTxnStartOffset == start {
+			prod = &dp.ActiveProducers[i]
+		}
+	}
+	if prod == nil {
+		return &exitError{code: exitNotFound, err: fmt.Errorf("no open transaction starts at offset %d of %s-%d (nothing was aborted); list the partition's producers to find the start offset", start, topic, partition)}
+	}
+	req := kmsg.NewPtrWriteTxnMarkersRequest()
+	m := kmsg.NewWriteTxnMarkersRequestMarker()
+	m.ProducerID, m.ProducerEpoch, m.Committed, m.CoordinatorEpoch = prod.ProducerID, int16(prod.ProducerEpoch), false, prod.CoordinatorEpoch
+	mt := kmsg.NewWriteTxnMarkersRequestMarkerTopic()
+	mt.Topic, mt.Partitions = topic, []int32{int32(partition)}
+	m.Topics = append(m.Topics, mt)
+	req.Markers = append(req.Markers, m)
+	// The marker goes to the partition's leader: the broker named, here.
+	resp, err := req.RequestWith(ctx, cl)
+	if err == nil {
+		for _, rm := range resp.Markers {
+			for _, rt := range rm.Topics {
+				for _, rp := range rt.Partitions {
+					if err == nil {
+						err = kerr.ErrorForCode(rp.ErrorCode)
+					}
+				}
+			}
+		}
+	}
+	if err != nil {
+		return groupsError(fmt.Sprintf("aborting the transaction at %s-%d offset %d", topic, partition, start), err)
+	}
+	fmt.Fprintf(cCtx.App.Writer, "aborted the transaction of producer id %d (epoch %d) on %s-%d starting at offset %d\n", prod.ProducerID, prod.ProducerEpoch, topic, partition, start)
 	return nil
 }

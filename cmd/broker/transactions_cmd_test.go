@@ -51,6 +51,13 @@ func TestTransactionsCommand(t *testing.T) {
 	expect(3, "not found", "describe", "no-such-txn")
 	expect(3, "not found", "abort", "no-such-txn")
 	expect(2, "at least one", "abort")
+	// Partition mode (kafka-transactions abort): the transaction starts at 0.
+	expect(2, "go together", "abort", "--topic", "txn-topic")
+	expect(2, "not both", "abort", "--topic", "txn-topic", "--partition", "0", "--start-offset", "0", "cli-txn")
+	expect(3, "no open transaction starts at offset 5", "abort", "--topic", "txn-topic", "--partition", "0", "--start-offset", "5")
+	expect(3, "not found", "abort", "--topic", "no-such-topic", "--partition", "0", "--start-offset", "0")
+	expect(0, "aborted the transaction of producer id", "abort", "--topic", "txn-topic", "--partition", "0", "--start-offset", "0")
+	expect(3, "no open transaction starts at offset 0", "abort", "--topic", "txn-topic", "--partition", "0", "--start-offset", "0")
 	expect(0, "any open transaction was aborted", "abort", "cli-txn")
 	expect(0, "State: Empty", "describe", "cli-txn") // fenced: a new epoch, no transaction
 	if err := cl.EndTransaction(ctx, kgo.TryCommit); err == nil {
