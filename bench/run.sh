@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# bench/run.sh — Kafka produce/consume benchmark: our broker vs kfake.
+# bench/run.sh — Kafka produce/consume benchmark: our broker vs kfake and
+# Apache Kafka.
 #
 # Builds cmd/broker, bench/kfake-server and cmd/broker-load into a temp dir,
-# then for each run (default 3) and each target (ours, kfake): starts the
+# then for each run (default 3) and each target (ours, kfake; kafka and
+# kafka-flush are Apache Kafka 4.2 from compat-tests/reference, with its
+# defaults (no fsync) and with flush.messages=1 (an fsync per append, our
+# durability), once its jars are fetched, see README): starts the
 # target on a free 127.0.0.1 port with a fresh data dir, waits until it
 # answers, runs the suite, stops it and deletes its data. Prints a markdown
 # table of medians and keeps raw JSON lines in bench/results/ (gitignored).
@@ -14,7 +18,7 @@
 #   consume  read back everything produced, verified (throughput, CPU/GB)
 #   e2e      E2E_RATE records/s for E2E_DURATION with linger 0 (latency)
 #
-# Usage: bench/run.sh [-n RUNS] [-t "ours kfake"]
+# Usage: bench/run.sh [-n RUNS] [-t "ours kfake kafka kafka-flush"]
 # Environment overrides: RUNS TARGETS PARTITIONS PRODUCE_RECORDS
 #   PRODUCE_MAX_DURATION E2E_DURATION E2E_RATE RESULTS_DIR
 # All traffic stays on 127.0.0.1. Each step is bounded by --timeout.
@@ -66,7 +70,14 @@ for target in $TARGETS; do
 		fi
 		;;
 	kfake) BUILT_TARGETS+=" kfake" ;;
-	*) log "unknown target $target (want ours or kfake)"; exit 2 ;;
+	kafka | kafka-flush)
+		if ls "$ROOT"/compat-tests/reference/target/lib/kafka_2.13-*.jar >/dev/null 2>&1; then
+			BUILT_TARGETS+=" $target"
+		else
+			log "WARNING: Apache Kafka's jars are missing; skipping target $target (mvn -B -q -f compat-tests/reference/pom.xml dependency:copy-dependencies -DoutputDirectory=target/lib)"
+		fi
+		;;
+	*) log "unknown target $target (want ours, kfake, kafka or kafka-flush)"; exit 2 ;;
 	esac
 done
 
@@ -107,15 +118,24 @@ start_target() {
 		"$WORK/kfake-server" --port "$port" --data-dir "$data" --sync=true \
 			--log-level warn >"$logfile" 2>&1 &
 		;;
+	kafka | kafka-flush)
+		# run-kafka.sh formats the directory, then execs the JVM: the PID is
+		# the broker's. KRaft's controller listener takes a second port.
+		local extra=()
+		[[ $target == kafka-flush ]] && extra=(flush.messages=1)
+		KAFKA_REFERENCE_HEAP=-Xmx2g "$ROOT/compat-tests/reference/run-kafka.sh" "$data" "$port" "$(free_port)" \
+			"${extra[@]}" >"$logfile" 2>&1 &
+		;;
 	esac
 	TARGET_PID=$!
 }
 
 # wait_ready PORT: until the Kafka port accepts connections and, if kcat is
-# installed, answers a Metadata request; at most 30 s.
+# installed, answers a Metadata request; at most 90 s (a JVM broker takes
+# 10-20 s on two cores).
 wait_ready() {
 	local port=$1
-	for _ in $(seq 1 300); do
+	for _ in $(seq 1 900); do
 		if ! kill -0 "$TARGET_PID" 2>/dev/null; then
 			return 1
 		fi
