@@ -20,6 +20,13 @@ import (
 // store in a temp dir.
 func startTestServer(t *testing.T) (*Server, string) {
 	t.Helper()
+	return startTestServerConfig(t, Config{})
+}
+
+// startTestServerConfig is startTestServer with cfg (Logger, NodeID and
+// AdvertisedAddr are filled in).
+func startTestServerConfig(t *testing.T, cfg Config) (*Server, string) {
+	t.Helper()
 	store, err := pebblestore.Open(t.TempDir(), pebblestore.Options{Logger: zerolog.Nop(), MemTableSize: 4 << 20, CacheSize: 8 << 20})
 	if err != nil {
 		t.Fatal(err)
@@ -32,7 +39,8 @@ func startTestServer(t *testing.T) (*Server, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := NewServer(Config{Logger: zerolog.Nop(), NodeID: 1, AdvertisedAddr: ln.Addr().String()}, tm)
+	cfg.Logger, cfg.NodeID, cfg.AdvertisedAddr = zerolog.Nop(), 1, ln.Addr().String()
+	s, err := NewServer(cfg, tm)
 	if err != nil {
 		t.Fatal(err)
 	}
