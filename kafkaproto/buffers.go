@@ -62,9 +62,11 @@ const bodyGrowth = 4
 // readBody reads a frame body of size bytes from r. The buffer starts at
 // min(size, initialBodyBytes) and grows by bodyGrowth only when it is full,
 // so a peer that claims a large frame and sends little costs a small
-// multiple of what it sent, not the size it claimed. The result has length
-// size and comes from the buffer pool.
-func readBody(r io.Reader, size int) ([]byte, error) {
+// multiple of what it sent, not the size it claimed. beforeGrow, if not
+// nil, runs once, when the first buffer is full and must grow (that is,
+// only for frames larger than it); its error ends the read. The result has
+// length size and comes from the buffer pool.
+func readBody(r io.Reader, size int, beforeGrow func() error) ([]byte, error) {
 	buf := getBuffer(min(size, initialBodyBytes))
 	buf = buf[:min(cap(buf), size)]
 	n := 0
@@ -80,6 +82,13 @@ func readBody(r io.Reader, size int) ([]byte, error) {
 		}
 		if n == size {
 			return buf, nil
+		}
+		if beforeGrow != nil {
+			if err := beforeGrow(); err != nil {
+				putBuffer(buf)
+				return nil, err
+			}
+			beforeGrow = nil
 		}
 		next := getBuffer(min(size, bodyGrowth*cap(buf)))
 		next = next[:min(cap(next), size)]

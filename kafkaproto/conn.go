@@ -152,6 +152,9 @@ func (c *conn) endRequest(reserved int64) {
 // errFrame marks a request that is not a well-formed frame.
 var errFrame = errors.New("malformed request")
 
+// errStopped ends a read that stopReading interrupted.
+var errStopped = errors.New("connection stopped reading")
+
 func (c *conn) readLoop() {
 	defer close(c.replies)
 	defer close(c.readDone)
@@ -183,24 +186,38 @@ func (c *conn) readLoop() {
 			c.s.metrics.badRequests.Inc()
 			return
 		}
-		// Reserve the claimed size from the broker-wide budget before
-		// reading the body; while it is exhausted nothing more is read from
-		// this socket. Waiting is not the peer's fault: the frame deadline
-		// starts again once the memory is granted.
-		reserved := int64(size)
-		if !c.s.memory.acquire(reserved, c.stop) {
-			return
+		// Reserve the claimed size from the broker-wide budget, all or
+		// nothing, before the frame can cost more than initialBodyBytes:
+		// small frames before their body is read, larger ones once their
+		// first initialBodyBytes have arrived (so a peer that claims 100 MiB
+		// and sends 4 KiB reserves nothing). While the budget is used up
+		// nothing more is read from this socket. Waiting is not the peer's
+		// fault: the frame deadline starts again once memory is granted.
+		var reserved int64
+		reserve := func() error {
+			if !c.s.memory.acquire(int64(size), c.stop) {
+				return errStopped
+			}
+			reserved = int64(size)
+			if !c.armFrame() {
+				return errStopped
+			}
+			return nil
 		}
-		if !c.armFrame() {
-			c.s.memory.release(reserved)
-			return
+		if int(size) <= initialBodyBytes {
+			if err := reserve(); err != nil {
+				c.s.memory.release(reserved)
+				return
+			}
 		}
 		// The buffer grows as bytes arrive: a peer claiming 100 MiB and
 		// sending 4 KiB costs 64 KiB, not 100 MiB.
-		body, err := readBody(br, int(size))
+		body, err := readBody(br, int(size), reserve)
 		if err != nil {
 			c.s.memory.release(reserved)
-			c.logReadEnd(err)
+			if !errors.Is(err, errStopped) {
+				c.logReadEnd(err)
+			}
 			return
 		}
 		r, err := c.decode(body)

@@ -8,17 +8,25 @@ import (
 // requestMemory is the broker-wide budget for the bytes of requests being
 // read and queued (Kafka queued.max.request.bytes, but always on).
 //
-// A connection reserves a frame's claimed size after reading the 4-byte
-// size and before reading the body, and gives the reservation back once the
-// request's reply has been written (or dropped): kmsg's decoders alias the
-// body (Produce records, group protocol metadata, ...), so the bytes may be
-// referenced until then. While the budget is exhausted, readers wait and
-// read nothing more from their sockets; that is the back pressure.
+// A connection reserves a frame's whole claimed size, all or nothing,
+// before the frame costs more than initialBodyBytes: a frame of at most
+// initialBodyBytes before its body is read, a larger one once its first
+// initialBodyBytes have arrived. So a peer claiming 100 MiB and sending
+// 4 KiB holds no reservation, and memory outside the budget is at most
+// initialBodyBytes per connection (as its bufio buffers). The reservation is
+// given back once the request's reply has been written (or dropped): kmsg's
+// decoders alias the body (Produce records, group protocol metadata, ...),
+// so the bytes may be referenced until then. While the budget is
+// exhausted, readers wait and read nothing more from their sockets; that is
+// the back pressure.
 //
 // Invariants:
 //   - used <= capacity, always; a reservation larger than capacity is never
 //     granted (callers refuse frames above max-request-bytes first, and
 //     capacity >= max-request-bytes is validated in the configuration).
+//   - A reader holds no reservation for the frame it waits for: waiters
+//     hold nothing partial, so the head of the queue always fits once the
+//     granted reservations are released.
 //   - Grants are first come, first served: a waiter is granted only when
 //     every earlier waiter was. So a frame of max-request-bytes cannot be
 //     starved by a stream of small frames: it waits at most until the

@@ -140,7 +140,7 @@ func (o *offerRecorder) Read(p []byte) (int, error) {
 func TestReadBodyGrowsWithArrivedBytes(t *testing.T) {
 	for _, sent := range []int{4 << 10, 100 << 10, 1<<20 + 1, 3 << 20} {
 		rec := &offerRecorder{r: bytes.NewReader(make([]byte, sent))}
-		_, err := readBody(rec, 100<<20)
+		_, err := readBody(rec, 100<<20, nil)
 		if !errors.Is(err, io.ErrUnexpectedEOF) {
 			t.Fatalf("sent %d of 100 MiB: err %v, want unexpected EOF", sent, err)
 		}
@@ -164,9 +164,13 @@ func TestReadBodyContents(t *testing.T) {
 			"whole": bytes.NewReader(want),
 			"half":  iotest.HalfReader(bytes.NewReader(want)),
 		} {
-			got, err := readBody(r, size)
+			calls := 0
+			got, err := readBody(r, size, func() error { calls++; return nil })
 			if err != nil {
 				t.Fatalf("size %d %s: %v", size, name, err)
+			}
+			if want := btoi(size > initialBodyBytes); calls != want {
+				t.Fatalf("size %d %s: beforeGrow ran %d times, want %d", size, name, calls, want)
 			}
 			if !bytes.Equal(got, want) {
 				t.Fatalf("size %d %s: body differs", size, name)
@@ -174,7 +178,7 @@ func TestReadBodyContents(t *testing.T) {
 			putBuffer(got)
 		}
 	}
-	if _, err := readBody(bytes.NewReader(nil), 100); err != io.EOF {
+	if _, err := readBody(bytes.NewReader(nil), 100, nil); err != io.EOF {
 		t.Fatalf("empty input: err %v, want EOF", err)
 	}
 }
@@ -199,7 +203,7 @@ func BenchmarkReadBody(b *testing.B) {
 						}
 					} else {
 						var err error
-						if body, err = readBody(r, size); err != nil {
+						if body, err = readBody(r, size, nil); err != nil {
 							b.Fatal(err)
 						}
 					}
@@ -208,6 +212,13 @@ func BenchmarkReadBody(b *testing.B) {
 			})
 		}
 	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func byteSizeName(n int) string {
@@ -241,13 +252,27 @@ func apiVersionsFrame(corr int32) []byte {
 // waiting request is served. Shutdown stops a reader waiting for memory.
 func TestServerStopsReadingWhenMemoryExhausted(t *testing.T) {
 	s, addr := startTestServerConfig(t, Config{MaxRequestBytes: 1 << 20, QueuedMaxRequestBytes: 1 << 20})
+	// A liar claiming the largest frame and sending 4 KiB reserves nothing.
+	liar, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer liar.Close()
+	if _, err := liar.Write(append(binary.BigEndian.AppendUint32(nil, 1<<20), make([]byte, 4096)...)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if u := s.memory.inUse.Load(); u != 0 {
+		t.Fatalf("a claimed frame with 4 KiB sent reserved %d bytes", u)
+	}
 	holder, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer holder.Close()
+	// The claimed size is reserved once the first initialBodyBytes arrive.
 	hdr := binary.BigEndian.AppendUint32(nil, 1<<20)
-	if _, err := holder.Write(append(hdr, make([]byte, 4096)...)); err != nil {
+	if _, err := holder.Write(append(hdr, make([]byte, initialBodyBytes+4096)...)); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, func() bool { return s.memory.inUse.Load() == 1<<20 })
@@ -279,7 +304,7 @@ func TestServerStopsReadingWhenMemoryExhausted(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer holder2.Close()
-	if _, err := holder2.Write(append(hdr, 1)); err != nil {
+	if _, err := holder2.Write(append(hdr, make([]byte, initialBodyBytes+1)...)); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, func() bool { return s.memory.inUse.Load() == 1<<20 })

@@ -266,7 +266,8 @@ var configKeys = append([]configKey{
 		"memory for Kafka requests being read or waiting for their replies, all connections together (Kafka queued.max.request.bytes); 0 derives it from memory",
 		"0 means min(1/8 of the machine's or the container's memory, 1GiB), and at least\n"+
 			"max-request-bytes; the value chosen is logged at start. Each request reserves its\n"+
-			"claimed size before its body is read and gives it back once its reply is written;\n"+
+			"claimed size before more than 64KiB of it is read (buffers grow as bytes arrive)\n"+
+			"and gives it back once its reply is written;\n"+
 			"while the budget is used up the broker stops reading from client sockets (back\n"+
 			"pressure) instead of allocating more. Must be at least max-request-bytes, so that a\n"+
 			"request of the largest size can always be read. Metrics:\n"+
