@@ -63,8 +63,8 @@ type conn struct {
 	// deadline always matches the state:
 	//   - stopped: now (Shutdown); nothing moves it later.
 	//   - inFrame (the first byte of a frame has been read):
-	//     request-read-timeout after that byte, or after the frame's memory
-	//     was granted if the reader had to wait for it.
+	//     request-read-timeout after that byte, plus the time the reader
+	//     waited for the frame's memory.
 	//   - otherwise, outstanding == 0: connections-max-idle after the last
 	//     byte read or the last reply written, whichever is later.
 	//   - otherwise (replies outstanding, e.g. a long poll): none; the
@@ -116,16 +116,16 @@ func (c *conn) armIdle() bool {
 	return true
 }
 
-// armFrame (re)starts the deadline for completing the current frame. It
-// returns false once stopReading was called.
-func (c *conn) armFrame() bool {
+// armFrame sets the deadline for completing the current frame. It returns
+// false once stopReading was called.
+func (c *conn) armFrame(deadline time.Time) bool {
 	c.dl.Lock()
 	defer c.dl.Unlock()
 	if c.dl.stopped {
 		return false
 	}
 	c.dl.inFrame = true
-	_ = c.nc.SetReadDeadline(time.Now().Add(c.s.cfg.RequestReadTimeout))
+	_ = c.nc.SetReadDeadline(deadline)
 	return true
 }
 
@@ -170,8 +170,9 @@ func (c *conn) readLoop() {
 			return
 		}
 		// From its first byte on, the frame must be complete within
-		// request-read-timeout.
-		if !c.armFrame() {
+		// request-read-timeout (plus any time spent waiting for memory).
+		frameDeadline := time.Now().Add(c.s.cfg.RequestReadTimeout)
+		if !c.armFrame(frameDeadline) {
 			return
 		}
 		sizeBuf[0] = first
@@ -192,15 +193,19 @@ func (c *conn) readLoop() {
 		// first initialBodyBytes have arrived (so a peer that claims 100 MiB
 		// and sends 4 KiB reserves nothing). While the budget is used up
 		// nothing more is read from this socket. Waiting is not the peer's
-		// fault: the frame deadline starts again once memory is granted.
+		// fault: the frame deadline moves by the time waited.
 		var reserved int64
 		reserve := func() error {
+			start := time.Now()
 			if !c.s.memory.acquire(int64(size), c.stop) {
 				return errStopped
 			}
 			reserved = int64(size)
-			if !c.armFrame() {
-				return errStopped
+			if waited := time.Since(start); waited > time.Millisecond {
+				frameDeadline = frameDeadline.Add(waited)
+				if !c.armFrame(frameDeadline) {
+					return errStopped
+				}
 			}
 			return nil
 		}

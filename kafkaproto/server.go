@@ -55,8 +55,8 @@ type Config struct {
 	// for this long; default 10 minutes.
 	ConnectionsMaxIdle time.Duration
 	// RequestReadTimeout closes a connection whose frame is not complete
-	// this long after its first byte (or after its memory was granted);
-	// default 30 seconds.
+	// this long after its first byte, not counting time spent waiting for
+	// request memory; default 30 seconds.
 	RequestReadTimeout time.Duration
 	// MaxPartitionsPerRequest bounds the topic-partitions one request may
 	// name; default 100000.
@@ -206,8 +206,8 @@ func (s *Server) Serve(ln net.Listener) error {
 // remoteIP is the address connections are counted by: the peer's IP, with
 // IPv4-mapped IPv6 addresses unmapped.
 func remoteIP(nc net.Conn) netip.Addr {
-	if ap, err := netip.ParseAddrPort(nc.RemoteAddr().String()); err == nil {
-		return ap.Addr().Unmap()
+	if ta, ok := nc.RemoteAddr().(*net.TCPAddr); ok {
+		return ta.AddrPort().Addr().Unmap()
 	}
 	return netip.Addr{} // not TCP (tests): all such connections share one count
 }
