@@ -13,7 +13,10 @@ package kafkaproto
 //   - min_bytes / max_wait_ms: when fewer than min_bytes are available the
 //     request waits on the partitions' high watermarks, up to max_wait_ms,
 //     and answers as soon as enough arrives or an error appears.
-//   - Incremental fetch sessions (KIP-227): see fetch_sessions.go.
+//   - Incremental fetch sessions (KIP-227): see fetch_sessions.go. A session
+//     holds at most max-partitions-per-request partitions; an incremental
+//     request that would grow it past that evicts it and is answered
+//     FETCH_SESSION_ID_NOT_FOUND (the client starts a new session).
 //   - current_leader_epoch (v9+, KIP-320): the only epoch is 0; a larger one
 //     gets UNKNOWN_LEADER_EPOCH, a smaller non-negative one FENCED_LEADER_EPOCH.
 //   - read_committed (isolation level 1, KIP-98): batches stop at the last
@@ -131,6 +134,23 @@ func (s *Server) planFetch(req *kmsg.FetchRequest) (items []*fetchItem, sess *fe
 			for _, p := range ft.Partitions {
 				sess.forget(s.fetchKey(req.Version, ft.Topic, ft.TopicID, p))
 			}
+		}
+		// Incremental requests add partitions to the session; without a
+		// bound a client could grow one session forever, 100000 partitions
+		// (of any names) per request. A session may hold what one full
+		// request may name; past that it is evicted and the client starts
+		// a new one with a full request.
+		added := 0
+		for _, rt := range req.Topics {
+			for _, rp := range rt.Partitions {
+				if _, ok := sess.index[s.fetchKey(req.Version, rt.Topic, rt.TopicID, rp.Partition)]; !ok {
+					added++
+				}
+			}
+		}
+		if len(sess.parts)+added > s.cfg.MaxPartitionsPerRequest {
+			s.sessions.remove(sess.id)
+			return nil, nil, false, kerr.FetchSessionIDNotFound.Code
 		}
 	}
 	for _, rt := range req.Topics {

@@ -28,6 +28,7 @@ package kafkaproto
 //     v9: skip_assignment for a static leader rejoining (KIP-814).
 
 import (
+	"bytes"
 	"net"
 	"time"
 
@@ -63,7 +64,11 @@ func (s *Server) handleJoinGroup(r *request) (reply, error) {
 	}
 	jr.Protocols = make([]groups.Protocol, len(req.Protocols))
 	for i, p := range req.Protocols {
-		jr.Protocols[i] = groups.Protocol{Name: p.Name, Metadata: p.Metadata}
+		// Copied: kmsg's Metadata aliases the request body, which the group
+		// would otherwise keep alive whole (up to max-request-bytes, while
+		// the metadata is bounded at 1 MiB) for as long as the member lives,
+		// after its request memory was released.
+		jr.Protocols[i] = groups.Protocol{Name: p.Name, Metadata: bytes.Clone(p.Metadata)}
 	}
 	fut := s.cfg.Groups.Join(jr, s.now())
 	finish := func() {

@@ -20,6 +20,8 @@ package kafkaproto
 //     request and the response (KIP-559).
 
 import (
+	"bytes"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/vibemq/broker/groups"
@@ -44,7 +46,9 @@ func (s *Server) handleSyncGroup(r *request) (reply, error) {
 		ProtocolName: req.Protocol,
 	}
 	for _, a := range req.GroupAssignment {
-		sr.Assignments = append(sr.Assignments, groups.MemberAssignment{MemberID: a.MemberID, Assignment: a.MemberAssignment})
+		// Copied: kmsg's MemberAssignment aliases the request body, which
+		// the group would otherwise keep alive whole (see JoinGroup).
+		sr.Assignments = append(sr.Assignments, groups.MemberAssignment{MemberID: a.MemberID, Assignment: bytes.Clone(a.MemberAssignment)})
 	}
 	fut := s.cfg.Groups.Sync(sr, s.now())
 	finish := func() {

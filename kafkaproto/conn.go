@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
+	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -30,6 +32,11 @@ type queued struct {
 	version int16
 	key     int16
 	reply   reply
+	// reserved is the request memory (Server.memory) held for the
+	// request's body; the writer releases it once the reply is written or
+	// dropped, when nothing can refer to the body any more (kmsg's
+	// decoders alias the body: Produce records, group protocol metadata).
+	reserved int64
 }
 
 // conn is one client connection: a reader goroutine that decodes requests
@@ -39,30 +46,114 @@ type queued struct {
 type conn struct {
 	s       *Server
 	nc      net.Conn
+	ip      netip.Addr // counted in Server.perIP until the connection ends
 	log     zerolog.Logger
 	replies chan queued
 	// readDone is closed when the reader stops: the client closed the
 	// connection, sent bytes we refuse, or the server is shutting down.
 	// Replies still waiting (long polls) give up then.
 	readDone chan struct{}
-}
+	// stop is closed by stopReading: a reader waiting for request memory
+	// gives up.
+	stop     chan struct{}
+	stopOnce sync.Once
 
-func newConn(s *Server, nc net.Conn) *conn {
-	return &conn{
-		s:        s,
-		nc:       nc,
-		log:      s.log.With().Str("remote", nc.RemoteAddr().String()).Logger(),
-		replies:  make(chan queued, s.cfg.MaxInflightRequests),
-		readDone: make(chan struct{}),
+	// dl decides the read deadline. The reader, the writer and Shutdown
+	// all set it, so every SetReadDeadline happens under dl, and the
+	// deadline always matches the state:
+	//   - stopped: now (Shutdown); nothing moves it later.
+	//   - inFrame (the first byte of a frame has been read):
+	//     request-read-timeout after that byte, plus the time the reader
+	//     waited for the frame's memory.
+	//   - otherwise, outstanding == 0: connections-max-idle after the last
+	//     byte read or the last reply written, whichever is later.
+	//   - otherwise (replies outstanding, e.g. a long poll): none; the
+	//     writer arms the idle deadline when the last reply is written.
+	dl struct {
+		sync.Mutex
+		stopped     bool
+		inFrame     bool
+		outstanding int // requests dispatched whose replies are not written
 	}
 }
 
-// stopReading makes the reader return at its next read; in-flight replies
-// are still written.
-func (c *conn) stopReading() { _ = c.nc.SetReadDeadline(time.Now()) }
+func newConn(s *Server, nc net.Conn, ip netip.Addr) *conn {
+	return &conn{
+		s:        s,
+		nc:       nc,
+		ip:       ip,
+		log:      s.log.With().Str("remote", nc.RemoteAddr().String()).Logger(),
+		replies:  make(chan queued, s.cfg.MaxInflightRequests),
+		readDone: make(chan struct{}),
+		stop:     make(chan struct{}),
+	}
+}
+
+// stopReading makes the reader return at its next read (or while it waits
+// for request memory); in-flight replies are still written.
+func (c *conn) stopReading() {
+	c.dl.Lock()
+	c.dl.stopped = true
+	_ = c.nc.SetReadDeadline(time.Now())
+	c.dl.Unlock()
+	c.stopOnce.Do(func() { close(c.stop) })
+}
+
+// armIdle arms the idle deadline before the first byte of a request. It
+// returns false once stopReading was called.
+func (c *conn) armIdle() bool {
+	c.dl.Lock()
+	defer c.dl.Unlock()
+	if c.dl.stopped {
+		return false
+	}
+	c.dl.inFrame = false
+	var deadline time.Time
+	if c.dl.outstanding == 0 {
+		deadline = time.Now().Add(c.s.cfg.ConnectionsMaxIdle)
+	}
+	_ = c.nc.SetReadDeadline(deadline)
+	return true
+}
+
+// armFrame sets the deadline for completing the current frame. It returns
+// false once stopReading was called.
+func (c *conn) armFrame(deadline time.Time) bool {
+	c.dl.Lock()
+	defer c.dl.Unlock()
+	if c.dl.stopped {
+		return false
+	}
+	c.dl.inFrame = true
+	_ = c.nc.SetReadDeadline(deadline)
+	return true
+}
+
+// beginRequest counts a request whose reply the writer will handle.
+func (c *conn) beginRequest() {
+	c.dl.Lock()
+	c.dl.outstanding++
+	c.dl.Unlock()
+}
+
+// endRequest runs on the writer once a reply is written or dropped: it
+// releases the request's memory and, when it was the last outstanding reply
+// and the reader waits for a new request, arms the idle deadline.
+func (c *conn) endRequest(reserved int64) {
+	c.s.memory.release(reserved)
+	c.dl.Lock()
+	c.dl.outstanding--
+	if c.dl.outstanding == 0 && !c.dl.inFrame && !c.dl.stopped {
+		_ = c.nc.SetReadDeadline(time.Now().Add(c.s.cfg.ConnectionsMaxIdle))
+	}
+	c.dl.Unlock()
+}
 
 // errFrame marks a request that is not a well-formed frame.
 var errFrame = errors.New("malformed request")
+
+// errStopped ends a read that stopReading interrupted.
+var errStopped = errors.New("connection stopped reading")
 
 func (c *conn) readLoop() {
 	defer close(c.replies)
@@ -70,44 +161,99 @@ func (c *conn) readLoop() {
 	br := bufio.NewReaderSize(c.nc, 64<<10)
 	var sizeBuf [4]byte
 	for {
-		if _, err := io.ReadFull(br, sizeBuf[:]); err != nil {
+		if !c.armIdle() {
+			return
+		}
+		first, err := br.ReadByte()
+		if err != nil {
+			c.logReadEnd(err)
+			return
+		}
+		// From its first byte on, the frame must be complete within
+		// request-read-timeout (plus any time spent waiting for memory).
+		frameDeadline := time.Now().Add(c.s.cfg.RequestReadTimeout)
+		if !c.armFrame(frameDeadline) {
+			return
+		}
+		sizeBuf[0] = first
+		if _, err := io.ReadFull(br, sizeBuf[1:]); err != nil {
 			c.logReadEnd(err)
 			return
 		}
 		size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
-		// Check the claimed size before allocating anything for it.
+		// Check the claimed size before reserving or allocating anything for it.
 		if size < 8 || size > c.s.cfg.MaxRequestBytes {
 			c.log.Warn().Int32("size", size).Int32("max_request_bytes", c.s.cfg.MaxRequestBytes).Msg("closing connection: request size out of range")
 			c.s.metrics.badRequests.Inc()
 			return
 		}
-		body := getBuffer(int(size))
-		if _, err := io.ReadFull(br, body); err != nil {
-			c.logReadEnd(err)
+		// Reserve the claimed size from the broker-wide budget, all or
+		// nothing, before the frame can cost more than initialBodyBytes:
+		// small frames before their body is read, larger ones once their
+		// first initialBodyBytes have arrived (so a peer that claims 100 MiB
+		// and sends 4 KiB reserves nothing). While the budget is used up
+		// nothing more is read from this socket. Waiting is not the peer's
+		// fault: the frame deadline moves by the time waited.
+		var reserved int64
+		reserve := func() error {
+			start := time.Now()
+			if !c.s.memory.acquire(int64(size), c.stop) {
+				return errStopped
+			}
+			reserved = int64(size)
+			if waited := time.Since(start); waited > time.Millisecond {
+				frameDeadline = frameDeadline.Add(waited)
+				if !c.armFrame(frameDeadline) {
+					return errStopped
+				}
+			}
+			return nil
+		}
+		if int(size) <= initialBodyBytes {
+			if err := reserve(); err != nil {
+				c.s.memory.release(reserved)
+				return
+			}
+		}
+		// The buffer grows as bytes arrive: a peer claiming 100 MiB and
+		// sending 4 KiB costs 64 KiB, not 100 MiB.
+		body, err := readBody(br, int(size), reserve)
+		if err != nil {
+			c.s.memory.release(reserved)
+			if !errors.Is(err, errStopped) {
+				c.logReadEnd(err)
+			}
 			return
 		}
 		r, err := c.decode(body)
 		if err != nil {
+			c.s.memory.release(reserved)
 			c.log.Warn().Err(err).Msg("closing connection: undecodable request")
 			c.s.metrics.badRequests.Inc()
 			return
 		}
 		if r == nil {
-			continue // answered already (ApiVersions fallback)
+			// Answered already (ApiVersions fallback); that reply does not
+			// refer to the body.
+			c.s.memory.release(reserved)
+			continue
 		}
 		reg := registry[r.key]
 		c.s.metrics.requests.WithLabelValues(apiName(r.key)).Inc()
 		rep, err := c.dispatch(reg, r)
 		if err != nil {
+			c.s.memory.release(reserved)
 			c.log.Warn().Err(err).Int16("api_key", r.key).Int16("version", r.version).Msg("closing connection: request cannot be served")
 			return
 		}
 		if r.key == int16(kmsg.Produce) {
 			// Append copied every batch into the store's write batch; nothing
-			// refers to the request bytes any more.
+			// refers to the request bytes any more. The reservation is still
+			// held until the reply is written: simple and conservative.
 			putBuffer(body)
 		}
-		c.replies <- queued{corr: r.corr, version: r.version, key: r.key, reply: rep}
+		c.beginRequest()
+		c.replies <- queued{corr: r.corr, version: r.version, key: r.key, reply: rep, reserved: reserved}
 	}
 }
 
@@ -130,7 +276,23 @@ func (c *conn) logReadEnd(err error) {
 	}
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {
-		return // Shutdown
+		c.dl.Lock()
+		stopped, inFrame := c.dl.stopped, c.dl.inFrame
+		c.dl.Unlock()
+		switch {
+		case stopped:
+			// Shutdown.
+		case inFrame:
+			c.s.metrics.timeouts.WithLabelValues("request_read").Inc()
+			c.s.warnLimited("request_read_timeout", func(e *zerolog.Event) {
+				e.Str("remote", c.nc.RemoteAddr().String()).Dur("request_read_timeout", c.s.cfg.RequestReadTimeout).
+					Msg("closing connection: request not completed within request-read-timeout")
+			})
+		default:
+			c.s.metrics.timeouts.WithLabelValues("idle").Inc()
+			c.log.Debug().Dur("connections_max_idle", c.s.cfg.ConnectionsMaxIdle).Msg("closing idle connection")
+		}
+		return
 	}
 	if errors.Is(err, io.ErrUnexpectedEOF) {
 		c.log.Debug().Msg("connection closed in the middle of a request")
@@ -157,6 +319,7 @@ func (c *conn) decode(body []byte) (*request, error) {
 	}
 	if version < reg.advertisedMin || version > reg.maxVersion {
 		if key == int16(kmsg.ApiVersions) {
+			c.beginRequest()
 			c.replies <- queued{corr: corr, version: 0, key: key, reply: reply{resp: unsupportedApiVersions()}}
 			return nil, nil
 		}
@@ -197,49 +360,81 @@ func (c *conn) writeLoop() {
 	var buf []byte
 	broken := false
 	for q := range c.replies {
-		if q.reply.finish != nil {
-			q.reply.finish()
-		}
-		if q.reply.none || broken {
-			continue
-		}
-		if q.reply.size != nil {
-			if need := q.reply.size() + 64; cap(buf) < need {
-				putBuffer(buf)
-				buf = getBuffer(need)
-			}
-		}
-		buf = buf[:0]
-		buf = append(buf, 0, 0, 0, 0)
-		buf = binary.BigEndian.AppendUint32(buf, uint32(q.corr))
-		resp := q.reply.resp
-		resp.SetVersion(q.version)
-		// The ApiVersions response header is never flexible (KIP-511).
-		if resp.IsFlexible() && q.key != int16(kmsg.ApiVersions) {
-			buf = append(buf, 0)
-		}
-		buf = resp.AppendTo(buf)
-		if q.reply.release != nil {
-			q.reply.release()
-		}
-		binary.BigEndian.PutUint32(buf[:4], uint32(len(buf)-4))
-		c.s.metrics.bytesOut.Add(float64(len(buf)))
-		if _, err := bw.Write(buf); err != nil {
-			broken = true
-			_ = c.nc.Close() // unblocks the reader
-			continue
-		}
-		if len(c.replies) == 0 {
-			if err := bw.Flush(); err != nil {
-				broken = true
-				_ = c.nc.Close()
-			}
-		}
-		if cap(buf) > 1<<20 && len(c.replies) == 0 {
-			// Do not pin a large response buffer to an idle connection.
+		buf = c.writeReply(bw, buf, &broken, q)
+		c.endRequest(q.reserved)
+	}
+	if !broken {
+		_ = c.setWriteDeadline()
+		_ = bw.Flush()
+	}
+}
+
+// writeReply finishes and writes one reply and returns the (possibly
+// regrown) encoding buffer. After a write error it only runs finish steps:
+// they must run (they wait for appends).
+func (c *conn) writeReply(bw *bufio.Writer, buf []byte, broken *bool, q queued) []byte {
+	if q.reply.finish != nil {
+		q.reply.finish()
+	}
+	if q.reply.none || *broken {
+		return buf
+	}
+	if q.reply.size != nil {
+		if need := q.reply.size() + 64; cap(buf) < need {
 			putBuffer(buf)
-			buf = nil
+			buf = getBuffer(need)
 		}
 	}
-	_ = bw.Flush()
+	buf = buf[:0]
+	buf = append(buf, 0, 0, 0, 0)
+	buf = binary.BigEndian.AppendUint32(buf, uint32(q.corr))
+	resp := q.reply.resp
+	resp.SetVersion(q.version)
+	// The ApiVersions response header is never flexible (KIP-511).
+	if resp.IsFlexible() && q.key != int16(kmsg.ApiVersions) {
+		buf = append(buf, 0)
+	}
+	buf = resp.AppendTo(buf)
+	if q.reply.release != nil {
+		q.reply.release()
+	}
+	binary.BigEndian.PutUint32(buf[:4], uint32(len(buf)-4))
+	c.s.metrics.bytesOut.Add(float64(len(buf)))
+	_ = c.setWriteDeadline()
+	if _, err := bw.Write(buf); err != nil {
+		c.writeFailed(err, broken)
+		return buf
+	}
+	if len(c.replies) == 0 {
+		if err := bw.Flush(); err != nil {
+			c.writeFailed(err, broken)
+			return buf
+		}
+	}
+	if cap(buf) > 1<<20 && len(c.replies) == 0 {
+		// Do not pin a large response buffer to an idle connection.
+		putBuffer(buf)
+		buf = nil
+	}
+	return buf
+}
+
+// setWriteDeadline gives the next write connections-max-idle to complete:
+// a peer that stops reading its replies is idle too (Kafka closes a
+// connection without reads or writes for connections.max.idle.ms), and must
+// not pin its replies and its request memory forever.
+func (c *conn) setWriteDeadline() error {
+	return c.nc.SetWriteDeadline(time.Now().Add(c.s.cfg.ConnectionsMaxIdle))
+}
+
+// writeFailed closes the connection after a failed write, which unblocks
+// the reader; a write that timed out is counted.
+func (c *conn) writeFailed(err error, broken *bool) {
+	*broken = true
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		c.s.metrics.timeouts.WithLabelValues("write").Inc()
+		c.log.Debug().Dur("connections_max_idle", c.s.cfg.ConnectionsMaxIdle).Msg("closing connection: the client read no reply for connections-max-idle")
+	}
+	_ = c.nc.Close()
 }

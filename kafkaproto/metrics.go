@@ -15,9 +15,12 @@ type metrics struct {
 	producedBytes   prometheus.Counter
 	producedBatches prometheus.Counter
 	fetchedBytes    prometheus.Counter
+
+	connectionsRefused *prometheus.CounterVec
+	timeouts           *prometheus.CounterVec
 }
 
-func newMetrics(reg prometheus.Registerer) *metrics {
+func newMetrics(reg prometheus.Registerer, mem *requestMemory) *metrics {
 	m := &metrics{
 		connections: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "broker_kafka_connections", Help: "Open Kafka client connections."}),
@@ -35,10 +38,24 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "broker_produced_batches_total", Help: "Record batches appended by Produce."}),
 		fetchedBytes: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "broker_fetched_bytes_total", Help: "Record batch bytes returned by Fetch."}),
+		connectionsRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "broker_kafka_connections_refused_total", Help: "Kafka connections closed at accept, by reason: max_connections, max_connections_per_ip."}, []string{"reason"}),
+		timeouts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "broker_kafka_connection_timeouts_total", Help: "Kafka connections closed by a timeout, by reason: idle (connections-max-idle), request_read (request-read-timeout), write (a reply not read for connections-max-idle)."}, []string{"reason"}),
 	}
+	memoryInUse := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "broker_kafka_request_memory_bytes", Help: "Bytes of Kafka requests being read or waiting for their replies (reserved at their claimed size)."},
+		func() float64 { return float64(mem.inUse.Load()) })
+	memoryLimit := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "broker_kafka_request_memory_limit_bytes", Help: "The request memory budget (queued-max-request-bytes)."},
+		func() float64 { return float64(mem.capacity) })
+	memoryWaits := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "broker_kafka_request_memory_waits_total", Help: "Times a connection stopped reading to wait for request memory."},
+		func() float64 { return float64(mem.waits.Load()) })
 	if reg != nil {
 		reg.MustRegister(m.connections, m.requests, m.badRequests, m.panics, m.bytesOut,
-			m.producedBytes, m.producedBatches, m.fetchedBytes)
+			m.producedBytes, m.producedBatches, m.fetchedBytes,
+			m.connectionsRefused, m.timeouts, memoryInUse, memoryLimit, memoryWaits)
 	}
 	return m
 }

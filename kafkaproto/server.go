@@ -9,9 +9,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -39,6 +39,25 @@ type Config struct {
 	MaxInflightRequests int
 	// MaxConnections bounds concurrent client connections; default 10000.
 	MaxConnections int
+	// MaxConnectionsPerIP bounds the concurrent connections from one IP
+	// address (Kafka max.connections.per.ip); default 1000. Refused
+	// connections are closed at once, counted and logged (rate-limited).
+	MaxConnectionsPerIP int
+	// QueuedMaxRequestBytes bounds the bytes of all requests being read or
+	// waiting for their replies, broker-wide (Kafka
+	// queued.max.request.bytes); default max(512 MiB, MaxRequestBytes).
+	// NewServer refuses a value below MaxRequestBytes: a frame of
+	// MaxRequestBytes must always be able to get its memory.
+	QueuedMaxRequestBytes int64
+	// ConnectionsMaxIdle closes a connection that has no request in
+	// progress and no reply outstanding for this long (Kafka
+	// connections.max.idle.ms), and one whose peer reads none of its replies
+	// for this long; default 10 minutes.
+	ConnectionsMaxIdle time.Duration
+	// RequestReadTimeout closes a connection whose frame is not complete
+	// this long after its first byte, not counting time spent waiting for
+	// request memory; default 30 seconds.
+	RequestReadTimeout time.Duration
 	// MaxPartitionsPerRequest bounds the topic-partitions one request may
 	// name; default 100000.
 	MaxPartitionsPerRequest int
@@ -64,6 +83,18 @@ func (c *Config) setDefaults() {
 	if c.MaxConnections <= 0 {
 		c.MaxConnections = 10000
 	}
+	if c.MaxConnectionsPerIP <= 0 {
+		c.MaxConnectionsPerIP = 1000
+	}
+	if c.QueuedMaxRequestBytes <= 0 {
+		c.QueuedMaxRequestBytes = max(512<<20, int64(c.MaxRequestBytes))
+	}
+	if c.ConnectionsMaxIdle <= 0 {
+		c.ConnectionsMaxIdle = 10 * time.Minute
+	}
+	if c.RequestReadTimeout <= 0 {
+		c.RequestReadTimeout = 30 * time.Second
+	}
 	if c.MaxPartitionsPerRequest <= 0 {
 		c.MaxPartitionsPerRequest = 100000
 	}
@@ -86,6 +117,8 @@ type Server struct {
 
 	sessions *fetchSessions
 	metrics  *metrics
+	memory   *requestMemory
+	logLimit logLimiter
 
 	closing chan struct{} // closed by Shutdown: long polls return early
 
@@ -94,14 +127,18 @@ type Server struct {
 		listeners map[net.Listener]struct{}
 		conns     map[*conn]struct{}
 		shutdown  bool
+		// perIP counts open connections by remote address (Unmap'ped).
+		perIP map[netip.Addr]int
 	}
-	connCount atomic.Int64
-	wg        sync.WaitGroup // every goroutine the server starts
+	wg sync.WaitGroup // every goroutine the server starts
 }
 
 // NewServer builds a Server over the topic manager.
 func NewServer(cfg Config, tm *topics.Manager) (*Server, error) {
 	cfg.setDefaults()
+	if cfg.QueuedMaxRequestBytes < int64(cfg.MaxRequestBytes) {
+		return nil, fmt.Errorf("kafkaproto: the request memory budget (%d bytes) is smaller than the largest request (%d bytes), which could then never be read; raise the budget or lower the largest request size", cfg.QueuedMaxRequestBytes, cfg.MaxRequestBytes)
+	}
 	host, portStr, err := net.SplitHostPort(cfg.AdvertisedAddr)
 	if err != nil {
 		return nil, fmt.Errorf("kafkaproto: advertised address %q is not host:port: %w", cfg.AdvertisedAddr, err)
@@ -122,7 +159,9 @@ func NewServer(cfg Config, tm *topics.Manager) (*Server, error) {
 		closing:        make(chan struct{}),
 	}
 	s.sessions = newFetchSessions(1000)
-	s.metrics = newMetrics(cfg.Registerer)
+	s.memory = newRequestMemory(cfg.QueuedMaxRequestBytes)
+	s.metrics = newMetrics(cfg.Registerer, s.memory)
+	s.mu.perIP = map[netip.Addr]int{}
 	s.mu.listeners = map[net.Listener]struct{}{}
 	s.mu.conns = map[*conn]struct{}{}
 	return s, nil
@@ -160,40 +199,83 @@ func (s *Server) Serve(ln net.Listener) error {
 			return err
 		}
 		backoff = 0
-		if int(s.connCount.Load()) >= s.cfg.MaxConnections {
-			s.log.Warn().Str("remote", nc.RemoteAddr().String()).Int("max_connections", s.cfg.MaxConnections).Msg("connection refused: too many connections")
-			_ = nc.Close()
-			continue
-		}
 		s.startConn(nc)
 	}
 }
 
-func (s *Server) startConn(nc net.Conn) {
-	if tc, ok := nc.(*net.TCPConn); ok {
-		_ = tc.SetNoDelay(true)
-		_ = tc.SetKeepAlive(true)
+// remoteIP is the address connections are counted by: the peer's IP, with
+// IPv4-mapped IPv6 addresses unmapped.
+func remoteIP(nc net.Conn) netip.Addr {
+	if ta, ok := nc.RemoteAddr().(*net.TCPAddr); ok {
+		return ta.AddrPort().Addr().Unmap()
 	}
-	c := newConn(s, nc)
+	return netip.Addr{} // not TCP (tests): all such connections share one count
+}
+
+// startConn admits nc, or refuses it when the broker or its address has
+// too many connections.
+func (s *Server) startConn(nc net.Conn) {
+	ip := remoteIP(nc)
 	s.mu.Lock()
 	if s.mu.shutdown {
 		s.mu.Unlock()
 		_ = nc.Close()
 		return
 	}
+	refused := ""
+	switch {
+	case len(s.mu.conns) >= s.cfg.MaxConnections:
+		refused = "max_connections"
+	case s.mu.perIP[ip] >= s.cfg.MaxConnectionsPerIP:
+		refused = "max_connections_per_ip"
+	}
+	if refused != "" {
+		s.mu.Unlock()
+		_ = nc.Close()
+		s.metrics.connectionsRefused.WithLabelValues(refused).Inc()
+		s.warnLimited("refused_"+refused, func(e *zerolog.Event) {
+			e.Str("remote", nc.RemoteAddr().String()).Str("reason", refused).
+				Int("max_connections", s.cfg.MaxConnections).Int("max_connections_per_ip", s.cfg.MaxConnectionsPerIP).
+				Msg("connection refused: too many connections")
+		})
+		return
+	}
+	if tc, ok := nc.(*net.TCPConn); ok {
+		_ = tc.SetNoDelay(true)
+		_ = tc.SetKeepAlive(true)
+	}
+	c := newConn(s, nc, ip)
 	s.mu.conns[c] = struct{}{}
+	s.mu.perIP[ip]++
 	s.mu.Unlock()
-	s.connCount.Add(1)
 	s.metrics.connections.Inc()
 	s.goTracked(c.readLoop)
 	s.goTracked(func() {
 		c.writeLoop()
 		s.mu.Lock()
 		delete(s.mu.conns, c)
+		if s.mu.perIP[c.ip]--; s.mu.perIP[c.ip] <= 0 {
+			delete(s.mu.perIP, c.ip)
+		}
 		s.mu.Unlock()
-		s.connCount.Add(-1)
 		s.metrics.connections.Dec()
 	})
+}
+
+// warnLimited logs a warning of the given kind at most once per
+// logLimitInterval, reporting how many were suppressed since the last one
+// (nats-server RateLimitWarnf): a flood of refused or stalled connections
+// must not flood the log.
+func (s *Server) warnLimited(kind string, msg func(e *zerolog.Event)) {
+	ok, suppressed := s.logLimit.allow(kind, time.Now())
+	if !ok {
+		return
+	}
+	e := s.log.Warn()
+	if suppressed > 0 {
+		e = e.Int("suppressed_since_last", suppressed)
+	}
+	msg(e)
 }
 
 // goTracked starts a goroutine that Shutdown waits for.

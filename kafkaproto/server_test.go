@@ -20,6 +20,13 @@ import (
 // store in a temp dir.
 func startTestServer(t *testing.T) (*Server, string) {
 	t.Helper()
+	return startTestServerConfig(t, Config{})
+}
+
+// startTestServerConfig is startTestServer with cfg (Logger, NodeID and
+// AdvertisedAddr are filled in).
+func startTestServerConfig(t *testing.T, cfg Config) (*Server, string) {
+	t.Helper()
 	store, err := pebblestore.Open(t.TempDir(), pebblestore.Options{Logger: zerolog.Nop(), MemTableSize: 4 << 20, CacheSize: 8 << 20})
 	if err != nil {
 		t.Fatal(err)
@@ -32,7 +39,8 @@ func startTestServer(t *testing.T) (*Server, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := NewServer(Config{Logger: zerolog.Nop(), NodeID: 1, AdvertisedAddr: ln.Addr().String()}, tm)
+	cfg.Logger, cfg.NodeID, cfg.AdvertisedAddr = zerolog.Nop(), 1, ln.Addr().String()
+	s, err := NewServer(cfg, tm)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,5 +262,40 @@ func TestProduceToInternalTopicRefused(t *testing.T) {
 	}
 	if code := resp.Topics[0].Partitions[0].ErrorCode; code != kerr.InvalidTopicException.Code {
 		t.Fatalf("produce to __consumer_offsets: error %d, want INVALID_TOPIC_EXCEPTION", code)
+	}
+}
+
+// TestFetchSessionBounded pins a review finding of issue 17: incremental
+// fetches added partitions (of any name) to their session without bound,
+// up to max-partitions-per-request more per request, forever. A request
+// that would grow a session past max-partitions-per-request evicts it and
+// is answered FETCH_SESSION_ID_NOT_FOUND.
+func TestFetchSessionBounded(t *testing.T) {
+	_, addr := startTestServerConfig(t, Config{MaxPartitionsPerRequest: 3})
+	ctx := context.Background()
+	cl := newClient(t, addr, kgo.MaxVersions(kversion.V3_0_0()))
+	send := func(req *kmsg.FetchRequest) *kmsg.FetchResponse {
+		t.Helper()
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	full := send(fetchReq(0, 0, "bounded-a", 0, 0))
+	if full.ErrorCode != 0 || full.SessionID == 0 {
+		t.Fatalf("initial session fetch: err %d session %d", full.ErrorCode, full.SessionID)
+	}
+	id := full.SessionID
+	for i, topic := range []string{"bounded-b", "bounded-c"} {
+		if r := send(fetchReq(id, int32(i+1), topic, 0, 0)); r.ErrorCode != 0 {
+			t.Fatalf("incremental fetch adding %s: %d", topic, r.ErrorCode)
+		}
+	}
+	if r := send(fetchReq(id, 3, "bounded-d", 0, 0)); r.ErrorCode != kerr.FetchSessionIDNotFound.Code {
+		t.Fatalf("fourth partition in a session of at most 3: err %d, want FETCH_SESSION_ID_NOT_FOUND", r.ErrorCode)
+	}
+	if r := send(fetchReq(id, 4, "", 0, 0)); r.ErrorCode != kerr.FetchSessionIDNotFound.Code {
+		t.Fatalf("evicted session still answers: err %d", r.ErrorCode)
 	}
 }

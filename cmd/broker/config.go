@@ -68,6 +68,19 @@ type Config struct {
 	MaxInflightRequests int
 	// MaxConnections caps the number of open Kafka client connections.
 	MaxConnections int
+	// MaxConnectionsPerIP caps the open Kafka connections from one IP
+	// address.
+	MaxConnectionsPerIP int
+	// QueuedMaxRequestBytes is the broker-wide budget for the bytes of
+	// Kafka requests being read or waiting for their replies; 0 means
+	// derived from memory (requestMemoryBudget). When set, Validate
+	// guarantees it is at least MaxRequestBytes.
+	QueuedMaxRequestBytes int64
+	// ConnectionsMaxIdle closes Kafka connections idle for this long.
+	ConnectionsMaxIdle time.Duration
+	// RequestReadTimeout closes a Kafka connection whose request frame is
+	// not complete this long after its first byte.
+	RequestReadTimeout time.Duration
 	// MemtableSize is Pebble's memtable size in bytes.
 	MemtableSize int64
 	// CacheSize is Pebble's block cache size in bytes.
@@ -242,6 +255,36 @@ var configKeys = append([]configKey{
 		func(c *Config) *int { return &c.MaxInflightRequests }, 1, 1024),
 	intKey("max-connections", "10000", "most open Kafka client connections; further connections are refused", "",
 		func(c *Config) *int { return &c.MaxConnections }, 1, 1_000_000),
+	intKey("max-connections-per-ip", "1000", "most open Kafka client connections from one IP address (Kafka max.connections.per.ip); further ones are refused",
+		"Kafka's default is unlimited; 1000 keeps one misbehaving host (a connection leak, a\n"+
+			"reconnect storm) from taking all of max-connections, while leaving room for many\n"+
+			"clients behind one NAT address. Refusals are counted in\n"+
+			"broker_kafka_connections_refused_total and logged at most every 10s. Set it to\n"+
+			"max-connections to have no per-address limit.",
+		func(c *Config) *int { return &c.MaxConnectionsPerIP }, 1, 1_000_000),
+	byteSizeKey("queued-max-request-bytes", "0",
+		"memory for Kafka requests being read or waiting for their replies, all connections together (Kafka queued.max.request.bytes); 0 derives it from memory",
+		"0 means min(1/8 of the machine's or the container's memory, 1GiB), and at least\n"+
+			"max-request-bytes; the value chosen is logged at start. Each request reserves its\n"+
+			"claimed size before more than 64KiB of it is read (buffers grow as bytes arrive)\n"+
+			"and gives it back once its reply is written;\n"+
+			"while the budget is used up the broker stops reading from client sockets (back\n"+
+			"pressure) instead of allocating more. Must be at least max-request-bytes, so that a\n"+
+			"request of the largest size can always be read. Metrics:\n"+
+			"broker_kafka_request_memory_bytes, broker_kafka_request_memory_waits_total.",
+		func(c *Config) *int64 { return &c.QueuedMaxRequestBytes }, 0, math.MaxInt64),
+	durationKey("connections-max-idle", "10m",
+		"close a Kafka connection after this long without a request in progress or a reply outstanding (Kafka connections.max.idle.ms)",
+		"A long-polling fetch is outstanding, so its connection is not idle. A client that reads\n"+
+			"none of its replies for this long is closed too.",
+		func(c *Config) *time.Duration { return &c.ConnectionsMaxIdle }, 100*time.Millisecond, 7*24*time.Hour),
+	durationKey("request-read-timeout", "30s",
+		"close a Kafka connection whose request frame is not complete this long after its first byte",
+		"Bounds how long a stalled or trickling client holds its request memory. 30s is the\n"+
+			"request.timeout.ms of Kafka clients, which give up on a request by then anyway; the\n"+
+			"largest request (max-request-bytes, 100MiB) must then arrive at about 3.5MB/s. Time\n"+
+			"spent waiting for request memory does not count.",
+		func(c *Config) *time.Duration { return &c.RequestReadTimeout }, 100*time.Millisecond, time.Hour),
 	byteSizeKey("memtable-size", "64MiB", "size of one Pebble memtable",
 		"Larger memtables let more concurrent writers share one flush.",
 		func(c *Config) *int64 { return &c.MemtableSize }, 1<<20, 4095<<20), // Pebble: < 4GiB
@@ -444,6 +487,10 @@ func (c *Config) Validate() error {
 	if c.MessageMaxBytes > c.MaxRequestBytes {
 		errs = append(errs, fmt.Errorf("message-max-bytes (%d) is larger than max-request-bytes (%d), so no producer could send a message of the largest allowed size; raise max-request-bytes or lower message-max-bytes",
 			c.MessageMaxBytes, c.MaxRequestBytes))
+	}
+	if c.QueuedMaxRequestBytes != 0 && c.QueuedMaxRequestBytes < int64(c.MaxRequestBytes) {
+		errs = append(errs, fmt.Errorf("queued-max-request-bytes (%d)%s is smaller than max-request-bytes (%d), so a request of the largest allowed size could never be read; raise queued-max-request-bytes, lower max-request-bytes, or set queued-max-request-bytes to 0 to derive it from memory",
+			c.QueuedMaxRequestBytes, c.from("queued-max-request-bytes"), c.MaxRequestBytes))
 	}
 	if c.HTTPAddr != "" && sameListenAddr(c.HTTPAddr, c.KafkaAddr) {
 		errs = append(errs, fmt.Errorf("http-addr %q%s is the address of the Kafka listener; give the HTTP listener its own port, e.g. localhost:8080",

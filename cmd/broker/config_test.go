@@ -75,6 +75,10 @@ func TestDefaults(t *testing.T) {
 		MaxRequestBytes:            104857600,
 		MaxInflightRequests:        64,
 		MaxConnections:             10000,
+		MaxConnectionsPerIP:        1000,
+		QueuedMaxRequestBytes:      0,
+		ConnectionsMaxIdle:         10 * time.Minute,
+		RequestReadTimeout:         30 * time.Second,
 		MemtableSize:               64 << 20,
 		CacheSize:                  256 << 20,
 		GroupInitialRebalanceDelay: 3 * time.Second,
@@ -375,6 +379,14 @@ func TestBadConfigs(t *testing.T) {
 		// Rules between keys.
 		{name: "message larger than request", args: []string{"--message-max-bytes", "2MiB", "--max-request-bytes", "1MiB"},
 			want: []string{"message-max-bytes (2097152) is larger than max-request-bytes (1048576)"}},
+		{name: "request memory below max request", args: []string{"--queued-max-request-bytes", "64MiB"},
+			want: []string{"queued-max-request-bytes (67108864) (from --queued-max-request-bytes) is smaller than max-request-bytes (104857600)"}},
+		{name: "idle timeout too short", args: []string{"--connections-max-idle", "10ms"},
+			want: []string{`connections-max-idle "10ms"`, "is shorter than 100ms"}},
+		{name: "request read timeout too long", args: []string{"--request-read-timeout", "2h"},
+			want: []string{`request-read-timeout "2h"`, "is longer than 1h"}},
+		{name: "per-ip limit zero", args: []string{"--max-connections-per-ip", "0"},
+			want: []string{`max-connections-per-ip "0"`, "is less than 1"}},
 		{name: "http on kafka port", args: []string{"--http-addr", "localhost:9092"},
 			want: []string{`http-addr "localhost:9092" (from --http-addr) is the address of the Kafka listener`}},
 	}
@@ -691,5 +703,36 @@ func TestClientEnvVarsAccepted(t *testing.T) {
 	}
 	if err != nil {
 		t.Fatalf("BROKER_BOOTSTRAP_SERVER in the environment: %v", err)
+	}
+}
+
+// TestRequestMemoryBudget: queued-max-request-bytes 0 derives the budget
+// from memory (1/8, at most 1GiB, at least max-request-bytes); a set value
+// is used as is.
+func TestRequestMemoryBudget(t *testing.T) {
+	tests := []struct {
+		name       string
+		configured int64
+		maxRequest int32
+		memory     int64
+		want       int64
+	}{
+		{"large machine: capped at 1GiB", 0, 100 << 20, 64 << 30, 1 << 30},
+		{"4GiB container: 1/8", 0, 100 << 20, 4 << 30, 512 << 20},
+		{"512MiB container: floor at max-request-bytes", 0, 100 << 20, 512 << 20, 100 << 20},
+		{"memory unknown: 1GiB", 0, 100 << 20, 0, 1 << 30},
+		{"configured", 200 << 20, 100 << 20, 64 << 30, 200 << 20},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := defaultConfig()
+			cfg.QueuedMaxRequestBytes, cfg.MaxRequestBytes = tt.configured, tt.maxRequest
+			if got, _ := requestMemoryBudget(cfg, tt.memory); got != tt.want {
+				t.Errorf("budget %d, want %d", got, tt.want)
+			}
+		})
+	}
+	if m := systemMemory(); m <= 0 {
+		t.Logf("note: systemMemory() = %d on this machine", m)
 	}
 }

@@ -134,6 +134,9 @@ func run(ctx context.Context, cfg *Config, log zerolog.Logger) error {
 		_ = ln.Close()
 		return err
 	}
+	requestMemory, requestMemorySource := requestMemoryBudget(cfg, systemMemory())
+	log.Info().Int64("queued_max_request_bytes", requestMemory).Str("source", requestMemorySource).
+		Msg("Kafka request memory budget")
 	kafka, err := kafkaproto.NewServer(kafkaproto.Config{
 		Logger:              log,
 		NodeID:              cfg.NodeID,
@@ -143,9 +146,14 @@ func run(ctx context.Context, cfg *Config, log zerolog.Logger) error {
 		MaxRequestBytes:     cfg.MaxRequestBytes,
 		MaxInflightRequests: cfg.MaxInflightRequests,
 		MaxConnections:      cfg.MaxConnections,
-		Registerer:          reg,
-		Groups:              gc,
-		Txns:                tc,
+		MaxConnectionsPerIP: cfg.MaxConnectionsPerIP,
+		// At least MaxRequestBytes (requestMemoryBudget, Validate).
+		QueuedMaxRequestBytes: requestMemory,
+		ConnectionsMaxIdle:    cfg.ConnectionsMaxIdle,
+		RequestReadTimeout:    cfg.RequestReadTimeout,
+		Registerer:            reg,
+		Groups:                gc,
+		Txns:                  tc,
 	}, tm)
 	if err != nil {
 		_ = ln.Close()

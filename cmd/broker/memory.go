@@ -1,0 +1,83 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// requestMemoryBudgetMax caps the derived request memory budget.
+const requestMemoryBudgetMax = 1 << 30
+
+// requestMemoryBudget is the queued-max-request-bytes the Kafka listener
+// uses: the configured value, or, for 0, min(memory/8, 1GiB) where memory
+// is the machine's or the container's (whichever is smaller; 1GiB when
+// neither can be read), and never less than max-request-bytes, so that a
+// request of the largest size can always be read. source says how the
+// value was chosen, for the start-up log.
+func requestMemoryBudget(cfg *Config, memory int64) (budget int64, source string) {
+	if cfg.QueuedMaxRequestBytes > 0 {
+		return cfg.QueuedMaxRequestBytes, "configured"
+	}
+	budget, source = requestMemoryBudgetMax, "default (memory unknown)"
+	if memory > 0 {
+		budget, source = min(memory/8, requestMemoryBudgetMax), "1/8 of memory, at most 1GiB"
+	}
+	if budget < int64(cfg.MaxRequestBytes) {
+		budget, source = int64(cfg.MaxRequestBytes), "max-request-bytes (1/8 of memory is less)"
+	}
+	return budget, source
+}
+
+// systemMemory returns the memory the process may use: the smaller of the
+// machine's (MemTotal of /proc/meminfo) and its cgroup's limit (v2
+// memory.max or v1 memory.limit_in_bytes); 0 when none can be read.
+func systemMemory() int64 {
+	var limits []int64
+	if data, err := os.ReadFile("/proc/meminfo"); err == nil {
+		sc := bufio.NewScanner(bytes.NewReader(data))
+		for sc.Scan() {
+			f := strings.Fields(sc.Text())
+			if len(f) >= 2 && f[0] == "MemTotal:" {
+				if kb, err := strconv.ParseInt(f[1], 10, 64); err == nil && kb > 0 {
+					limits = append(limits, kb<<10)
+				}
+			}
+		}
+	}
+	for _, path := range cgroupMemoryLimitFiles() {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			continue
+		}
+		// "max" (v2) or a huge number (v1) means no limit.
+		if n, err := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64); err == nil && n > 0 && n < 1<<60 {
+			limits = append(limits, n)
+		}
+	}
+	if len(limits) == 0 {
+		return 0
+	}
+	return slices.Min(limits)
+}
+
+// cgroupMemoryLimitFiles lists the files that may hold this process's
+// cgroup memory limit: the cgroup v2 file of its own cgroup and of the
+// namespace root, and the cgroup v1 one.
+func cgroupMemoryLimitFiles() []string {
+	files := []string{"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"}
+	data, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return files
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "0::"); ok && rest != "/" && rest != "" {
+			files = append(files, filepath.Join("/sys/fs/cgroup", rest, "memory.max"))
+		}
+	}
+	return files
+}

@@ -1,0 +1,140 @@
+package kafkaproto
+
+import (
+	"sync"
+	"sync/atomic"
+)
+
+// requestMemory is the broker-wide budget for the bytes of requests being
+// read and queued (Kafka queued.max.request.bytes, but always on).
+//
+// A connection reserves a frame's whole claimed size, all or nothing,
+// before the frame costs more than initialBodyBytes: a frame of at most
+// initialBodyBytes before its body is read, a larger one once its first
+// initialBodyBytes have arrived. So a peer claiming 100 MiB and sending
+// 4 KiB holds no reservation, and memory outside the budget is at most
+// initialBodyBytes per connection (as its bufio buffers). The reservation is
+// given back once the request's reply has been written (or dropped): kmsg's
+// decoders alias the body (Produce records, group protocol metadata, ...),
+// so the bytes may be referenced until then. While the budget is
+// exhausted, readers wait and read nothing more from their sockets; that is
+// the back pressure.
+//
+// Invariants:
+//   - used <= capacity, always; a reservation larger than capacity is never
+//     granted (callers refuse frames above max-request-bytes first, and
+//     capacity >= max-request-bytes is validated in the configuration).
+//   - A reader holds no reservation for the frame it waits for: waiters
+//     hold nothing partial, so the head of the queue always fits once the
+//     granted reservations are released.
+//   - Grants are first come, first served: a waiter is granted only when
+//     every earlier waiter was. So a frame of max-request-bytes cannot be
+//     starved by a stream of small frames: it waits at most until the
+//     reservations granted before it are released, and those are released
+//     when their replies are written.
+type requestMemory struct {
+	capacity int64
+
+	mu struct {
+		sync.Mutex
+		used    int64
+		waiters []*memoryWaiter // FIFO
+	}
+	// inUse mirrors mu.used for metrics without the lock.
+	inUse atomic.Int64
+	waits atomic.Int64
+}
+
+type memoryWaiter struct {
+	n       int64
+	granted chan struct{} // closed when the reservation is granted
+}
+
+func newRequestMemory(capacity int64) *requestMemory {
+	return &requestMemory{capacity: capacity}
+}
+
+// acquire reserves n bytes, waiting while the budget is exhausted or
+// earlier waiters are still waiting. It returns false, with nothing
+// reserved, when cancel is closed first.
+// REQUIRES: 0 <= n <= capacity.
+func (m *requestMemory) acquire(n int64, cancel <-chan struct{}) bool {
+	if n > m.capacity || n < 0 {
+		panic("kafkaproto: request memory reservation out of range")
+	}
+	m.mu.Lock()
+	if len(m.mu.waiters) == 0 && m.mu.used+n <= m.capacity {
+		m.mu.used += n
+		m.inUse.Store(m.mu.used)
+		m.mu.Unlock()
+		return true
+	}
+	w := &memoryWaiter{n: n, granted: make(chan struct{})}
+	m.mu.waiters = append(m.mu.waiters, w)
+	m.mu.Unlock()
+	m.waits.Add(1)
+
+	select {
+	case <-w.granted:
+		return true
+	case <-cancel:
+	}
+	m.mu.Lock()
+	select {
+	case <-w.granted:
+		// Granted while we were giving up: hand it back.
+		m.mu.Unlock()
+		m.release(n)
+		return false
+	default:
+	}
+	for i, o := range m.mu.waiters {
+		if o == w {
+			m.mu.waiters = append(m.mu.waiters[:i], m.mu.waiters[i+1:]...)
+			break
+		}
+	}
+	// The head may have changed: a smaller waiter behind us may fit now.
+	m.grantLocked()
+	m.mu.Unlock()
+	return false
+}
+
+// release gives back n bytes reserved by acquire and grants waiters that
+// now fit, in order.
+func (m *requestMemory) release(n int64) {
+	if n == 0 {
+		return
+	}
+	m.mu.Lock()
+	m.mu.used -= n
+	if m.mu.used < 0 {
+		m.mu.Unlock()
+		panic("kafkaproto: request memory released more than reserved")
+	}
+	m.grantLocked()
+	m.mu.Unlock()
+}
+
+// grantLocked grants waiters from the head of the queue while they fit.
+// REQUIRES: m.mu held.
+func (m *requestMemory) grantLocked() {
+	for len(m.mu.waiters) > 0 {
+		w := m.mu.waiters[0]
+		if m.mu.used+w.n > m.capacity {
+			break
+		}
+		m.mu.used += w.n
+		m.mu.waiters[0] = nil
+		m.mu.waiters = m.mu.waiters[1:]
+		close(w.granted)
+	}
+	m.inUse.Store(m.mu.used)
+}
+
+// waiting returns the number of readers waiting for memory (tests).
+func (m *requestMemory) waiting() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.mu.waiters)
+}
