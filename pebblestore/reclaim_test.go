@@ -198,3 +198,39 @@ func TestReclaimInterleavedWrites(t *testing.T) {
 		t.Fatalf("deleted value: %v", err)
 	}
 }
+
+// Issue 17: POST /v1/admin/compact answered a stale bytes_after: Pebble
+// deletes the files a compaction made obsolete in a background cleanup,
+// and the disk usage read right after the last compaction still counted
+// them. CompactAll now returns once they are deleted.
+func TestCompactAllDiskUsageIsCurrent(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir, Options{MemTableSize: 8 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var a TopicID
+	a[0] = 0xaa
+	fillTopic(t, s, a, 2048, 32<<10) // 64 MiB
+	if err := s.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	batch := s.NewBatch()
+	start := TopicTablePrefix(PrefixBatch, a)
+	batch.DeleteRange(start, PrefixEnd(start))
+	if err := batch.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CompactAll(nil); err != nil {
+		t.Fatal(err)
+	}
+	reported := s.DiskUsage()
+	// The directory once Pebble's cleanup is surely done.
+	time.Sleep(time.Second)
+	onDisk := dirUsage(t, dir)
+	t.Logf("after CompactAll: disk usage %d, directory a second later %d", reported, onDisk)
+	if reported > uint64(onDisk)+(8<<20) {
+		t.Fatalf("after CompactAll the store reports %d bytes, the directory holds %d", reported, onDisk)
+	}
+}
