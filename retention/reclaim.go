@@ -59,7 +59,12 @@ func logReclaim(log zerolog.Logger, res *pebblestore.ReclaimResult) {
 	if res.Ranges == 0 && res.Err == nil {
 		return
 	}
+	// Info when it mattered (a megabyte or more given back, or slow);
+	// small deletions (offset ranges, purges of empty queues) stay quiet.
 	ev := log.Debug()
+	if res.DiskUsageBefore >= res.DiskUsageAfter+1<<20 || res.Duration > time.Second {
+		ev = log.Info()
+	}
 	if res.Err != nil {
 		ev = log.Warn().Err(res.Err)
 	}
