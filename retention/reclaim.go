@@ -13,6 +13,12 @@ import (
 // committed range deletion, so this is a safety net).
 const ReclaimInterval = 5 * time.Second
 
+// ReclaimMinGap separates two reclaim passes that had work: the deletions
+// of a burst (many consumer groups or queues deleted one after another)
+// are coalesced into one pass, and the memtable flush every compaction of
+// a freshly deleted range starts with happens at most about once a gap.
+const ReclaimMinGap = time.Second
+
 // AddReclaimTask registers on r the "space-reclaim" task that gives back the disk space of deleted
 // key ranges: woken by pebblestore.Store.ReclaimWake (a topic, queue,
 // DLQ or event store deleted, DeleteRecords, retention, a purge), it calls
@@ -20,8 +26,9 @@ const ReclaimInterval = 5 * time.Second
 // ranges one at a time (one task: at most one reclaim compaction at once,
 // besides Pebble's own), waits until Pebble deleted the obsolete files,
 // and probes the free-space guard, so writes refused for want of space
-// resume within seconds of the deletion. Domains only write the range
-// deletions; none of their locks is held here.
+// resume within seconds of the deletion. Passes that had work are at
+// least ReclaimMinGap apart. Domains only write the range deletions; none
+// of their locks is held here.
 //
 // Registers on reg (nil: none), read at scrape time:
 // broker_reclaim_ranges_scheduled_total, broker_reclaim_ranges_pending,
@@ -39,14 +46,25 @@ func AddReclaimTask(r *Runner, s *pebblestore.Store, reg prometheus.Registerer, 
 		}
 	}
 	log := r.log.With().Str("task", "space-reclaim").Logger()
+	var last time.Time // end of the last pass that had work; one goroutine
 	r.Add(Task{
 		Name:     "space-reclaim",
 		Interval: interval,
 		Wake:     s.ReclaimWake(),
 		Run: func(time.Time) {
 			for {
+				if wait := ReclaimMinGap - time.Since(last); wait > 0 {
+					select {
+					case <-r.stop:
+						return
+					case <-time.After(wait):
+					}
+				}
 				res := s.Reclaim(r.ctx)
 				logReclaim(log, &res)
+				if res.Ranges > 0 || res.Failed > 0 {
+					last = time.Now()
+				}
 				if !res.More || r.stopping() {
 					return
 				}
