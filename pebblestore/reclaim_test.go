@@ -3,6 +3,7 @@ package pebblestore
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io/fs"
 	"path/filepath"
 	"syscall"
@@ -232,5 +233,32 @@ func TestCompactAllDiskUsageIsCurrent(t *testing.T) {
 	t.Logf("after CompactAll: disk usage %d, directory a second later %d", reported, onDisk)
 	if reported > uint64(onDisk)+(8<<20) {
 		t.Fatalf("after CompactAll the store reports %d bytes, the directory holds %d", reported, onDisk)
+	}
+}
+
+// Pebble panics on a Compact after Close: a reclaim that runs into the
+// store's shutdown (the runner stops first, but a late call must not
+// crash the broker) answers ErrClosed.
+func TestReclaimAfterCloseIsErrClosed(t *testing.T) {
+	s, err := Open(t.TempDir(), Options{MemTableSize: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a TopicID
+	fillTopic(t, s, a, 16, 4<<10)
+	b := s.NewBatch()
+	start := TopicTablePrefix(PrefixBatch, a)
+	b.DeleteRange(start, PrefixEnd(start))
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if res := s.Reclaim(context.Background()); !errors.Is(res.Err, ErrClosed) {
+		t.Fatalf("Reclaim after Close: %+v, want ErrClosed", res)
+	}
+	if err := s.Compact(start, PrefixEnd(start)); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Compact after Close: %v, want ErrClosed", err)
 	}
 }

@@ -1,6 +1,8 @@
 package retention
 
 import (
+	"context"
+	"errors"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -74,6 +76,9 @@ func AddReclaimTask(r *Runner, s *pebblestore.Store, reg prometheus.Registerer, 
 }
 
 func logReclaim(log zerolog.Logger, res *pebblestore.ReclaimResult) {
+	if errors.Is(res.Err, pebblestore.ErrClosed) || errors.Is(res.Err, context.Canceled) {
+		return // shutting down
+	}
 	if res.Ranges == 0 && res.Err == nil {
 		return
 	}
