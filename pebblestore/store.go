@@ -69,8 +69,9 @@ type Store struct {
 	reclaim  *reclaimQueue
 
 	// closeCtx is canceled by Close, so that a running compaction stops
-	// waiting; compactMu is held (read) by every db.Compact and db.Metrics
-	// call and (write) by Close: Pebble panics on a Compact after Close.
+	// waiting; compactMu is held (read) around every db.Compact and the
+	// metrics polls of WaitObsoleteFiles, and (write) by Close: Pebble
+	// panics on a Compact after Close.
 	closeCtx    context.Context
 	cancelClose context.CancelFunc
 	compactMu   sync.RWMutex
