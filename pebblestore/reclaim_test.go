@@ -121,8 +121,8 @@ func TestReclaimFreesDeletedRangeOnDisk(t *testing.T) {
 	}
 	after := dirUsage(t, dir)
 	t.Logf("data directory %d -> %d bytes in %s (pebble disk usage %d -> %d)", before, after, took, res.DiskUsageBefore, res.DiskUsageAfter)
-	if freed := before - after; freed < dataBytes*9/10 {
-		t.Fatalf("Reclaim freed %d bytes of the data directory (%d -> %d), want at least 90%% of the %d deleted", freed, before, after, dataBytes)
+	if freed := before - after; freed < dataBytes*8/10 {
+		t.Fatalf("Reclaim freed %d bytes of the data directory (%d -> %d), want at least 80%% of the %d deleted", freed, before, after, dataBytes)
 	}
 	if res.DiskUsageAfter > uint64(after)+(8<<20) {
 		t.Fatalf("Reclaim reports a disk usage of %d after, the directory holds %d: the figure is stale", res.DiskUsageAfter, after)
