@@ -35,10 +35,14 @@ type ConsumerInfo struct {
 }
 
 // ValidateConsumerName checks a consumer name: 1-128 characters of UTF-8
-// without control characters.
+// without control characters, and not . or .. (a path segment that
+// routers and clients resolve away).
 func ValidateConsumerName(name string) error {
 	if name == "" {
 		return fmt.Errorf("%w: the consumer name is empty", ErrInvalidConsumerName)
+	}
+	if name == "." || name == ".." {
+		return fmt.Errorf("%w: %q is not allowed (a path segment . or .. cannot name a resource)", ErrInvalidConsumerName, name)
 	}
 	if n := utf8.RuneCountInString(name); n > MaxConsumerNameChars {
 		return fmt.Errorf("%w: the consumer name is %d characters, the limit is %d", ErrInvalidConsumerName, n, MaxConsumerNameChars)

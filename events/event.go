@@ -166,7 +166,8 @@ func (e ExpectedRevision) check(current int64) bool {
 }
 
 // ValidateStream checks a stream name: 1-512 bytes of UTF-8 without
-// control characters, not starting with '$' (reserved for system streams).
+// control characters, not starting with '$' (reserved for system streams),
+// and not . or .. (a path segment that routers and clients resolve away).
 func ValidateStream(name string) error {
 	if name == "" {
 		return fmt.Errorf("%w: the stream name is empty", ErrInvalidStream)
@@ -176,6 +177,9 @@ func ValidateStream(name string) error {
 	}
 	if name[0] == '$' {
 		return fmt.Errorf("%w: stream names starting with '$' are reserved", ErrInvalidStream)
+	}
+	if name == "." || name == ".." {
+		return fmt.Errorf("%w: %q is not allowed (a path segment . or .. cannot name a resource)", ErrInvalidStream, name)
 	}
 	if err := checkText(name); err != "" {
 		return fmt.Errorf("%w: the stream name %s", ErrInvalidStream, err)

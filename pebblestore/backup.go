@@ -1,6 +1,7 @@
 package pebblestore
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -312,6 +313,13 @@ func (s *Store) CompactAll(progress func(done, total int)) error {
 			progress(i+1, len(ranges))
 		}
 	}
+	// Pebble deletes the files the compactions made obsolete in the
+	// background: disk usage measured before that still counts them (the
+	// compact answer's bytes_after was the size before).
+	if err := s.WaitObsoleteFiles(context.Background(), ObsoleteFilesWait); err != nil && !errors.Is(err, ErrObsoleteFilesPending) {
+		return err
+	}
+	_ = s.space.Probe()
 	return nil
 }
 

@@ -1,6 +1,7 @@
 package pebblestore
 
 import (
+	"bytes"
 	"fmt"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -17,6 +18,9 @@ type Batch struct {
 	s       *Store
 	b       *pebble.Batch
 	applied bool
+	// deleted are the DeleteRange ranges, queued for Store.Reclaim once
+	// the batch is durable.
+	deleted [][2][]byte
 }
 
 // NewBatch starts an empty write batch.
@@ -34,8 +38,14 @@ func (b *Batch) Set(key, value []byte) { _ = b.b.Set(key, value, nil) }
 // Delete removes key.
 func (b *Batch) Delete(key []byte) { _ = b.b.Delete(key, nil) }
 
-// DeleteRange removes every key in [start, end).
-func (b *Batch) DeleteRange(start, end []byte) { _ = b.b.DeleteRange(start, end, nil) }
+// DeleteRange removes every key in [start, end). Once the batch is durable
+// the range is queued for compaction (Store.Reclaim), so that the space
+// comes back within seconds rather than when Pebble's own compactions
+// reach the range.
+func (b *Batch) DeleteRange(start, end []byte) {
+	_ = b.b.DeleteRange(start, end, nil)
+	b.deleted = append(b.deleted, [2][]byte{bytes.Clone(start), bytes.Clone(end)})
+}
 
 // Empty reports whether the batch holds no writes.
 func (b *Batch) Empty() bool { return b.b.Empty() }
@@ -75,6 +85,7 @@ func (b *Batch) Wait() error {
 			return fmt.Errorf("pebblestore: sync: %w", err)
 		}
 	}
+	b.s.reclaim.add(b.deleted)
 	return nil
 }
 

@@ -235,7 +235,7 @@ type SpaceError struct {
 }
 
 func (e *SpaceError) Error() string {
-	return fmt.Sprintf("the broker's disk is almost full: %s free, the limit (disk-free-min) is %s; new data is refused until %s are free (delete records, topics or queues to make room)",
+	return fmt.Sprintf("the broker's disk is almost full: %s free, the limit (disk-free-min) is %s; new data is refused until %s are free (delete topics, queues, event stores or records to make room)",
 		formatBytes(e.Free), formatBytes(e.Min), formatBytes(e.Resume))
 }
 

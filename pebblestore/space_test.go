@@ -103,7 +103,7 @@ func TestSpaceGuardHysteresis(t *testing.T) {
 
 func TestSpaceErrorText(t *testing.T) {
 	err := error(&SpaceError{Dir: "/data", Free: 100 << 20, Min: 512 << 20, Resume: 640 << 20})
-	want := "the broker's disk is almost full: 100.0 MiB free, the limit (disk-free-min) is 512.0 MiB; new data is refused until 640.0 MiB are free (delete records, topics or queues to make room)"
+	want := "the broker's disk is almost full: 100.0 MiB free, the limit (disk-free-min) is 512.0 MiB; new data is refused until 640.0 MiB are free (delete topics, queues, event stores or records to make room)"
 	if err.Error() != want {
 		t.Fatalf("got  %s\nwant %s", err, want)
 	}

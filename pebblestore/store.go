@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -65,6 +66,15 @@ type Store struct {
 	writeOpt *pebble.WriteOptions
 	closed   atomic.Bool
 	space    *SpaceGuard
+	reclaim  *reclaimQueue
+
+	// closeCtx is canceled by Close, so that a running compaction stops
+	// waiting; compactMu is held (read) around every db.Compact and the
+	// metrics polls of WaitObsoleteFiles, and (write) by Close: Pebble
+	// panics on a Compact after Close.
+	closeCtx    context.Context
+	cancelClose context.CancelFunc
+	compactMu   sync.RWMutex
 }
 
 // Open opens (creating on first boot) the data directory dir. It refuses to
@@ -171,7 +181,8 @@ func Open(dir string, opts Options) (*Store, error) {
 		_ = db.Close()
 		return fail(fmt.Errorf("pebblestore: cannot sync data directory %s: %w", dir, err))
 	}
-	s := &Store{db: db, dir: dir, lockFile: lockFile, writeOpt: pebble.Sync}
+	s := &Store{db: db, dir: dir, lockFile: lockFile, writeOpt: pebble.Sync, reclaim: newReclaimQueue()}
+	s.closeCtx, s.cancelClose = context.WithCancel(context.Background())
 	if opts.NoSync {
 		s.writeOpt = pebble.NoSync
 	}
@@ -203,6 +214,9 @@ func (s *Store) Close() error {
 	if !s.closed.CompareAndSwap(false, true) {
 		return nil
 	}
+	s.cancelClose()
+	s.compactMu.Lock()
+	defer s.compactMu.Unlock()
 	err := s.db.Close()
 	if s.lockFile != nil {
 		_ = s.lockFile.Close()
@@ -230,9 +244,28 @@ func (s *Store) Get(key []byte) ([]byte, error) {
 // Flush flushes memtables to sstables (used by storage admin and tests).
 func (s *Store) Flush() error { return s.db.Flush() }
 
-// Compact compacts the key range [start, end) to reclaim space.
+// Compact compacts the key range [start, end) to reclaim space. It returns
+// ErrClosed after (or when interrupted by) Close.
 func (s *Store) Compact(start, end []byte) error {
-	return s.db.Compact(context.Background(), start, end, true)
+	return s.compact(context.Background(), start, end)
+}
+
+// compact is Compact, stopped early when ctx is done.
+func (s *Store) compact(ctx context.Context, start, end []byte) error {
+	s.compactMu.RLock()
+	defer s.compactMu.RUnlock()
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(s.closeCtx, cancel)
+	defer stop()
+	err := s.db.Compact(ctx, start, end, true)
+	if err != nil && s.closed.Load() {
+		return ErrClosed
+	}
+	return err
 }
 
 // Checkpoint writes a consistent, openable copy of the database to destDir.
@@ -243,7 +276,8 @@ func (s *Store) Checkpoint(destDir string) error {
 // Metrics returns Pebble's metrics (for /metrics and `storage stats`).
 func (s *Store) Metrics() *pebble.Metrics { return s.db.Metrics() }
 
-// DiskUsage returns the bytes of disk the database uses.
+// DiskUsage returns the bytes of disk the database uses, obsolete files
+// not yet deleted included (see WaitObsoleteFiles).
 func (s *Store) DiskUsage() uint64 { return s.db.Metrics().DiskSpaceUsage() }
 
 func syncDir(fs vfs.FS, dir string) error {

@@ -6,6 +6,7 @@
 package retention
 
 import (
+	"context"
 	"sync"
 	"time"
 
@@ -18,6 +19,9 @@ type Task struct {
 	Name     string
 	Interval time.Duration
 	Run      func(now time.Time)
+	// Wake, when set, runs the task at once whenever it receives, besides
+	// every Interval (work that should not wait for the next tick).
+	Wake <-chan struct{}
 }
 
 // Runner runs tasks on their intervals, each in its own goroutine, until Stop.
@@ -28,6 +32,9 @@ type Runner struct {
 	stop  chan struct{}
 	wg    sync.WaitGroup
 	once  sync.Once
+	// ctx is canceled by Stop, for tasks that wait inside a call.
+	ctx    context.Context
+	cancel context.CancelFunc
 }
 
 // New returns a Runner using clock (time.Now when nil).
@@ -35,7 +42,8 @@ func New(log zerolog.Logger, clock func() time.Time) *Runner {
 	if clock == nil {
 		clock = time.Now
 	}
-	return &Runner{log: log.With().Str("component", "retention").Logger(), now: clock, stop: make(chan struct{})}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Runner{log: log.With().Str("component", "retention").Logger(), now: clock, stop: make(chan struct{}), ctx: ctx, cancel: cancel}
 }
 
 // Add registers a task; call before Start.
@@ -59,6 +67,8 @@ func (r *Runner) loop(t Task) {
 			return
 		case <-tick.C:
 			r.runOnce(t)
+		case <-t.Wake: // a nil Wake never receives
+			r.runOnce(t)
 		}
 	}
 }
@@ -76,6 +86,9 @@ func (r *Runner) runOnce(t Task) {
 
 // Stop ends every loop and waits for running ticks to return.
 func (r *Runner) Stop() {
-	r.once.Do(func() { close(r.stop) })
+	r.once.Do(func() {
+		close(r.stop)
+		r.cancel()
+	})
 	r.wg.Wait()
 }

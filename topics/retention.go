@@ -27,8 +27,9 @@ import (
 // The log start moves to the first remaining offset; ListOffsets EARLIEST
 // follows it and fetches below it get OFFSET_OUT_OF_RANGE. The batches,
 // index rows and segment rows below are removed with range deletions in the
-// same Pebble batch as the new state row, then the range is compacted in
-// Pebble to reclaim the space.
+// same Pebble batch as the new state row; the store then compacts the
+// deleted ranges in the background to reclaim the space (pebblestore
+// Store.Reclaim).
 
 // RetentionResult reports what one EnforceRetention call did.
 type RetentionResult struct {
@@ -136,9 +137,13 @@ func retentionPrefix(segs []segment, leo, hwm, logStart, nowMs int64, s *topicSe
 
 // enforceRetention deletes the segments retention allows at nowMs.
 func (p *Partition) enforceRetention(nowMs int64) (PartitionTrim, error) {
+	return p.trimSegments(nowMs, p.Topic.currentSettings())
+}
+
+// trimSegments deletes the segments retentionPrefix allows under settings.
+func (p *Partition) trimSegments(nowMs int64, settings *topicSettings) (PartitionTrim, error) {
 	p.cleaner.Lock()
 	defer p.cleaner.Unlock()
-	settings := p.Topic.currentSettings()
 
 	p.mu.Lock()
 	if p.deleted.Load() {
@@ -170,13 +175,11 @@ func (p *Partition) enforceRetention(nowMs int64) (PartitionTrim, error) {
 
 	t := p.Topic
 	b := t.m.store.NewBatch()
-	var ranges [][2][]byte
 	for _, prefix := range []byte{pebblestore.PrefixBatch, pebblestore.PrefixBatchIndex, pebblestore.PrefixSegment} {
 		start := pebblestore.PartitionPrefix(prefix, t.ID, p.Index)
 		end := pebblestore.SegmentKey(t.ID, p.Index, cut)
 		end[0] = prefix // same layout in the three tables
 		b.DeleteRange(start, end)
-		ranges = append(ranges, [2][]byte{start, end})
 	}
 	// Aborted transactions whose marker is deleted: their data is too.
 	abortedEnd := pebblestore.TxnAbortedKey(t.ID, p.Index, cut)
@@ -201,13 +204,10 @@ func (p *Partition) enforceRetention(nowMs int64) (PartitionTrim, error) {
 	if err := b.Wait(); err != nil {
 		return PartitionTrim{}, fmt.Errorf("%w: %v", ErrStorage, err)
 	}
-	// Reclaim the space now rather than when Pebble's own compactions reach
-	// the range.
-	for _, r := range ranges[:1] {
-		if err := t.m.store.Compact(r[0], r[1]); err != nil {
-			t.m.log.Warn().Err(err).Str("topic", t.Name).Int32("partition", p.Index).Msg("compacting a deleted range failed; Pebble reclaims it later")
-		}
-	}
+	// The store queued the deleted ranges for compaction
+	// (pebblestore.Store.Reclaim, run by retention.ReclaimTask): the space
+	// comes back within seconds, and no lock of this partition is held
+	// meanwhile.
 	return trim, nil
 }
 
@@ -217,9 +217,11 @@ func (p *Partition) enforceRetention(nowMs int64) (PartitionTrim, error) {
 // include delete (ErrPolicyViolation); an offset beyond the high watermark,
 // or another negative one, is ErrOffsetOutOfRange; an owned topic is an
 // *OwnedError (its owner's state indexes the records); an offset at or below
-// the current log start changes nothing. The move is durable when it returns;
-// the segments wholly below the new start are deleted by the next
-// EnforceRetention.
+// the current log start changes nothing. The move is durable when it returns,
+// and the segments wholly below the new start are deleted before it returns
+// (their space comes back once the store compacted the range, in the
+// background); the segment that holds the new start stays until retention
+// or a later DeleteRecords moves past it.
 func (p *Partition) DeleteRecordsBefore(offset int64) (int64, error) {
 	if err := p.Topic.CheckClientChange(ChangeDeleteRecords); err != nil {
 		return -1, err
@@ -262,6 +264,14 @@ func (p *Partition) DeleteRecordsBefore(offset int64) (int64, error) {
 	p.mu.Unlock()
 	if err := b.Wait(); err != nil {
 		return -1, fmt.Errorf("%w: %v", ErrStorage, err)
+	}
+	// Delete the segments below the new start now, not at the next
+	// retention check (minutes away): an operator told to delete records
+	// to make room must see the space come back. Only the log-start rule
+	// applies (the zero settings have no time or size limit). A failure
+	// leaves them to retention; the move itself is done.
+	if _, err := p.trimSegments(0, &topicSettings{}); err != nil {
+		t.m.log.Warn().Err(err).Str("topic", t.Name).Int32("partition", p.Index).Msg("deleting the segments below the new log start failed; retention deletes them later")
 	}
 	return start, nil
 }

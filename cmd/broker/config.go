@@ -239,7 +239,10 @@ var configKeys = append([]configKey{
 		"Accepts a byte size such as 512MiB or 2GiB. New data = produce, queue sends, event appends,\n"+
 			"dead-letter and redrive moves; reads, acks, offset commits, transaction markers and\n"+
 			"deletions (DeleteRecords, DeleteTopics, queue purge and delete, retention) go on, so\n"+
-			"space can be freed. Writes are accepted again once free space is back above this\n"+
+			"space can be freed: the range of a deleted topic, queue, event store or of deleted\n"+
+			"records is compacted at once (values that share Pebble blob files with data that\n"+
+			"stays come back later, see README). Writes are accepted again, without a restart,\n"+
+			"once free space is back above this\n"+
 			"limit + 25%. The space below the limit is what Pebble needs to flush its memtables\n"+
 			"(up to 4 x memtable-size) and compact; if the disk fills up anyway the broker stops\n"+
 			"(Pebble cannot survive a failed write). Free space is measured every second and after\n"+

@@ -116,6 +116,8 @@ func run(ctx context.Context, cfg *Config, log zerolog.Logger) error {
 	// and compaction (logs.go). Stopped before the store closes.
 	background := retention.New(log, nil)
 	background.Add(retention.SpaceTask(store.Space(), reg, 0))
+	// Compacts deleted ranges so their disk space comes back in seconds.
+	retention.AddReclaimTask(background, store, reg, 0)
 	background.Add(retention.GroupsTask(gc, 0))
 	background.Add(retention.QueueTask(qe, reg, 0))
 	background.Add(retention.TxnsTask(tc, 0))
