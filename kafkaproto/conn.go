@@ -30,6 +30,7 @@ type queued struct {
 	version int16
 	key     int16
 	reply   reply
+	start   time.Time // request decoded, for broker_kafka_request_duration_seconds
 }
 
 // conn is one client connection: a reader goroutine that decodes requests
@@ -96,6 +97,7 @@ func (c *conn) readLoop() {
 			continue // answered already (ApiVersions fallback)
 		}
 		reg := registry[r.key]
+		start := time.Now()
 		c.s.metrics.requests.WithLabelValues(apiName(r.key)).Inc()
 		rep, err := c.dispatch(reg, r)
 		if err != nil {
@@ -107,7 +109,7 @@ func (c *conn) readLoop() {
 			// refers to the request bytes any more.
 			putBuffer(body)
 		}
-		c.replies <- queued{corr: r.corr, version: r.version, key: r.key, reply: rep}
+		c.replies <- queued{corr: r.corr, version: r.version, key: r.key, reply: rep, start: start}
 	}
 }
 
@@ -199,6 +201,9 @@ func (c *conn) writeLoop() {
 	for q := range c.replies {
 		if q.reply.finish != nil {
 			q.reply.finish()
+		}
+		if !q.start.IsZero() {
+			c.s.metrics.duration.WithLabelValues(apiName(q.key)).Observe(time.Since(q.start).Seconds())
 		}
 		if q.reply.none || broken {
 			continue

@@ -65,6 +65,7 @@ type Store struct {
 	writeOpt *pebble.WriteOptions
 	closed   atomic.Bool
 	space    *SpaceGuard
+	stalls   *stallCounter // write stalls, for Collector
 }
 
 // Open opens (creating on first boot) the data directory dir. It refuses to
@@ -138,6 +139,8 @@ func Open(dir string, opts Options) (*Store, error) {
 	po.FlushSplitBytes = 256 << 20
 	po.EnsureDefaults()
 	el := pebble.MakeLoggingEventListener(pebbleLogger{opts.Logger})
+	stalls := &stallCounter{}
+	stalls.listen(&el)
 	po.EventListener = &el
 	for i := range po.Levels {
 		po.Levels[i].BlockSize = 32 << 10
@@ -171,7 +174,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		_ = db.Close()
 		return fail(fmt.Errorf("pebblestore: cannot sync data directory %s: %w", dir, err))
 	}
-	s := &Store{db: db, dir: dir, lockFile: lockFile, writeOpt: pebble.Sync}
+	s := &Store{db: db, dir: dir, lockFile: lockFile, writeOpt: pebble.Sync, stalls: stalls}
 	if opts.NoSync {
 		s.writeOpt = pebble.NoSync
 	}

@@ -71,7 +71,7 @@ func run(ctx context.Context, cfg *Config, log zerolog.Logger) error {
 	recovered := time.Since(start)
 
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), collectors.NewBuildInfoCollector())
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), collectors.NewBuildInfoCollector(), store.Collector())
 
 	// Native queues: delivery state beside the queue topics' logs; their
 	// maintenance (leases, dead-lettering, TTLs, redrive) runs in retention.
