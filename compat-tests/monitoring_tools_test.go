@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -27,6 +28,21 @@ var toolHTTP = &http.Client{Timeout: 10 * time.Second}
 // waits until GET readyURL answers 200 and stops it (SIGTERM, then SIGKILL)
 // when the test ends. Its log is printed if the test failed.
 func startTool(t *testing.T, name, readyURL string, path string, args ...string) {
+	t.Helper()
+	startProcess(t, name, readyURL, func() string {
+		resp, err := toolHTTP.Get(readyURL)
+		if err != nil {
+			return err.Error()
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			return resp.Status
+		}
+		return ""
+	}, path, args...)
+}
+
+func startProcess(t *testing.T, name, where string, ready func() string, path string, args ...string) {
 	t.Helper()
 	logPath := filepath.Join(t.TempDir(), name+".log")
 	logFile, err := os.Create(logPath)
@@ -57,21 +73,13 @@ func startTool(t *testing.T, name, readyURL string, path string, args ...string)
 			t.Logf("%s log (%s):\n%s", name, logPath, out)
 		}
 	})
-	waitFor(t, 60*time.Second, name+" ready at "+readyURL, func() string {
+	waitFor(t, 60*time.Second, name+" ready at "+where, func() string {
 		select {
 		case <-done:
 			t.Fatalf("%s exited before it was ready; see its log", name)
 		default:
 		}
-		resp, err := toolHTTP.Get(readyURL)
-		if err != nil {
-			return err.Error()
-		}
-		resp.Body.Close()
-		if resp.StatusCode != 200 {
-			return resp.Status
-		}
-		return ""
+		return ready()
 	})
 }
 
@@ -259,4 +267,184 @@ func checkRulesHealthy(t *testing.T, promAddr string) []string {
 	}
 	sort.Strings(problems)
 	return problems
+}
+
+// burrowLag is the part of Burrow's /v3/kafka/<cluster>/consumer/<group>/lag
+// answer the test compares.
+type burrowLag struct {
+	Error   bool   `json:"error"`
+	Message string `json:"message"`
+	Status  struct {
+		Status     string `json:"status"`
+		TotalLag   int64  `json:"totallag"`
+		Partitions []struct {
+			Topic      string `json:"topic"`
+			Partition  int32  `json:"partition"`
+			CurrentLag int64  `json:"current_lag"`
+			End        *struct {
+				Offset int64 `json:"offset"`
+			} `json:"end"`
+		} `json:"partitions"`
+	} `json:"status"`
+}
+
+// TestBurrowLagMatchesCLI: Debian's Burrow (a lag monitor reading
+// __consumer_offsets, and the partitions' end offsets by ListOffsets v0)
+// reports for a group the same per-partition lag as `broker groups lag`,
+// and both equal the end offsets minus the committed offsets.
+func TestBurrowLagMatchesCLI(t *testing.T) {
+	t.Parallel()
+	burrow := lookBurrow(t)
+	// Burrow refuses to start without ZooKeeper (it keeps its notifier lock
+	// there): Debian's zookeeper, standalone.
+	zookeeper := startZooKeeper(t)
+	b := startBroker(t)
+	adm := newAdmin(t, b.Addr())
+	topic, group := topicName(t, "lag"), "burrow-lag-group"
+	createTopic(t, adm, topic, 3, nil)
+	produceN(t, b, topic, 30) // 10 per partition
+	commitOffsets(t, adm, group, topic, map[int32]int64{0: 3, 1: 7, 2: 10})
+	want := map[int32]int64{0: 7, 1: 3, 2: 0}
+
+	// The CLI's lag.
+	code, out, errOut := brokerCLI(t, "groups", "lag", "-b", b.Addr(), "-o", "json", group)
+	if code != 0 {
+		t.Fatalf("broker groups lag: exit %d: %s", code, errOut)
+	}
+	var rows []struct {
+		Topic     string `json:"topic"`
+		Partition int32  `json:"partition"`
+		Lag       int64  `json:"lag"`
+	}
+	if err := json.Unmarshal([]byte(out), &rows); err != nil {
+		t.Fatalf("broker groups lag -o json: %v: %s", err, out)
+	}
+	cliLag := map[int32]int64{}
+	for _, r := range rows {
+		if r.Topic == topic {
+			cliLag[r.Partition] = r.Lag
+		}
+	}
+	if fmt.Sprint(cliLag) != fmt.Sprint(want) {
+		t.Fatalf("broker groups lag: %v, want %v", cliLag, want)
+	}
+
+	dir := t.TempDir()
+	httpAddr := freeAddr(t)
+	config := fmt.Sprintf(`[general]
+pidfile=%q
+
+[logging]
+level="info"
+
+[zookeeper]
+servers=[%q]
+timeout=6
+root-path="/burrow"
+
+[client-profile.broker]
+client-id="burrow-compat-test"
+kafka-version="2.0.0"
+
+[cluster.local]
+class-name="kafka"
+servers=[%q]
+client-profile="broker"
+topic-refresh=1
+offset-refresh=1
+
+[consumer.local]
+class-name="kafka"
+cluster="local"
+servers=[%q]
+client-profile="broker"
+start-latest=false
+
+[httpserver.default]
+address=%q
+
+[storage.default]
+class-name="inmemory"
+workers=2
+intervals=10
+expire-group=604800
+min-distance=1
+`, filepath.Join(dir, "burrow.pid"), zookeeper, b.Addr(), b.Addr(), httpAddr)
+	if err := os.WriteFile(filepath.Join(dir, "burrow.toml"), []byte(config), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	startTool(t, "burrow", "http://"+httpAddr+"/burrow/admin", burrow, "-config-dir", dir)
+
+	lagURL := "http://" + httpAddr + "/v3/kafka/local/consumer/" + group + "/lag"
+	var last burrowLag
+	waitFor(t, 60*time.Second, "Burrow's lag of "+group, func() string {
+		resp, err := toolHTTP.Get(lagURL)
+		if err != nil {
+			return err.Error()
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		last = burrowLag{}
+		if err := json.Unmarshal(body, &last); err != nil {
+			return fmt.Sprintf("%v: %s", err, body)
+		}
+		got := map[int32]int64{}
+		for _, p := range last.Status.Partitions {
+			if p.Topic == topic {
+				got[p.Partition] = p.CurrentLag
+			}
+		}
+		if fmt.Sprint(got) != fmt.Sprint(cliLag) {
+			return fmt.Sprintf("Burrow says %v, broker groups lag %v (%s)", got, cliLag, body)
+		}
+		return ""
+	})
+	t.Logf("Burrow (status %s) and broker groups lag agree: %v", last.Status.Status, cliLag)
+	if last.Status.TotalLag != 10 {
+		t.Fatalf("Burrow's total lag %d, want 10", last.Status.TotalLag)
+	}
+}
+
+// startZooKeeper starts Debian's ZooKeeper standalone on a free port with
+// a temporary data directory and returns its address.
+func startZooKeeper(t *testing.T) string {
+	t.Helper()
+	java := lookTool(t, "java", "apt-get install zookeeper")
+	const jar = "/usr/share/java/zookeeper.jar"
+	if _, err := os.Stat(jar); err != nil {
+		t.Skipf("ZooKeeper is not installed (%s: %v; apt-get install zookeeper), which Burrow needs; skipping", jar, err)
+	}
+	addr := freeAddr(t)
+	_, port, _ := strings.Cut(addr, ":")
+	// Ready when it serves: its port accepts connections a while before.
+	startProcess(t, "zookeeper", addr, func() string {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err != nil {
+			return err.Error()
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+		if _, err := c.Write([]byte("srvr")); err != nil {
+			return err.Error()
+		}
+		out, _ := io.ReadAll(c)
+		if !strings.Contains(string(out), "Mode: standalone") {
+			return fmt.Sprintf("srvr: %q", out)
+		}
+		return ""
+	}, java, "-Dzookeeper.admin.enableServer=false", "-Xmx256m",
+		"-cp", jar, "org.apache.zookeeper.server.ZooKeeperServerMain", port, t.TempDir())
+	return addr
+}
+
+// lookBurrow finds Burrow (Debian installs it as /usr/bin/Burrow).
+func lookBurrow(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"Burrow", "burrow"} {
+		if p, err := execLookPath(name); err == nil {
+			return p
+		}
+	}
+	t.Skip("Burrow is not installed (apt-get install burrow); skipping")
+	return ""
 }
