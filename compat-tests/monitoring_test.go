@@ -687,3 +687,90 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() strin
 		time.Sleep(200 * time.Millisecond)
 	}
 }
+
+// TestDashboardStructure: deploy/grafana/broker.json imports into Grafana
+// as one dashboard: a Prometheus data source input that every panel and
+// target uses, unique panel ids, unique refIds within a panel, panels
+// inside the 24-column grid without overlapping, a uid and a title.
+func TestDashboardStructure(t *testing.T) {
+	t.Parallel()
+	data, err := os.ReadFile(dashboardPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type datasource struct {
+		Type string `json:"type"`
+		UID  string `json:"uid"`
+	}
+	var dash struct {
+		UID    string `json:"uid"`
+		Title  string `json:"title"`
+		Inputs []struct {
+			Name     string `json:"name"`
+			PluginID string `json:"pluginId"`
+		} `json:"__inputs"`
+		Panels []struct {
+			ID         int         `json:"id"`
+			Type       string      `json:"type"`
+			Title      string      `json:"title"`
+			Datasource *datasource `json:"datasource"`
+			GridPos    struct{ H, W, X, Y int }
+			Targets    []struct {
+				RefID      string      `json:"refId"`
+				Datasource *datasource `json:"datasource"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	if err := json.Unmarshal(data, &dash); err != nil {
+		t.Fatal(err)
+	}
+	if dash.UID == "" || dash.Title == "" {
+		t.Errorf("uid %q, title %q: both needed", dash.UID, dash.Title)
+	}
+	if len(dash.Inputs) != 1 || dash.Inputs[0].PluginID != "prometheus" {
+		t.Fatalf("__inputs %+v, want one Prometheus data source", dash.Inputs)
+	}
+	dsUID := "${" + dash.Inputs[0].Name + "}"
+	ids := map[int]string{}
+	type cell struct{ x, y int }
+	taken := map[cell]string{}
+	for _, p := range dash.Panels {
+		if other, dup := ids[p.ID]; dup {
+			t.Errorf("panels %q and %q share id %d", other, p.Title, p.ID)
+		}
+		ids[p.ID] = p.Title
+		g := p.GridPos
+		if g.W <= 0 || g.H <= 0 || g.X < 0 || g.X+g.W > 24 {
+			t.Errorf("panel %q: gridPos %+v outside the 24-column grid", p.Title, g)
+		}
+		for x := g.X; x < g.X+g.W; x++ {
+			for y := g.Y; y < g.Y+g.H; y++ {
+				if other, ok := taken[cell{x, y}]; ok {
+					t.Errorf("panels %q and %q overlap at %d,%d", other, p.Title, x, y)
+					y, x = g.Y+g.H, g.X+g.W
+					continue
+				}
+				taken[cell{x, y}] = p.Title
+			}
+		}
+		if p.Type == "row" {
+			continue
+		}
+		if len(p.Targets) == 0 {
+			t.Errorf("panel %q has no query", p.Title)
+		}
+		if p.Datasource == nil || p.Datasource.UID != dsUID {
+			t.Errorf("panel %q: data source %+v, want uid %s", p.Title, p.Datasource, dsUID)
+		}
+		refs := map[string]bool{}
+		for _, target := range p.Targets {
+			if refs[target.RefID] || target.RefID == "" {
+				t.Errorf("panel %q: refId %q empty or repeated", p.Title, target.RefID)
+			}
+			refs[target.RefID] = true
+			if target.Datasource == nil || target.Datasource.UID != dsUID {
+				t.Errorf("panel %q target %s: data source %+v, want uid %s", p.Title, target.RefID, target.Datasource, dsUID)
+			}
+		}
+	}
+}
