@@ -13,7 +13,7 @@
 ARG GO_VERSION=1.26
 
 # --- build: a static binary, version and commit stamped ---
-FROM golang:${GO_VERSION}-bookworm AS build
+FROM golang:${GO_VERSION} AS build
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
