@@ -37,6 +37,7 @@ type queued struct {
 	// dropped, when nothing can refer to the body any more (kmsg's
 	// decoders alias the body: Produce records, group protocol metadata).
 	reserved int64
+	start    time.Time // request decoded, for broker_kafka_request_duration_seconds
 }
 
 // conn is one client connection: a reader goroutine that decodes requests
@@ -239,6 +240,7 @@ func (c *conn) readLoop() {
 			continue
 		}
 		reg := registry[r.key]
+		start := time.Now()
 		c.s.metrics.requests.WithLabelValues(apiName(r.key)).Inc()
 		rep, err := c.dispatch(reg, r)
 		if err != nil {
@@ -253,7 +255,7 @@ func (c *conn) readLoop() {
 			putBuffer(body)
 		}
 		c.beginRequest()
-		c.replies <- queued{corr: r.corr, version: r.version, key: r.key, reply: rep, reserved: reserved}
+		c.replies <- queued{corr: r.corr, version: r.version, key: r.key, reply: rep, reserved: reserved, start: start}
 	}
 }
 
@@ -375,6 +377,9 @@ func (c *conn) writeLoop() {
 func (c *conn) writeReply(bw *bufio.Writer, buf []byte, broken *bool, q queued) []byte {
 	if q.reply.finish != nil {
 		q.reply.finish()
+	}
+	if !q.start.IsZero() {
+		c.s.metrics.duration.WithLabelValues(apiName(q.key)).Observe(time.Since(q.start).Seconds())
 	}
 	if q.reply.none || *broken {
 		return buf

@@ -9,6 +9,7 @@ import (
 type metrics struct {
 	connections     prometheus.Gauge
 	requests        *prometheus.CounterVec
+	duration        *prometheus.HistogramVec
 	badRequests     prometheus.Counter
 	panics          prometheus.Counter
 	bytesOut        prometheus.Counter
@@ -26,6 +27,11 @@ func newMetrics(reg prometheus.Registerer, mem *requestMemory) *metrics {
 			Name: "broker_kafka_connections", Help: "Open Kafka client connections."}),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "broker_kafka_requests_total", Help: "Kafka requests decoded, by API."}, []string{"api"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "broker_kafka_request_duration_seconds",
+			Help:    "Time from a Kafka request decoded to its response ready to write (Produce: durable; Fetch: includes MaxWaitMillis parking), by API.",
+			Buckets: []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10},
+		}, []string{"api"}),
 		badRequests: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "broker_kafka_bad_requests_total", Help: "Connections closed for malformed or oversized requests."}),
 		panics: prometheus.NewCounter(prometheus.CounterOpts{
@@ -53,7 +59,7 @@ func newMetrics(reg prometheus.Registerer, mem *requestMemory) *metrics {
 		Name: "broker_kafka_request_memory_waits_total", Help: "Times a connection stopped reading to wait for request memory."},
 		func() float64 { return float64(mem.waits.Load()) })
 	if reg != nil {
-		reg.MustRegister(m.connections, m.requests, m.badRequests, m.panics, m.bytesOut,
+		reg.MustRegister(m.connections, m.requests, m.duration, m.badRequests, m.panics, m.bytesOut,
 			m.producedBytes, m.producedBatches, m.fetchedBytes,
 			m.connectionsRefused, m.timeouts, memoryInUse, memoryLimit, memoryWaits)
 	}

@@ -75,6 +75,7 @@ type Store struct {
 	closeCtx    context.Context
 	cancelClose context.CancelFunc
 	compactMu   sync.RWMutex
+	stalls      *stallCounter // write stalls, for Collector
 }
 
 // Open opens (creating on first boot) the data directory dir. It refuses to
@@ -148,6 +149,8 @@ func Open(dir string, opts Options) (*Store, error) {
 	po.FlushSplitBytes = 256 << 20
 	po.EnsureDefaults()
 	el := pebble.MakeLoggingEventListener(pebbleLogger{opts.Logger})
+	stalls := &stallCounter{}
+	stalls.listen(&el)
 	po.EventListener = &el
 	for i := range po.Levels {
 		po.Levels[i].BlockSize = 32 << 10
@@ -181,7 +184,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		_ = db.Close()
 		return fail(fmt.Errorf("pebblestore: cannot sync data directory %s: %w", dir, err))
 	}
-	s := &Store{db: db, dir: dir, lockFile: lockFile, writeOpt: pebble.Sync, reclaim: newReclaimQueue()}
+	s := &Store{db: db, dir: dir, lockFile: lockFile, writeOpt: pebble.Sync, reclaim: newReclaimQueue(), stalls: stalls}
 	s.closeCtx, s.cancelClose = context.WithCancel(context.Background())
 	if opts.NoSync {
 		s.writeOpt = pebble.NoSync

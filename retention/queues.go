@@ -20,6 +20,13 @@ func QueueTask(e *queues.Engine, reg prometheus.Registerer, interval time.Durati
 		interval = QueueTickInterval
 	}
 	m := newQueueMetrics(reg)
+	if reg != nil {
+		if err := reg.Register(queueCollector{e}); err != nil {
+			if _, dup := err.(prometheus.AlreadyRegisteredError); !dup {
+				panic(err)
+			}
+		}
+	}
 	return Task{
 		Name:     "queues",
 		Interval: interval,
@@ -51,6 +58,11 @@ func newQueueMetrics(reg prometheus.Registerer) *queueMetrics {
 		deadLettered: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "broker_queue_dead_lettered_total",
 			Help: "Messages moved to a dead-letter queue by maintenance, by reason."}, []string{"reason"}),
 	}
+	// The reasons maintenance dead-letters for exist from the start (at 0),
+	// so rate() and increase() see the first move.
+	for _, reason := range []string{queues.ReasonExpired, queues.ReasonMaxExpiries, queues.ReasonMaxReceives, queues.ReasonUnclaimed} {
+		m.deadLettered.WithLabelValues(reason)
+	}
 	if reg != nil {
 		for _, c := range []prometheus.Collector{m.reaped, m.expired, m.redriven, m.errors, m.deadLetterDeferred, m.deadLettered} {
 			if err := reg.Register(c); err != nil {
@@ -71,5 +83,35 @@ func (m *queueMetrics) observe(rep *queues.TickReport) {
 	m.deadLetterDeferred.Add(float64(rep.DeadLetterDeferred))
 	for reason, n := range rep.DeadLettered {
 		m.deadLettered.WithLabelValues(reason).Add(float64(n))
+	}
+}
+
+// queueDepthDesc is the depth of every queue, read at scrape time: two
+// series per queue (dead-letter queues included), so the number of series
+// grows with the number of queues, not with traffic.
+var queueDepthDesc = prometheus.NewDesc("broker_queue_messages",
+	"Messages in the queue by state: available (ready or delayed) and inflight (leased). dead_letter_for names the queue a dead-letter queue serves (empty for other queues).",
+	[]string{"queue", "state", "dead_letter_for"}, nil)
+
+// queueCollector reports the depth of every queue.
+type queueCollector struct{ e *queues.Engine }
+
+func (queueCollector) Describe(ch chan<- *prometheus.Desc) { ch <- queueDepthDesc }
+
+func (c queueCollector) Collect(ch chan<- prometheus.Metric) {
+	after := ""
+	for {
+		page, next, err := c.e.ListQueues("", after, 1000)
+		if err != nil {
+			return
+		}
+		for _, q := range page {
+			ch <- prometheus.MustNewConstMetric(queueDepthDesc, prometheus.GaugeValue, float64(q.Available), q.Name, "available", q.DeadLetterFor)
+			ch <- prometheus.MustNewConstMetric(queueDepthDesc, prometheus.GaugeValue, float64(q.Inflight), q.Name, "inflight", q.DeadLetterFor)
+		}
+		if next == "" {
+			return
+		}
+		after = next
 	}
 }

@@ -133,6 +133,9 @@ func newTopicMetrics(tm *topics.Manager, reg prometheus.Registerer) *topicMetric
 		compactionWritten: prometheus.NewCounter(prometheus.CounterOpts{Name: "broker_log_compaction_written_bytes_total",
 			Help: "Record batch bytes written by compaction (rewritten batches)."}),
 	}
+	// Both reasons exist from the start (at 0), so rate() sees the first bytes.
+	m.reclaimed.WithLabelValues("retention")
+	m.reclaimed.WithLabelValues("compaction")
 	if reg != nil {
 		for _, c := range []prometheus.Collector{m.reclaimed, m.retentionSegments, m.retentionErrors, m.compactionRuns,
 			m.compactionErrors, m.compactionDuration, m.compactionRead, m.compactionWritten, &partitionCollector{tm: tm}} {

@@ -25,6 +25,12 @@ import (
 // build info is used, if any.
 var version = "dev"
 
+// commit is the VCS revision, set at build time with
+// -ldflags "-X main.commit=$(git rev-parse HEAD)" where the Go toolchain
+// cannot stamp it (a Docker build without .git). Otherwise it comes from the
+// build info: "go build" in a git checkout stamps vcs.revision itself.
+var commit = ""
+
 // Exit codes of the broker command.
 const (
 	exitOK      = 0
@@ -53,12 +59,14 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 // newApp returns the broker command line. Add subcommands to Commands.
 func newApp() *cli.App {
 	return &cli.App{
-		Name:           "broker",
-		Usage:          "a Kafka-compatible message broker on one Pebble store",
-		HideVersion:    true,
-		ExitErrHandler: func(*cli.Context, error) {}, // realMain prints and exits
-		OnUsageError:   usageError,
-		Action:         unknownCommand,
+		Name:        "broker",
+		Usage:       "a Kafka-compatible message broker on one Pebble store",
+		HideVersion: true,
+		// --generate-bash-completion, used by "broker completion" scripts.
+		EnableBashCompletion: true,
+		ExitErrHandler:       func(*cli.Context, error) {}, // realMain prints and exits
+		OnUsageError:         usageError,
+		Action:               unknownCommand,
 		Commands: []*cli.Command{
 			serveCommand(),
 			versionCommand(),
@@ -67,6 +75,8 @@ func newApp() *cli.App {
 			queueCommand(), dlqCommand(),
 			groupsCommand(),
 			transactionsCommand(),
+			healthcheckCommand(),
+			completionCommand(),
 		},
 	}
 }
@@ -185,6 +195,9 @@ func readBuildInfo() buildInfo {
 	info := buildInfo{version: version, commit: "unknown", goVersion: runtime.Version()}
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
+		if commit != "" {
+			info.commit = commit
+		}
 		return info
 	}
 	if info.version == "dev" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
@@ -201,6 +214,9 @@ func readBuildInfo() buildInfo {
 	}
 	if modified && info.commit != "unknown" {
 		info.commit += " (modified)"
+	}
+	if commit != "" {
+		info.commit = commit
 	}
 	return info
 }

@@ -71,7 +71,15 @@ func run(ctx context.Context, cfg *Config, log zerolog.Logger) error {
 	recovered := time.Since(start)
 
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), collectors.NewBuildInfoCollector())
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), collectors.NewBuildInfoCollector(), store.Collector())
+	// What is running, as `broker version` says it (for dashboards and for
+	// alerts on a mixed-version fleet).
+	info := readBuildInfo()
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name:        "broker_build_info",
+		Help:        "Always 1; the labels say the broker's version, commit, Go version and storage format.",
+		ConstLabels: prometheus.Labels{"version": info.version, "commit": info.commit, "go_version": info.goVersion, "storage_format": fmt.Sprint(pebblestore.FormatVersion)},
+	}, func() float64 { return 1 }))
 
 	// Native queues: delivery state beside the queue topics' logs; their
 	// maintenance (leases, dead-lettering, TTLs, redrive) runs in retention.
