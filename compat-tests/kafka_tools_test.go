@@ -139,9 +139,12 @@ func TestKafkaToolsTopicsAndConfigs(t *testing.T) {
 		}
 
 		mustTool(t, "", toolTopics, append(bs, "--delete", "--topic", topic)...)
-		waitFor(t, 30*time.Second, func() bool {
-			return !containsLine(mustTool(t, "", toolTopics, append(bs, "--list")...), topic)
-		}, "topic still listed after --delete")
+		waitFor(t, 30*time.Second, "topic gone from --list after --delete", func() string {
+			if out := mustTool(t, "", toolTopics, append(bs, "--list")...); containsLine(out, topic) {
+				return "still listed"
+			}
+			return ""
+		})
 		if r := kafkaTool(t, "", toolTopics, append(bs, "--describe", "--topic", topic)...); r.code == 0 || !strings.Contains(r.stdout+r.stderr, "does not exist") {
 			t.Errorf("describe of a deleted topic: %s", r)
 		}
@@ -322,17 +325,6 @@ func describeRow(out, topic string) map[string]string {
 		}
 	}
 	return nil
-}
-
-func waitFor(t testing.TB, d time.Duration, cond func() bool, msg string) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal(msg)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
 }
 
 func tailString(s string, n int) string {
