@@ -144,7 +144,7 @@ func runTortureMode(args []string) int {
 	defer stop()
 	// A hard bound on the whole run: each phase gets its time plus about
 	// two minutes of setup, verification and shutdown.
-	ctx, cancel := context.WithTimeout(ctx, cfg.duration+time.Duration(len(cfg.phases))*3*time.Minute)
+	ctx, cancel := context.WithTimeout(ctx, cfg.runBound())
 	defer cancel()
 
 	report, err := runTorture(ctx, cfg, os.Stderr)
@@ -165,6 +165,17 @@ func runTortureMode(args []string) int {
 		return 1
 	}
 	return 0
+}
+
+// runBound is the hard bound on a whole run: the phases' own durations
+// (after --<phase>-duration overrides, which --duration does not include)
+// plus three minutes each for setup, verification and shutdown.
+func (cfg *tortureConfig) runBound() time.Duration {
+	var total time.Duration
+	for _, p := range cfg.phases {
+		total += cfg.phaseDur[p] + 3*time.Minute
+	}
+	return total
 }
 
 func parseTortureFlags(args []string) (*tortureConfig, error) {

@@ -178,3 +178,16 @@ func TestHostileFrameAllKinds(t *testing.T) {
 		}
 	}
 }
+
+// TestTortureRunBoundCoversPhaseOverrides pins a bug: the run's hard bound
+// was --duration (default 2m) plus 3 minutes a phase, so a long run given
+// with --kill-duration 16m was cut at 8 minutes, mid-phase.
+func TestTortureRunBoundCoversPhaseOverrides(t *testing.T) {
+	cfg, err := parseTortureFlags([]string{"--phases", "kill,frames", "--kill-duration", "16m", "--frames-duration", "8m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := cfg.runBound(), 30*time.Minute; got != want {
+		t.Fatalf("run bound %v, want %v (16m + 8m + 3m per phase)", got, want)
+	}
+}
