@@ -68,8 +68,14 @@ func AddReclaimTask(r *Runner, s *pebblestore.Store, reg prometheus.Registerer, 
 					last = time.Now()
 				}
 				if !res.More || r.stopping() {
-					return
+					break
 				}
+			}
+			// While new data is refused, make Pebble look for blob files
+			// whose deleted values it may now rewrite away (shared with a
+			// topic that stays, they outlive the range compaction).
+			if err := s.NudgeCompactions(); err != nil && !errors.Is(err, pebblestore.ErrClosed) {
+				log.Warn().Err(err).Msg("nudging compactions while the disk is low")
 			}
 		},
 	})
