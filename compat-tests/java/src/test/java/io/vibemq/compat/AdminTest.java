@@ -94,7 +94,10 @@ class AdminTest extends BrokerTestBase {
         assertFalse(admin.listTopics().names().get(10, TimeUnit.SECONDS).stream().anyMatch(n -> n.startsWith("__")),
                 "listTopics lists internal topics without listInternal");
 
-        admin.deleteTopics(List.of(name, defaults)).all().get(10, TimeUnit.SECONDS);
+        admin.deleteTopics(List.of(name)).all().get(10, TimeUnit.SECONDS);
+        // DeleteTopics v6 by topic ID
+        Uuid defaultsId = admin.describeTopics(List.of(defaults)).allTopicNames().get(10, TimeUnit.SECONDS).get(defaults).topicId();
+        admin.deleteTopics(org.apache.kafka.common.TopicCollection.ofTopicIds(List.of(defaultsId))).all().get(10, TimeUnit.SECONDS);
         waitFor(() -> {
             try {
                 Set<String> now = admin.listTopics().names().get(10, TimeUnit.SECONDS);
@@ -122,6 +125,15 @@ class AdminTest extends BrokerTestBase {
         assertEquals("delete", policy.value());
         assertTrue(policy.isDefault() || policy.source() != ConfigEntry.ConfigSource.DYNAMIC_TOPIC_CONFIG);
         assertNotNull(c.get("max.message.bytes"));
+
+        Config withDocs = admin.describeConfigs(List.of(topicResource(topic)),
+                new org.apache.kafka.clients.admin.DescribeConfigsOptions().includeSynonyms(true).includeDocumentation(true))
+                .all().get(10, TimeUnit.SECONDS).get(topicResource(topic));
+        ConfigEntry r2 = withDocs.get("retention.ms");
+        assertNotNull(r2.documentation(), "documentation of retention.ms");
+        assertFalse(r2.synonyms().isEmpty(), "synonyms of retention.ms");
+        assertEquals(ConfigEntry.ConfigSource.DYNAMIC_TOPIC_CONFIG, r2.synonyms().get(0).source());
+        assertEquals(ConfigEntry.ConfigType.LONG, r2.type());
 
         ConfigResource brokerRes = new ConfigResource(ConfigResource.Type.BROKER, "1");
         Config b = describe(brokerRes);

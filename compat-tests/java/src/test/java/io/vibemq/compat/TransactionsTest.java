@@ -16,6 +16,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.stream.Collectors;
 
 import org.apache.kafka.clients.admin.DescribeProducersResult.PartitionProducerState;
+import org.apache.kafka.clients.admin.ListOffsetsOptions;
 import org.apache.kafka.clients.admin.ListTransactionsOptions;
 import org.apache.kafka.clients.admin.OffsetSpec;
 import org.apache.kafka.clients.admin.ProducerState;
@@ -29,6 +30,7 @@ import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.IsolationLevel;
 import org.apache.kafka.common.KafkaException;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.errors.InvalidProducerEpochException;
@@ -114,10 +116,17 @@ class TransactionsTest extends BrokerTestBase {
             // The open transaction's record is in the log (HWM 1) but the LSO is 0.
             assertEquals(0, c.poll(Duration.ofMillis(1000)).count(), "read_committed returned an uncommitted record");
             assertEquals(0, c.position(tp));
+            assertEquals(0, latest(tp, IsolationLevel.READ_COMMITTED), "listOffsets latest read_committed = LSO");
+            assertEquals(1, latest(tp, IsolationLevel.READ_UNCOMMITTED), "listOffsets latest read_uncommitted = HWM");
             p.commitTransaction();
             List<ConsumerRecord<String, String>> got = pollUntil(c, 1);
             assertEquals("open", got.get(0).value());
         }
+    }
+
+    static long latest(TopicPartition tp, IsolationLevel level) throws Exception {
+        return admin.listOffsets(Map.of(tp, OffsetSpec.latest()), new ListOffsetsOptions(level))
+                .partitionResult(tp).get(10, TimeUnit.SECONDS).offset();
     }
 
     /** Read-process-write: offsets sent in the transaction are committed with it (and not when it aborts). */
@@ -201,6 +210,19 @@ class TransactionsTest extends BrokerTestBase {
                     .filterProducerIds(Set.of(mine.producerId() + 1_000_000))).all().get(10, TimeUnit.SECONDS);
             assertFalse(byOtherPid.stream().anyMatch(l -> l.transactionalId().equals(txId)), "producer ID filter");
 
+            // ListTransactions v1 (KIP-994): transactions open longer than the duration.
+            Collection<TransactionListing> longRunning = admin.listTransactions(new ListTransactionsOptions()
+                    .filterOnDuration(3_600_000)).all().get(10, TimeUnit.SECONDS);
+            assertFalse(longRunning.stream().anyMatch(l -> l.transactionalId().equals(txId)), "open for an hour? " + longRunning);
+            waitFor(() -> {
+                try {
+                    return admin.listTransactions(new ListTransactionsOptions().filterOnDuration(50)).all()
+                            .get(10, TimeUnit.SECONDS).stream().anyMatch(l -> l.transactionalId().equals(txId));
+                } catch (Exception e) {
+                    throw new AssertionError(e);
+                }
+            }, () -> txId + " not listed with filterOnDuration(50)");
+
             TransactionDescription d = admin.describeTransactions(List.of(txId)).description(txId).get(10, TimeUnit.SECONDS);
             assertEquals(TransactionState.ONGOING, d.state());
             assertEquals(mine.producerId(), d.producerId());
@@ -254,5 +276,25 @@ class TransactionsTest extends BrokerTestBase {
         }
         Set<String> got = new HashSet<>(values(readAll(topic, 1, Map.of(ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed"))));
         assertEquals(Set.of("after"), got, "the fenced transaction must be aborted");
+    }
+
+    /**
+     * Gap: ListTransactions v2 (KIP-1152, a transactional ID regex) is not
+     * served; the 4.1+ client's filterOnTransactionalIdPattern fails with
+     * UnsupportedVersionException. Skipped on clients without the method.
+     */
+    @Test
+    void listTransactionsByIdPatternIsNotServed() throws Exception {
+        java.lang.reflect.Method m;
+        try {
+            m = ListTransactionsOptions.class.getMethod("filterOnTransactionalIdPattern", String.class);
+        } catch (NoSuchMethodException e) {
+            org.junit.jupiter.api.Assumptions.abort("ListTransactionsOptions.filterOnTransactionalIdPattern is not in this client");
+            return;
+        }
+        ListTransactionsOptions o = (ListTransactionsOptions) m.invoke(new ListTransactionsOptions(), "tx.*");
+        Throwable e = causeOf(() -> admin.listTransactions(o).all().get(10, TimeUnit.SECONDS));
+        System.out.printf("GAP listTransactions(filterOnTransactionalIdPattern) -> %s%n", e);
+        assertInstanceOf(org.apache.kafka.common.errors.UnsupportedVersionException.class, e);
     }
 }
