@@ -347,4 +347,91 @@ class ConsumerGroupTest extends BrokerTestBase {
         String want = AdminGapsTest.clientAtLeast(4, 0) ? "group.protocol=classic" : "CONSUMER_GROUP_HEARTBEAT";
         assertTrue(got.getMessage().contains(want), got.getMessage());
     }
+
+    /**
+     * A dynamic member's close() sends LeaveGroup: the other member gets its
+     * partitions at the next heartbeat, long before the session timeout.
+     * Auto-commit commits what was consumed on close.
+     */
+    @Test
+    void leaveGroupOnCloseAndAutoCommit() throws Exception {
+        String topic = createTopic("leave", 4);
+        String group = unique("leave");
+        produce(topic, 40);
+        Map<String, Object> o = groupOverrides(RangeAssignor.class.getName(), null);
+        o.put(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, 30_000);
+        o.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, true);
+        o.put(ConsumerConfig.AUTO_COMMIT_INTERVAL_MS_CONFIG, 100);
+        try (KafkaConsumer<String, String> a = consumer(group, o)) {
+            KafkaConsumer<String, String> b = consumer(group, o);
+            a.subscribe(List.of(topic));
+            b.subscribe(List.of(topic));
+            List<ConsumerRecord<String, String>> got = new ArrayList<>();
+            pollAll(List.of(a, b), got, () -> a.assignment().size() == 2 && b.assignment().size() == 2 && got.size() >= 40,
+                    "2 + 2 and 40 records");
+            Set<TopicPartition> bOwned = new HashSet<>(b.assignment());
+            Instant closed = Instant.now();
+            b.close(Duration.ofSeconds(10));
+            pollAll(List.of(a), () -> a.assignment().size() == 4, "a takes over after b's LeaveGroup");
+            Duration took = Duration.between(closed, Instant.now());
+            assertTrue(took.compareTo(Duration.ofSeconds(20)) < 0, "takeover took " + took + ": no LeaveGroup, waited for the session timeout?");
+            Map<TopicPartition, OffsetAndMetadata> committed = a.committed(bOwned, Duration.ofSeconds(10));
+            long sum = 0;
+            for (TopicPartition tp : bOwned) {
+                assertTrue(committed.get(tp) != null, "b's auto-commit on close for " + tp);
+                sum += committed.get(tp).offset();
+            }
+            long ends = a.endOffsets(bOwned).values().stream().mapToLong(Long::longValue).sum();
+            assertEquals(ends, sum, "b committed everything it consumed");
+        }
+    }
+
+    /**
+     * Admin.listGroups and Admin.describeClassicGroups (4.x only, KIP-1043;
+     * called by reflection so the class compiles against 3.9): the group
+     * is listed as CLASSIC with protocol type "consumer".
+     */
+    @Test
+    void listGroupsAndDescribeClassicGroups() throws Exception {
+        java.lang.reflect.Method listGroups;
+        try {
+            listGroups = admin.getClass().getMethod("listGroups");
+        } catch (NoSuchMethodException e) {
+            org.junit.jupiter.api.Assumptions.abort("Admin.listGroups is not in this client (4.0+)");
+            return;
+        }
+        String topic = createTopic("classic-list", 1);
+        String group = unique("classic-list");
+        try (KafkaConsumer<String, String> c = consumer(group, groupOverrides(RangeAssignor.class.getName(), null))) {
+            c.subscribe(List.of(topic));
+            pollAll(List.of(c), () -> c.assignment().size() == 1, "assignment");
+            Object res = listGroups.invoke(admin);
+            Collection<?> all = (Collection<?>) ((org.apache.kafka.common.KafkaFuture<?>) res.getClass().getMethod("all").invoke(res))
+                    .get(10, TimeUnit.SECONDS);
+            Object mine = null;
+            for (Object l : all) {
+                if (group.equals(l.getClass().getMethod("groupId").invoke(l))) {
+                    mine = l;
+                }
+            }
+            assertTrue(mine != null, group + " not in listGroups: " + all);
+            assertEquals("OPTIONAL[CLASSIC]", String.valueOf(mine.getClass().getMethod("type").invoke(mine)).toUpperCase());
+            assertEquals("consumer", mine.getClass().getMethod("protocol").invoke(mine));
+            assertEquals("OPTIONAL[STABLE]", String.valueOf(mine.getClass().getMethod("groupState").invoke(mine)).toUpperCase());
+
+            java.lang.reflect.Method describe;
+            try {
+                describe = admin.getClass().getMethod("describeClassicGroups", Collection.class);
+            } catch (NoSuchMethodException e) {
+                return; // 4.0: listGroups only
+            }
+            Object dres = describe.invoke(admin, List.of(group));
+            Map<?, ?> ds = (Map<?, ?>) ((org.apache.kafka.common.KafkaFuture<?>) dres.getClass().getMethod("all").invoke(dres))
+                    .get(10, TimeUnit.SECONDS);
+            Object d = ds.get(group);
+            assertEquals("consumer", d.getClass().getMethod("protocol").invoke(d));
+            assertEquals("range", d.getClass().getMethod("protocolData").invoke(d));
+            assertEquals(1, ((Collection<?>) d.getClass().getMethod("members").invoke(d)).size());
+        }
+    }
 }

@@ -297,4 +297,68 @@ class TransactionsTest extends BrokerTestBase {
         System.out.printf("GAP listTransactions(filterOnTransactionalIdPattern) -> %s%n", e);
         assertInstanceOf(org.apache.kafka.common.errors.UnsupportedVersionException.class, e);
     }
+
+    /**
+     * The broker aborts a transaction open past transaction.timeout.ms and
+     * fences its producer; the records stay invisible to read_committed.
+     */
+    @Test
+    void brokerAbortsATimedOutTransaction() throws Exception {
+        String topic = createTopic("tx-timeout", 1);
+        String txId = unique("txid");
+        try (KafkaProducer<String, String> p = producer(Map.of(
+                ProducerConfig.TRANSACTIONAL_ID_CONFIG, txId,
+                ProducerConfig.TRANSACTION_TIMEOUT_CONFIG, 1000))) {
+            p.initTransactions();
+            p.beginTransaction();
+            p.send(new ProducerRecord<>(topic, 0, "k", "timed-out")).get(10, TimeUnit.SECONDS);
+            waitFor(() -> {
+                try {
+                    TransactionState st = admin.describeTransactions(List.of(txId)).description(txId)
+                            .get(10, TimeUnit.SECONDS).state();
+                    return st == TransactionState.COMPLETE_ABORT || st == TransactionState.PREPARE_ABORT;
+                } catch (Exception e) {
+                    throw new AssertionError(e);
+                }
+            }, () -> "the broker did not abort " + txId + " after its 1 s timeout");
+            KafkaException e = assertThrows(KafkaException.class, p::commitTransaction);
+            assertTrue(e instanceof ProducerFencedException || e instanceof InvalidProducerEpochException,
+                    "commit after the broker's abort: " + e);
+        }
+        TopicPartition tp = new TopicPartition(topic, 0);
+        waitFor(() -> {
+            try {
+                return latest(tp, IsolationLevel.READ_COMMITTED) == 2;
+            } catch (Exception e) {
+                throw new AssertionError(e);
+            }
+        }, () -> "LSO past the abort marker");
+        try (KafkaConsumer<String, String> c = consumer(null, Map.of(ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed"))) {
+            c.assign(List.of(tp));
+            c.seekToBeginning(List.of(tp));
+            List<ConsumerRecord<String, String>> got = new java.util.ArrayList<>();
+            waitFor(() -> {
+                c.poll(Duration.ofMillis(100)).forEach(got::add);
+                return c.position(tp) == 2;
+            }, () -> "read_committed position to the end");
+            assertEquals(List.of(), got, "records of the aborted transaction");
+        }
+    }
+
+    /**
+     * A transaction.timeout.ms above the broker's transaction-max-timeout
+     * (15 min) fails initTransactions with INVALID_TRANSACTION_TIMEOUT.
+     */
+    @Test
+    void transactionTimeoutAboveTheMaximum() {
+        try (KafkaProducer<String, String> p = producer(Map.of(
+                ProducerConfig.TRANSACTIONAL_ID_CONFIG, unique("txid"),
+                ProducerConfig.TRANSACTION_TIMEOUT_CONFIG, 20 * 60 * 1000))) {
+            KafkaException e = assertThrows(KafkaException.class, p::initTransactions);
+            // INVALID_TRANSACTION_TIMEOUT (50): the Java client reports it, as with Kafka, as a plain
+            // KafkaException "Unexpected error in InitProducerIdResponse; " + the error's message.
+            assertTrue(e.getMessage().contains("transaction timeout is larger than the maximum value allowed by the broker"),
+                    "initTransactions: " + e);
+        }
+    }
 }
