@@ -48,11 +48,14 @@ abstract class BrokerTestBase {
 
     static BrokerProcess broker;
     static Admin admin;
+    /** Set when a test of the current class failed: its broker log is then kept. */
+    static volatile boolean failed;
 
     @RegisterExtension
     static final TestWatcher LOG_ON_FAILURE = new TestWatcher() {
         @Override
         public void testFailed(ExtensionContext ctx, Throwable cause) {
+            failed = true;
             if (broker != null) {
                 System.err.printf("%n=== %s failed (kafka-clients %s); broker log (%s, last %d bytes):%n%s%n",
                         ctx.getDisplayName(), AppInfoParser.getVersion(), broker.logFile(),
@@ -63,6 +66,7 @@ abstract class BrokerTestBase {
 
     @BeforeAll
     static void startBroker() throws Exception {
+        failed = false;
         broker = BrokerProcess.start("--group-initial-rebalance-delay", "0s");
         Properties p = new Properties();
         p.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, broker.bootstrap());
@@ -84,7 +88,11 @@ abstract class BrokerTestBase {
         }
         if (broker != null) {
             broker.close();
-            broker.deleteLog();
+            if (failed) {
+                System.err.println("broker log kept: " + broker.logFile());
+            } else {
+                broker.deleteLog();
+            }
             broker = null;
         }
     }
