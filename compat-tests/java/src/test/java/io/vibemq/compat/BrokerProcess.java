@@ -65,8 +65,8 @@ final class BrokerProcess implements AutoCloseable {
 
     /** Starts a broker and waits until its Kafka port accepts and /readyz is 200. */
     static BrokerProcess start(String... extraArgs) throws Exception {
+        Path bin = brokerBinary(); // before creating any temporary directory
         BrokerProcess b = new BrokerProcess(List.of(extraArgs));
-        Path bin = brokerBinary();
         // A port picked free can be taken before the broker binds it: retry then only.
         for (int attempt = 1; ; attempt++) {
             b.kafkaAddr = "127.0.0.1:" + freePort();
@@ -168,18 +168,33 @@ final class BrokerProcess implements AutoCloseable {
         }
     }
 
-    /** SIGTERM, then SIGKILL after the stop timeout; removes the data directory. Returns the exit code. */
     @Override
     public void close() throws Exception {
+        stop();
+    }
+
+    /**
+     * SIGTERM, then SIGKILL after the stop timeout; removes the data
+     * directory. Returns null after a clean exit (code 0 within the
+     * timeout), else what went wrong.
+     */
+    String stop() throws Exception {
+        String problem = null;
         if (process != null && process.isAlive()) {
             process.destroy(); // SIGTERM
             if (!process.waitFor(STOP_TIMEOUT.toSeconds(), TimeUnit.SECONDS)) {
                 process.destroyForcibly().waitFor(10, TimeUnit.SECONDS);
+                problem = "the broker did not exit within " + STOP_TIMEOUT + " of SIGTERM; killed it";
+            } else if (process.exitValue() != 0) {
+                problem = "the broker exited with code " + process.exitValue() + " after SIGTERM, want 0";
             }
+        } else if (process != null) {
+            problem = "the broker had already exited with code " + process.exitValue();
         }
         try (Stream<Path> walk = Files.walk(dataDir)) {
             walk.sorted(Comparator.reverseOrder()).forEach(p -> p.toFile().delete());
         }
+        return problem;
     }
 
     void deleteLog() throws IOException {

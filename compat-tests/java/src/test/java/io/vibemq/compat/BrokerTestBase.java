@@ -87,13 +87,18 @@ abstract class BrokerTestBase {
             admin = null;
         }
         if (broker != null) {
-            broker.close();
+            String problem = broker.stop();
+            if (problem != null) {
+                failed = true;
+                System.err.printf("%s; broker log (%s):%n%s%n", problem, broker.logFile(), broker.logTail());
+            }
             if (failed) {
                 System.err.println("broker log kept: " + broker.logFile());
             } else {
                 broker.deleteLog();
             }
             broker = null;
+            assertTrue(problem == null, problem);
         }
     }
 

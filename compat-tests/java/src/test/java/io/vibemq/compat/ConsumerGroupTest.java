@@ -236,7 +236,13 @@ class ConsumerGroupTest extends BrokerTestBase {
             admin.removeMembersFromConsumerGroup(group, new RemoveMembersFromConsumerGroupOptions(
                     List.of(new MemberToRemove("inst-b")))).all().get(10, TimeUnit.SECONDS);
             pollAll(List.of(a), () -> a.assignment().size() == 4, "a owns all 4 after inst-b was removed");
-            assertTrue(a.groupMetadata().generationId() > gen);
+            int gen2 = a.groupMetadata().generationId();
+            assertTrue(gen2 > gen);
+            // No members named: remove every member (KIP-571); a rejoins in a new generation.
+            admin.removeMembersFromConsumerGroup(group, new RemoveMembersFromConsumerGroupOptions())
+                    .all().get(10, TimeUnit.SECONDS);
+            pollAll(List.of(a), () -> a.groupMetadata().generationId() > gen2 && a.assignment().size() == 4,
+                    "a rejoins after removeMembersFromConsumerGroup(all)");
         }
     }
 
@@ -280,6 +286,9 @@ class ConsumerGroupTest extends BrokerTestBase {
             assertInstanceOf(UnknownMemberIdException.class, e, "alter offsets of an active group: " + e);
             e = causeOf(() -> admin.deleteConsumerGroups(List.of(group)).all().get(10, TimeUnit.SECONDS));
             assertInstanceOf(GroupNotEmptyException.class, e);
+            e = causeOf(() -> admin.deleteConsumerGroupOffsets(group, Set.of(tp0)).all().get(10, TimeUnit.SECONDS));
+            assertInstanceOf(org.apache.kafka.common.errors.GroupSubscribedToTopicException.class, e,
+                    "deleting offsets of a topic the active group subscribes to");
         }
         Map<TopicPartition, OffsetAndMetadata> offs = admin.listConsumerGroupOffsets(group)
                 .partitionsToOffsetAndMetadata().get(10, TimeUnit.SECONDS);
