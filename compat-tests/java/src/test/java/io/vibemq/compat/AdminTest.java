@@ -138,8 +138,9 @@ class AdminTest extends BrokerTestBase {
         ConfigResource brokerRes = new ConfigResource(ConfigResource.Type.BROKER, "1");
         Config b = describe(brokerRes);
         assertFalse(b.entries().isEmpty(), "broker configs");
-        assertNotNull(b.get("log.retention.ms") != null ? b.get("log.retention.ms") : b.get("num.partitions"),
-                "broker config log.retention.ms or num.partitions: " + b.entries());
+        assertEquals("1", b.get("broker.id").value());
+        assertEquals("1", b.get("num.partitions").value(), "num.partitions = --default-partitions");
+        assertEquals("604800000", b.get("log.retention.ms").value(), "log.retention.ms = --log-retention (7 days)");
     }
 
     /** incrementalAlterConfigs: SET, DELETE (back to the default), APPEND and SUBTRACT on a list. */
