@@ -113,6 +113,9 @@ class AdminGapsTest extends BrokerTestBase {
         cases.put("listClientMetricsResources", unsupported(
                 clientAtLeast(4, 1) ? "LIST_CONFIG_RESOURCES" : "LIST_CLIENT_METRICS_RESOURCES",
                 () -> admin.listClientMetricsResources().all()));
+        // ListOffsets v9 (KIP-1005) is not served.
+        cases.put("listOffsets(latestTiered)", new Pinned(org.apache.kafka.common.errors.UnsupportedVersionException.class, "",
+                () -> admin.listOffsets(Map.of(tp, org.apache.kafka.clients.admin.OffsetSpec.latestTiered())).all()));
         cases.put("unregisterBroker", unsupported("UNREGISTER_BROKER", () -> admin.unregisterBroker(1).all()));
         return cases.entrySet().stream().map(c -> DynamicTest.dynamicTest(c.getKey(), () -> {
             Pinned want = c.getValue();

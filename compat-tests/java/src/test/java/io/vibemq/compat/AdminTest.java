@@ -252,6 +252,8 @@ class AdminTest extends BrokerTestBase {
         assertEquals(3, deleted.lowWatermark());
         assertEquals(3, offset(tp, OffsetSpec.earliest()).offset());
         assertEquals(5, offset(tp, OffsetSpec.latest()).offset());
+        // ListOffsets v8 (KIP-405): earliest local = the log start offset without tiered storage.
+        assertEquals(3, offset(tp, OffsetSpec.earliestLocal()).offset(), "earliestLocal");
         Throwable e = causeOf(() -> admin.deleteRecords(Map.of(tp, RecordsToDelete.beforeOffset(6))).all().get(10, TimeUnit.SECONDS));
         assertInstanceOf(OffsetOutOfRangeException.class, e, "deleteRecords past the high watermark");
         // -1 = up to the high watermark
