@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.time.Duration;
 import java.util.List;
@@ -121,5 +122,51 @@ class ConsumerTest extends BrokerTestBase {
         } catch (Exception e) {
             throw new AssertionError(e);
         }
+    }
+
+    /**
+     * A 900 KB record (under the 1 MiB default max.message.bytes) is produced
+     * and consumed by a consumer whose fetch limits are far smaller: the
+     * first batch is returned whole anyway (KIP-74).
+     */
+    @Test
+    void largeRecordWithSmallFetchLimits() throws Exception {
+        String topic = createTopic("large", 1);
+        String big = "b".repeat(900 * 1024);
+        try (KafkaProducer<String, String> p = producer(Map.of(ProducerConfig.COMPRESSION_TYPE_CONFIG, "none"))) {
+            p.send(new ProducerRecord<>(topic, 0, "big", big)).get(20, TimeUnit.SECONDS);
+            p.send(new ProducerRecord<>(topic, 0, "small", "s")).get(20, TimeUnit.SECONDS);
+        }
+        List<ConsumerRecord<String, String>> got = readAll(topic, 2, Map.of(
+                ConsumerConfig.MAX_PARTITION_FETCH_BYTES_CONFIG, 1024,
+                ConsumerConfig.FETCH_MAX_BYTES_CONFIG, 2048));
+        assertEquals(2, got.size());
+        assertEquals(big, got.get(0).value());
+        assertEquals("s", got.get(1).value());
+    }
+
+    /**
+     * The producer's Metadata request auto-creates an unknown topic (broker
+     * auto-create-topics, default partitions); a consumer with
+     * allow.auto.create.topics=false does not create one.
+     */
+    @Test
+    void autoCreateFromProducerNotFromConsumer() throws Exception {
+        String produced = unique("auto-p");
+        try (KafkaProducer<String, String> p = producer(Map.of())) {
+            assertEquals(0, p.send(new ProducerRecord<>(produced, "k", "v")).get(20, TimeUnit.SECONDS).offset());
+        }
+        assertEquals(1, admin.describeTopics(List.of(produced)).allTopicNames().get(10, TimeUnit.SECONDS)
+                .get(produced).partitions().size(), "default-partitions");
+        String notCreated = unique("auto-c");
+        try (KafkaConsumer<String, String> c = consumer(unique("auto-c"), Map.of(ConsumerConfig.ALLOW_AUTO_CREATE_TOPICS_CONFIG, false))) {
+            c.subscribe(List.of(notCreated));
+            for (int i = 0; i < 5; i++) {
+                c.poll(Duration.ofMillis(100));
+            }
+            assertEquals(Set.of(), c.assignment());
+        }
+        assertTrue(!admin.listTopics().names().get(10, TimeUnit.SECONDS).contains(notCreated),
+                "a consumer with allow.auto.create.topics=false created " + notCreated);
     }
 }
