@@ -126,4 +126,26 @@ class AdminGapsTest extends BrokerTestBase {
                     c.getKey() + ": message " + got.getMessage() + " does not contain " + want.message());
         }));
     }
+
+    /**
+     * Gap (low): authorized operations are never reported. Asked for with
+     * includeAuthorizedOperations(true), Kafka without an authorizer answers
+     * every operation the resource type supports (AuthHelper.authorizedOperations:
+     * a topic READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS,
+     * ALTER_CONFIGS); this broker leaves the field at "not provided", so the
+     * Java client returns null. UIs that grey out actions by these (kafka-ui,
+     * AKHQ) may show none allowed. Pinned: a fix flips this test.
+     */
+    @org.junit.jupiter.api.Test
+    void authorizedOperationsAreNotReported() throws Exception {
+        Set<?> topicOps = admin.describeTopics(List.of(topic),
+                new org.apache.kafka.clients.admin.DescribeTopicsOptions().includeAuthorizedOperations(true))
+                .allTopicNames().get(10, TimeUnit.SECONDS).get(topic).authorizedOperations();
+        Set<?> clusterOps = admin.describeCluster(
+                new org.apache.kafka.clients.admin.DescribeClusterOptions().includeAuthorizedOperations(true))
+                .authorizedOperations().get(10, TimeUnit.SECONDS);
+        System.out.printf("GAP authorizedOperations -> topic %s, cluster %s%n", topicOps, clusterOps);
+        assertEquals(null, topicOps, "topic authorized operations");
+        assertEquals(null, clusterOps, "cluster authorized operations");
+    }
 }
