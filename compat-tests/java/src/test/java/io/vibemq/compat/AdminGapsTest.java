@@ -134,7 +134,8 @@ class AdminGapsTest extends BrokerTestBase {
      * a topic READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS,
      * ALTER_CONFIGS); this broker leaves the field at "not provided", so the
      * Java client returns null. UIs that grey out actions by these (kafka-ui,
-     * AKHQ) may show none allowed. Pinned: a fix flips this test.
+     * AKHQ) may show none allowed. Groups (DescribeGroups) do answer all of
+     * theirs. Pinned: a fix flips this test.
      */
     @org.junit.jupiter.api.Test
     void authorizedOperationsAreNotReported() throws Exception {
@@ -144,8 +145,16 @@ class AdminGapsTest extends BrokerTestBase {
         Set<?> clusterOps = admin.describeCluster(
                 new org.apache.kafka.clients.admin.DescribeClusterOptions().includeAuthorizedOperations(true))
                 .authorizedOperations().get(10, TimeUnit.SECONDS);
-        System.out.printf("GAP authorizedOperations -> topic %s, cluster %s%n", topicOps, clusterOps);
+        String group = unique("authz");
+        admin.alterConsumerGroupOffsets(group, Map.of(new TopicPartition(topic, 0),
+                new org.apache.kafka.clients.consumer.OffsetAndMetadata(0))).all().get(10, TimeUnit.SECONDS);
+        Set<?> groupOps = admin.describeConsumerGroups(List.of(group),
+                new org.apache.kafka.clients.admin.DescribeConsumerGroupsOptions().includeAuthorizedOperations(true))
+                .describedGroups().get(group).get(10, TimeUnit.SECONDS).authorizedOperations();
+        System.out.printf("GAP authorizedOperations -> topic %s, cluster %s, group %s%n", topicOps, clusterOps, groupOps);
         assertEquals(null, topicOps, "topic authorized operations");
         assertEquals(null, clusterOps, "cluster authorized operations");
+        assertEquals(Set.of(AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE), groupOps,
+                "group authorized operations (answered as Kafka does)");
     }
 }
