@@ -116,6 +116,11 @@ class AdminGapsTest extends BrokerTestBase {
         // ListOffsets v9 (KIP-1005) is not served.
         cases.put("listOffsets(latestTiered)", new Pinned(org.apache.kafka.common.errors.UnsupportedVersionException.class, "",
                 () -> admin.listOffsets(Map.of(tp, org.apache.kafka.clients.admin.OffsetSpec.latestTiered())).all()));
+        // DescribeConfigs is served for TOPIC and BROKER resources only.
+        org.apache.kafka.common.config.ConfigResource loggers =
+                new org.apache.kafka.common.config.ConfigResource(org.apache.kafka.common.config.ConfigResource.Type.BROKER_LOGGER, "1");
+        cases.put("describeConfigs(BROKER_LOGGER)", new Pinned(org.apache.kafka.common.errors.InvalidRequestException.class,
+                "config resource type 8 is not supported", () -> admin.describeConfigs(List.of(loggers)).all()));
         cases.put("unregisterBroker", unsupported("UNREGISTER_BROKER", () -> admin.unregisterBroker(1).all()));
         return cases.entrySet().stream().map(c -> DynamicTest.dynamicTest(c.getKey(), () -> {
             Pinned want = c.getValue();
