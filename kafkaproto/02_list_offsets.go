@@ -8,6 +8,10 @@ package kafkaproto
 //     timestamp of the record with the largest timestamp; t >= 0: the first
 //     offset whose record timestamp is >= t, or offset -1 and timestamp -1
 //     when no record is that late.
+//   - -4 (v8+, KIP-405 earliest local): the log start offset, as -2. Without
+//     tiered storage the local log starts at the log start; Kafka answers it
+//     so (UnifiedLog.fetchOffsetByTimestamp), and Admin.listOffsets with
+//     OffsetSpec.earliestLocal() sends it.
 //   - The leader epoch is always 0; current_leader_epoch is checked as in Fetch.
 //   - A partition named twice in one request gets INVALID_REQUEST (as Kafka).
 //
@@ -20,8 +24,8 @@ package kafkaproto
 //     offset whose record is at least t old, or the high watermark. Kafka's
 //     v0 answered a timestamp from segment file times instead, which were
 //     never exact; we answer from record timestamps, as v1+ does.
-//   - -4 (earliest local, KIP-405) and -5 (earliest pending upload) need
-//     tiered storage (v8/v9+) and are not served: v8 is the maximum.
+//   - v8 is the maximum: -5 (latest tiered, v9, KIP-1005) and -6 (earliest
+//     pending upload, v11) are not served.
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -30,6 +34,9 @@ import (
 )
 
 func init() { register(kmsg.ListOffsets, 0, 8, (*Server).handleListOffsets) }
+
+// timestampEarliestLocal is ListOffsets' -4 (KIP-405, v8+).
+const timestampEarliestLocal int64 = -4
 
 func (s *Server) handleListOffsets(r *request) (reply, error) {
 	req := r.kreq.(*kmsg.ListOffsetsRequest)
@@ -57,10 +64,15 @@ func (s *Server) handleListOffsets(r *request) (reply, error) {
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			case req.Version >= 4 && rp.CurrentLeaderEpoch > 0:
 				sp.ErrorCode = kerr.UnknownLeaderEpoch.Code
-			case rp.Timestamp < topics.TimestampMaxTimestamp || (rp.Timestamp == topics.TimestampMaxTimestamp && req.Version < 7):
+			case rp.Timestamp == timestampEarliestLocal && req.Version < 8,
+				rp.Timestamp < timestampEarliestLocal,
+				rp.Timestamp == topics.TimestampMaxTimestamp && req.Version < 7:
 				sp.ErrorCode = kerr.UnsupportedVersion.Code
 			default:
 				ts := rp.Timestamp
+				if ts == timestampEarliestLocal {
+					ts = topics.TimestampEarliest
+				}
 				offset, stamp, err := p.OffsetForTimestamp(ts)
 				if err != nil {
 					sp.ErrorCode = errorCode(err)

@@ -8,8 +8,12 @@ package kafkaproto
 //   - A null topic list (v1+), or an empty one at v0, lists every topic.
 //   - Unknown topics are created when both the request (v4+ allow flag; v0-v3
 //     always) and the broker's auto-create-topics allow it, with the default
-//     partition count; otherwise UNKNOWN_TOPIC_OR_PARTITION. A topic asked
-//     for by ID only (v10+) that does not exist gets UNKNOWN_TOPIC_ID.
+//     partition count; otherwise UNKNOWN_TOPIC_OR_PARTITION.
+//   - A request topic with a non-zero topic ID (v10+) is looked up by ID,
+//     whatever its name: the Java Admin's describeTopics(TopicCollection.
+//     ofTopicIds(...)) sends the name "" with the ID, not null (Kafka's
+//     KafkaApis uses the IDs whenever one is non-zero). An unknown ID gets
+//     UNKNOWN_TOPIC_ID.
 //   - Invalid topic names get INVALID_TOPIC_EXCEPTION.
 //
 // Version notes:
@@ -46,7 +50,7 @@ func (s *Server) handleMetadata(r *request) (reply, error) {
 	allowCreate := req.Version < 4 || req.AllowAutoTopicCreation
 	seen := make(map[string]bool, len(req.Topics))
 	for _, rt := range req.Topics {
-		if rt.Topic == nil {
+		if rt.Topic == nil || (req.Version >= 10 && rt.TopicID != [16]byte{}) {
 			t, ok := s.topics.TopicByID(rt.TopicID)
 			if !ok {
 				mt := kmsg.NewMetadataResponseTopic()

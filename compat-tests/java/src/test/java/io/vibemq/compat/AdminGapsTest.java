@@ -1,0 +1,165 @@
+package io.vibemq.compat;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.Set;
+import java.util.concurrent.TimeUnit;
+import java.util.stream.Stream;
+
+import org.apache.kafka.clients.admin.AbortTransactionSpec;
+import org.apache.kafka.clients.admin.FeatureUpdate;
+import org.apache.kafka.clients.admin.ScramCredentialInfo;
+import org.apache.kafka.clients.admin.ScramMechanism;
+import org.apache.kafka.clients.admin.UpdateFeaturesOptions;
+import org.apache.kafka.clients.admin.UserScramCredentialUpsertion;
+import org.apache.kafka.common.ElectionType;
+import org.apache.kafka.common.KafkaFuture;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.TopicPartitionReplica;
+import org.apache.kafka.common.acl.AccessControlEntry;
+import org.apache.kafka.common.acl.AclBinding;
+import org.apache.kafka.common.acl.AclBindingFilter;
+import org.apache.kafka.common.acl.AclOperation;
+import org.apache.kafka.common.acl.AclPermissionType;
+import org.apache.kafka.common.quota.ClientQuotaAlteration;
+import org.apache.kafka.common.quota.ClientQuotaEntity;
+import org.apache.kafka.common.quota.ClientQuotaFilter;
+import org.apache.kafka.common.resource.PatternType;
+import org.apache.kafka.common.resource.ResourcePattern;
+import org.apache.kafka.common.resource.ResourceType;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.DynamicTest;
+import org.junit.jupiter.api.TestFactory;
+
+/**
+ * Admin methods whose Kafka API the broker does not serve (it does not
+ * advertise them in ApiVersions). Each test pins what a user sees today, so
+ * a change (an API served, or a worse failure such as a timeout) is noticed.
+ * Listed in compat-tests/FINDINGS.md.
+ */
+class AdminGapsTest extends BrokerTestBase {
+    static String topic;
+
+    @BeforeAll
+    static void topic() throws Exception {
+        topic = createTopic("gaps", 1);
+    }
+
+    /** What the user gets: the cause's class and a fragment of its message. */
+    record Pinned(Class<? extends Throwable> type, String message, Getter call) {
+    }
+
+    interface Getter {
+        KafkaFuture<?> get() throws Exception;
+    }
+
+    static Pinned unsupported(String apiName, Getter call) {
+        return new Pinned(org.apache.kafka.common.errors.UnsupportedVersionException.class, apiName, call);
+    }
+
+    static boolean clientAtLeast(int major, int minor) {
+        String[] v = org.apache.kafka.common.utils.AppInfoParser.getVersion().split("[.-]");
+        int ma = Integer.parseInt(v[0]);
+        int mi = Integer.parseInt(v[1]);
+        return ma > major || (ma == major && mi >= minor);
+    }
+
+    @TestFactory
+    Stream<DynamicTest> unservedAdminMethods() {
+        TopicPartition tp = new TopicPartition(topic, 0);
+        Map<String, Pinned> cases = new LinkedHashMap<>();
+        cases.put("describeLogDirs", unsupported("DESCRIBE_LOG_DIRS", () -> admin.describeLogDirs(List.of(1)).allDescriptions()));
+        cases.put("describeReplicaLogDirs", unsupported("DESCRIBE_LOG_DIRS",
+                () -> admin.describeReplicaLogDirs(List.of(new TopicPartitionReplica(topic, 0, 1))).all()));
+        cases.put("alterReplicaLogDirs", unsupported("ALTER_REPLICA_LOG_DIRS",
+                () -> admin.alterReplicaLogDirs(Map.of(new TopicPartitionReplica(topic, 0, 1), "/tmp")).all()));
+        cases.put("abortTransaction", unsupported("WRITE_TXN_MARKERS",
+                () -> admin.abortTransaction(new AbortTransactionSpec(tp, 1000L, (short) 0, 0)).all()));
+        cases.put("electLeaders", unsupported("ELECT_LEADERS", () -> admin.electLeaders(ElectionType.PREFERRED, Set.of(tp)).all()));
+        cases.put("listPartitionReassignments", unsupported("LIST_PARTITION_REASSIGNMENTS",
+                () -> admin.listPartitionReassignments().reassignments()));
+        cases.put("alterPartitionReassignments", unsupported("ALTER_PARTITION_REASSIGNMENTS",
+                () -> admin.alterPartitionReassignments(Map.of(tp, Optional.empty())).all()));
+        cases.put("describeClientQuotas", unsupported("DESCRIBE_CLIENT_QUOTAS",
+                () -> admin.describeClientQuotas(ClientQuotaFilter.all()).entities()));
+        cases.put("alterClientQuotas", unsupported("ALTER_CLIENT_QUOTAS",
+                () -> admin.alterClientQuotas(List.of(new ClientQuotaAlteration(
+                        new ClientQuotaEntity(Map.of(ClientQuotaEntity.CLIENT_ID, "c")),
+                        List.of(new ClientQuotaAlteration.Op("producer_byte_rate", 1024.0))))).all()));
+        cases.put("describeAcls", unsupported("DESCRIBE_ACLS", () -> admin.describeAcls(AclBindingFilter.ANY).values()));
+        AclBinding acl = new AclBinding(new ResourcePattern(ResourceType.TOPIC, topic, PatternType.LITERAL),
+                new AccessControlEntry("User:alice", "*", AclOperation.READ, AclPermissionType.ALLOW));
+        cases.put("createAcls", unsupported("CREATE_ACLS", () -> admin.createAcls(List.of(acl)).all()));
+        cases.put("deleteAcls", unsupported("DELETE_ACLS", () -> admin.deleteAcls(List.of(AclBindingFilter.ANY)).all()));
+        cases.put("describeUserScramCredentials", unsupported("DESCRIBE_USER_SCRAM_CREDENTIALS",
+                () -> admin.describeUserScramCredentials().all()));
+        cases.put("alterUserScramCredentials", unsupported("ALTER_USER_SCRAM_CREDENTIALS",
+                () -> admin.alterUserScramCredentials(List.of(new UserScramCredentialUpsertion("alice",
+                        new ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), "secret"))).all()));
+        cases.put("describeDelegationToken", unsupported("DESCRIBE_DELEGATION_TOKEN",
+                () -> admin.describeDelegationToken().delegationTokens()));
+        cases.put("createDelegationToken", unsupported("CREATE_DELEGATION_TOKEN",
+                () -> admin.createDelegationToken().delegationToken()));
+        cases.put("describeMetadataQuorum", unsupported("DESCRIBE_QUORUM", () -> admin.describeMetadataQuorum().quorumInfo()));
+        cases.put("updateFeatures", unsupported("UPDATE_FEATURES",
+                () -> admin.updateFeatures(Map.of("transaction.version",
+                        new FeatureUpdate((short) 2, FeatureUpdate.UpgradeType.UPGRADE)), new UpdateFeaturesOptions()).all()));
+        // API 74 was renamed ListConfigResources in 4.1 (KIP-1142).
+        cases.put("listClientMetricsResources", unsupported(
+                clientAtLeast(4, 1) ? "LIST_CONFIG_RESOURCES" : "LIST_CLIENT_METRICS_RESOURCES",
+                () -> admin.listClientMetricsResources().all()));
+        // ListOffsets v9 (KIP-1005) is not served.
+        cases.put("listOffsets(latestTiered)", new Pinned(org.apache.kafka.common.errors.UnsupportedVersionException.class, "",
+                () -> admin.listOffsets(Map.of(tp, org.apache.kafka.clients.admin.OffsetSpec.latestTiered())).all()));
+        // DescribeConfigs is served for TOPIC and BROKER resources only.
+        org.apache.kafka.common.config.ConfigResource loggers =
+                new org.apache.kafka.common.config.ConfigResource(org.apache.kafka.common.config.ConfigResource.Type.BROKER_LOGGER, "1");
+        cases.put("describeConfigs(BROKER_LOGGER)", new Pinned(org.apache.kafka.common.errors.InvalidRequestException.class,
+                "config resource type 8 is not supported", () -> admin.describeConfigs(List.of(loggers)).all()));
+        cases.put("unregisterBroker", unsupported("UNREGISTER_BROKER", () -> admin.unregisterBroker(1).all()));
+        return cases.entrySet().stream().map(c -> DynamicTest.dynamicTest(c.getKey(), () -> {
+            Pinned want = c.getValue();
+            Throwable got = causeOf(() -> want.call().get().get(20, TimeUnit.SECONDS));
+            System.out.printf("GAP %s -> %s: %s%n", c.getKey(), got.getClass().getName(), got.getMessage());
+            assertEquals(want.type(), got.getClass(), c.getKey() + ": " + got);
+            assertTrue(String.valueOf(got.getMessage()).contains(want.message()),
+                    c.getKey() + ": message " + got.getMessage() + " does not contain " + want.message());
+        }));
+    }
+
+    /**
+     * Gap (low): authorized operations are never reported. Asked for with
+     * includeAuthorizedOperations(true), Kafka without an authorizer answers
+     * every operation the resource type supports (AuthHelper.authorizedOperations:
+     * a topic READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS,
+     * ALTER_CONFIGS); this broker leaves the field at "not provided", so the
+     * Java client returns null. UIs that grey out actions by these (kafka-ui,
+     * AKHQ) may show none allowed. Groups (DescribeGroups) do answer all of
+     * theirs. Pinned: a fix flips this test.
+     */
+    @org.junit.jupiter.api.Test
+    void authorizedOperationsAreNotReported() throws Exception {
+        Set<?> topicOps = admin.describeTopics(List.of(topic),
+                new org.apache.kafka.clients.admin.DescribeTopicsOptions().includeAuthorizedOperations(true))
+                .allTopicNames().get(10, TimeUnit.SECONDS).get(topic).authorizedOperations();
+        Set<?> clusterOps = admin.describeCluster(
+                new org.apache.kafka.clients.admin.DescribeClusterOptions().includeAuthorizedOperations(true))
+                .authorizedOperations().get(10, TimeUnit.SECONDS);
+        String group = unique("authz");
+        admin.alterConsumerGroupOffsets(group, Map.of(new TopicPartition(topic, 0),
+                new org.apache.kafka.clients.consumer.OffsetAndMetadata(0))).all().get(10, TimeUnit.SECONDS);
+        Set<?> groupOps = admin.describeConsumerGroups(List.of(group),
+                new org.apache.kafka.clients.admin.DescribeConsumerGroupsOptions().includeAuthorizedOperations(true))
+                .describedGroups().get(group).get(10, TimeUnit.SECONDS).authorizedOperations();
+        System.out.printf("GAP authorizedOperations -> topic %s, cluster %s, group %s%n", topicOps, clusterOps, groupOps);
+        assertEquals(null, topicOps, "topic authorized operations");
+        assertEquals(null, clusterOps, "cluster authorized operations");
+        assertEquals(Set.of(AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE), groupOps,
+                "group authorized operations (answered as Kafka does)");
+    }
+}

@@ -1,0 +1,217 @@
+package io.vibemq.compat;
+
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assertions.fail;
+
+import java.time.Duration;
+import java.time.Instant;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.BooleanSupplier;
+import java.util.function.Supplier;
+
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.ConsumerRecords;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.serialization.StringDeserializer;
+import org.apache.kafka.common.serialization.StringSerializer;
+import org.apache.kafka.common.utils.AppInfoParser;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.extension.ExtensionContext;
+import org.junit.jupiter.api.extension.RegisterExtension;
+import org.junit.jupiter.api.extension.TestWatcher;
+
+/**
+ * One broker per test class (started in @BeforeAll, stopped in @AfterAll), one
+ * Admin client on it, unique topic and group names per test, and the broker's
+ * log tail printed when a test fails.
+ */
+abstract class BrokerTestBase {
+    static final Duration DEADLINE = Duration.ofSeconds(30);
+    private static final AtomicInteger SEQ = new AtomicInteger();
+
+    static BrokerProcess broker;
+    static Admin admin;
+    /** Set when a test of the current class failed: its broker log is then kept. */
+    static volatile boolean failed;
+
+    @RegisterExtension
+    static final TestWatcher LOG_ON_FAILURE = new TestWatcher() {
+        @Override
+        public void testFailed(ExtensionContext ctx, Throwable cause) {
+            failed = true;
+            if (broker != null) {
+                System.err.printf("%n=== %s failed (kafka-clients %s); broker log (%s, last %d bytes):%n%s%n",
+                        ctx.getDisplayName(), AppInfoParser.getVersion(), broker.logFile(),
+                        BrokerProcess.LOG_TAIL_BYTES, broker.logTail());
+            }
+        }
+    };
+
+    @BeforeAll
+    static void startBroker() throws Exception {
+        failed = false;
+        broker = BrokerProcess.start("--group-initial-rebalance-delay", "0s");
+        Properties p = new Properties();
+        p.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, broker.bootstrap());
+        p.put(AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG, "15000");
+        p.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, "30000");
+        admin = Admin.create(p);
+    }
+
+    @AfterEach
+    void brokerStillAlive() {
+        assertTrue(broker.alive(), "the broker process exited during the test; log:\n" + broker.logTail());
+    }
+
+    @AfterAll
+    static void stopBroker() throws Exception {
+        if (admin != null) {
+            admin.close(Duration.ofSeconds(5));
+            admin = null;
+        }
+        if (broker != null) {
+            String problem = broker.stop();
+            if (problem != null) {
+                failed = true;
+                System.err.printf("%s; broker log (%s):%n%s%n", problem, broker.logFile(), broker.logTail());
+            }
+            if (failed) {
+                System.err.println("broker log kept: " + broker.logFile());
+            } else {
+                broker.deleteLog();
+            }
+            broker = null;
+            assertTrue(problem == null, problem);
+        }
+    }
+
+    /** A name unique in this JVM: prefix-N-millis. */
+    static String unique(String prefix) {
+        return prefix + "-" + SEQ.incrementAndGet() + "-" + (System.currentTimeMillis() % 1_000_000);
+    }
+
+    static String createTopic(String prefix, int partitions, Map<String, String> configs) throws Exception {
+        String name = unique(prefix);
+        NewTopic t = new NewTopic(name, partitions, (short) 1).configs(configs);
+        admin.createTopics(List.of(t)).all().get(30, TimeUnit.SECONDS);
+        return name;
+    }
+
+    static String createTopic(String prefix, int partitions) throws Exception {
+        return createTopic(prefix, partitions, Map.of());
+    }
+
+    static Properties producerProps() {
+        Properties p = new Properties();
+        p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, broker.bootstrap());
+        p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+        p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+        p.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, "30000");
+        p.put(ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, "15000");
+        p.put(ProducerConfig.LINGER_MS_CONFIG, "5");
+        return p;
+    }
+
+    static KafkaProducer<String, String> producer(Map<String, Object> overrides) {
+        Properties p = producerProps();
+        p.putAll(overrides);
+        return new KafkaProducer<>(p);
+    }
+
+    static Properties consumerProps(String groupId) {
+        Properties p = new Properties();
+        p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, broker.bootstrap());
+        p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+        p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+        p.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+        p.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+        p.put(ConsumerConfig.REQUEST_TIMEOUT_MS_CONFIG, "15000");
+        p.put(ConsumerConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, "30000");
+        if (groupId != null) {
+            p.put(ConsumerConfig.GROUP_ID_CONFIG, groupId);
+            p.put("group.protocol", "classic");
+        }
+        return p;
+    }
+
+    static KafkaConsumer<String, String> consumer(String groupId, Map<String, Object> overrides) {
+        Properties p = consumerProps(groupId);
+        p.putAll(overrides);
+        return new KafkaConsumer<>(p);
+    }
+
+    /**
+     * Reads every partition of topic from the beginning, without a group,
+     * until want records arrived or the deadline passed; then polls once more
+     * briefly so that surplus records (duplicates) are seen too.
+     */
+    static List<ConsumerRecord<String, String>> readAll(String topic, int want, Map<String, Object> overrides) {
+        try (KafkaConsumer<String, String> c = consumer(null, overrides)) {
+            List<TopicPartition> tps = new ArrayList<>();
+            c.partitionsFor(topic, DEADLINE).forEach(pi -> tps.add(new TopicPartition(topic, pi.partition())));
+            c.assign(tps);
+            c.seekToBeginning(tps);
+            return pollUntil(c, want);
+        }
+    }
+
+    static List<ConsumerRecord<String, String>> pollUntil(KafkaConsumer<String, String> c, int want) {
+        List<ConsumerRecord<String, String>> out = new ArrayList<>();
+        Instant deadline = Instant.now().plus(DEADLINE);
+        while (out.size() < want && Instant.now().isBefore(deadline)) {
+            c.poll(Duration.ofMillis(200)).forEach(out::add);
+        }
+        if (out.size() < want) {
+            fail("read " + out.size() + " of " + want + " records within " + DEADLINE);
+        }
+        ConsumerRecords<String, String> extra = c.poll(Duration.ofMillis(300));
+        extra.forEach(out::add);
+        return out;
+    }
+
+    /** Polls cond every 100 ms until it holds; fails with what() after the deadline. */
+    static void waitFor(BooleanSupplier cond, Supplier<String> what) throws InterruptedException {
+        Instant deadline = Instant.now().plus(DEADLINE);
+        while (!cond.getAsBoolean()) {
+            if (Instant.now().isAfter(deadline)) {
+                fail("not within " + DEADLINE + ": " + what.get());
+            }
+            Thread.sleep(100);
+        }
+    }
+
+    /** The cause of a failed future's ExecutionException. */
+    static Throwable causeOf(org.junit.jupiter.api.function.Executable call) {
+        try {
+            call.execute();
+        } catch (ExecutionException e) {
+            return e.getCause();
+        } catch (Throwable t) {
+            return t;
+        }
+        return fail("expected a failure, the call succeeded");
+    }
+
+    static <K, V> Map<K, V> map(Collection<K> keys, V v) {
+        Map<K, V> m = new HashMap<>();
+        keys.forEach(k -> m.put(k, v));
+        return m;
+    }
+}
