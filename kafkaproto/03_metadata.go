@@ -15,6 +15,9 @@ package kafkaproto
 //     KafkaApis uses the IDs whenever one is non-zero). An unknown ID gets
 //     UNKNOWN_TOPIC_ID.
 //   - Invalid topic names get INVALID_TOPIC_EXCEPTION.
+//   - Authorized operations (v8+, when asked for) are every operation of
+//     the topic or cluster: there is no authorizer (Kafka answers the same
+//     without one).
 //
 // Version notes:
 //   - v10 adds topic IDs (KIP-516); v7 leader epochs (KIP-320).
@@ -33,6 +36,18 @@ func init() { register(kmsg.Metadata, 0, 12, (*Server).handleMetadata) }
 func (s *Server) handleMetadata(r *request) (reply, error) {
 	req := r.kreq.(*kmsg.MetadataRequest)
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
+	defer func() {
+		if req.Version >= 8 && req.IncludeClusterAuthorizedOperations {
+			resp.AuthorizedOperations = clusterOperationsAll
+		}
+		if req.Version >= 8 && req.IncludeTopicAuthorizedOperations {
+			for i := range resp.Topics {
+				if resp.Topics[i].ErrorCode == 0 {
+					resp.Topics[i].AuthorizedOperations = topicOperationsAll
+				}
+			}
+		}
+	}()
 	if len(req.Topics) > s.cfg.MaxPartitionsPerRequest {
 		return reply{}, errors.New("metadata request names too many topics")
 	}

@@ -6,6 +6,8 @@ package kafkaproto
 //   - The cluster is this one broker, which is also the controller.
 //   - endpoint_type (v1+, KIP-919): only 1 (brokers) is served; 2
 //     (controllers) gets UNSUPPORTED_ENDPOINT_TYPE.
+//   - Cluster authorized operations, when asked for: every cluster
+//     operation (no authorizer, as Kafka answers without one).
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -23,6 +25,9 @@ func (s *Server) handleDescribeCluster(r *request) (reply, error) {
 		msg := "only broker endpoints (endpoint type 1) are served"
 		resp.ErrorMessage = &msg
 		return reply{resp: resp}, nil
+	}
+	if req.IncludeClusterAuthorizedOperations {
+		resp.ClusterAuthorizedOperations = clusterOperationsAll
 	}
 	resp.ClusterID = s.cfg.ClusterID
 	resp.ControllerID = s.cfg.NodeID

@@ -37,10 +37,6 @@ func init() { register(kmsg.DescribeTopicPartitions, 0, 0, (*Server).handleDescr
 // (Kafka's max.request.partition.size.limit default).
 const describeTopicPartitionsLimit = 2000
 
-// topicOperationsAll is the authorized-operations bit set of a topic when
-// every operation is allowed: READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE,
-// DESCRIBE_CONFIGS and ALTER_CONFIGS (Kafka's AclOperation codes 3-8, 10, 11).
-const topicOperationsAll = 1<<3 | 1<<4 | 1<<5 | 1<<6 | 1<<7 | 1<<8 | 1<<10 | 1<<11
 
 func (s *Server) handleDescribeTopicPartitions(r *request) (reply, error) {
 	req := r.kreq.(*kmsg.DescribeTopicPartitionsRequest)

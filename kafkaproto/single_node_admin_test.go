@@ -255,3 +255,32 @@ func TestListOffsetsV0(t *testing.T) {
 		}
 	}
 }
+
+// TestAuthorizedOperationsWithoutAuthorizer: asked for them, Metadata and
+// DescribeCluster report every operation, as Kafka does with no
+// authorizer; they answered "not provided" and UIs showed nothing allowed.
+func TestAuthorizedOperationsWithoutAuthorizer(t *testing.T) {
+	s, addr := startTestServer(t)
+	cl := newClient(t, addr)
+	if _, err := s.topics.CreateTopic("authz", 1, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	md := kmsg.NewPtrMetadataRequest()
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr("authz")
+	md.Topics = append(md.Topics, rt)
+	md.IncludeTopicAuthorizedOperations = true
+	mresp := roundTrip[*kmsg.MetadataResponse](t, cl, md)
+	if len(mresp.Topics) != 1 || mresp.Topics[0].AuthorizedOperations != topicOperationsAll {
+		t.Errorf("topic authorized operations: %+v", mresp.Topics)
+	}
+	md.IncludeTopicAuthorizedOperations = false
+	if mresp := roundTrip[*kmsg.MetadataResponse](t, cl, md); mresp.Topics[0].AuthorizedOperations != -2147483648 {
+		t.Errorf("not asked for: %d, want INT32_MIN", mresp.Topics[0].AuthorizedOperations)
+	}
+	dc := kmsg.NewPtrDescribeClusterRequest()
+	dc.IncludeClusterAuthorizedOperations = true
+	if dresp := roundTrip[*kmsg.DescribeClusterResponse](t, cl, dc); dresp.ClusterAuthorizedOperations != clusterOperationsAll {
+		t.Errorf("cluster authorized operations: %d", dresp.ClusterAuthorizedOperations)
+	}
+}

@@ -6,18 +6,14 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.Optional;
-import java.util.Set;
 import java.util.concurrent.TimeUnit;
 import java.util.stream.Stream;
 
-import org.apache.kafka.clients.admin.AbortTransactionSpec;
 import org.apache.kafka.clients.admin.FeatureUpdate;
 import org.apache.kafka.clients.admin.ScramCredentialInfo;
 import org.apache.kafka.clients.admin.ScramMechanism;
 import org.apache.kafka.clients.admin.UpdateFeaturesOptions;
 import org.apache.kafka.clients.admin.UserScramCredentialUpsertion;
-import org.apache.kafka.common.ElectionType;
 import org.apache.kafka.common.KafkaFuture;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.TopicPartitionReplica;
@@ -73,18 +69,8 @@ class AdminGapsTest extends BrokerTestBase {
     Stream<DynamicTest> unservedAdminMethods() {
         TopicPartition tp = new TopicPartition(topic, 0);
         Map<String, Pinned> cases = new LinkedHashMap<>();
-        cases.put("describeLogDirs", unsupported("DESCRIBE_LOG_DIRS", () -> admin.describeLogDirs(List.of(1)).allDescriptions()));
-        cases.put("describeReplicaLogDirs", unsupported("DESCRIBE_LOG_DIRS",
-                () -> admin.describeReplicaLogDirs(List.of(new TopicPartitionReplica(topic, 0, 1))).all()));
         cases.put("alterReplicaLogDirs", unsupported("ALTER_REPLICA_LOG_DIRS",
                 () -> admin.alterReplicaLogDirs(Map.of(new TopicPartitionReplica(topic, 0, 1), "/tmp")).all()));
-        cases.put("abortTransaction", unsupported("WRITE_TXN_MARKERS",
-                () -> admin.abortTransaction(new AbortTransactionSpec(tp, 1000L, (short) 0, 0)).all()));
-        cases.put("electLeaders", unsupported("ELECT_LEADERS", () -> admin.electLeaders(ElectionType.PREFERRED, Set.of(tp)).all()));
-        cases.put("listPartitionReassignments", unsupported("LIST_PARTITION_REASSIGNMENTS",
-                () -> admin.listPartitionReassignments().reassignments()));
-        cases.put("alterPartitionReassignments", unsupported("ALTER_PARTITION_REASSIGNMENTS",
-                () -> admin.alterPartitionReassignments(Map.of(tp, Optional.empty())).all()));
         cases.put("describeClientQuotas", unsupported("DESCRIBE_CLIENT_QUOTAS",
                 () -> admin.describeClientQuotas(ClientQuotaFilter.all()).entities()));
         cases.put("alterClientQuotas", unsupported("ALTER_CLIENT_QUOTAS",
@@ -130,36 +116,5 @@ class AdminGapsTest extends BrokerTestBase {
             assertTrue(String.valueOf(got.getMessage()).contains(want.message()),
                     c.getKey() + ": message " + got.getMessage() + " does not contain " + want.message());
         }));
-    }
-
-    /**
-     * Gap (low): authorized operations are never reported. Asked for with
-     * includeAuthorizedOperations(true), Kafka without an authorizer answers
-     * every operation the resource type supports (AuthHelper.authorizedOperations:
-     * a topic READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS,
-     * ALTER_CONFIGS); this broker leaves the field at "not provided", so the
-     * Java client returns null. UIs that grey out actions by these (kafka-ui,
-     * AKHQ) may show none allowed. Groups (DescribeGroups) do answer all of
-     * theirs. Pinned: a fix flips this test.
-     */
-    @org.junit.jupiter.api.Test
-    void authorizedOperationsAreNotReported() throws Exception {
-        Set<?> topicOps = admin.describeTopics(List.of(topic),
-                new org.apache.kafka.clients.admin.DescribeTopicsOptions().includeAuthorizedOperations(true))
-                .allTopicNames().get(10, TimeUnit.SECONDS).get(topic).authorizedOperations();
-        Set<?> clusterOps = admin.describeCluster(
-                new org.apache.kafka.clients.admin.DescribeClusterOptions().includeAuthorizedOperations(true))
-                .authorizedOperations().get(10, TimeUnit.SECONDS);
-        String group = unique("authz");
-        admin.alterConsumerGroupOffsets(group, Map.of(new TopicPartition(topic, 0),
-                new org.apache.kafka.clients.consumer.OffsetAndMetadata(0))).all().get(10, TimeUnit.SECONDS);
-        Set<?> groupOps = admin.describeConsumerGroups(List.of(group),
-                new org.apache.kafka.clients.admin.DescribeConsumerGroupsOptions().includeAuthorizedOperations(true))
-                .describedGroups().get(group).get(10, TimeUnit.SECONDS).authorizedOperations();
-        System.out.printf("GAP authorizedOperations -> topic %s, cluster %s, group %s%n", topicOps, clusterOps, groupOps);
-        assertEquals(null, topicOps, "topic authorized operations");
-        assertEquals(null, clusterOps, "cluster authorized operations");
-        assertEquals(Set.of(AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE), groupOps,
-                "group authorized operations (answered as Kafka does)");
     }
 }
