@@ -37,7 +37,6 @@ func init() { register(kmsg.DescribeTopicPartitions, 0, 0, (*Server).handleDescr
 // (Kafka's max.request.partition.size.limit default).
 const describeTopicPartitionsLimit = 2000
 
-
 func (s *Server) handleDescribeTopicPartitions(r *request) (reply, error) {
 	req := r.kreq.(*kmsg.DescribeTopicPartitionsRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeTopicPartitionsResponse)
