@@ -116,13 +116,15 @@ func TestMaxStreams(t *testing.T) {
 			return
 		}
 		defer release()
-		entered <- struct{}{}
-		<-leave
+		if r.URL.Query().Has("hold") {
+			entered <- struct{}{}
+			<-leave
+		}
 	}))
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		s.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/hold", nil))
+		s.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/hold?hold", nil))
 	}()
 	<-entered
 	rec := httptest.NewRecorder()
@@ -133,7 +135,6 @@ func TestMaxStreams(t *testing.T) {
 	}
 	close(leave)
 	<-done
-	go func() { <-entered }()
 	rec = httptest.NewRecorder()
 	s.ServeHTTP(rec, httptest.NewRequest("GET", "/hold", nil))
 	if rec.Code != 200 {
