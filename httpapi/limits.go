@@ -183,6 +183,16 @@ func (c *limitedConn) Close() error {
 	return err
 }
 
+// CloseWrite lets net/http half-close the connection before it closes one
+// whose request body it did not read (a 413, a 503 of the body budget), so
+// that the client reads the answer instead of a reset.
+func (c *limitedConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
 // counter is a non-blocking semaphore: reserve succeeds only while the
 // total stays within capacity.
 type counter struct {
