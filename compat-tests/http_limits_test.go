@@ -146,27 +146,41 @@ func TestHTTPStalledSSETailClosed(t *testing.T) {
 		}
 	}()
 
-	// 4 appends of 4 events of 900 KiB: far more than the socket buffers.
-	const appends, perAppend = 4, 4
+	// Rounds of 4 appends of 4 events of 900 KiB (14 MiB, far more than the
+	// socket buffers: 4 MiB of send buffer at most by default), each
+	// followed by up to 4s (2 x the write timeout) for the broker to give
+	// up; another round only if it did not (buffers tuned larger).
+	const perAppend = 4
 	big := strings.Repeat("x", 900<<10)
-	for i := range appends {
+	total := 0
+	var filled, closed time.Time // after the first 14 MiB; when the broker gave up
+	for i := 0; i < 16 && closed.IsZero(); i++ {
 		var evs []map[string]any
-		for j := range perAppend {
-			evs = append(evs, map[string]any{"type": "big", "data": map[string]any{"i": i*perAppend + j, "pad": big}})
+		for range perAppend {
+			evs = append(evs, map[string]any{"type": "big", "data": map[string]any{"i": total, "pad": big}})
+			total++
 		}
 		esMust(t, b, "POST", "/v1/stores/feed/streams/s/events", esAppendBody("any", evs...), 201)
+		if i%4 != 3 {
+			continue
+		}
+		if filled.IsZero() {
+			filled = time.Now()
+		}
+		for wait := time.Now().Add(4 * time.Second); time.Now().Before(wait); time.Sleep(100 * time.Millisecond) {
+			if metricValue(t, b, "broker_http_stream_write_timeouts_total") >= 1 {
+				closed = time.Now()
+				break
+			}
+		}
 	}
-	appended := time.Now()
 
 	// The broker gives up on the stalled tail about 2s after its write
 	// blocked.
-	for metricValue(t, b, "broker_http_stream_write_timeouts_total") < 1 {
-		if time.Since(appended) > 15*time.Second {
-			t.Fatal("the stalled SSE tail was not closed 15s after the appends (--http-write-timeout 2s): no write timeout in /metrics")
-		}
-		time.Sleep(200 * time.Millisecond)
+	if closed.IsZero() {
+		t.Fatalf("the stalled SSE tail was not closed after %d MiB of events were appended (--http-write-timeout 2s): no write timeout in /metrics", total*900>>10)
 	}
-	t.Logf("stalled tail closed %v after the last append", time.Since(appended).Round(100*time.Millisecond))
+	t.Logf("stalled tail closed within %v of the first 14 MiB appended (%d events in all)", closed.Sub(filled).Round(100*time.Millisecond), total)
 	if !strings.Contains(b.Log(), "SSE tail closed") {
 		t.Error("the write timeout was not logged")
 	}
@@ -178,18 +192,18 @@ func TestHTTPStalledSSETailClosed(t *testing.T) {
 	if isTimeout(err) {
 		t.Fatalf("stalled tail still open after the write timeout: read %d bytes, then nothing for 15s", len(rest))
 	}
-	if n := bytes.Count(rest, []byte("\ndata: ")); n >= appends*perAppend {
+	if n := bytes.Count(rest, []byte("\ndata: ")); n >= total {
 		t.Errorf("the stalled tail received all %d events; it should have been cut", n)
 	}
 	t.Logf("stalled tail: %d bytes after resuming, then %v", len(rest), err)
 
 	// The reading tail got everything and is still open.
 	deadline := time.Now().Add(15 * time.Second)
-	for received.Load() < appends*perAppend && time.Now().Before(deadline) {
+	for received.Load() < int64(total) && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
 	}
-	if got := received.Load(); got != appends*perAppend {
-		t.Fatalf("the reading tail received %d events, want %d", got, appends*perAppend)
+	if got := received.Load(); got != int64(total) {
+		t.Fatalf("the reading tail received %d events, want %d", got, total)
 	}
 	esMust(t, b, "POST", "/v1/stores/feed/streams/s/events", esAppendBody("any", map[string]any{"type": "marker", "data": "marker"}), 201)
 	for !sawMarker.Load() {
@@ -301,7 +315,14 @@ func TestHTTPMaxStreams(t *testing.T) {
 		}
 	}()
 	defer wg.Wait()
-	time.Sleep(time.Second) // the receive is waiting
+	// Until both wait (the gauge is new with the limit: without it, a
+	// fixed pause).
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
+		if metricValue(t, b, "broker_http_streams") == 2 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 
 	start := time.Now()
 	r := esMust(t, b, "GET", "/v1/stores/s/events?wait_ms=5000", nil, 503)
@@ -361,7 +382,13 @@ func TestHTTPBodyBudget(t *testing.T) {
 	for range 3 {
 		holders = append(holders, rawHTTP(t, b, large))
 	}
-	time.Sleep(500 * time.Millisecond)
+	// Until the three bodies are reserved (without the budget: a pause).
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
+		if metricValue(t, b, "broker_http_body_memory_bytes") == 3*10485760 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	for i, h := range holders {
 		if _, _, _, err := readAnswer(h, 100*time.Millisecond); !isTimeout(err) {
 			t.Fatalf("holder %d was answered before its body arrived: %v", i, err)
