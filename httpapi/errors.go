@@ -71,6 +71,10 @@ var nativeCodeStatus = map[string]int{
 	"target_not_empty":     http.StatusConflict,
 	"task_already_running": http.StatusConflict,
 	"storage_corrupt":      http.StatusInternalServerError,
+
+	// Limits of the HTTP listener (limits.go), on every native route.
+	"too_many_streams":      http.StatusServiceUnavailable,
+	"body_memory_exhausted": http.StatusServiceUnavailable,
 }
 
 // newNativeError builds an error with a code of nativeCodeStatus.

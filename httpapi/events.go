@@ -39,10 +39,9 @@ import (
 
 // Limits and defaults of the event routes.
 const (
-	eventsWaitMaxMs        = 60000
-	eventsHeartbeat        = 15 * time.Second
-	eventsSSEPageLimit     = 1000
-	eventsWriteDeadlinePad = 30 * time.Second
+	eventsWaitMaxMs    = 60000
+	eventsHeartbeat    = 15 * time.Second
+	eventsSSEPageLimit = 1000
 )
 
 // EventsConfig wires the event store routes.
@@ -77,6 +76,7 @@ func (s *Server) RegisterEvents(cfg EventsConfig) {
 	limits := cfg.Events.Limits()
 	// Base64 data grows by 4/3; allow for the JSON around it.
 	api.bodyLimit = int64(limits.MaxAppendBytes)*4/3 + 1<<20
+	s.noteBodyLimit(api.bodyLimit)
 	var once sync.Once
 	s.httpSrv.RegisterOnShutdown(func() { once.Do(func() { close(api.done) }) })
 
@@ -772,7 +772,12 @@ func (api *eventsAPI) handleReadAll(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if p.wait > 0 {
-		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(p.wait + eventsWriteDeadlinePad))
+		release, ok := api.s.acquireStream(w)
+		if !ok {
+			return
+		}
+		defer release()
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(p.wait + api.s.cfg.WriteTimeout))
 	}
 	page, err := api.longPoll(r.Context(), st, p)
 	if err != nil {
@@ -866,17 +871,39 @@ func (api *eventsAPI) serveSSE(w http.ResponseWriter, r *http.Request, st *event
 			with("head_position", st.NextPosition()))
 		return
 	}
+	release, ok := api.s.acquireStream(w)
+	if !ok {
+		return
+	}
+	defer release()
+	// Every write gets WriteTimeout: a client that stops reading is
+	// disconnected instead of holding this goroutine forever.
 	rc := http.NewResponseController(w)
-	_ = rc.SetWriteDeadline(time.Time{})
+	writeTimeout := api.s.cfg.WriteTimeout
+	write := func(b []byte) bool {
+		_ = rc.SetWriteDeadline(time.Now().Add(writeTimeout))
+		if _, err := w.Write(b); err != nil {
+			api.s.streamWriteFailed(r, err)
+			return false
+		}
+		return true
+	}
+	flush := func() bool {
+		_ = rc.SetWriteDeadline(time.Now().Add(writeTimeout))
+		if err := rc.Flush(); err != nil {
+			api.s.streamWriteFailed(r, err)
+			return false
+		}
+		return true
+	}
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	if _, err := fmt.Fprintf(w, "retry: 1000\n\n"); err != nil {
+	if !write([]byte("retry: 1000\n\n")) || !flush() {
 		return
 	}
-	_ = rc.Flush()
 
 	wake := make(chan struct{}, 1)
 	st.AddWaiter(wake)
@@ -887,8 +914,9 @@ func (api *eventsAPI) serveSSE(w http.ResponseWriter, r *http.Request, st *event
 	var buf []byte
 	sendError := func(err error) {
 		body, _ := json.Marshal(eventsError(err))
-		_, _ = fmt.Fprintf(w, "event: error\ndata: %s\n\n", body)
-		_ = rc.Flush()
+		if write(fmt.Appendf(nil, "event: error\ndata: %s\n\n", body)) {
+			flush()
+		}
 	}
 	for {
 		page, err := st.ReadAll(pos, eventsSSEPageLimit, p.maxBytes, p.filter)
@@ -912,14 +940,12 @@ func (api *eventsAPI) serveSSE(w http.ResponseWriter, r *http.Request, st *event
 				buf = append(append(append(buf, "event: "...), ev.Type...), '\n')
 			}
 			buf = append(append(append(buf, "data: "...), body...), "\n\n"...)
-			if _, err := w.Write(buf); err != nil {
+			if !write(buf) {
 				return
 			}
 		}
-		if len(page.Events) > 0 {
-			if err := rc.Flush(); err != nil {
-				return
-			}
+		if len(page.Events) > 0 && !flush() {
+			return
 		}
 		pos = page.NextPosition
 		if pos < st.NextPosition() {
@@ -942,10 +968,7 @@ func (api *eventsAPI) serveSSE(w http.ResponseWriter, r *http.Request, st *event
 		select {
 		case <-wake:
 		case <-heartbeat.C:
-			if _, err := w.Write([]byte(": heartbeat\n\n")); err != nil {
-				return
-			}
-			if err := rc.Flush(); err != nil {
+			if !write([]byte(": heartbeat\n\n")) || !flush() {
 				return
 			}
 		case <-r.Context().Done():

@@ -25,6 +25,7 @@ const (
 
 // queueAPI serves the native queue and DLQ resources under /v1.
 type queueAPI struct {
+	s     *Server
 	e     *queues.Engine
 	clock func() time.Time
 }
@@ -55,7 +56,8 @@ func RegisterQueues(s *Server, e *queues.Engine, clock func() time.Time) {
 	if clock == nil {
 		clock = time.Now
 	}
-	api := &queueAPI{e: e, clock: clock}
+	api := &queueAPI{s: s, e: e, clock: clock}
+	s.noteBodyLimit(QueueSendBodyMax)
 	h := func(pattern string, f func(w http.ResponseWriter, r *http.Request)) {
 		s.Handle(pattern, http.HandlerFunc(f))
 	}
@@ -391,7 +393,12 @@ func (api *queueAPI) handleReceive(w http.ResponseWriter, r *http.Request) {
 	}
 	start := time.Now()
 	if wait > 0 {
-		_ = http.NewResponseController(w).SetWriteDeadline(start.Add(time.Duration(wait)*time.Millisecond + 30*time.Second))
+		release, ok := api.s.acquireStream(w)
+		if !ok {
+			return
+		}
+		defer release()
+		_ = http.NewResponseController(w).SetWriteDeadline(start.Add(time.Duration(wait)*time.Millisecond + api.s.cfg.WriteTimeout))
 	}
 	var timer *time.Timer
 	var acks []queues.ItemResult

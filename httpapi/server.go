@@ -23,6 +23,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
+
+	"github.com/vibemq/broker/internal/loglimit"
 )
 
 // Defaults of the Config timeouts and limits.
@@ -53,14 +55,29 @@ type Config struct {
 	ReadHeaderTimeout time.Duration
 	// ReadTimeout bounds reading the whole request (default 30s).
 	ReadTimeout time.Duration
-	// WriteTimeout bounds writing the response (default 30s). Long-poll
-	// handlers extend their own deadline with
-	// http.NewResponseController(w).SetWriteDeadline.
+	// WriteTimeout bounds writing the response (default 30s): an ordinary
+	// response from the end of its request headers, a long poll's answer
+	// after its wait, and each write of an SSE tail (event, heartbeat), so
+	// that a client that stops reading is disconnected.
 	WriteTimeout time.Duration
 	// IdleTimeout closes idle keep-alive connections (default 2m).
 	IdleTimeout time.Duration
 	// MaxHeaderBytes caps the request header size (default 64KiB).
 	MaxHeaderBytes int
+
+	// MaxConnections caps the open connections (default 10000), and
+	// MaxConnectionsPerIP those from one IP address (default 1000);
+	// further connections are closed at accept.
+	MaxConnections      int
+	MaxConnectionsPerIP int
+	// MaxStreams caps the SSE tails and long polls open at once (default
+	// 1000); further ones are answered 503 too_many_streams.
+	MaxStreams int
+	// MaxInflightBodyBytes is the budget for request bodies being read or
+	// handled, all connections together (default 256MiB); a request whose
+	// body would exceed it is answered 503 body_memory_exhausted. It is
+	// raised to the largest body a route accepts.
+	MaxInflightBodyBytes int64
 }
 
 func (c *Config) applyDefaults() {
@@ -79,6 +96,18 @@ func (c *Config) applyDefaults() {
 	if c.MaxHeaderBytes <= 0 {
 		c.MaxHeaderBytes = DefaultMaxHeaderBytes
 	}
+	if c.MaxConnections <= 0 {
+		c.MaxConnections = DefaultMaxConnections
+	}
+	if c.MaxConnectionsPerIP <= 0 {
+		c.MaxConnectionsPerIP = DefaultMaxConnectionsPerIP
+	}
+	if c.MaxStreams <= 0 {
+		c.MaxStreams = DefaultMaxStreams
+	}
+	if c.MaxInflightBodyBytes <= 0 {
+		c.MaxInflightBodyBytes = DefaultMaxInflightBodyBytes
+	}
 }
 
 // Server is the HTTP listener. Create it with New, add routes with Handle,
@@ -89,6 +118,16 @@ type Server struct {
 	mux     *http.ServeMux
 	httpSrv *http.Server
 	metrics *requestMetrics // nil without a Registry
+	limits  *limitMetrics   // never nil (limits.go)
+
+	logLimit loglimit.Limiter
+	// maxBodyBytes is the largest body a route accepts (noteBodyLimit);
+	// set before Start, read-only after.
+	maxBodyBytes int64
+	// bodies is the request body budget, streams the count of SSE tails
+	// and long polls; their capacities are set before Start.
+	bodies  counter
+	streams counter
 
 	// shuttingDown makes /readyz fail once Shutdown begins.
 	shuttingDown atomic.Bool
@@ -122,6 +161,10 @@ func New(cfg Config) *Server {
 	if cfg.Registry != nil {
 		s.metrics = newRequestMetrics(cfg.Registry)
 	}
+	s.limits = newLimitMetrics(cfg.Registry)
+	s.maxBodyBytes = smallBodyLimit
+	s.bodies.capacity = max(cfg.MaxInflightBodyBytes, s.maxBodyBytes)
+	s.streams.capacity = int64(cfg.MaxStreams)
 	s.registerHealthRoutes()
 	return s
 }
@@ -156,11 +199,13 @@ func (s *Server) Start() error {
 	}
 	s.mu.started = true
 	s.mu.listener = listener
+	s.limits.bodyMemoryLimit.Set(float64(s.bodies.capacity))
+	limited := newLimitListener(listener, s)
 	s.mu.served = make(chan struct{})
 	served := s.mu.served
 	go func() {
 		defer close(served)
-		if err := s.httpSrv.Serve(listener); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := s.httpSrv.Serve(limited); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.log.Error().Err(err).Str("addr", listener.Addr().String()).Msg("HTTP listener failed")
 		}
 	}()
@@ -242,6 +287,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.serveUnmatched(sw, r)
 		return
 	}
+	release, ok := s.reserveBody(sw, r)
+	if !ok {
+		return
+	}
+	defer release()
 	s.mux.ServeHTTP(sw, r)
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"github.com/vibemq/broker/groups"
+	"github.com/vibemq/broker/internal/loglimit"
 	"github.com/vibemq/broker/topics"
 	"github.com/vibemq/broker/txns"
 )
@@ -118,7 +119,7 @@ type Server struct {
 	sessions *fetchSessions
 	metrics  *metrics
 	memory   *requestMemory
-	logLimit logLimiter
+	logLimit loglimit.Limiter
 
 	closing chan struct{} // closed by Shutdown: long polls return early
 
@@ -263,11 +264,11 @@ func (s *Server) startConn(nc net.Conn) {
 }
 
 // warnLimited logs a warning of the given kind at most once per
-// logLimitInterval, reporting how many were suppressed since the last one
+// loglimit.Interval, reporting how many were suppressed since the last one
 // (nats-server RateLimitWarnf): a flood of refused or stalled connections
 // must not flood the log.
 func (s *Server) warnLimited(kind string, msg func(e *zerolog.Event)) {
-	ok, suppressed := s.logLimit.allow(kind, time.Now())
+	ok, suppressed := s.logLimit.Allow(kind, time.Now())
 	if !ok {
 		return
 	}

@@ -17,6 +17,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 	"gopkg.in/yaml.v3"
+
+	"github.com/vibemq/broker/httpapi"
 )
 
 // Config is the broker's whole configuration. Every field is one key of the
@@ -81,6 +83,20 @@ type Config struct {
 	// RequestReadTimeout closes a Kafka connection whose request frame is
 	// not complete this long after its first byte.
 	RequestReadTimeout time.Duration
+	// HTTPMaxConnections and HTTPMaxConnectionsPerIP cap the open HTTP
+	// connections, all and from one IP address.
+	HTTPMaxConnections      int
+	HTTPMaxConnectionsPerIP int
+	// HTTPMaxStreams caps the SSE tails and long polls open at once.
+	HTTPMaxStreams int
+	// HTTPMaxInflightBodyBytes is the broker-wide budget for HTTP request
+	// bodies being read or handled; 0 means derived from memory
+	// (httpBodyBudget). When set, Validate guarantees it holds the largest
+	// request body.
+	HTTPMaxInflightBodyBytes int64
+	// HTTPWriteTimeout bounds an HTTP response write: a whole ordinary
+	// response, a long poll's answer after its wait, each SSE write.
+	HTTPWriteTimeout time.Duration
 	// MemtableSize is Pebble's memtable size in bytes.
 	MemtableSize int64
 	// CacheSize is Pebble's block cache size in bytes.
@@ -288,6 +304,35 @@ var configKeys = append([]configKey{
 			"largest request (max-request-bytes, 100MiB) must then arrive at about 3.5MB/s. Time\n"+
 			"spent waiting for request memory does not count.",
 		func(c *Config) *time.Duration { return &c.RequestReadTimeout }, 100*time.Millisecond, time.Hour),
+	intKey("http-max-connections", "10000", "most open HTTP connections; further connections are closed at once", "",
+		func(c *Config) *int { return &c.HTTPMaxConnections }, 1, 1_000_000),
+	intKey("http-max-connections-per-ip", "1000", "most open HTTP connections from one IP address; further ones are closed at once",
+		"As max-connections-per-ip for Kafka: keeps one misbehaving host from taking all of\n"+
+			"http-max-connections. Refusals are counted in broker_http_connections_refused_total\n"+
+			"and logged at most every 10s. Set it to http-max-connections to have no per-address\n"+
+			"limit.",
+		func(c *Config) *int { return &c.HTTPMaxConnectionsPerIP }, 1, 1_000_000),
+	intKey("http-max-streams", "1000", "most SSE tails and waiting long polls (queue receive and store reads with wait_ms) open at once; further ones get 503 too_many_streams",
+		"Each holds a connection and a goroutine for as long as it waits. The answer carries\n"+
+			"Retry-After: 1; a poll without wait_ms is not counted. Gauge: broker_http_streams.",
+		func(c *Config) *int { return &c.HTTPMaxStreams }, 1, 1_000_000),
+	byteSizeKey("http-max-inflight-body-bytes", "0",
+		"memory for HTTP request bodies being read or handled, all connections together; 0 derives it from memory",
+		"0 means min(1/16 of the machine's or the container's memory, 256MiB), and at least\n"+
+			"32MiB; the value chosen is logged at start. A request reserves its declared\n"+
+			"Content-Length (a chunked body: the largest body a route accepts, 17MiB) before its\n"+
+			"body is read and gives it back when it is answered; a request that does not fit is\n"+
+			"answered 503 body_memory_exhausted with Retry-After: 1 at once, unread. Must be at\n"+
+			"least 17MiB (the largest request body, a queue send). Metrics:\n"+
+			"broker_http_body_memory_bytes, broker_http_requests_refused_total{reason=\"body_memory\"}.",
+		func(c *Config) *int64 { return &c.HTTPMaxInflightBodyBytes }, 0, math.MaxInt64),
+	durationKey("http-write-timeout", "30s",
+		"close an HTTP connection whose response is not written within this: an ordinary response after its request headers, a long poll after its wait, each event or heartbeat of an SSE tail",
+		"An SSE tail whose client stops reading is closed when one write misses it, and counted\n"+
+			"in broker_http_stream_write_timeouts_total. Go's http.Server WriteTimeout for\n"+
+			"ordinary requests, so a handler must also answer within it (pprof profiles\n"+
+			"included).",
+		func(c *Config) *time.Duration { return &c.HTTPWriteTimeout }, 100*time.Millisecond, time.Hour),
 	byteSizeKey("memtable-size", "64MiB", "size of one Pebble memtable",
 		"Larger memtables let more concurrent writers share one flush.",
 		func(c *Config) *int64 { return &c.MemtableSize }, 1<<20, 4095<<20), // Pebble: < 4GiB
@@ -494,6 +539,10 @@ func (c *Config) Validate() error {
 	if c.QueuedMaxRequestBytes != 0 && c.QueuedMaxRequestBytes < int64(c.MaxRequestBytes) {
 		errs = append(errs, fmt.Errorf("queued-max-request-bytes (%d)%s is smaller than max-request-bytes (%d), so a request of the largest allowed size could never be read; raise queued-max-request-bytes, lower max-request-bytes, or set queued-max-request-bytes to 0 to derive it from memory",
 			c.QueuedMaxRequestBytes, c.from("queued-max-request-bytes"), c.MaxRequestBytes))
+	}
+	if c.HTTPMaxInflightBodyBytes != 0 && c.HTTPMaxInflightBodyBytes < httpapi.QueueSendBodyMax {
+		errs = append(errs, fmt.Errorf("http-max-inflight-body-bytes (%d)%s is smaller than the largest HTTP request body (%s, a queue send), which could then never be read; raise it, or set it to 0 to derive it from memory",
+			c.HTTPMaxInflightBodyBytes, c.from("http-max-inflight-body-bytes"), formatByteSize(httpapi.QueueSendBodyMax, 10)))
 	}
 	if c.HTTPAddr != "" && sameListenAddr(c.HTTPAddr, c.KafkaAddr) {
 		errs = append(errs, fmt.Errorf("http-addr %q%s is the address of the Kafka listener; give the HTTP listener its own port, e.g. localhost:8080",

@@ -79,6 +79,11 @@ func TestDefaults(t *testing.T) {
 		QueuedMaxRequestBytes:      0,
 		ConnectionsMaxIdle:         10 * time.Minute,
 		RequestReadTimeout:         30 * time.Second,
+		HTTPMaxConnections:         10000,
+		HTTPMaxConnectionsPerIP:    1000,
+		HTTPMaxStreams:             1000,
+		HTTPMaxInflightBodyBytes:   0,
+		HTTPWriteTimeout:           30 * time.Second,
 		MemtableSize:               64 << 20,
 		CacheSize:                  256 << 20,
 		GroupInitialRebalanceDelay: 3 * time.Second,
@@ -387,6 +392,12 @@ func TestBadConfigs(t *testing.T) {
 			want: []string{`request-read-timeout "2h"`, "is longer than 1h"}},
 		{name: "per-ip limit zero", args: []string{"--max-connections-per-ip", "0"},
 			want: []string{`max-connections-per-ip "0"`, "is less than 1"}},
+		{name: "http body budget below the largest body", args: []string{"--http-max-inflight-body-bytes", "1MiB"},
+			want: []string{"http-max-inflight-body-bytes (1048576) (from --http-max-inflight-body-bytes) is smaller than the largest HTTP request body (17MiB"}},
+		{name: "http write timeout too short", args: []string{"--http-write-timeout", "1ms"},
+			want: []string{`http-write-timeout "1ms"`, "is shorter than 100ms"}},
+		{name: "http streams zero", args: []string{"--http-max-streams", "0"},
+			want: []string{`http-max-streams "0"`, "is less than 1"}},
 		{name: "http on kafka port", args: []string{"--http-addr", "localhost:9092"},
 			want: []string{`http-addr "localhost:9092" (from --http-addr) is the address of the Kafka listener`}},
 	}
@@ -734,5 +745,31 @@ func TestRequestMemoryBudget(t *testing.T) {
 	}
 	if m := systemMemory(); m <= 0 {
 		t.Logf("note: systemMemory() = %d on this machine", m)
+	}
+}
+
+// TestHTTPBodyBudget: http-max-inflight-body-bytes 0 derives the budget
+// from memory (1/16, from 32MiB to 256MiB); a set value is used as is.
+func TestHTTPBodyBudget(t *testing.T) {
+	tests := []struct {
+		name       string
+		configured int64
+		memory     int64
+		want       int64
+	}{
+		{"large machine: capped at 256MiB", 0, 64 << 30, 256 << 20},
+		{"1GiB container: 1/16", 0, 1 << 30, 64 << 20},
+		{"256MiB container: floor at 32MiB", 0, 256 << 20, 32 << 20},
+		{"memory unknown: 256MiB", 0, 0, 256 << 20},
+		{"configured", 100 << 20, 64 << 30, 100 << 20},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := defaultConfig()
+			cfg.HTTPMaxInflightBodyBytes = tt.configured
+			if got, _ := httpBodyBudget(cfg, tt.memory); got != tt.want {
+				t.Errorf("budget %d, want %d", got, tt.want)
+			}
+		})
 	}
 }

@@ -33,6 +33,27 @@ func requestMemoryBudget(cfg *Config, memory int64) (budget int64, source string
 	return budget, source
 }
 
+// httpBodyBudget bounds and floors the derived HTTP request body budget.
+const (
+	httpBodyBudgetMax = 256 << 20
+	httpBodyBudgetMin = 32 << 20
+)
+
+// httpBodyBudget is the http-max-inflight-body-bytes the HTTP listener
+// uses: the configured value, or, for 0, min(memory/16, 256MiB) and at
+// least 32MiB (twice the largest body); 256MiB when memory is unknown.
+// 1/16 beside the Kafka budget's 1/8: native API bodies are at most 17MiB,
+// so 256MiB is already 15 of the largest in flight at once.
+func httpBodyBudget(cfg *Config, memory int64) (budget int64, source string) {
+	if cfg.HTTPMaxInflightBodyBytes > 0 {
+		return cfg.HTTPMaxInflightBodyBytes, "configured"
+	}
+	if memory <= 0 {
+		return httpBodyBudgetMax, "default (memory unknown)"
+	}
+	return max(min(memory/16, httpBodyBudgetMax), httpBodyBudgetMin), "1/16 of memory, from 32MiB to 256MiB"
+}
+
 // systemMemory returns the memory the process may use: the smaller of the
 // machine's (MemTotal of /proc/meminfo) and its cgroup's limit (v2
 // memory.max or v1 memory.limit_in_bytes); 0 when none can be read.

@@ -173,10 +173,18 @@ func run(ctx context.Context, cfg *Config, log zerolog.Logger) error {
 	var serving atomic.Bool
 	var web *httpapi.Server
 	if cfg.HTTPAddr != "" {
+		bodyMemory, bodyMemorySource := httpBodyBudget(cfg, systemMemory())
+		log.Info().Int64("http_max_inflight_body_bytes", bodyMemory).Str("source", bodyMemorySource).
+			Msg("HTTP request body budget")
 		web = httpapi.New(httpapi.Config{
-			Addr:     cfg.HTTPAddr,
-			Logger:   log.With().Str("component", "http").Logger(),
-			Registry: reg,
+			Addr:                 cfg.HTTPAddr,
+			Logger:               log.With().Str("component", "http").Logger(),
+			Registry:             reg,
+			WriteTimeout:         cfg.HTTPWriteTimeout,
+			MaxConnections:       cfg.HTTPMaxConnections,
+			MaxConnectionsPerIP:  cfg.HTTPMaxConnectionsPerIP,
+			MaxStreams:           cfg.HTTPMaxStreams,
+			MaxInflightBodyBytes: bodyMemory,
 			Ready: func() error {
 				if !serving.Load() {
 					return errors.New("the broker is starting or stopping")
