@@ -22,7 +22,7 @@ import (
 
 // TestDataDriven runs the scripts in testdata/ (STYLE.md rule 12) against
 // the engine's public API on an in-memory filesystem, with an explicit
-// clock: nothing sleeps, and time moves only by advance and tick at=.
+// clock: nothing sleeps, and time moves only by advance and tick now=.
 // go test ./queues/ -run TestDataDriven -rewrite regenerates the expected
 // output; commit a rewrite only if you can explain it.
 //
@@ -43,7 +43,8 @@ import (
 //	                               (the receipt of its delivery D); OTHER/NAME
 //	                               a receipt of queue OTHER; raw:STRING a string
 //	advance by=MS                  moves the clock
-//	tick [at=MS]                   Tick at the clock (at= first sets it, relative)
+//	tick [now=MS]                  Tick at the clock (now= first sets it: ms after
+//	                               the start)
 //	stats queue=Q                  counters
 //	dump queue=Q                   every live message (Browse): state, priority,
 //	                               deliveries, due or lease end, dead-letter story
@@ -196,7 +197,7 @@ func (h *harness) run(t *testing.T, td *datadriven.TestData) string {
 		h.now += i64(t, td, a["by"])
 		return "now " + rel(h.now)
 	case "tick":
-		if at, ok := a["at"]; ok {
+		if at, ok := a["now"]; ok {
 			h.now = start + i64(t, td, at)
 		}
 		return h.tick()
