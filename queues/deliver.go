@@ -258,6 +258,9 @@ func (e *Engine) AckAndReceive(name string, receipts []string, req ReceiveReques
 			if st.FirstRecv == 0 {
 				st.FirstRecv = now
 			}
+			if invariantsEnabled {
+				checkTransition(&old, &st, now)
+			}
 			b.Delete(readyKey(q.id, old.Priority, old.Due, top.m))
 			b.Set(sk, st.encode())
 			b.Set(leaseKey(q.id, st.Deadline, top.m), u32Bytes(st.Deliveries))
@@ -307,6 +310,9 @@ func (e *Engine) finishReceive(q *queue, b *pebblestore.Batch, acks *write, memo
 	}
 	if memo != nil {
 		q.memos[req.requestID()] = *memo
+	}
+	if invariantsEnabled {
+		q.checkQueueLocked()
 	}
 	topic := q.topic
 	q.mu.Unlock()
@@ -469,7 +475,7 @@ func (e *Engine) Ack(name string, receipts []string, now int64) ([]ItemResult, e
 	}
 	w := &write{e: e, now: now}
 	_, _ = e.ackLocked(q, receipts, valid, results, w, now)
-	if err := w.commitUnlock(q.mu.Unlock); err != nil {
+	if err := w.commitUnlock(q.checkedUnlock); err != nil {
 		return nil, err
 	}
 	return results, nil
@@ -518,6 +524,9 @@ func (e *Engine) ackLocked(q *queue, receipts []string, valid []int, results []I
 					done := old
 					done.State = stateAcked
 					done.Deadline = now
+					if invariantsEnabled {
+						checkTransition(&old, &done, now)
+					}
 					b.Set(stateKey(q.id, m), done.encode())
 					b.Set(retainedKey(q.id, now, m), nil)
 				}
@@ -635,6 +644,9 @@ func (e *Engine) Nack(name string, req NackRequest, now int64) ([]ItemResult, er
 				st.LastError = req.Reason
 			}
 			nst := st
+			if invariantsEnabled {
+				checkTransition(&old, &nst, now)
+			}
 			w.op(func(b *pebblestore.Batch) {
 				b.Delete(leaseKey(q.id, old.Deadline, m))
 				b.Set(stateKey(q.id, m), nst.encode())
@@ -660,6 +672,12 @@ func (e *Engine) Nack(name string, req NackRequest, now int64) ([]ItemResult, er
 		}
 		if len(inserts) > 0 {
 			q.wakeLocked()
+		}
+	}
+	if invariantsEnabled {
+		q.checkQueueLocked()
+		if dlq != nil {
+			dlq.checkQueueLocked()
 		}
 	}
 	unlock()
@@ -740,6 +758,9 @@ func (e *Engine) Extend(name string, req ExtendRequest, now int64) ([]ItemResult
 		m, old := r.m, st
 		st.Deadline = deadline
 		nst := st
+		if invariantsEnabled {
+			checkTransition(&old, &nst, now)
+		}
 		w.op(func(b *pebblestore.Batch) {
 			b.Delete(leaseKey(q.id, old.Deadline, m))
 			b.Set(leaseKey(q.id, nst.Deadline, m), u32Bytes(nst.Deliveries))
@@ -749,7 +770,7 @@ func (e *Engine) Extend(name string, req ExtendRequest, now int64) ([]ItemResult
 		results[i].Status = "extended"
 		results[i].LeaseTill = FormatTime(deadline)
 	}
-	if err := w.commitUnlock(q.mu.Unlock); err != nil {
+	if err := w.commitUnlock(q.checkedUnlock); err != nil {
 		return nil, err
 	}
 	return results, nil

@@ -219,6 +219,11 @@ func Open(store *pebblestore.Store, tm *topics.Manager, cfg Config, now int64) (
 		if err := q.recover(now); err != nil {
 			return nil, err
 		}
+		if invariantsEnabled {
+			q.mu.Lock()
+			q.checkQueueLocked()
+			q.mu.Unlock()
+		}
 		e.mu.byName[rec.Name] = q
 		e.mu.byID[qid] = q
 	}

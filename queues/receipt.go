@@ -45,7 +45,10 @@ func (e *Engine) decodeReceipt(s string) (receipt, *Error) {
 	if len(s) != base64.RawURLEncoding.EncodedLen(receiptLen) {
 		return bad("not a receipt of this broker (wrong length)")
 	}
-	b, err := base64.RawURLEncoding.DecodeString(s)
+	// Strict: the unused low bits of the last character must be zero, so
+	// that a receipt has one spelling (duplicate_in_request compares
+	// strings).
+	b, err := base64.RawURLEncoding.Strict().DecodeString(s)
 	if err != nil || len(b) != receiptLen || b[0] != 1 {
 		return bad("not a receipt of this broker")
 	}

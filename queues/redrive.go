@@ -477,7 +477,14 @@ func (e *Engine) redriveStep(t *task, now int64) (int, error) {
 		t.rec = final
 		e.mu.Unlock()
 	})
-	if err := w.commitUnlock(unlock); err != nil {
+	if err := w.commitUnlock(func() {
+		if invariantsEnabled {
+			for _, q := range lockList {
+				q.checkQueueLocked()
+			}
+		}
+		unlock()
+	}); err != nil {
 		return 0, err
 	}
 	t.credit -= float64(moved)

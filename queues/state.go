@@ -73,7 +73,16 @@ func (s *deliveryState) encode() []byte {
 	}
 	b = binary.BigEndian.AppendUint32(b, s.Size)
 	b = binary.BigEndian.AppendUint16(b, uint16(len(le)))
-	return append(b, le...)
+	b = append(b, le...)
+	if invariantsEnabled {
+		checkStateRow(s)
+		want := *s
+		want.LastError = le
+		if got, err := decodeState(b); err != nil || got != want {
+			invariantf("state row %+v decodes as %+v, %v", want, got, err)
+		}
+	}
+	return b
 }
 
 func decodeState(v []byte) (deliveryState, error) {

@@ -124,6 +124,7 @@ func (e *Engine) tickQueue(q *queue, now int64, rep *TickReport) (retErr error) 
 			continue
 		}
 		m := le.m
+		prev := st
 		st.Expiries++
 		exp := expiryOf(&st, &a)
 		expired := exp > 0 && exp <= now
@@ -157,6 +158,9 @@ func (e *Engine) tickQueue(q *queue, now int64, rep *TickReport) (retErr error) 
 			st.Due = now + a.ExpiryBackoffMs
 			st.Deadline = 0
 			nst := st
+			if invariantsEnabled {
+				checkTransition(&prev, &nst, now)
+			}
 			w.op(func(b *pebblestore.Batch) {
 				b.Delete(leaseKey(q.id, old.Deadline, m))
 				b.Set(stateKey(q.id, m), nst.encode())
@@ -274,6 +278,12 @@ func (e *Engine) tickQueue(q *queue, now int64, rep *TickReport) (retErr error) 
 		}
 		if len(inserts) > 0 || (found && due <= now) || incomplete {
 			q.wakeLocked()
+		}
+	}
+	if invariantsEnabled {
+		q.checkQueueLocked()
+		if dlq != nil {
+			dlq.checkQueueLocked()
 		}
 	}
 	unlock()
