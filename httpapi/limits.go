@@ -1,7 +1,9 @@
 package httpapi
 
 import (
+	"bytes"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"net/netip"
@@ -236,15 +238,44 @@ func (s *Server) bodyCharge(r *http.Request) int64 {
 	return min(r.ContentLength, s.maxBodyBytes)
 }
 
+// bodyPreReadBytes is how much of a larger body must have arrived before
+// it reserves its declared size in the budget (as the Kafka listener
+// reserves a frame once its first 64 KiB arrived): headers that declare a
+// large body and send nothing reserve nothing, so a few such clients cannot
+// lock every honest large body out of the budget.
+const bodyPreReadBytes = 64 << 10
+
 // reserveBody reserves r's body in the budget, or answers 503
 // body_memory_exhausted (with Retry-After) and returns ok false. A body of
-// unknown length is cut at what it reserved.
+// unknown length is cut at what it reserved. A body larger than
+// bodyPreReadBytes reserves once its first bodyPreReadBytes arrived (the
+// server's read timeout bounds the wait); a body that ends or fails before
+// then costs what was read.
 func (s *Server) reserveBody(w http.ResponseWriter, r *http.Request) (release func(), ok bool) {
 	charge := s.bodyCharge(r)
 	if charge == 0 {
 		return func() {}, true
 	}
+	// net/http decides how to end a connection whose body the handler did
+	// not finish by the type of r.Body (its own body type: close it when
+	// much is left); a refusal hands it back, or the server would wait to
+	// discard the rest of a body the client may never send.
+	orig := r.Body
+	if r.ContentLength < 0 || r.ContentLength > charge {
+		r.Body = http.MaxBytesReader(w, r.Body, charge)
+	}
+	if charge > bodyPreReadBytes {
+		prefix := make([]byte, bodyPreReadBytes)
+		n, err := io.ReadFull(r.Body, prefix)
+		r.Body = prefixedBody{Reader: io.MultiReader(bytes.NewReader(prefix[:n]), r.Body), Closer: r.Body}
+		if err != nil {
+			// The body ended (or the client failed) within the prefix:
+			// the handler sees the same end or error after the bytes read.
+			charge = int64(n)
+		}
+	}
 	if !s.bodies.tryReserve(charge) {
+		r.Body = orig
 		s.limits.requestsRefused.WithLabelValues("body_memory").Inc()
 		s.warnLimited("refused_body_memory", func(e *zerolog.Event) {
 			e.Str("remote", r.RemoteAddr).Int64("body_bytes", charge).Int64("max_inflight_body_bytes", s.bodies.capacity).
@@ -256,13 +287,17 @@ func (s *Server) reserveBody(w http.ResponseWriter, r *http.Request) (release fu
 		return nil, false
 	}
 	s.limits.bodyMemory.Add(float64(charge))
-	if r.ContentLength < 0 || r.ContentLength > charge {
-		r.Body = http.MaxBytesReader(w, r.Body, charge)
-	}
 	return func() {
+		r.Body = orig
 		s.bodies.release(charge)
 		s.limits.bodyMemory.Sub(float64(charge))
 	}, true
+}
+
+// prefixedBody is a request body whose first bytes were read ahead.
+type prefixedBody struct {
+	io.Reader
+	io.Closer
 }
 
 // acquireStream admits a long-lived request (an SSE tail, a long poll

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -201,6 +202,57 @@ func TestBodyBudget(t *testing.T) {
 	}
 	if rec := post("/read", 1<<20+1, true); rec.Code != http.StatusRequestEntityTooLarge {
 		t.Fatalf("chunked body over the largest body: %d, want it cut (413)", rec.Code)
+	}
+	if got := s.bodies.inUse.Load(); got != 0 {
+		t.Fatalf("%d bytes still reserved after every request ended", got)
+	}
+}
+
+// TestBodyBudgetIgnoresUnsentBodies pins the lock-up the budget had: a
+// request reserved its declared length before any byte arrived, so a few
+// clients declaring large bodies and sending nothing made every honest
+// large body 503 until their read timeout. Now a body reserves once its
+// first 64 KiB arrived.
+func TestBodyBudgetIgnoresUnsentBodies(t *testing.T) {
+	s := New(Config{MaxInflightBodyBytes: 3 << 19})
+	s.Handle("POST /read", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n, err := io.Copy(io.Discard, r.Body)
+		if err != nil {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		_, _ = io.WriteString(w, strconv.FormatInt(n, 10))
+	}))
+	// Three liars: 1 MiB declared each, nothing sent (their bodies block).
+	var liars []*io.PipeWriter
+	done := make(chan int, 3)
+	for range 3 {
+		pr, pw := io.Pipe()
+		liars = append(liars, pw)
+		req := httptest.NewRequest("POST", "/read", pr)
+		req.ContentLength = 1 << 20
+		go func() {
+			rec := httptest.NewRecorder()
+			s.ServeHTTP(rec, req)
+			done <- rec.Code
+		}()
+	}
+	// Let the three reach the budget (before the fix they reserved at once).
+	time.Sleep(300 * time.Millisecond)
+	if got := s.bodies.inUse.Load(); got != 0 {
+		t.Fatalf("liars reserved %d bytes before sending any", got)
+	}
+	req := httptest.NewRequest("POST", "/read", bytes.NewReader(make([]byte, 1<<20)))
+	rec := httptest.NewRecorder()
+	s.ServeHTTP(rec, req)
+	if rec.Code != 200 || rec.Body.String() != strconv.Itoa(1<<20) {
+		t.Fatalf("an honest 1 MiB body beside three silent ones: %d %s", rec.Code, rec.Body)
+	}
+	for _, pw := range liars {
+		_ = pw.CloseWithError(io.ErrUnexpectedEOF)
+	}
+	for range 3 {
+		<-done
 	}
 	if got := s.bodies.inUse.Load(); got != 0 {
 		t.Fatalf("%d bytes still reserved after every request ended", got)
