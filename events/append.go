@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/vibemq/broker/pebblestore"
 	"github.com/vibemq/broker/topics"
@@ -108,8 +109,9 @@ func (st *Store) validateAppend(stream string, evs []ProposedEvent, now int64) e
 // *pebblestore.SpaceError; an idempotent retry is still answered.
 //
 // evs is modified: missing ids and content types are filled in.
-func (st *Store) Append(stream string, expected ExpectedRevision, evs []ProposedEvent, now int64) (AppendResult, error) {
-	if err := st.validateAppend(stream, evs, now); err != nil {
+func (st *Store) Append(stream string, expected ExpectedRevision, evs []ProposedEvent, now time.Time) (AppendResult, error) {
+	nowMs := now.UnixMilli()
+	if err := st.validateAppend(stream, evs, nowMs); err != nil {
 		return AppendResult{}, err
 	}
 	ids := make([]string, len(evs))
@@ -175,7 +177,7 @@ func (st *Store) Append(stream string, expected ExpectedRevision, evs []Proposed
 		streamID = st.mu.nextStreamID
 	}
 	firstRevision := head.LastRevision + 1
-	ts := max(now, st.mu.lastTS)
+	ts := max(nowMs, st.mu.lastTS)
 	batch, err := topics.EncodeBatch(topics.BatchHeader{
 		BaseTimestamp: ts,
 		MaxTimestamp:  ts,

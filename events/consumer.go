@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"time"
 	"unicode/utf8"
 
 	"github.com/vibemq/broker/pebblestore"
@@ -145,7 +146,8 @@ func (st *Store) writeConsumerLocked(name string, row consumerRow) (*pebblestore
 // created false and its checkpoint unchanged; one with another start is
 // ErrConsumerExists. position must be within [0, next position]
 // (ErrOutOfRange). The consumer is durable when CreateConsumer returns.
-func (st *Store) CreateConsumer(name, start string, position, now int64) (info ConsumerInfo, created bool, err error) {
+func (st *Store) CreateConsumer(name, start string, position int64, now time.Time) (info ConsumerInfo, created bool, err error) {
+	nowMs := now.UnixMilli()
 	if err := ValidateConsumerName(name); err != nil {
 		return ConsumerInfo{}, false, err
 	}
@@ -182,7 +184,7 @@ func (st *Store) CreateConsumer(name, start string, position, now int64) (info C
 	if st.consumers >= MaxConsumersPerStore {
 		return ConsumerInfo{}, false, fmt.Errorf("%w: store %s has %d consumers, the limit", ErrTooManyConsumers, st.name, st.consumers)
 	}
-	row = consumerRow{Position: position, CreatedMs: now, UpdatedMs: now, Start: start}
+	row = consumerRow{Position: position, CreatedMs: nowMs, UpdatedMs: nowMs, Start: start}
 	b, err := st.writeConsumerLocked(name, row)
 	if err != nil {
 		return ConsumerInfo{}, false, err
@@ -242,7 +244,8 @@ func (st *Store) Consumers() ([]ConsumerInfo, error) {
 // the same position changes nothing. Check and apply happen under one
 // lock, so of concurrent commits the checkpoint keeps the highest accepted
 // one. The checkpoint is durable when CommitConsumer returns.
-func (st *Store) CommitConsumer(name string, position int64, force bool, now int64) (ConsumerInfo, error) {
+func (st *Store) CommitConsumer(name string, position int64, force bool, now time.Time) (ConsumerInfo, error) {
+	nowMs := now.UnixMilli()
 	if err := ValidateConsumerName(name); err != nil {
 		return ConsumerInfo{}, err
 	}
@@ -278,7 +281,7 @@ func (st *Store) CommitConsumer(name string, position int64, force bool, now int
 		}
 		return row.info(name), nil
 	}
-	row.Position, row.UpdatedMs = position, max(now, row.UpdatedMs)
+	row.Position, row.UpdatedMs = position, max(nowMs, row.UpdatedMs)
 	b, err := st.writeConsumerLocked(name, row)
 	if err != nil {
 		return ConsumerInfo{}, err

@@ -16,6 +16,7 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/vibemq/broker/pebblestore"
@@ -301,7 +302,8 @@ func (s *Service) topicConfigs() map[string]string {
 // returns the existing one with created false. It returns
 // ErrInvalidStoreName, ErrReservedName, or ErrTopicExists when a topic that
 // is not a store has the name.
-func (s *Service) CreateStore(name string, now int64) (st *Store, created bool, err error) {
+func (s *Service) CreateStore(name string, now time.Time) (st *Store, created bool, err error) {
+	nowMs := now.UnixMilli()
 	if err := ValidateStoreName(name); err != nil {
 		return nil, false, err
 	}
@@ -324,7 +326,7 @@ func (s *Service) CreateStore(name string, now int64) (st *Store, created bool, 
 	if _, ok := s.tm.Topic(name); ok {
 		return nil, false, fmt.Errorf("%w: %q is a topic; choose another store name", ErrTopicExists, name)
 	}
-	rec := storeRecord{ID: s.nextID, Name: name, Created: now, State: stateCreating}
+	rec := storeRecord{ID: s.nextID, Name: name, Created: nowMs, State: stateCreating}
 	next := binary.BigEndian.AppendUint32(nil, rec.ID+1)
 	if err := s.writeRecord(rec, func(b *pebblestore.Batch) { b.Set(nextStoreIDKey(), next) }); err != nil {
 		return nil, false, err

@@ -252,7 +252,7 @@ func (api *eventsAPI) handleCreateStore(w http.ResponseWriter, r *http.Request) 
 			return
 		}
 	}
-	st, created, err := api.svc.CreateStore(r.PathValue("store"), api.now().UnixMilli())
+	st, created, err := api.svc.CreateStore(r.PathValue("store"), api.now())
 	if err != nil {
 		writeNativeError(w, eventsError(err))
 		return
@@ -449,13 +449,13 @@ func (api *eventsAPI) handleAppend(w http.ResponseWriter, r *http.Request) {
 			writeNativeError(w, eventsError(err))
 			return
 		}
-		st, _, err = api.svc.CreateStore(storeName, api.now().UnixMilli())
+		st, _, err = api.svc.CreateStore(storeName, api.now())
 	}
 	if err != nil {
 		writeNativeError(w, eventsError(err))
 		return
 	}
-	res, err := st.Append(stream, expected, proposed, api.now().UnixMilli())
+	res, err := st.Append(stream, expected, proposed, api.now())
 	if err != nil {
 		ne := eventsError(err)
 		if msg := err.Error(); strings.HasPrefix(msg, "event ") {

@@ -31,7 +31,7 @@ func QueueTask(e *queues.Engine, reg prometheus.Registerer, interval time.Durati
 		Name:     "queues",
 		Interval: interval,
 		Run: func(now time.Time) {
-			rep := e.Tick(now.UnixMilli())
+			rep := e.Tick(now)
 			m.observe(&rep)
 		},
 	}

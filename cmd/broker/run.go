@@ -83,7 +83,7 @@ func run(ctx context.Context, cfg *Config, log zerolog.Logger) error {
 
 	// Native queues: delivery state beside the queue topics' logs; their
 	// maintenance (leases, dead-lettering, TTLs, redrive) runs in retention.
-	qe, err := queues.Open(store, tm, queues.Config{Logger: log}, time.Now().UnixMilli())
+	qe, err := queues.Open(store, tm, queues.Config{Logger: log}, time.Now())
 	if err != nil {
 		return fmt.Errorf("recovering the queues in %s: %w", cfg.DataDir, err)
 	}
