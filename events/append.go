@@ -148,7 +148,7 @@ func (st *Store) Append(stream string, expected ExpectedRevision, evs []Proposed
 			b := db.NewBatch()
 			b.LogData(nil)
 			if err := b.Commit(); err != nil {
-				return AppendResult{}, fmt.Errorf("%w: %v", ErrStorage, err)
+				return AppendResult{}, fmt.Errorf("%w: %w", ErrStorage, err)
 			}
 		}
 		prior.EventIDs = ids
@@ -255,7 +255,7 @@ func appendError(store string, err error) error {
 	if errors.Is(err, topics.ErrStorageFull) {
 		return fmt.Errorf("%w: %w", ErrStorage, err) // keeps the *pebblestore.SpaceError
 	}
-	return fmt.Errorf("%w: appending to store %q: %v", ErrStorage, store, err)
+	return fmt.Errorf("%w: appending to store %q: %w", ErrStorage, store, err)
 }
 
 // findIdempotent looks the append's ids up. It returns the original result
@@ -274,7 +274,7 @@ func (st *Store) findIdempotent(stream string, streamID uint64, streamFound bool
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrStorage, err)
+			return nil, fmt.Errorf("%w: %w", ErrStorage, err)
 		}
 		e, err := decodeIdempotencyEntry(v, key)
 		if err != nil {

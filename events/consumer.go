@@ -102,7 +102,7 @@ func (st *Store) getConsumer(name string) (row consumerRow, found bool, err erro
 		return consumerRow{}, false, nil
 	}
 	if err != nil {
-		return consumerRow{}, false, fmt.Errorf("%w: %v", ErrStorage, err)
+		return consumerRow{}, false, fmt.Errorf("%w: %w", ErrStorage, err)
 	}
 	row, err = decodeConsumerRow(v, key)
 	return row, err == nil, err
@@ -122,7 +122,7 @@ func (st *Store) syncBarrier() error {
 	b := st.svc.store.NewBatch()
 	b.LogData(nil)
 	if err := b.Commit(); err != nil {
-		return fmt.Errorf("%w: %v", ErrStorage, err)
+		return fmt.Errorf("%w: %w", ErrStorage, err)
 	}
 	return nil
 }
@@ -135,7 +135,7 @@ func (st *Store) writeConsumerLocked(name string, row consumerRow) (*pebblestore
 	b.Set(consumerKey(st.id, name), row.encode())
 	if err := b.Apply(); err != nil {
 		b.Close()
-		return nil, fmt.Errorf("%w: writing consumer %q of store %s: %v", ErrStorage, name, st.name, err)
+		return nil, fmt.Errorf("%w: writing consumer %q of store %s: %w", ErrStorage, name, st.name, err)
 	}
 	return b, nil
 }
@@ -193,7 +193,7 @@ func (st *Store) CreateConsumer(name, start string, position int64, now time.Tim
 	st.consumerMu.Unlock()
 	locked = false
 	if err := b.Wait(); err != nil {
-		return ConsumerInfo{}, false, fmt.Errorf("%w: creating consumer %q: %v", ErrStorage, name, err)
+		return ConsumerInfo{}, false, fmt.Errorf("%w: creating consumer %q: %w", ErrStorage, name, err)
 	}
 	st.svc.log.Debug().Str("store", st.name).Str("consumer", name).Int64("position", position).Msg("consumer created")
 	return row.info(name), true, nil
@@ -220,14 +220,14 @@ func (st *Store) Consumers() ([]ConsumerInfo, error) {
 	p := storeTablePrefix(pebblestore.PrefixEventConsumer, st.id)
 	it, err := st.svc.store.NewIter(p, pebblestore.PrefixEnd(p))
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrStorage, err)
+		return nil, fmt.Errorf("%w: %w", ErrStorage, err)
 	}
 	defer it.Close()
 	var out []ConsumerInfo
 	for ok := it.First(); ok && len(out) < MaxConsumersPerStore; ok = it.Next() {
 		v, err := it.Value()
 		if err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrStorage, err)
+			return nil, fmt.Errorf("%w: %w", ErrStorage, err)
 		}
 		row, err := decodeConsumerRow(v, it.Key())
 		if err != nil {
@@ -289,7 +289,7 @@ func (st *Store) CommitConsumer(name string, position int64, force bool, now tim
 	st.consumerMu.Unlock()
 	locked = false
 	if err := b.Wait(); err != nil {
-		return ConsumerInfo{}, fmt.Errorf("%w: committing consumer %q: %v", ErrStorage, name, err)
+		return ConsumerInfo{}, fmt.Errorf("%w: committing consumer %q: %w", ErrStorage, name, err)
 	}
 	return row.info(name), nil
 }
@@ -318,12 +318,12 @@ func (st *Store) DeleteConsumer(name string) error {
 	if err := b.Apply(); err != nil {
 		b.Close()
 		st.consumerMu.Unlock()
-		return fmt.Errorf("%w: deleting consumer %q: %v", ErrStorage, name, err)
+		return fmt.Errorf("%w: deleting consumer %q: %w", ErrStorage, name, err)
 	}
 	st.consumers--
 	st.consumerMu.Unlock()
 	if err := b.Wait(); err != nil {
-		return fmt.Errorf("%w: deleting consumer %q: %v", ErrStorage, name, err)
+		return fmt.Errorf("%w: deleting consumer %q: %w", ErrStorage, name, err)
 	}
 	return nil
 }

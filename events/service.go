@@ -177,7 +177,7 @@ func Open(store *pebblestore.Store, tm *topics.Manager, cfg Config) (*Service, e
 		}
 		s.log.Warn().Str("topic", name).Msg("an event store topic that no store has; it is now a plain topic")
 		if err := tm.SetOwner(name, topics.OwnerNone); err != nil {
-			return nil, fmt.Errorf("%w: releasing topic %s: %v", ErrStorage, name, err)
+			return nil, fmt.Errorf("%w: releasing topic %s: %w", ErrStorage, name, err)
 		}
 	}
 	return s, nil
@@ -222,7 +222,7 @@ func (s *Service) recoverStore(rec storeRecord) (*Store, error) {
 		s.log.Error().Err(err).Str("store", rec.Name).Msg("the topic of this event store belongs to another component; the store is not loaded")
 		return nil, nil
 	} else if err != nil {
-		return nil, fmt.Errorf("%w: marking the topic of store %s as the store's: %v", ErrStorage, rec.Name, err)
+		return nil, fmt.Errorf("%w: marking the topic of store %s as the store's: %w", ErrStorage, rec.Name, err)
 	}
 	st := newStore(s, rec, topic)
 	if err := st.recover(); err != nil {
@@ -242,7 +242,7 @@ func (s *Service) writeRecord(rec storeRecord, extra func(b *pebblestore.Batch))
 		extra(b)
 	}
 	if err := b.Commit(); err != nil {
-		return fmt.Errorf("%w: %v", ErrStorage, err)
+		return fmt.Errorf("%w: %w", ErrStorage, err)
 	}
 	return nil
 }
@@ -256,7 +256,7 @@ func (s *Service) dropRows(rec storeRecord) error {
 		b.DeleteRange(p, pebblestore.PrefixEnd(p))
 	}
 	if err := b.Commit(); err != nil {
-		return fmt.Errorf("%w: %v", ErrStorage, err)
+		return fmt.Errorf("%w: %w", ErrStorage, err)
 	}
 	return nil
 }
@@ -338,7 +338,7 @@ func (s *Service) CreateStore(name string, now time.Time) (st *Store, created bo
 		if errors.Is(err, topics.ErrTopicExists) {
 			return nil, false, fmt.Errorf("%w: %q is a topic; choose another store name", ErrTopicExists, name)
 		}
-		return nil, false, fmt.Errorf("%w: creating the topic of store %s: %v", ErrStorage, name, err)
+		return nil, false, fmt.Errorf("%w: creating the topic of store %s: %w", ErrStorage, name, err)
 	}
 	rec.TopicID = hex.EncodeToString(topic.ID[:])
 	rec.State = stateReady
@@ -380,7 +380,7 @@ func (s *Service) DeleteStore(name string) error {
 	st.consumerMu.Unlock()
 	if !st.partition.Deleted() {
 		if err := s.tm.DeleteOwnedTopic(name, topics.OwnerEventStore); err != nil && !errors.Is(err, topics.ErrUnknownTopic) {
-			return fmt.Errorf("%w: deleting the topic of store %s: %v", ErrStorage, name, err)
+			return fmt.Errorf("%w: deleting the topic of store %s: %w", ErrStorage, name, err)
 		}
 	}
 	if err := s.dropRows(st.record); err != nil {

@@ -97,6 +97,10 @@ func eventsError(err error) *nativeError {
 	var wrong *events.WrongExpectedRevisionError
 	var regression *events.CheckpointRegressionError
 	switch {
+	case errors.Is(err, events.ErrStorage):
+		// First: a storage error wraps the store's failure (%w), whose
+		// chain may hold other sentinels; its class decides the answer.
+		return storageError(err)
 	case errors.As(err, &wrong):
 		e := newNativeError("wrong_expected_revision", "%s", strings.TrimPrefix(err.Error(), "events: "))
 		e.with("expected", wrong.Expected.String()).with("current_state", wrong.CurrentState())
@@ -158,8 +162,6 @@ func eventsError(err error) *nativeError {
 		return newNativeError("idempotency_conflict", "%s", trimEvents(err))
 	case errors.Is(err, pebblestore.ErrCorruption):
 		return newNativeError("storage_corrupt", "%v; run 'broker storage verify'", err)
-	case errors.Is(err, events.ErrStorage):
-		return storageError(err)
 	}
 	return newNativeError("internal", "%v", err)
 }
