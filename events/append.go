@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/vibemq/broker/pebblestore"
 	"github.com/vibemq/broker/topics"
@@ -108,8 +109,9 @@ func (st *Store) validateAppend(stream string, evs []ProposedEvent, now int64) e
 // *pebblestore.SpaceError; an idempotent retry is still answered.
 //
 // evs is modified: missing ids and content types are filled in.
-func (st *Store) Append(stream string, expected ExpectedRevision, evs []ProposedEvent, now int64) (AppendResult, error) {
-	if err := st.validateAppend(stream, evs, now); err != nil {
+func (st *Store) Append(stream string, expected ExpectedRevision, evs []ProposedEvent, now time.Time) (AppendResult, error) {
+	nowMs := now.UnixMilli()
+	if err := st.validateAppend(stream, evs, nowMs); err != nil {
 		return AppendResult{}, err
 	}
 	ids := make([]string, len(evs))
@@ -146,7 +148,7 @@ func (st *Store) Append(stream string, expected ExpectedRevision, evs []Proposed
 			b := db.NewBatch()
 			b.LogData(nil)
 			if err := b.Commit(); err != nil {
-				return AppendResult{}, fmt.Errorf("%w: %v", ErrStorage, err)
+				return AppendResult{}, fmt.Errorf("%w: %w", ErrStorage, err)
 			}
 		}
 		prior.EventIDs = ids
@@ -175,7 +177,7 @@ func (st *Store) Append(stream string, expected ExpectedRevision, evs []Proposed
 		streamID = st.mu.nextStreamID
 	}
 	firstRevision := head.LastRevision + 1
-	ts := max(now, st.mu.lastTS)
+	ts := max(nowMs, st.mu.lastTS)
 	batch, err := topics.EncodeBatch(topics.BatchHeader{
 		BaseTimestamp: ts,
 		MaxTimestamp:  ts,
@@ -253,7 +255,7 @@ func appendError(store string, err error) error {
 	if errors.Is(err, topics.ErrStorageFull) {
 		return fmt.Errorf("%w: %w", ErrStorage, err) // keeps the *pebblestore.SpaceError
 	}
-	return fmt.Errorf("%w: appending to store %q: %v", ErrStorage, store, err)
+	return fmt.Errorf("%w: appending to store %q: %w", ErrStorage, store, err)
 }
 
 // findIdempotent looks the append's ids up. It returns the original result
@@ -272,7 +274,7 @@ func (st *Store) findIdempotent(stream string, streamID uint64, streamFound bool
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrStorage, err)
+			return nil, fmt.Errorf("%w: %w", ErrStorage, err)
 		}
 		e, err := decodeIdempotencyEntry(v, key)
 		if err != nil {

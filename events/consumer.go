@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"time"
 	"unicode/utf8"
 
 	"github.com/vibemq/broker/pebblestore"
@@ -101,7 +102,7 @@ func (st *Store) getConsumer(name string) (row consumerRow, found bool, err erro
 		return consumerRow{}, false, nil
 	}
 	if err != nil {
-		return consumerRow{}, false, fmt.Errorf("%w: %v", ErrStorage, err)
+		return consumerRow{}, false, fmt.Errorf("%w: %w", ErrStorage, err)
 	}
 	row, err = decodeConsumerRow(v, key)
 	return row, err == nil, err
@@ -121,7 +122,7 @@ func (st *Store) syncBarrier() error {
 	b := st.svc.store.NewBatch()
 	b.LogData(nil)
 	if err := b.Commit(); err != nil {
-		return fmt.Errorf("%w: %v", ErrStorage, err)
+		return fmt.Errorf("%w: %w", ErrStorage, err)
 	}
 	return nil
 }
@@ -134,7 +135,7 @@ func (st *Store) writeConsumerLocked(name string, row consumerRow) (*pebblestore
 	b.Set(consumerKey(st.id, name), row.encode())
 	if err := b.Apply(); err != nil {
 		b.Close()
-		return nil, fmt.Errorf("%w: writing consumer %q of store %s: %v", ErrStorage, name, st.name, err)
+		return nil, fmt.Errorf("%w: writing consumer %q of store %s: %w", ErrStorage, name, st.name, err)
 	}
 	return b, nil
 }
@@ -145,7 +146,8 @@ func (st *Store) writeConsumerLocked(name string, row consumerRow) (*pebblestore
 // created false and its checkpoint unchanged; one with another start is
 // ErrConsumerExists. position must be within [0, next position]
 // (ErrOutOfRange). The consumer is durable when CreateConsumer returns.
-func (st *Store) CreateConsumer(name, start string, position, now int64) (info ConsumerInfo, created bool, err error) {
+func (st *Store) CreateConsumer(name, start string, position int64, now time.Time) (info ConsumerInfo, created bool, err error) {
+	nowMs := now.UnixMilli()
 	if err := ValidateConsumerName(name); err != nil {
 		return ConsumerInfo{}, false, err
 	}
@@ -182,7 +184,7 @@ func (st *Store) CreateConsumer(name, start string, position, now int64) (info C
 	if st.consumers >= MaxConsumersPerStore {
 		return ConsumerInfo{}, false, fmt.Errorf("%w: store %s has %d consumers, the limit", ErrTooManyConsumers, st.name, st.consumers)
 	}
-	row = consumerRow{Position: position, CreatedMs: now, UpdatedMs: now, Start: start}
+	row = consumerRow{Position: position, CreatedMs: nowMs, UpdatedMs: nowMs, Start: start}
 	b, err := st.writeConsumerLocked(name, row)
 	if err != nil {
 		return ConsumerInfo{}, false, err
@@ -191,7 +193,7 @@ func (st *Store) CreateConsumer(name, start string, position, now int64) (info C
 	st.consumerMu.Unlock()
 	locked = false
 	if err := b.Wait(); err != nil {
-		return ConsumerInfo{}, false, fmt.Errorf("%w: creating consumer %q: %v", ErrStorage, name, err)
+		return ConsumerInfo{}, false, fmt.Errorf("%w: creating consumer %q: %w", ErrStorage, name, err)
 	}
 	st.svc.log.Debug().Str("store", st.name).Str("consumer", name).Int64("position", position).Msg("consumer created")
 	return row.info(name), true, nil
@@ -218,14 +220,14 @@ func (st *Store) Consumers() ([]ConsumerInfo, error) {
 	p := storeTablePrefix(pebblestore.PrefixEventConsumer, st.id)
 	it, err := st.svc.store.NewIter(p, pebblestore.PrefixEnd(p))
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrStorage, err)
+		return nil, fmt.Errorf("%w: %w", ErrStorage, err)
 	}
 	defer it.Close()
 	var out []ConsumerInfo
 	for ok := it.First(); ok && len(out) < MaxConsumersPerStore; ok = it.Next() {
 		v, err := it.Value()
 		if err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrStorage, err)
+			return nil, fmt.Errorf("%w: %w", ErrStorage, err)
 		}
 		row, err := decodeConsumerRow(v, it.Key())
 		if err != nil {
@@ -242,7 +244,8 @@ func (st *Store) Consumers() ([]ConsumerInfo, error) {
 // the same position changes nothing. Check and apply happen under one
 // lock, so of concurrent commits the checkpoint keeps the highest accepted
 // one. The checkpoint is durable when CommitConsumer returns.
-func (st *Store) CommitConsumer(name string, position int64, force bool, now int64) (ConsumerInfo, error) {
+func (st *Store) CommitConsumer(name string, position int64, force bool, now time.Time) (ConsumerInfo, error) {
+	nowMs := now.UnixMilli()
 	if err := ValidateConsumerName(name); err != nil {
 		return ConsumerInfo{}, err
 	}
@@ -278,7 +281,7 @@ func (st *Store) CommitConsumer(name string, position int64, force bool, now int
 		}
 		return row.info(name), nil
 	}
-	row.Position, row.UpdatedMs = position, max(now, row.UpdatedMs)
+	row.Position, row.UpdatedMs = position, max(nowMs, row.UpdatedMs)
 	b, err := st.writeConsumerLocked(name, row)
 	if err != nil {
 		return ConsumerInfo{}, err
@@ -286,7 +289,7 @@ func (st *Store) CommitConsumer(name string, position int64, force bool, now int
 	st.consumerMu.Unlock()
 	locked = false
 	if err := b.Wait(); err != nil {
-		return ConsumerInfo{}, fmt.Errorf("%w: committing consumer %q: %v", ErrStorage, name, err)
+		return ConsumerInfo{}, fmt.Errorf("%w: committing consumer %q: %w", ErrStorage, name, err)
 	}
 	return row.info(name), nil
 }
@@ -315,12 +318,12 @@ func (st *Store) DeleteConsumer(name string) error {
 	if err := b.Apply(); err != nil {
 		b.Close()
 		st.consumerMu.Unlock()
-		return fmt.Errorf("%w: deleting consumer %q: %v", ErrStorage, name, err)
+		return fmt.Errorf("%w: deleting consumer %q: %w", ErrStorage, name, err)
 	}
 	st.consumers--
 	st.consumerMu.Unlock()
 	if err := b.Wait(); err != nil {
-		return fmt.Errorf("%w: deleting consumer %q: %v", ErrStorage, name, err)
+		return fmt.Errorf("%w: deleting consumer %q: %w", ErrStorage, name, err)
 	}
 	return nil
 }

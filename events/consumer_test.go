@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/vibemq/broker/pebblestore"
@@ -21,29 +22,29 @@ func TestConsumerLifeCycle(t *testing.T) {
 	mustAppend(t, st, "a", Any, e.now(), ev("T", "1"), ev("T", "2"), ev("T", "3"))
 
 	now := e.now()
-	c, created, err := st.CreateConsumer("proj", "first", 0, now)
+	c, created, err := st.CreateConsumer("proj", "first", 0, time.UnixMilli(now))
 	if err != nil || !created || c.Position != 0 || c.Start != "first" || c.CreatedMs != now || c.UpdatedMs != now {
 		t.Fatalf("create: %+v %v %v", c, created, err)
 	}
-	again, created, err := st.CreateConsumer("proj", "first", 2, e.now())
+	again, created, err := st.CreateConsumer("proj", "first", 2, time.UnixMilli(e.now()))
 	if err != nil || created || again != c {
 		t.Fatalf("create again with the same start: %+v %v %v, want %+v unchanged", again, created, err, c)
 	}
-	if _, _, err := st.CreateConsumer("proj", "new", 3, e.now()); !errors.Is(err, ErrConsumerExists) {
+	if _, _, err := st.CreateConsumer("proj", "new", 3, time.UnixMilli(e.now())); !errors.Is(err, ErrConsumerExists) {
 		t.Fatalf("create with another start: %v", err)
 	}
-	if _, _, err := st.CreateConsumer("late", "pos:4", 4, e.now()); !errors.Is(err, ErrOutOfRange) {
+	if _, _, err := st.CreateConsumer("late", "pos:4", 4, time.UnixMilli(e.now())); !errors.Is(err, ErrOutOfRange) {
 		t.Fatalf("create past the next position: %v", err)
 	}
-	if _, _, err := st.CreateConsumer("tail", "new", 3, e.now()); err != nil {
+	if _, _, err := st.CreateConsumer("tail", "new", 3, time.UnixMilli(e.now())); err != nil {
 		t.Fatal(err)
 	}
 	for _, bad := range []string{"", strings.Repeat("x", 129), "a\nb", "a\x7fb", string([]byte{0xff})} {
-		if _, _, err := st.CreateConsumer(bad, "first", 0, e.now()); !errors.Is(err, ErrInvalidConsumerName) {
+		if _, _, err := st.CreateConsumer(bad, "first", 0, time.UnixMilli(e.now())); !errors.Is(err, ErrInvalidConsumerName) {
 			t.Fatalf("create %q: %v", bad, err)
 		}
 	}
-	if _, _, err := st.CreateConsumer(strings.Repeat("é", 128), "first", 0, e.now()); err != nil {
+	if _, _, err := st.CreateConsumer(strings.Repeat("é", 128), "first", 0, time.UnixMilli(e.now())); err != nil {
 		t.Fatalf("a 128-character name: %v", err)
 	}
 
@@ -52,14 +53,14 @@ func TestConsumerLifeCycle(t *testing.T) {
 		t.Fatalf("list: %+v %v", list, err)
 	}
 
-	c, err = st.CommitConsumer("proj", 2, false, e.now())
+	c, err = st.CommitConsumer("proj", 2, false, time.UnixMilli(e.now()))
 	if err != nil || c.Position != 2 || c.UpdatedMs <= c.CreatedMs {
 		t.Fatalf("commit 2: %+v %v", c, err)
 	}
-	if same, err := st.CommitConsumer("proj", 2, false, e.now()); err != nil || same != c {
+	if same, err := st.CommitConsumer("proj", 2, false, time.UnixMilli(e.now())); err != nil || same != c {
 		t.Fatalf("commit 2 again: %+v %v, want %+v", same, err, c)
 	}
-	_, err = st.CommitConsumer("proj", 1, false, e.now())
+	_, err = st.CommitConsumer("proj", 1, false, time.UnixMilli(e.now()))
 	var reg *CheckpointRegressionError
 	if !errors.As(err, &reg) || !errors.Is(err, ErrCheckpointRegression) || reg.Current != 2 || reg.Position != 1 {
 		t.Fatalf("commit below the checkpoint: %v", err)
@@ -67,18 +68,18 @@ func TestConsumerLifeCycle(t *testing.T) {
 	if got, _ := st.Consumer("proj"); got.Position != 2 {
 		t.Fatalf("a refused regression moved the checkpoint to %d", got.Position)
 	}
-	if c, err = st.CommitConsumer("proj", 1, true, e.now()); err != nil || c.Position != 1 {
+	if c, err = st.CommitConsumer("proj", 1, true, time.UnixMilli(e.now())); err != nil || c.Position != 1 {
 		t.Fatalf("forced rewind: %+v %v", c, err)
 	}
 	for _, pos := range []int64{-1, 4} {
-		if _, err := st.CommitConsumer("proj", pos, false, e.now()); !errors.Is(err, ErrOutOfRange) {
+		if _, err := st.CommitConsumer("proj", pos, false, time.UnixMilli(e.now())); !errors.Is(err, ErrOutOfRange) {
 			t.Fatalf("commit %d: %v", pos, err)
 		}
 	}
-	if c, err = st.CommitConsumer("proj", 3, false, e.now()); err != nil || c.Position != 3 {
+	if c, err = st.CommitConsumer("proj", 3, false, time.UnixMilli(e.now())); err != nil || c.Position != 3 {
 		t.Fatalf("commit the next position: %+v %v", c, err)
 	}
-	if _, err := st.CommitConsumer("nope", 1, false, e.now()); !errors.Is(err, ErrConsumerNotFound) {
+	if _, err := st.CommitConsumer("nope", 1, false, time.UnixMilli(e.now())); !errors.Is(err, ErrConsumerNotFound) {
 		t.Fatalf("commit of an unknown consumer: %v", err)
 	}
 	if err := st.DeleteConsumer("proj"); err != nil {
@@ -90,7 +91,7 @@ func TestConsumerLifeCycle(t *testing.T) {
 	if _, err := st.Consumer("proj"); !errors.Is(err, ErrConsumerNotFound) {
 		t.Fatalf("describe a deleted consumer: %v", err)
 	}
-	if c, created, err := st.CreateConsumer("proj", "new", 3, e.now()); err != nil || !created || c.Position != 3 {
+	if c, created, err := st.CreateConsumer("proj", "new", 3, time.UnixMilli(e.now())); err != nil || !created || c.Position != 3 {
 		t.Fatalf("re-create with another start after the delete: %+v %v %v", c, created, err)
 	}
 }
@@ -101,13 +102,13 @@ func TestConsumerCheckpointsSurviveRestart(t *testing.T) {
 	e := openEnv(t, t.TempDir(), nil)
 	st := e.store("s")
 	mustAppend(t, st, "a", Any, e.now(), ev("T", "1"), ev("T", "2"))
-	if _, _, err := st.CreateConsumer("c1", "first", 0, e.now()); err != nil {
+	if _, _, err := st.CreateConsumer("c1", "first", 0, time.UnixMilli(e.now())); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := st.CreateConsumer("c2", "time:2020-01-01T00:00:00Z", 0, e.now()); err != nil {
+	if _, _, err := st.CreateConsumer("c2", "time:2020-01-01T00:00:00Z", 0, time.UnixMilli(e.now())); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.CommitConsumer("c1", 2, false, e.now()); err != nil {
+	if _, err := st.CommitConsumer("c1", 2, false, time.UnixMilli(e.now())); err != nil {
 		t.Fatal(err)
 	}
 	before, err := st.Consumers()
@@ -126,7 +127,7 @@ func TestConsumerCheckpointsSurviveRestart(t *testing.T) {
 	if st.consumers != 2 {
 		t.Fatalf("recovered consumer count %d, want 2", st.consumers)
 	}
-	if _, err := st.CommitConsumer("c1", 1, false, e.now()); !errors.Is(err, ErrCheckpointRegression) {
+	if _, err := st.CommitConsumer("c1", 1, false, time.UnixMilli(e.now())); !errors.Is(err, ErrCheckpointRegression) {
 		t.Fatalf("regression after the restart: %v", err)
 	}
 }
@@ -138,10 +139,10 @@ func TestConsumerCommitSurvivesCrash(t *testing.T) {
 	e := openEnv(t, "/data", mem)
 	st := e.store("s")
 	mustAppend(t, st, "a", Any, e.now(), ev("T", "1"), ev("T", "2"))
-	if _, _, err := st.CreateConsumer("c", "first", 0, e.now()); err != nil {
+	if _, _, err := st.CreateConsumer("c", "first", 0, time.UnixMilli(e.now())); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.CommitConsumer("c", 2, false, e.now()); err != nil {
+	if _, err := st.CommitConsumer("c", 2, false, time.UnixMilli(e.now())); err != nil {
 		t.Fatal(err)
 	}
 	crashed := mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
@@ -162,16 +163,16 @@ func TestConsumerCommitSurvivesCrash(t *testing.T) {
 func TestConsumersDeletedWithStore(t *testing.T) {
 	e := openEnv(t, t.TempDir(), nil)
 	st := e.store("s")
-	if _, _, err := st.CreateConsumer("c", "first", 0, e.now()); err != nil {
+	if _, _, err := st.CreateConsumer("c", "first", 0, time.UnixMilli(e.now())); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.svc.DeleteStore("s"); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := st.CreateConsumer("d", "first", 0, e.now()); !errors.Is(err, ErrStoreNotFound) {
+	if _, _, err := st.CreateConsumer("d", "first", 0, time.UnixMilli(e.now())); !errors.Is(err, ErrStoreNotFound) {
 		t.Fatalf("create on a deleted store: %v", err)
 	}
-	if _, err := st.CommitConsumer("c", 0, false, e.now()); !errors.Is(err, ErrStoreNotFound) {
+	if _, err := st.CommitConsumer("c", 0, false, time.UnixMilli(e.now())); !errors.Is(err, ErrStoreNotFound) {
 		t.Fatalf("commit on a deleted store: %v", err)
 	}
 	p := []byte{pebblestore.PrefixEventConsumer}
@@ -209,7 +210,7 @@ func TestConcurrentCommitsKeepHighest(t *testing.T) {
 		evs[i] = ev("T", "1")
 	}
 	mustAppend(t, st, "a", Any, e.now(), evs...)
-	if _, _, err := st.CreateConsumer("c", "first", 0, e.now()); err != nil {
+	if _, _, err := st.CreateConsumer("c", "first", 0, time.UnixMilli(e.now())); err != nil {
 		t.Fatal(err)
 	}
 	var wg sync.WaitGroup
@@ -221,7 +222,7 @@ func TestConcurrentCommitsKeepHighest(t *testing.T) {
 			defer wg.Done()
 			for i := range 25 {
 				pos := int64((i*8 + w*37) % 201)
-				_, err := st.CommitConsumer("c", pos, false, 1_700_000_000_000)
+				_, err := st.CommitConsumer("c", pos, false, time.UnixMilli(1_700_000_000_000))
 				mu.Lock()
 				switch {
 				case err == nil:
@@ -262,7 +263,7 @@ func TestConsumerBelowFirstPosition(t *testing.T) {
 	for range 5 {
 		mustAppend(t, st, "a", Any, e.now(), ev("T", "1"))
 	}
-	if _, _, err := st.CreateConsumer("c", "first", 0, e.now()); err != nil {
+	if _, _, err := st.CreateConsumer("c", "first", 0, time.UnixMilli(e.now())); err != nil {
 		t.Fatal(err)
 	}
 	// Store retention does not exist yet; a DeleteRecords from before the

@@ -131,7 +131,7 @@ func (st *Store) DeleteStream(stream string, expected ExpectedRevision, hard boo
 		b := st.svc.store.NewBatch()
 		b.LogData(nil)
 		if err := b.Commit(); err != nil {
-			return StreamInfo{}, fmt.Errorf("%w: deleting stream %q: %v", ErrStorage, stream, err)
+			return StreamInfo{}, fmt.Errorf("%w: deleting stream %q: %w", ErrStorage, stream, err)
 		}
 		return info, nil
 	}
@@ -139,14 +139,14 @@ func (st *Store) DeleteStream(stream string, expected ExpectedRevision, hard boo
 	b.Set(streamHeadKey(st.id, streamID), next.encode())
 	if err := b.Apply(); err != nil {
 		b.Close()
-		return StreamInfo{}, fmt.Errorf("%w: deleting stream %q: %v", ErrStorage, stream, err)
+		return StreamInfo{}, fmt.Errorf("%w: deleting stream %q: %w", ErrStorage, stream, err)
 	}
 	st.mu.Unlock()
 	locked = false
 	// Pebble syncs its WAL as a prefix: this also makes every append the
 	// deletion covers durable.
 	if err := b.Wait(); err != nil {
-		return StreamInfo{}, fmt.Errorf("%w: deleting stream %q: %v", ErrStorage, stream, err)
+		return StreamInfo{}, fmt.Errorf("%w: deleting stream %q: %w", ErrStorage, stream, err)
 	}
 	st.svc.log.Debug().Str("store", st.name).Str("stream", stream).Str("state", info.State).
 		Int64("deleted_at_revision", info.DeletedAtRevision()).Msg("stream deleted")

@@ -74,12 +74,12 @@ func TestSoftDeleteStream(t *testing.T) {
 	}
 	_, err = st.DeleteStream("acct", Exists, false)
 	wantWrongExpected(t, "delete expecting exists of a deleted stream", err, StreamStateDeleted)
-	_, err = st.Append("acct", Exists, []ProposedEvent{ev("T", "1")}, e.now())
+	_, err = st.Append("acct", Exists, []ProposedEvent{ev("T", "1")}, time.UnixMilli(e.now()))
 	wantWrongExpected(t, "append expecting exists to a deleted stream", err, StreamStateDeleted)
-	_, err = st.Append("acct", AtRevision(2), []ProposedEvent{ev("T", "1")}, e.now())
+	_, err = st.Append("acct", AtRevision(2), []ProposedEvent{ev("T", "1")}, time.UnixMilli(e.now()))
 	wantWrongExpected(t, "append expecting the last revision to a deleted stream", err, StreamStateDeleted)
 
-	retry, err := st.Append("acct", Exists, []ProposedEvent{evID("open-1", "Opened"), evID("dep-1", "Deposited"), evID("dep-2", "Deposited")}, e.now())
+	retry, err := st.Append("acct", Exists, []ProposedEvent{evID("open-1", "Opened"), evID("dep-1", "Deposited"), evID("dep-2", "Deposited")}, time.UnixMilli(e.now()))
 	if err != nil || !retry.Idempotent || retry.FirstPosition != first.FirstPosition || retry.LastRevision != 2 {
 		t.Fatalf("idempotent retry after the delete: %+v %v, original %+v", retry, err, first)
 	}
@@ -156,7 +156,7 @@ func TestHardDeleteStream(t *testing.T) {
 				t.Fatalf("read of tombstoned %s: %v", stream, err)
 			}
 			for _, exp := range []ExpectedRevision{Any, NoStream, Exists, AtRevision(1)} {
-				if _, err := st.Append(stream, exp, []ProposedEvent{ev("T", "1")}, e.now()); !errors.Is(err, ErrStreamTombstoned) || errors.Is(err, ErrStreamNotFound) {
+				if _, err := st.Append(stream, exp, []ProposedEvent{ev("T", "1")}, time.UnixMilli(e.now())); !errors.Is(err, ErrStreamTombstoned) || errors.Is(err, ErrStreamNotFound) {
 					t.Fatalf("append %s to tombstoned %s: %v", exp, stream, err)
 				}
 			}

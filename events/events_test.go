@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/rs/zerolog"
@@ -69,7 +70,7 @@ func (e *env) now() int64 {
 
 func (e *env) store(name string) *Store {
 	e.t.Helper()
-	st, _, err := e.svc.CreateStore(name, e.now())
+	st, _, err := e.svc.CreateStore(name, time.UnixMilli(e.now()))
 	if err != nil {
 		e.t.Fatalf("create store %s: %v", name, err)
 	}
@@ -84,7 +85,7 @@ func evID(id, typ string) ProposedEvent {
 
 func mustAppend(t testing.TB, st *Store, stream string, exp ExpectedRevision, now int64, evs ...ProposedEvent) AppendResult {
 	t.Helper()
-	res, err := st.Append(stream, exp, evs, now)
+	res, err := st.Append(stream, exp, evs, time.UnixMilli(now))
 	if err != nil {
 		t.Fatalf("append to %s: %v", stream, err)
 	}
@@ -205,7 +206,7 @@ func TestExpectedRevision(t *testing.T) {
 	check := func(exp ExpectedRevision, wantErr bool) {
 		t.Helper()
 		before := st.NextPosition()
-		_, err := st.Append("a", exp, []ProposedEvent{ev("T", `1`)}, e.now())
+		_, err := st.Append("a", exp, []ProposedEvent{ev("T", `1`)}, time.UnixMilli(e.now()))
 		if wantErr {
 			var wrong *WrongExpectedRevisionError
 			if !errors.As(err, &wrong) || !errors.Is(err, ErrWrongExpectedRevision) {
@@ -226,7 +227,7 @@ func TestExpectedRevision(t *testing.T) {
 	check(AtRevision(0), false) // rev 1
 	check(Exists, false)        // rev 2
 	check(Any, false)           // rev 3
-	_, err := st.Append("a", AtRevision(7), []ProposedEvent{ev("T", `1`)}, e.now())
+	_, err := st.Append("a", AtRevision(7), []ProposedEvent{ev("T", `1`)}, time.UnixMilli(e.now()))
 	var wrong *WrongExpectedRevisionError
 	if !errors.As(err, &wrong) || wrong.CurrentRevision != 3 || wrong.CurrentState() != "exists" {
 		t.Fatalf("conflict details: %+v", err)
@@ -252,7 +253,7 @@ func TestIdempotentAppend(t *testing.T) {
 
 	// A retry with the same ids returns the original result, even with a
 	// stale expected revision, and writes nothing.
-	retry, err := st.Append("a", NoStream, []ProposedEvent{evID("id-1", "T"), evID("id-2", "T")}, e.now())
+	retry, err := st.Append("a", NoStream, []ProposedEvent{evID("id-1", "T"), evID("id-2", "T")}, time.UnixMilli(e.now()))
 	if err != nil {
 		t.Fatalf("retry: %v", err)
 	}
@@ -274,7 +275,7 @@ func TestIdempotentAppend(t *testing.T) {
 		{"other stream", "b", []ProposedEvent{evID("id-1", "T"), evID("id-2", "T")}, ErrIdempotencyConflict},
 		{"duplicate in request", "a", []ProposedEvent{evID("id-5", "T"), evID("id-5", "T")}, ErrDuplicateEventID},
 	} {
-		if _, err := st.Append(c.stream, Any, c.evs, e.now()); !errors.Is(err, c.want) {
+		if _, err := st.Append(c.stream, Any, c.evs, time.UnixMilli(e.now())); !errors.Is(err, c.want) {
 			t.Fatalf("%s: got %v, want %v", c.name, err, c.want)
 		}
 	}
@@ -284,7 +285,7 @@ func TestIdempotentAppend(t *testing.T) {
 	// Ids survive a restart.
 	e.reopen()
 	st, _ = e.svc.Store("s")
-	retry, err = st.Append("a", Any, []ProposedEvent{evID("id-1", "T"), evID("id-2", "T")}, e.now())
+	retry, err = st.Append("a", Any, []ProposedEvent{evID("id-1", "T"), evID("id-2", "T")}, time.UnixMilli(e.now()))
 	if err != nil || !retry.Idempotent || retry.FirstPosition != 0 {
 		t.Fatalf("retry after restart: %+v %v", retry, err)
 	}
@@ -315,7 +316,7 @@ func TestValidation(t *testing.T) {
 		{"bad metadata", "a", []ProposedEvent{{Type: "T", Data: []byte("1"), Metadata: []byte("{")}}, ErrInvalidMetadata},
 		{"too large", "a", []ProposedEvent{{Type: "T", Data: big, ContentType: ContentTypeBinary}}, ErrEventTooLarge},
 	} {
-		if _, err := st.Append(c.stream, Any, c.evs, e.now()); !errors.Is(err, c.want) {
+		if _, err := st.Append(c.stream, Any, c.evs, time.UnixMilli(e.now())); !errors.Is(err, c.want) {
 			t.Fatalf("%s: got %v, want %v", c.name, err, c.want)
 		}
 	}
@@ -323,14 +324,14 @@ func TestValidation(t *testing.T) {
 	for i := range many {
 		many[i] = ev("T", "1")
 	}
-	if _, err := st.Append("a", Any, many, e.now()); !errors.Is(err, ErrOutOfRange) {
+	if _, err := st.Append("a", Any, many, time.UnixMilli(e.now())); !errors.Is(err, ErrOutOfRange) {
 		t.Fatalf("too many events: %v", err)
 	}
 	nine := make([]ProposedEvent, 9)
 	for i := range nine {
 		nine[i] = ProposedEvent{Type: "T", Data: big[:DefaultMaxEventBytes], ContentType: ContentTypeBinary}
 	}
-	if _, err := st.Append("a", Any, nine, e.now()); !errors.Is(err, ErrAppendTooLarge) {
+	if _, err := st.Append("a", Any, nine, time.UnixMilli(e.now())); !errors.Is(err, ErrAppendTooLarge) {
 		t.Fatalf("append too large: %v", err)
 	}
 	if st.NextPosition() != 0 {
@@ -340,7 +341,7 @@ func TestValidation(t *testing.T) {
 	eight := nine[:8]
 	eight[0].Data = big[:DefaultMaxEventBytes-MaxMetadataBytes]
 	eight[0].Metadata = []byte(`"` + string(big[:MaxMetadataBytes-2]) + `"`)
-	if _, err := st.Append("a", Any, eight, e.now()); err != nil {
+	if _, err := st.Append("a", Any, eight, time.UnixMilli(e.now())); err != nil {
 		t.Fatalf("largest append: %v", err)
 	}
 }
@@ -350,16 +351,16 @@ func TestStoreCatalog(t *testing.T) {
 	if _, err := e.tm.CreateTopic("plain", 1, nil, false); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := e.svc.CreateStore("plain", e.now()); !errors.Is(err, ErrTopicExists) {
+	if _, _, err := e.svc.CreateStore("plain", time.UnixMilli(e.now())); !errors.Is(err, ErrTopicExists) {
 		t.Fatalf("store over a topic: %v", err)
 	}
 	for _, bad := range []string{"", "a/b", "..", "__x"} {
-		if _, _, err := e.svc.CreateStore(bad, e.now()); err == nil {
+		if _, _, err := e.svc.CreateStore(bad, time.UnixMilli(e.now())); err == nil {
 			t.Fatalf("store %q was accepted", bad)
 		}
 	}
 	a := e.store("a")
-	if again, created, err := e.svc.CreateStore("a", e.now()); err != nil || created || again != a {
+	if again, created, err := e.svc.CreateStore("a", time.UnixMilli(e.now())); err != nil || created || again != a {
 		t.Fatalf("second create: %v %v", created, err)
 	}
 	b := e.store("b")
@@ -377,7 +378,7 @@ func TestStoreCatalog(t *testing.T) {
 	if _, ok := e.tm.Topic("a"); ok {
 		t.Fatalf("the deleted store's topic is still there")
 	}
-	if _, err := a.Append("x", Any, []ProposedEvent{ev("T", "1")}, e.now()); !errors.Is(err, ErrStoreNotFound) {
+	if _, err := a.Append("x", Any, []ProposedEvent{ev("T", "1")}, time.UnixMilli(e.now())); !errors.Is(err, ErrStoreNotFound) {
 		t.Fatalf("append to a deleted store: %v", err)
 	}
 	// A new store of the same name starts empty, with a new id.
@@ -471,7 +472,7 @@ func TestConcurrentExpectedRevision(t *testing.T) {
 				if r == 0 {
 					exp = NoStream
 				}
-				res, err := st.Append("race", exp, []ProposedEvent{ev("T", fmt.Sprintf(`{"w":%d,"r":%d}`, w, r))}, 1_700_000_000_000+r)
+				res, err := st.Append("race", exp, []ProposedEvent{ev("T", fmt.Sprintf(`{"w":%d,"r":%d}`, w, r))}, time.UnixMilli(1_700_000_000_000+r))
 				if err == nil {
 					if res.FirstRevision != r {
 						t.Errorf("writer %d won round %d with revision %d", w, r, res.FirstRevision)
@@ -500,7 +501,7 @@ func TestConcurrentExpectedRevision(t *testing.T) {
 	go func() {
 		defer wg.Done()
 		for i := range rounds {
-			if _, err := st.Append("other", Any, []ProposedEvent{ev("T", strconv.Itoa(i))}, 1_700_000_000_000); err != nil {
+			if _, err := st.Append("other", Any, []ProposedEvent{ev("T", strconv.Itoa(i))}, time.UnixMilli(1_700_000_000_000)); err != nil {
 				t.Errorf("other: %v", err)
 				return
 			}
@@ -531,7 +532,7 @@ func TestConcurrentIdempotentRetries(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			res, err := st.Append("a", NoStream, []ProposedEvent{evID("x-1", "T"), evID("x-2", "T")}, e.clock)
+			res, err := st.Append("a", NoStream, []ProposedEvent{evID("x-1", "T"), evID("x-2", "T")}, time.UnixMilli(e.clock))
 			if err != nil {
 				t.Errorf("caller %d: %v", i, err)
 			}
@@ -582,7 +583,7 @@ func TestCrashKeepsAcknowledgedAppends(t *testing.T) {
 							return
 						default:
 						}
-						res, err := st.Append(stream, Any, []ProposedEvent{evID(fmt.Sprintf("%s-%d", stream, i), "T"), ev("T", "2")}, 1_700_000_000_000)
+						res, err := st.Append(stream, Any, []ProposedEvent{evID(fmt.Sprintf("%s-%d", stream, i), "T"), ev("T", "2")}, time.UnixMilli(1_700_000_000_000))
 						if err != nil {
 							t.Errorf("append: %v", err)
 							return

@@ -68,7 +68,7 @@ func (r *reader) load(pos int64) error {
 		if errors.Is(err, topics.ErrUnknownTopic) {
 			return fmt.Errorf("%w: %q was deleted", ErrStoreNotFound, r.st.name)
 		}
-		return fmt.Errorf("%w: reading position %d of store %s: %v", ErrStorage, pos, r.st.name, err)
+		return fmt.Errorf("%w: reading position %d of store %s: %w", ErrStorage, pos, r.st.name, err)
 	}
 	if len(raw) == 0 {
 		return nil
@@ -141,7 +141,7 @@ func (st *Store) ReadStream(stream string, from int64, backward bool, limit, max
 	prefix := streamIndexPrefix(st.id, streamID)
 	it, err := st.svc.store.NewIter(streamIndexKey(st.id, streamID, head.TruncateBefore), pebblestore.PrefixEnd(prefix))
 	if err != nil {
-		return StreamPage{}, fmt.Errorf("%w: %v", ErrStorage, err)
+		return StreamPage{}, fmt.Errorf("%w: %w", ErrStorage, err)
 	}
 	defer it.Close()
 
@@ -149,7 +149,7 @@ func (st *Store) ReadStream(stream string, from int64, backward bool, limit, max
 	rowAt := func() (row, error) {
 		v, err := it.Value()
 		if err != nil {
-			return row{}, fmt.Errorf("%w: %v", ErrStorage, err)
+			return row{}, fmt.Errorf("%w: %w", ErrStorage, err)
 		}
 		pos, err := decodeU64(v, "stream index", it.Key())
 		return row{rev: pebblestore.OffsetFromKey(it.Key()), pos: pos}, err
@@ -288,7 +288,7 @@ func (st *Store) ReadAll(from int64, limit, maxBytes int, filter func(stream str
 			break // moved by a concurrent DeleteRecords
 		}
 		if err != nil {
-			return page, fmt.Errorf("%w: reading store %s at %d: %v", ErrStorage, st.name, page.NextPosition, err)
+			return page, fmt.Errorf("%w: reading store %s at %d: %w", ErrStorage, st.name, page.NextPosition, err)
 		}
 		if len(buf) == 0 {
 			break
@@ -342,14 +342,14 @@ func (st *Store) PositionAt(ts int64) (int64, error) {
 	prefix := storeTablePrefix(pebblestore.PrefixEventTimeIndex, st.id)
 	it, err := st.svc.store.NewIter(prefix, pebblestore.PrefixEnd(prefix))
 	if err != nil {
-		return 0, fmt.Errorf("%w: %v", ErrStorage, err)
+		return 0, fmt.Errorf("%w: %w", ErrStorage, err)
 	}
 	start := hwm
 	if it.SeekGE(timeIndexKey(st.id, ts/1000)) {
 		v, err := it.Value()
 		if err != nil {
 			_ = it.Close()
-			return 0, fmt.Errorf("%w: %v", ErrStorage, err)
+			return 0, fmt.Errorf("%w: %w", ErrStorage, err)
 		}
 		if start, err = decodeU64(v, "time index", it.Key()); err != nil {
 			_ = it.Close()
@@ -357,7 +357,7 @@ func (st *Store) PositionAt(ts int64) (int64, error) {
 		}
 	}
 	if err := it.Close(); err != nil {
-		return 0, fmt.Errorf("%w: %v", ErrStorage, err)
+		return 0, fmt.Errorf("%w: %w", ErrStorage, err)
 	}
 	if start >= hwm {
 		return hwm, nil

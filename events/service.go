@@ -16,6 +16,7 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/vibemq/broker/pebblestore"
@@ -176,7 +177,7 @@ func Open(store *pebblestore.Store, tm *topics.Manager, cfg Config) (*Service, e
 		}
 		s.log.Warn().Str("topic", name).Msg("an event store topic that no store has; it is now a plain topic")
 		if err := tm.SetOwner(name, topics.OwnerNone); err != nil {
-			return nil, fmt.Errorf("%w: releasing topic %s: %v", ErrStorage, name, err)
+			return nil, fmt.Errorf("%w: releasing topic %s: %w", ErrStorage, name, err)
 		}
 	}
 	return s, nil
@@ -221,7 +222,7 @@ func (s *Service) recoverStore(rec storeRecord) (*Store, error) {
 		s.log.Error().Err(err).Str("store", rec.Name).Msg("the topic of this event store belongs to another component; the store is not loaded")
 		return nil, nil
 	} else if err != nil {
-		return nil, fmt.Errorf("%w: marking the topic of store %s as the store's: %v", ErrStorage, rec.Name, err)
+		return nil, fmt.Errorf("%w: marking the topic of store %s as the store's: %w", ErrStorage, rec.Name, err)
 	}
 	st := newStore(s, rec, topic)
 	if err := st.recover(); err != nil {
@@ -241,7 +242,7 @@ func (s *Service) writeRecord(rec storeRecord, extra func(b *pebblestore.Batch))
 		extra(b)
 	}
 	if err := b.Commit(); err != nil {
-		return fmt.Errorf("%w: %v", ErrStorage, err)
+		return fmt.Errorf("%w: %w", ErrStorage, err)
 	}
 	return nil
 }
@@ -255,7 +256,7 @@ func (s *Service) dropRows(rec storeRecord) error {
 		b.DeleteRange(p, pebblestore.PrefixEnd(p))
 	}
 	if err := b.Commit(); err != nil {
-		return fmt.Errorf("%w: %v", ErrStorage, err)
+		return fmt.Errorf("%w: %w", ErrStorage, err)
 	}
 	return nil
 }
@@ -301,7 +302,8 @@ func (s *Service) topicConfigs() map[string]string {
 // returns the existing one with created false. It returns
 // ErrInvalidStoreName, ErrReservedName, or ErrTopicExists when a topic that
 // is not a store has the name.
-func (s *Service) CreateStore(name string, now int64) (st *Store, created bool, err error) {
+func (s *Service) CreateStore(name string, now time.Time) (st *Store, created bool, err error) {
+	nowMs := now.UnixMilli()
 	if err := ValidateStoreName(name); err != nil {
 		return nil, false, err
 	}
@@ -324,7 +326,7 @@ func (s *Service) CreateStore(name string, now int64) (st *Store, created bool, 
 	if _, ok := s.tm.Topic(name); ok {
 		return nil, false, fmt.Errorf("%w: %q is a topic; choose another store name", ErrTopicExists, name)
 	}
-	rec := storeRecord{ID: s.nextID, Name: name, Created: now, State: stateCreating}
+	rec := storeRecord{ID: s.nextID, Name: name, Created: nowMs, State: stateCreating}
 	next := binary.BigEndian.AppendUint32(nil, rec.ID+1)
 	if err := s.writeRecord(rec, func(b *pebblestore.Batch) { b.Set(nextStoreIDKey(), next) }); err != nil {
 		return nil, false, err
@@ -336,7 +338,7 @@ func (s *Service) CreateStore(name string, now int64) (st *Store, created bool, 
 		if errors.Is(err, topics.ErrTopicExists) {
 			return nil, false, fmt.Errorf("%w: %q is a topic; choose another store name", ErrTopicExists, name)
 		}
-		return nil, false, fmt.Errorf("%w: creating the topic of store %s: %v", ErrStorage, name, err)
+		return nil, false, fmt.Errorf("%w: creating the topic of store %s: %w", ErrStorage, name, err)
 	}
 	rec.TopicID = hex.EncodeToString(topic.ID[:])
 	rec.State = stateReady
@@ -378,7 +380,7 @@ func (s *Service) DeleteStore(name string) error {
 	st.consumerMu.Unlock()
 	if !st.partition.Deleted() {
 		if err := s.tm.DeleteOwnedTopic(name, topics.OwnerEventStore); err != nil && !errors.Is(err, topics.ErrUnknownTopic) {
-			return fmt.Errorf("%w: deleting the topic of store %s: %v", ErrStorage, name, err)
+			return fmt.Errorf("%w: deleting the topic of store %s: %w", ErrStorage, name, err)
 		}
 	}
 	if err := s.dropRows(st.record); err != nil {

@@ -155,7 +155,7 @@ func (st *Store) lookupStream(name string) (id uint64, head streamHead, found bo
 		return 0, streamHead{LastRevision: -1, LastPosition: -1}, false, nil
 	}
 	if err != nil {
-		return 0, streamHead{}, false, fmt.Errorf("%w: %v", ErrStorage, err)
+		return 0, streamHead{}, false, fmt.Errorf("%w: %w", ErrStorage, err)
 	}
 	raw, err := decodeU64(v, "stream catalog", key)
 	if err != nil {

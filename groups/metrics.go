@@ -4,6 +4,7 @@ import (
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
+	promregister "github.com/vibemq/broker/internal/metrics"
 )
 
 // metrics are the coordinator's Prometheus series. Group counts by state
@@ -46,10 +47,8 @@ func newMetrics(c *Coordinator, reg prometheus.Registerer) *metrics {
 		recordsAppended: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "broker_group_records_appended_total", Help: "Records appended to __consumer_offsets."}),
 	}
-	if reg != nil {
-		reg.MustRegister(m.rebalances, m.completedRebalances, m.expiredMembers, m.offsetCommits,
-			m.expiredOffsets, m.groupsDeleted, m.recordsAppended, collector{c})
-	}
+	promregister.Register(reg, m.rebalances, m.completedRebalances, m.expiredMembers, m.offsetCommits,
+		m.expiredOffsets, m.groupsDeleted, m.recordsAppended, collector{c})
 	return m
 }
 

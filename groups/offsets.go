@@ -294,7 +294,7 @@ func (c *Coordinator) CommitTransaction(commits []TxnCommit, with []*topics.Appe
 			return abandon(err)
 		}
 	}
-	pa, err := c.tm.AppendAtomic(all, extra, now.UnixMilli())
+	pa, err := c.tm.AppendAtomic(all, extra, now)
 	if err != nil {
 		return abandon(err)
 	}

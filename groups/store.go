@@ -123,7 +123,7 @@ func (c *Coordinator) appendLocked(o *op, g *group, recs []topics.Record, ops []
 	if err != nil {
 		return nil, -1, err
 	}
-	pa := c.tm.Append([]*topics.Append{a}, o.now.UnixMilli())
+	pa := c.tm.Append([]*topics.Append{a}, o.now)
 	if a.Err != nil {
 		_ = pa.Wait()
 		return nil, -1, a.Err

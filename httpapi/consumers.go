@@ -172,7 +172,7 @@ func (api *eventsAPI) handleCreateConsumer(w http.ResponseWriter, r *http.Reques
 		writeNativeError(w, e.with("field", "start"))
 		return
 	}
-	c, created, err := st.CreateConsumer(name, start, pos, api.now().UnixMilli())
+	c, created, err := st.CreateConsumer(name, start, pos, api.now())
 	if err != nil {
 		ne := eventsError(err)
 		if ne.Code == "immutable_field" {
@@ -239,7 +239,7 @@ func (api *eventsAPI) handleCommitConsumer(w http.ResponseWriter, r *http.Reques
 	if !ok {
 		return
 	}
-	c, err := st.CommitConsumer(name, *req.Position, req.Force, api.now().UnixMilli())
+	c, err := st.CommitConsumer(name, *req.Position, req.Force, api.now())
 	if err != nil {
 		ne := eventsError(err)
 		if ne.Code == "out_of_range" {

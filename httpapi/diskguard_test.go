@@ -32,7 +32,7 @@ func newGuardedEnv(t *testing.T) (env *queueEnv, setFree func(int64)) {
 		t.Fatal(err)
 	}
 	env = &queueEnv{t: t, store: store, tm: tm, now: time.UnixMilli(1_800_000_000_000)}
-	env.e, err = queues.Open(store, tm, queues.Config{Logger: zerolog.Nop(), Seed: 1}, env.now.UnixMilli())
+	env.e, err = queues.Open(store, tm, queues.Config{Logger: zerolog.Nop(), Seed: 1}, env.now)
 	if err != nil {
 		t.Fatal(err)
 	}

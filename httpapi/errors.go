@@ -8,7 +8,6 @@ import (
 	"mime"
 	"net/http"
 	"strings"
-	"syscall"
 
 	"github.com/vibemq/broker/pebblestore"
 )
@@ -105,21 +104,22 @@ func writeNativeError(w http.ResponseWriter, e *nativeError) {
 	writeJSON(w, status, e)
 }
 
-// storageError classifies a failure of the store: 507 storage_full when the
-// disk is full or the broker refused new data because it is almost full
-// (pebblestore.SpaceGuard; details free_bytes, min_bytes, resume_bytes),
-// else 503 storage_unavailable (the outcome is unknown, the request may be
-// retried).
+// storageError reports a failure of the store by its class
+// (pebblestore.Classify): 507 storage_full when the disk is full or the
+// broker refused new data because it is almost full (pebblestore.SpaceGuard;
+// details free_bytes, min_bytes, resume_bytes), else 503
+// storage_unavailable (corruption included: the outcome is unknown, the
+// request may be retried).
 func storageError(err error) *nativeError {
+	if pebblestore.Classify(err) != pebblestore.ErrStorageFull {
+		return newNativeError("storage_unavailable", "the store failed; the outcome of this request is unknown, retry it: %v", err)
+	}
 	var space *pebblestore.SpaceError
 	if errors.As(err, &space) {
 		return newNativeError("storage_full", "%s", space.Error()).
 			with("free_bytes", space.Free).with("min_bytes", space.Min).with("resume_bytes", space.Resume)
 	}
-	if errors.Is(err, syscall.ENOSPC) || strings.Contains(err.Error(), "no space left on device") {
-		return newNativeError("storage_full", "the disk of the data directory is full: %v", err)
-	}
-	return newNativeError("storage_unavailable", "the store failed; the outcome of this request is unknown, retry it: %v", err)
+	return newNativeError("storage_full", "the disk of the data directory is full: %v", err)
 }
 
 // decodeJSONBody decodes the request body into v strictly: the content type

@@ -97,6 +97,10 @@ func eventsError(err error) *nativeError {
 	var wrong *events.WrongExpectedRevisionError
 	var regression *events.CheckpointRegressionError
 	switch {
+	case errors.Is(err, events.ErrStorage):
+		// First: a storage error wraps the store's failure (%w), whose
+		// chain may hold other sentinels; its class decides the answer.
+		return storageError(err)
 	case errors.As(err, &wrong):
 		e := newNativeError("wrong_expected_revision", "%s", strings.TrimPrefix(err.Error(), "events: "))
 		e.with("expected", wrong.Expected.String()).with("current_state", wrong.CurrentState())
@@ -158,8 +162,6 @@ func eventsError(err error) *nativeError {
 		return newNativeError("idempotency_conflict", "%s", trimEvents(err))
 	case errors.Is(err, pebblestore.ErrCorruption):
 		return newNativeError("storage_corrupt", "%v; run 'broker storage verify'", err)
-	case errors.Is(err, events.ErrStorage):
-		return storageError(err)
 	}
 	return newNativeError("internal", "%v", err)
 }
@@ -252,7 +254,7 @@ func (api *eventsAPI) handleCreateStore(w http.ResponseWriter, r *http.Request) 
 			return
 		}
 	}
-	st, created, err := api.svc.CreateStore(r.PathValue("store"), api.now().UnixMilli())
+	st, created, err := api.svc.CreateStore(r.PathValue("store"), api.now())
 	if err != nil {
 		writeNativeError(w, eventsError(err))
 		return
@@ -449,13 +451,13 @@ func (api *eventsAPI) handleAppend(w http.ResponseWriter, r *http.Request) {
 			writeNativeError(w, eventsError(err))
 			return
 		}
-		st, _, err = api.svc.CreateStore(storeName, api.now().UnixMilli())
+		st, _, err = api.svc.CreateStore(storeName, api.now())
 	}
 	if err != nil {
 		writeNativeError(w, eventsError(err))
 		return
 	}
-	res, err := st.Append(stream, expected, proposed, api.now().UnixMilli())
+	res, err := st.Append(stream, expected, proposed, api.now())
 	if err != nil {
 		ne := eventsError(err)
 		if msg := err.Error(); strings.HasPrefix(msg, "event ") {

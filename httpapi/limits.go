@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
+	"github.com/vibemq/broker/internal/metrics"
 )
 
 // Limits of the HTTP listener (issue 17, the HTTP side; DESIGN.md "HTTP
@@ -65,13 +66,13 @@ func newLimitMetrics(reg *prometheus.Registry) *limitMetrics {
 			Name: "broker_http_stream_write_timeouts_total", Help: "SSE tails ended because a write did not complete within http-write-timeout (the client stopped reading)."}),
 	}
 	if reg != nil {
-		m.connections = registerOrExisting(reg, m.connections)
-		m.connectionsRefused = registerOrExisting(reg, m.connectionsRefused)
-		m.streams = registerOrExisting(reg, m.streams)
-		m.requestsRefused = registerOrExisting(reg, m.requestsRefused)
-		m.bodyMemory = registerOrExisting(reg, m.bodyMemory)
-		m.bodyMemoryLimit = registerOrExisting(reg, m.bodyMemoryLimit)
-		m.writeTimeouts = registerOrExisting(reg, m.writeTimeouts)
+		m.connections = metrics.RegisterOrExisting(reg, m.connections)
+		m.connectionsRefused = metrics.RegisterOrExisting(reg, m.connectionsRefused)
+		m.streams = metrics.RegisterOrExisting(reg, m.streams)
+		m.requestsRefused = metrics.RegisterOrExisting(reg, m.requestsRefused)
+		m.bodyMemory = metrics.RegisterOrExisting(reg, m.bodyMemory)
+		m.bodyMemoryLimit = metrics.RegisterOrExisting(reg, m.bodyMemoryLimit)
+		m.writeTimeouts = metrics.RegisterOrExisting(reg, m.writeTimeouts)
 	}
 	return m
 }

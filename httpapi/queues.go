@@ -84,7 +84,7 @@ func RegisterQueues(s *Server, e *queues.Engine, clock func() time.Time) {
 	h("DELETE /v1/tasks/{id}", api.handleCancelTask)
 }
 
-func (api *queueAPI) now() int64 { return api.clock().UnixMilli() }
+func (api *queueAPI) now() time.Time { return api.clock() }
 
 // writeQueueError writes err as {code, message, details} with the status
 // of its code in the queues error table.

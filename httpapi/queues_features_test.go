@@ -110,14 +110,14 @@ func TestQueueFeaturesHTTP(t *testing.T) {
 	}
 	// Past the window but still queued: a duplicate (in_queue).
 	env.now = env.now.Add(45 * time.Second)
-	env.e.Tick(env.now.UnixMilli())
+	env.e.Tick(env.now)
 	r = env.mustJSON("POST", "/v1/queues/q/messages", `{"messages":[{"body":"same"}]}`, 200)
 	if dup := r.body["results"].([]any)[0].(map[string]any); dup["duplicate"] != true || dup["id"] != "0:0" {
 		t.Fatalf("queued original after the window: %s", r.raw)
 	}
 	// Never received: to the DLQ as unclaimed after 60 s.
 	env.now = env.now.Add(15 * time.Second)
-	env.e.Tick(env.now.UnixMilli())
+	env.e.Tick(env.now)
 	r = env.mustJSON("GET", "/v1/queues/q/dlq", "", 200)
 	msgs := r.body["messages"].([]any)
 	if len(msgs) != 2 || msgs[0].(map[string]any)["dead_letter"].(map[string]any)["reason"] != "unclaimed" {

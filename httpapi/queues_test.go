@@ -41,7 +41,7 @@ func newQueueEnv(t *testing.T) *queueEnv {
 		t.Fatal(err)
 	}
 	env := &queueEnv{t: t, store: store, tm: tm, now: time.UnixMilli(1_800_000_000_000)}
-	env.e, err = queues.Open(store, tm, queues.Config{Logger: zerolog.Nop(), Seed: 1}, env.now.UnixMilli())
+	env.e, err = queues.Open(store, tm, queues.Config{Logger: zerolog.Nop(), Seed: 1}, env.now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +165,7 @@ func TestQueueBadInput(t *testing.T) {
 	env.mustJSON("POST", "/v1/queues/tight/receive", `{}`, 200)
 	// An expired lease whose message was received again: a stale receipt.
 	env.now = env.now.Add(1500 * time.Millisecond)
-	env.e.Tick(env.now.UnixMilli())
+	env.e.Tick(env.now)
 	// All three, so the first one (reaped, due last) is received again.
 	again := receiptsOf(t, env.mustJSON("POST", "/v1/queues/q/receive", `{"max_messages":3,"visibility_timeout_ms":30000}`, 200))
 	env.now = env.now.Add(time.Second)
@@ -354,7 +354,7 @@ func TestQueueHTTPFlow(t *testing.T) {
 		polled = env.json("POST", "/v1/queues/jobs/receive", `{"wait_ms":10000}`)
 	}()
 	waitFor(t, func() bool {
-		s, _ := env.e.Stats("jobs", 0)
+		s, _ := env.e.Stats("jobs", time.UnixMilli(0))
 		return s.Waiters == 1
 	})
 	start := time.Now()
@@ -372,7 +372,7 @@ func TestQueueHTTPFlow(t *testing.T) {
 		polled = env.json("POST", "/v1/queues/gone/receive", `{"wait_ms":10000}`)
 	}()
 	waitFor(t, func() bool {
-		s, _ := env.e.Stats("gone", 0)
+		s, _ := env.e.Stats("gone", time.UnixMilli(0))
 		return s.Waiters == 1
 	})
 	if r := env.call("DELETE", "/v1/queues/gone", "", nil); r.status != 204 {
@@ -417,10 +417,10 @@ func TestQueueReceiveWithAcks(t *testing.T) {
 		polled = env.json("POST", "/v1/queues/w/receive", `{"wait_ms":10000,"ack":["`+last[0]+`"]}`)
 	}()
 	waitFor(t, func() bool {
-		s, _ := env.e.Stats("w", 0)
+		s, _ := env.e.Stats("w", time.UnixMilli(0))
 		return s.Waiters == 1
 	})
-	if s, _ := env.e.Stats("w", 0); s.Inflight != 0 || s.Totals.Acked != 3 {
+	if s, _ := env.e.Stats("w", time.UnixMilli(0)); s.Inflight != 0 || s.Totals.Acked != 3 {
 		t.Fatalf("parked with its ack unsettled: %+v", s)
 	}
 	env.mustJSON("POST", "/v1/queues/w/messages", `{"messages":[{"body":"4"}]}`, 200)
@@ -486,7 +486,7 @@ func TestQueueLongPollWithAcksAtMaxInflight(t *testing.T) {
 		polled = env.json("POST", "/v1/queues/w/receive", `{"wait_ms":10000,"ack":["bogus"]}`)
 	}()
 	waitFor(t, func() bool {
-		s, _ := env.e.Stats("w", 0)
+		s, _ := env.e.Stats("w", time.UnixMilli(0))
 		return s.Waiters == 1
 	})
 	// A send wakes the poller while the queue is still at max_inflight.

@@ -23,6 +23,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
+	"github.com/vibemq/broker/internal/metrics"
 
 	"github.com/vibemq/broker/internal/loglimit"
 )
@@ -416,11 +417,11 @@ type requestMetrics struct {
 
 func newRequestMetrics(reg *prometheus.Registry) *requestMetrics {
 	return &requestMetrics{
-		requests: registerOrExisting(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		requests: metrics.RegisterOrExisting(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "broker_http_requests_total",
 			Help: "HTTP requests served, by route pattern and status code.",
 		}, []string{"route", "code"})),
-		duration: registerOrExisting(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		duration: metrics.RegisterOrExisting(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "broker_http_request_duration_seconds",
 			Help:    "Time to serve HTTP requests, by route pattern.",
 			Buckets: prometheus.DefBuckets,
@@ -431,21 +432,6 @@ func newRequestMetrics(reg *prometheus.Registry) *requestMetrics {
 func (m *requestMetrics) observe(route string, status int, elapsed time.Duration) {
 	m.requests.WithLabelValues(route, strconv.Itoa(status)).Inc()
 	m.duration.WithLabelValues(route).Observe(elapsed.Seconds())
-}
-
-// registerOrExisting registers c, or returns the equal collector already
-// registered (a second Server on the same registry).
-func registerOrExisting[C prometheus.Collector](reg *prometheus.Registry, c C) C {
-	if err := reg.Register(c); err != nil {
-		var already prometheus.AlreadyRegisteredError
-		if errors.As(err, &already) {
-			if existing, ok := already.ExistingCollector.(C); ok {
-				return existing
-			}
-		}
-		panic(fmt.Sprintf("httpapi: cannot register metrics: %v", err))
-	}
-	return c
 }
 
 // logWriter sends net/http's server errors (TLS handshakes, panics it

@@ -58,16 +58,13 @@ type StorageStats struct {
 	Store       pebblestore.Summary `json:"store"`
 }
 
-// CollectStorageStats computes the statistics, online or offline.
+// CollectStorageStats gathers the statistics, online or offline. The
+// domains compute them (topics.Manager.LogStats, events.Service.Stats,
+// StorageConfig.QueueCounts, pebblestore.Store.Summary); this only puts
+// them in the shape of the route's JSON.
 func CollectStorageStats(cfg StorageConfig) StorageStats {
-	out := StorageStats{DataDir: cfg.Store.Dir()}
-	for _, t := range cfg.Topics.Topics() {
-		out.Topics++
-		for _, p := range t.Partitions() {
-			out.Partitions++
-			out.Messages += p.HighWatermark() - p.LogStartOffset()
-		}
-	}
+	logs := cfg.Topics.LogStats()
+	out := StorageStats{DataDir: cfg.Store.Dir(), Topics: logs.Topics, Partitions: logs.Partitions, Messages: logs.Messages}
 	if cfg.QueueCounts != nil {
 		q, d := cfg.QueueCounts()
 		out.Queues, out.DeadLetters = &q, &d

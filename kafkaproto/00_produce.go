@@ -144,7 +144,7 @@ func (s *Server) handleProduce(r *request) (reply, error) {
 			slots = append(slots, slot{ti, pi, a})
 		}
 	}
-	pending := s.topics.Append(appends, s.now().UnixMilli())
+	pending := s.topics.Append(appends, s.now())
 	finish := func() {
 		_ = pending.Wait()
 		for _, sl := range slots {

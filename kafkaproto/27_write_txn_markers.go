@@ -96,11 +96,11 @@ func (s *Server) handleWriteTxnMarkers(r *request) (reply, error) {
 			}
 		}
 	}
-	appends := topics.MarkerAppends(markers, s.now().UnixMilli())
+	appends := topics.MarkerAppends(markers, s.now())
 	for i := range slots {
 		slots[i].a = appends[i]
 	}
-	pending := s.topics.Append(appends, s.now().UnixMilli())
+	pending := s.topics.Append(appends, s.now())
 	finish := func() {
 		_ = pending.Wait()
 		for _, sl := range slots {

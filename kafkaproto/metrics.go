@@ -3,6 +3,7 @@ package kafkaproto
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	promregister "github.com/vibemq/broker/internal/metrics"
 )
 
 // metrics are the Kafka front end's Prometheus series.
@@ -58,11 +59,9 @@ func newMetrics(reg prometheus.Registerer, mem *requestMemory) *metrics {
 	memoryWaits := prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "broker_kafka_request_memory_waits_total", Help: "Times a connection stopped reading to wait for request memory."},
 		func() float64 { return float64(mem.waits.Load()) })
-	if reg != nil {
-		reg.MustRegister(m.connections, m.requests, m.duration, m.badRequests, m.panics, m.bytesOut,
-			m.producedBytes, m.producedBatches, m.fetchedBytes,
-			m.connectionsRefused, m.timeouts, memoryInUse, memoryLimit, memoryWaits)
-	}
+	promregister.Register(reg, m.connections, m.requests, m.duration, m.badRequests, m.panics, m.bytesOut,
+		m.producedBytes, m.producedBatches, m.fetchedBytes,
+		m.connectionsRefused, m.timeouts, memoryInUse, memoryLimit, memoryWaits)
 	return m
 }
 

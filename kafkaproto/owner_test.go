@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -31,7 +32,7 @@ func TestOwnedTopicReadOnlyOverKafka(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.topics.Append([]*topics.Append{{Partition: p, Batch: batch}}, 1).Wait(); err != nil {
+	if err := s.topics.Append([]*topics.Append{{Partition: p, Batch: batch}}, time.UnixMilli(1)).Wait(); err != nil {
 		t.Fatal(err)
 	}
 	cl := newClient(t, addr)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/vibemq/broker/pebblestore"
 )
@@ -15,7 +16,7 @@ func (en *env) ackReceive(name string, n int, now int64, receipts ...string) ([]
 	if _, err := en.e.CheckReceive(name, &req); err != nil {
 		en.t.Fatal(err)
 	}
-	msgs, res, err := en.e.AckAndReceive(name, req.Ack, req, now)
+	msgs, res, err := en.e.AckAndReceive(name, req.Ack, req, time.UnixMilli(now))
 	if err != nil {
 		en.t.Fatalf("ack and receive: %v", err)
 	}
@@ -37,7 +38,7 @@ func TestAckAndReceive(t *testing.T) {
 	// Both leases lapse; a and b are ready again, due at t0+1500, after c
 	// and d. a's receipt is a late ack of an available message: it must be
 	// settled and not leased by the same call, even with room for all.
-	en.e.Tick(t0 + 1500)
+	en.e.Tick(time.UnixMilli(t0 + 1500))
 	msgs, res := en.ackReceive("q", 10, t0+1500, first[0].Receipt)
 	if len(res) != 1 || codeOf(res[0]) != "acked" {
 		t.Fatalf("late ack of a: %+v", res)
@@ -92,7 +93,7 @@ func TestAckAndReceiveMaxInflight(t *testing.T) {
 		t.Fatalf("leased %d with max_inflight 2", len(got))
 	}
 	req := ReceiveRequest{MaxMessages: 5}
-	if _, err := en.e.Receive("q", req, t0); AsError(err) == nil || AsError(err).Code != CodeMaxInflightReached {
+	if _, err := en.e.Receive("q", req, time.UnixMilli(t0)); AsError(err) == nil || AsError(err).Code != CodeMaxInflightReached {
 		t.Fatalf("receive at max_inflight: %v", err)
 	}
 	msgs, res := en.ackReceive("q", 5, t0+1, got[0].Receipt)
@@ -112,7 +113,7 @@ func (en *env) receiveID(name, id string, n int, vis int64, now int64) []Message
 	if _, err := en.e.CheckReceive(name, &req); err != nil {
 		en.t.Fatal(err)
 	}
-	msgs, err := en.e.Receive(name, req, now)
+	msgs, err := en.e.Receive(name, req, time.UnixMilli(now))
 	if err != nil {
 		en.t.Fatalf("receive: %v", err)
 	}
@@ -164,7 +165,7 @@ func TestReceiveRequestIDRetry(t *testing.T) {
 		t.Fatalf("memo r2 after the restart: %v", err)
 	}
 	// The leases run out (b and c back); the memos are dead and swept.
-	en.e.Tick(t0 + 10_002)
+	en.e.Tick(time.UnixMilli(t0 + 10_002))
 	for _, id := range []string{"r1", "r2"} {
 		if _, err := en.store.Get(memoKey(q.id, id)); !errors.Is(err, pebblestore.ErrNotFound) {
 			t.Fatalf("dead memo %s after a sweep: %v", id, err)
@@ -175,11 +176,11 @@ func TestReceiveRequestIDRetry(t *testing.T) {
 	if bodies(fresh) != "b,c" || fresh[0].Deliveries != 2 || fresh[0].Receipt == first[1].Receipt {
 		t.Fatalf("after the memo died: %s (deliveries %d)", bodies(fresh), fresh[0].Deliveries)
 	}
-	en.e.Tick(t0 + 20_002) // a sweep; r1's new memo lives until t0+20_003
+	en.e.Tick(time.UnixMilli(t0 + 20_002)) // a sweep; r1's new memo lives until t0+20_003
 	if _, err := en.store.Get(memoKey(q.id, "r1")); err != nil {
 		t.Fatalf("live memo r1: %v", err)
 	}
-	if _, err := en.e.Purge("q", t0+20_001); err != nil {
+	if _, err := en.e.Purge("q", time.UnixMilli(t0+20_001)); err != nil {
 		t.Fatal(err)
 	}
 	en.send("q", t0+20_002, body("d"))
@@ -221,7 +222,7 @@ func TestReceiveRetryAtMaxInflight(t *testing.T) {
 	}
 	// Another request is still refused.
 	req := ReceiveRequest{MaxMessages: 1, RequestID: pstr("r2")}
-	if _, err := en.e.Receive("q", req, t0+2); AsError(err) == nil || AsError(err).Code != CodeMaxInflightReached {
+	if _, err := en.e.Receive("q", req, time.UnixMilli(t0+2)); AsError(err) == nil || AsError(err).Code != CodeMaxInflightReached {
 		t.Fatalf("new request at max_inflight: %v", err)
 	}
 }
@@ -242,7 +243,7 @@ func TestReceiveRetryAcksItsOwnMessages(t *testing.T) {
 	if _, err := en.e.CheckReceive("q", &req); err != nil {
 		t.Fatal(err)
 	}
-	msgs, res, err := en.e.AckAndReceive("q", req.Ack, req, t0+1)
+	msgs, res, err := en.e.AckAndReceive("q", req.Ack, req, time.UnixMilli(t0+1))
 	if err != nil || codeOf(res[0]) != "acked" {
 		t.Fatalf("ack a with the retry: %v %+v", err, res)
 	}

@@ -3,6 +3,7 @@ package queues
 import (
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/vibemq/broker/pebblestore"
 )
@@ -22,7 +23,8 @@ type BrowseRequest struct {
 
 // Browse lists a queue's live messages in (partition, offset) order. It
 // takes no lease and changes nothing. next is the id to pass as After.
-func (e *Engine) Browse(name string, req BrowseRequest, now int64) ([]Message, string, error) {
+func (e *Engine) Browse(name string, req BrowseRequest, now time.Time) ([]Message, string, error) {
+	nowMs := now.UnixMilli()
 	q, qerr := e.queueByName(name)
 	if qerr != nil {
 		return nil, "", qerr
@@ -68,10 +70,10 @@ func (e *Engine) Browse(name string, req BrowseRequest, now int64) ([]Message, s
 		}
 		m := msgFromKeyTail(it.Key())
 		next = fmtID(m)
-		if req.State != "" && stateName(st.State, st.Due, now) != req.State {
+		if req.State != "" && stateName(st.State, st.Due, nowMs) != req.State {
 			continue
 		}
-		msg := e.messageView(q, rr, m, &st, now, req.Base64)
+		msg := e.messageView(q, rr, m, &st, nowMs, req.Base64)
 		if req.Reason != "" && (msg.DeadLetter == nil || msg.DeadLetter.Reason != req.Reason) {
 			continue
 		}
@@ -90,7 +92,8 @@ func (e *Engine) Browse(name string, req BrowseRequest, now int64) ([]Message, s
 }
 
 // GetMessage returns one live message by id.
-func (e *Engine) GetMessage(name, id string, now int64) (Message, error) {
+func (e *Engine) GetMessage(name, id string, now time.Time) (Message, error) {
+	nowMs := now.UnixMilli()
 	q, qerr := e.queueByName(name)
 	if qerr != nil {
 		return Message{}, qerr
@@ -106,12 +109,13 @@ func (e *Engine) GetMessage(name, id string, now int64) (Message, error) {
 	if !ok {
 		return Message{}, errf(CodeMessageNotFound, "queue %q has no live message %s", name, id)
 	}
-	return e.messageView(q, newRecordReader(q.topic), m, &st, now, false), nil
+	return e.messageView(q, newRecordReader(q.topic), m, &st, nowMs, false), nil
 }
 
 // DeleteMessage removes one message whatever its state (a leased one
 // too: its receipt then gets not_found).
-func (e *Engine) DeleteMessage(name, id string, now int64) error {
+func (e *Engine) DeleteMessage(name, id string, now time.Time) error {
+	nowMs := now.UnixMilli()
 	q, qerr := e.queueByName(name)
 	if qerr != nil {
 		return qerr
@@ -130,7 +134,7 @@ func (e *Engine) DeleteMessage(name, id string, now int64) error {
 		q.mu.Unlock()
 		return errf(CodeMessageNotFound, "queue %q has no live message %s", name, id)
 	}
-	w := &write{e: e, now: now}
+	w := &write{e: e, now: nowMs}
 	w.op(func(b *pebblestore.Batch) {
 		q.removeRows(b, m, &st)
 		if st.State == stateAcked {
@@ -199,7 +203,8 @@ func (r *PurgeRequest) check() (map[string]bool, *Error) {
 // states or older_than_ms those that match, scanned in steps of purgeChunk
 // state rows; without, all of them (Purge). It returns how many were
 // deleted. Dedup entries stay: a dedup id outlives the message.
-func (e *Engine) PurgeMatching(name string, req PurgeRequest, now int64) (int64, error) {
+func (e *Engine) PurgeMatching(name string, req PurgeRequest, now time.Time) (int64, error) {
+	nowMs := now.UnixMilli()
 	q, qerr := e.queueByName(name)
 	if qerr != nil {
 		return 0, qerr
@@ -211,13 +216,14 @@ func (e *Engine) PurgeMatching(name string, req PurgeRequest, now int64) (int64,
 	if want == nil && req.OlderThanMs == 0 {
 		return e.Purge(name, now)
 	}
-	return e.purgeMatching(q, name, want, req.OlderThanMs, now)
+	return e.purgeMatching(q, name, want, req.OlderThanMs, nowMs)
 }
 
 // Purge deletes every message of a queue (ready, delayed, in flight,
 // retained). Dedup entries stay: a dedup id outlives the message. The log
 // keeps the records for Kafka readers until retention.
-func (e *Engine) Purge(name string, now int64) (int64, error) {
+func (e *Engine) Purge(name string, now time.Time) (int64, error) {
+	nowMs := now.UnixMilli()
 	q, qerr := e.queueByName(name)
 	if qerr != nil {
 		return 0, qerr
@@ -245,7 +251,7 @@ func (e *Engine) Purge(name string, now int64) (int64, error) {
 	for i := range q.bands {
 		q.bands[i].reset(true)
 	}
-	q.expiryFrom = now
+	q.expiryFrom = nowMs
 	q.mu.Unlock()
 	if err := b.Wait(); err != nil {
 		return 0, errStorage(err)
@@ -373,7 +379,8 @@ type PartitionStats struct {
 
 // Stats returns the queue's counters. Delayed is counted by a bounded scan
 // of the ready index (delayed_exact false beyond 100000 keys).
-func (e *Engine) Stats(name string, now int64) (Stats, error) {
+func (e *Engine) Stats(name string, now time.Time) (Stats, error) {
+	nowMs := now.UnixMilli()
 	q, qerr := e.queueByName(name)
 	if qerr != nil {
 		return Stats{}, qerr
@@ -399,7 +406,7 @@ func (e *Engine) Stats(name string, now int64) (Stats, error) {
 	scanned := 0
 	for p := 0; p < int(levels) && p < PriorityLevelsMax; p++ {
 		prefix := readyBandPrefix(q.id, uint8(p))
-		it, err := e.store.NewIter(readyKey(q.id, uint8(p), now+1, msgKey{}), pebblestore.PrefixEnd(prefix))
+		it, err := e.store.NewIter(readyKey(q.id, uint8(p), nowMs+1, msgKey{}), pebblestore.PrefixEnd(prefix))
 		if err != nil {
 			return Stats{}, errStorage(err)
 		}
@@ -424,7 +431,7 @@ func (e *Engine) Stats(name string, now int64) (Stats, error) {
 		if it.First() {
 			if v, err := it.Value(); err == nil {
 				if st, err := decodeState(v); err == nil && st.State != stateAcked {
-					s.OldestAgeMs = max(s.OldestAgeMs, now-st.Enqueued)
+					s.OldestAgeMs = max(s.OldestAgeMs, nowMs-st.Enqueued)
 				}
 			}
 		}

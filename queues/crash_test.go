@@ -97,7 +97,7 @@ func openCrashEngine(t *testing.T, fs vfs.FS, now int64) (*pebblestore.Store, *q
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := queues.Open(s, tm, queues.Config{Logger: zerolog.Nop(), Seed: 1}, now)
+	e, err := queues.Open(s, tm, queues.Config{Logger: zerolog.Nop(), Seed: 1}, time.UnixMilli(now))
 	if err != nil {
 		t.Fatalf("opening the queues of a crash image: %v", err)
 	}
@@ -158,7 +158,7 @@ func crashRun(t *testing.T, seed uint64, ops int) {
 	store, e := openCrashEngine(t, fs, now)
 	patch := &queues.AttributesPatch{MaxReceives: ptr[int32](3), VisibilityTimeoutMs: ptr[int64](2000), ExpiryBackoffMs: ptr[int64](0),
 		Backoff: &queues.BackoffPatch{InitialMs: ptr[int64](200), Jitter: ptr(0.0)}}
-	if _, _, err := e.CreateQueue("q", patch, now); err != nil {
+	if _, _, err := e.CreateQueue("q", patch, time.UnixMilli(now)); err != nil {
 		t.Fatal(err)
 	}
 
@@ -190,7 +190,7 @@ func crashRun(t *testing.T, seed uint64, ops int) {
 				msgs = append(msgs, queues.SendMessage{Body: &b})
 			}
 			update(func() { op = "send" })
-			res, err := e.Send("q", queues.SendRequest{Messages: msgs}, now)
+			res, err := e.Send("q", queues.SendRequest{Messages: msgs}, time.UnixMilli(now))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -209,7 +209,7 @@ func crashRun(t *testing.T, seed uint64, ops int) {
 				t.Fatal(err)
 			}
 			update(func() { op = "receive" })
-			msgs, err := e.Receive("q", req, now)
+			msgs, err := e.Receive("q", req, time.UnixMilli(now))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -232,7 +232,7 @@ func crashRun(t *testing.T, seed uint64, ops int) {
 					model.acking[b] = true
 				}
 			})
-			res, err := e.Ack("q", receipts, now)
+			res, err := e.Ack("q", receipts, time.UnixMilli(now))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -253,7 +253,7 @@ func crashRun(t *testing.T, seed uint64, ops int) {
 			}
 			req := queues.NackRequest{Receipts: receipts, DeadLetter: rng.IntN(4) == 0, Reason: "crash-test"}
 			update(func() { op = "nack" })
-			if _, err := e.Nack("q", req, now); err != nil {
+			if _, err := e.Nack("q", req, time.UnixMilli(now)); err != nil {
 				t.Fatal(err)
 			}
 			delete(held, bodies[0])
@@ -261,21 +261,21 @@ func crashRun(t *testing.T, seed uint64, ops int) {
 			tasks := e.Tasks()
 			if len(tasks) == 0 || tasks[0].State != "running" {
 				update(func() { op = "redrive" })
-				if _, err := e.Redrive("q.dlq", queues.RedriveRequest{}, now); err != nil {
+				if _, err := e.Redrive("q.dlq", queues.RedriveRequest{}, time.UnixMilli(now)); err != nil {
 					t.Fatal(err)
 				}
 			}
 		default:
 			now += int64(200 + rng.IntN(2000))
 			update(func() { op = "tick"; model.now = now })
-			if r := e.Tick(now); r.Errors > 0 {
+			if r := e.Tick(time.UnixMilli(now)); r.Errors > 0 {
 				t.Fatalf("tick: %+v", r)
 			}
 		}
 	}
 	fs.setHook(nil)
-	st, _ := e.Stats("q", now)
-	dst, _ := e.Stats("q.dlq", now)
+	st, _ := e.Stats("q", time.UnixMilli(now))
+	dst, _ := e.Stats("q.dlq", time.UnixMilli(now))
 	e.Close()
 	_ = store.Close()
 
@@ -307,7 +307,7 @@ func checkCrashImage(t *testing.T, name string, img crashImage) {
 	for _, q := range []string{"q", "q.dlq"} {
 		after := ""
 		for {
-			msgs, next, err := e.Browse(q, queues.BrowseRequest{After: after, Limit: 1000}, img.model.now)
+			msgs, next, err := e.Browse(q, queues.BrowseRequest{After: after, Limit: 1000}, time.UnixMilli(img.model.now))
 			if err != nil {
 				t.Fatalf("%s: browse %s: %v", name, q, err)
 			}
@@ -342,7 +342,7 @@ func checkCrashImage(t *testing.T, name string, img crashImage) {
 	}
 	checkIndexes(t, name, store, where)
 	for _, q := range []string{"q", "q.dlq"} {
-		s, err := e.Stats(q, img.model.now)
+		s, err := e.Stats(q, time.UnixMilli(img.model.now))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -355,7 +355,7 @@ func checkCrashImage(t *testing.T, name string, img crashImage) {
 	if _, err := e.CheckReceive("q", &req); err != nil {
 		t.Fatal(err)
 	}
-	msgs, err := e.Receive("q", req, img.model.now)
+	msgs, err := e.Receive("q", req, time.UnixMilli(img.model.now))
 	if err != nil {
 		t.Fatalf("%s: receive after the crash: %v", name, err)
 	}

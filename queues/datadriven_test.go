@@ -107,7 +107,7 @@ func (h *harness) open() {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	e, err := queues.Open(s, tm, queues.Config{Logger: zerolog.Nop(), Seed: 1}, h.now)
+	e, err := queues.Open(s, tm, queues.Config{Logger: zerolog.Nop(), Seed: 1}, time.UnixMilli(h.now))
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -202,7 +202,7 @@ func (h *harness) run(t *testing.T, td *datadriven.TestData) string {
 		}
 		return h.tick()
 	case "stats":
-		s, err := h.e.Stats(q, h.now)
+		s, err := h.e.Stats(q, time.UnixMilli(h.now))
 		if err != nil {
 			return errText(err)
 		}
@@ -238,7 +238,7 @@ func (h *harness) run(t *testing.T, td *datadriven.TestData) string {
 			n := int(i64(t, td, r))
 			req.RatePerSec = &n
 		}
-		task, err := h.e.Redrive(q, req, h.now)
+		task, err := h.e.Redrive(q, req, time.UnixMilli(h.now))
 		if err != nil {
 			return errText(err)
 		}
@@ -253,9 +253,9 @@ func (h *harness) run(t *testing.T, td *datadriven.TestData) string {
 		var n int64
 		var err error
 		if s, ok := a["states"]; ok {
-			n, err = h.e.PurgeMatching(q, queues.PurgeRequest{States: strings.Split(s, ",")}, h.now)
+			n, err = h.e.PurgeMatching(q, queues.PurgeRequest{States: strings.Split(s, ",")}, time.UnixMilli(h.now))
 		} else {
-			n, err = h.e.Purge(q, h.now)
+			n, err = h.e.Purge(q, time.UnixMilli(h.now))
 		}
 		if err != nil {
 			return errText(err)
@@ -311,7 +311,7 @@ func (h *harness) createQueue(t *testing.T, td *datadriven.TestData, name string
 	if err := dec.Decode(&p); err != nil {
 		t.Fatalf("%s: attributes: %v", td.Pos, err)
 	}
-	info, created, err := h.e.CreateQueue(name, &p, h.now)
+	info, created, err := h.e.CreateQueue(name, &p, time.UnixMilli(h.now))
 	if err != nil {
 		return errText(err)
 	}
@@ -351,7 +351,7 @@ func (h *harness) send(t *testing.T, td *datadriven.TestData, q string, atomic b
 		msgs = append(msgs, m)
 		names = append(names, body)
 	}
-	res, err := h.e.Send(q, queues.SendRequest{Messages: msgs, Atomic: atomic}, h.now)
+	res, err := h.e.Send(q, queues.SendRequest{Messages: msgs, Atomic: atomic}, time.UnixMilli(h.now))
 	if err != nil {
 		return errText(err)
 	}
@@ -418,7 +418,7 @@ func (h *harness) receive(t *testing.T, td *datadriven.TestData, q string, a map
 	if _, err := h.e.CheckReceive(q, &req); err != nil {
 		return errText(err)
 	}
-	msgs, acks, err := h.e.AckAndReceive(q, req.Ack, req, h.now)
+	msgs, acks, err := h.e.AckAndReceive(q, req.Ack, req, time.UnixMilli(h.now))
 	if err != nil {
 		return errText(err)
 	}
@@ -469,16 +469,16 @@ func (h *harness) settle(t *testing.T, td *datadriven.TestData, q string, a map[
 	var err error
 	switch td.Cmd {
 	case "ack":
-		res, err = h.e.Ack(q, receipts, h.now)
+		res, err = h.e.Ack(q, receipts, time.UnixMilli(h.now))
 	case "nack":
 		req := queues.NackRequest{Receipts: receipts, Reason: a["reason"], DeadLetter: td.HasArg("dead-letter")}
 		if d, ok := a["delay"]; ok {
 			v := i64(t, td, d)
 			req.DelayMs = &v
 		}
-		res, err = h.e.Nack(q, req, h.now)
+		res, err = h.e.Nack(q, req, time.UnixMilli(h.now))
 	case "extend":
-		res, err = h.e.Extend(q, queues.ExtendRequest{Receipts: receipts, VisibilityTimeoutMs: i64(t, td, a["vis"])}, h.now)
+		res, err = h.e.Extend(q, queues.ExtendRequest{Receipts: receipts, VisibilityTimeoutMs: i64(t, td, a["vis"])}, time.UnixMilli(h.now))
 	}
 	if err != nil {
 		return errText(err)
@@ -491,7 +491,7 @@ func (h *harness) settle(t *testing.T, td *datadriven.TestData, q string, a map[
 }
 
 func (h *harness) tick() string {
-	r := h.e.Tick(h.now)
+	r := h.e.Tick(time.UnixMilli(h.now))
 	var out []string
 	add := func(k string, v int) {
 		if v != 0 {
@@ -520,7 +520,7 @@ func (h *harness) dump(q string) string {
 	var out []string
 	after := ""
 	for {
-		msgs, next, err := h.e.Browse(q, queues.BrowseRequest{After: after, Limit: 1000}, h.now)
+		msgs, next, err := h.e.Browse(q, queues.BrowseRequest{After: after, Limit: 1000}, time.UnixMilli(h.now))
 		if err != nil {
 			return errText(err)
 		}

@@ -3,13 +3,14 @@ package queues
 import (
 	"encoding/json"
 	"testing"
+	"time"
 )
 
 // sendItems sends msgs and returns the per-item results without failing
 // on item errors.
 func (en *env) sendItems(name string, now int64, msgs ...SendMessage) []SendResult {
 	en.t.Helper()
-	res, err := en.e.Send(name, SendRequest{Messages: msgs}, now)
+	res, err := en.e.Send(name, SendRequest{Messages: msgs}, time.UnixMilli(now))
 	if err != nil {
 		en.t.Fatalf("send: %v", err)
 	}
@@ -35,7 +36,7 @@ func itemCode(r SendResult) string {
 func TestDedupContent(t *testing.T) {
 	en := newEnv(t)
 	en.create("q", &AttributesPatch{DedupWindowMs: p64(60000), ContentDedup: new(bool)})
-	if _, err := en.e.UpdateQueue("q", &AttributesPatch{ContentDedup: func() *bool { v := true; return &v }()}, t0); err != nil {
+	if _, err := en.e.UpdateQueue("q", &AttributesPatch{ContentDedup: func() *bool { v := true; return &v }()}, time.UnixMilli(t0)); err != nil {
 		t.Fatal(err)
 	}
 	first := en.send("q", t0, body("a"))
@@ -50,7 +51,7 @@ func TestDedupContent(t *testing.T) {
 	if r := en.sendItems("q", t0+1000, withID("zzz", "a")); itemCode(r[0]) != "duplicate" || r[0].ID != res[3].ID {
 		t.Fatalf("dedup id a: %+v", r)
 	}
-	en.e.Tick(t0 + 60001)
+	en.e.Tick(time.UnixMilli(t0 + 60001))
 	if r := en.sendItems("q", t0+60001, body("a")); itemCode(r[0]) != "new" {
 		t.Fatalf("after the window: %+v", r)
 	}
@@ -85,7 +86,7 @@ func TestDedupConflict(t *testing.T) {
 		t.Fatalf("accept: %+v", r)
 	}
 	before := en.stats("strict", t0+1)
-	_, err := en.e.Send("strict", SendRequest{Atomic: true, Messages: []SendMessage{withID("new", "o-3"), withID("other", "o-1")}}, t0+2)
+	_, err := en.e.Send("strict", SendRequest{Atomic: true, Messages: []SendMessage{withID("new", "o-3"), withID("other", "o-1")}}, time.UnixMilli(t0+2))
 	if e := AsError(err); e == nil || e.Code != CodeBatchRejected || e.Details["index"] != 1 || e.Details["code"] != CodeDedupConflict {
 		t.Fatalf("atomic conflict: %v", err)
 	}
@@ -121,14 +122,14 @@ func TestDedupScopeInQueue(t *testing.T) {
 		t.Fatalf("k inside the window after ack: %+v", r)
 	}
 	for now := t0 + 10000; now <= t0+200000; now += 10000 {
-		en.e.Tick(now)
+		en.e.Tick(time.UnixMilli(now))
 	}
 	if r := en.sendItems("q", t0+200000, withID("short", "k")); itemCode(r[0]) != "new" {
 		t.Fatalf("k after the window: %+v", r)
 	}
 	// j: still held (its lease ran out and it is ready again), so still a duplicate.
 	en.restart(t0 + 200000)
-	en.e.Tick(t0 + 260000)
+	en.e.Tick(time.UnixMilli(t0 + 260000))
 	if r := en.sendItems("q", t0+260000, withID("long", "j")); itemCode(r[0]) != "duplicate" || r[0].ID != "0:0" {
 		t.Fatalf("j while queued, after the window: %+v", r)
 	}
@@ -141,7 +142,7 @@ func TestDedupScopeInQueue(t *testing.T) {
 		t.Fatalf("j after ack, window over: %+v", r)
 	}
 	// The scope set back to window: the window alone decides.
-	if _, err := en.e.UpdateQueue("q", &AttributesPatch{DedupScope: pstr(DedupScopeWindow)}, t0); err != nil {
+	if _, err := en.e.UpdateQueue("q", &AttributesPatch{DedupScope: pstr(DedupScopeWindow)}, time.UnixMilli(t0)); err != nil {
 		t.Fatal(err)
 	}
 	if r := en.sendItems("q", t0+400000, withID("long", "j")); itemCode(r[0]) != "new" {
@@ -179,7 +180,7 @@ func TestDedupOldFormats(t *testing.T) {
 	if r := en.sendItems("q", t0+1, withID("not the original", "legacy")); itemCode(r[0]) != "duplicate" || r[0].ID != "0:0" {
 		t.Fatalf("old-shape entry: %+v", r)
 	}
-	if rep := en.e.Tick(t0 + 60000); rep.DedupSwept != 1 {
+	if rep := en.e.Tick(time.UnixMilli(t0 + 60000)); rep.DedupSwept != 1 {
 		t.Fatalf("sweep: %+v", rep)
 	}
 	if _, err := en.store.Get(dedupKey(q.id, h)); err == nil {
@@ -214,7 +215,7 @@ func TestDedupOldFormats(t *testing.T) {
 	if a := info.Attributes; a.DedupConflict != DedupConflictAccept || a.DedupScope != DedupScopeWindow || a.ContentDedup || a.MaxUnclaimedAgeMs != 0 {
 		t.Fatalf("old catalog row: %+v", a)
 	}
-	if _, created, err := en.e.CreateQueue("q", &AttributesPatch{MaxReceives: p32(7)}, t0); err != nil || created {
+	if _, created, err := en.e.CreateQueue("q", &AttributesPatch{MaxReceives: p32(7)}, time.UnixMilli(t0)); err != nil || created {
 		t.Fatalf("create with the same attributes: %v %v", created, err)
 	}
 }
@@ -237,7 +238,7 @@ func TestDedupAttributesPersist(t *testing.T) {
 		{AttributesPatch{RetentionMs: p64(60000), MaxUnclaimedAgeMs: p64(60001)}, CodeOutOfRange, "max_unclaimed_age_ms"},
 		{AttributesPatch{RetentionMs: p64(0), MaxUnclaimedAgeMs: p64(RetentionMaxMs + 1)}, CodeOutOfRange, "max_unclaimed_age_ms"},
 	} {
-		_, _, err := en.e.CreateQueue("bad", &c.patch, t0)
+		_, _, err := en.e.CreateQueue("bad", &c.patch, time.UnixMilli(t0))
 		if e := AsError(err); e == nil || e.Code != c.code || e.Details["field"] != c.field {
 			t.Errorf("%+v: %v, want %s on %s", c.patch, err, c.code, c.field)
 		}
@@ -254,7 +255,7 @@ func TestDedupAttributesPersist(t *testing.T) {
 	if a := info.Attributes; !a.ContentDedup || a.DedupConflict != DedupConflictReject || a.DedupScope != DedupScopeInQueue || a.MaxUnclaimedAgeMs != 345600000 {
 		t.Fatalf("after restart: %+v", a)
 	}
-	if _, err := en.e.UpdateQueue("q", &AttributesPatch{RetentionMs: p64(60000)}, t0); AsError(err).Code != CodeOutOfRange {
+	if _, err := en.e.UpdateQueue("q", &AttributesPatch{RetentionMs: p64(60000)}, time.UnixMilli(t0)); AsError(err).Code != CodeOutOfRange {
 		t.Fatalf("retention below max_unclaimed_age_ms: %v", err)
 	}
 }

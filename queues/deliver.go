@@ -3,6 +3,7 @@ package queues
 import (
 	"errors"
 	"strconv"
+	"time"
 
 	"github.com/vibemq/broker/pebblestore"
 	"github.com/vibemq/broker/topics"
@@ -133,7 +134,7 @@ func (e *Engine) CheckReceive(name string, req *ReceiveRequest) (int64, error) {
 // Receive leases up to req.MaxMessages ready messages, highest priority
 // first, then earliest due. It never waits: long polling is the caller's
 // loop over Receive and Wake. REQUIRES: CheckReceive accepted req.
-func (e *Engine) Receive(name string, req ReceiveRequest, now int64) ([]Message, error) {
+func (e *Engine) Receive(name string, req ReceiveRequest, now time.Time) ([]Message, error) {
 	msgs, _, err := e.AckAndReceive(name, req.Ack, req, now)
 	return msgs, err
 }
@@ -147,7 +148,8 @@ func (e *Engine) Receive(name string, req ReceiveRequest, now int64) ([]Message,
 // refused with max_inflight_reached: at the limit it leases nothing and
 // still answers the ack results.
 // REQUIRES: CheckReceive accepted req; len(receipts) <= BatchMessagesMax.
-func (e *Engine) AckAndReceive(name string, receipts []string, req ReceiveRequest, now int64) ([]Message, []ItemResult, error) {
+func (e *Engine) AckAndReceive(name string, receipts []string, req ReceiveRequest, now time.Time) ([]Message, []ItemResult, error) {
+	nowMs := now.UnixMilli()
 	q, qerr := e.queueByName(name)
 	if qerr != nil {
 		return nil, nil, qerr
@@ -164,8 +166,8 @@ func (e *Engine) AckAndReceive(name string, receipts []string, req ReceiveReques
 		return nil, nil, errf(CodeQueueDeleted, "queue %q was deleted", name)
 	}
 	a := q.rec.Attributes
-	acks := &write{e: e, now: now}
-	freed, settled := e.ackLocked(q, receipts, valid, results, acks, now)
+	acks := &write{e: e, now: nowMs}
+	freed, settled := e.ackLocked(q, receipts, valid, results, acks, nowMs)
 	b := e.store.NewBatch()
 	for _, f := range acks.ops {
 		f(b)
@@ -174,7 +176,7 @@ func (e *Engine) AckAndReceive(name string, receipts []string, req ReceiveReques
 	// the first attempt's own leases may be what fills it.
 	requestID := req.requestID()
 	if requestID != "" {
-		again, live, err := e.replayMemoLocked(q, requestID, settled, now)
+		again, live, err := e.replayMemoLocked(q, requestID, settled, nowMs)
 		if err != nil {
 			q.mu.Unlock()
 			b.Close()
@@ -187,7 +189,7 @@ func (e *Engine) AckAndReceive(name string, receipts []string, req ReceiveReques
 			// still in flight.
 			r := q.memos[requestID]
 			b.Set(memoKey(q.id, requestID), r.encode())
-			return e.finishReceive(q, b, acks, nil, again, true, req, now, results)
+			return e.finishReceive(q, b, acks, nil, again, true, req, nowMs, results)
 		}
 	}
 	inflight := q.inflight - freed
@@ -213,7 +215,7 @@ func (e *Engine) AckAndReceive(name string, receipts []string, req ReceiveReques
 				b.Close()
 				return nil, nil, errStorage(err)
 			}
-			if !ok || top.due > now {
+			if !ok || top.due > nowMs {
 				break
 			}
 			if settled[top.m] {
@@ -241,7 +243,7 @@ func (e *Engine) AckAndReceive(name string, receipts []string, req ReceiveReques
 				band.pop() // stale
 				continue
 			}
-			if exp := expiryOf(&st, &a); exp > 0 && exp <= now {
+			if exp := expiryOf(&st, &a); exp > 0 && exp <= nowMs {
 				band.pop() // expired: the expiry sweep settles it
 				continue
 			}
@@ -253,13 +255,13 @@ func (e *Engine) AckAndReceive(name string, receipts []string, req ReceiveReques
 			old := st
 			st.State = stateInflight
 			st.Deliveries++
-			st.Deadline = now + visibility
-			st.LeaseStart = now
+			st.Deadline = nowMs + visibility
+			st.LeaseStart = nowMs
 			if st.FirstRecv == 0 {
-				st.FirstRecv = now
+				st.FirstRecv = nowMs
 			}
 			if invariantsEnabled {
-				checkTransition(&old, &st, now)
+				checkTransition(&old, &st, nowMs)
 			}
 			b.Delete(readyKey(q.id, old.Priority, old.Due, top.m))
 			b.Set(sk, st.encode())
@@ -274,7 +276,7 @@ func (e *Engine) AckAndReceive(name string, receipts []string, req ReceiveReques
 		memo = &r
 		b.Set(memoKey(q.id, requestID), r.encode())
 	}
-	return e.finishReceive(q, b, acks, memo, got, false, req, now, results)
+	return e.finishReceive(q, b, acks, memo, got, false, req, nowMs, results)
 }
 
 // finishReceive commits b (the acks, and the leases of got unless replay:
@@ -458,7 +460,8 @@ func (e *Engine) getState(q *queue, m msgKey) (deliveryState, bool, error) {
 
 // Ack settles leased messages. A receipt whose lease lapsed but whose
 // message was not leased again is still accepted (late ack, as SQS).
-func (e *Engine) Ack(name string, receipts []string, now int64) ([]ItemResult, error) {
+func (e *Engine) Ack(name string, receipts []string, now time.Time) ([]ItemResult, error) {
+	nowMs := now.UnixMilli()
 	q, qerr := e.queueByName(name)
 	if qerr != nil {
 		return nil, qerr
@@ -473,8 +476,8 @@ func (e *Engine) Ack(name string, receipts []string, now int64) ([]ItemResult, e
 		q.mu.Unlock()
 		return nil, errf(CodeQueueDeleted, "queue %q was deleted", name)
 	}
-	w := &write{e: e, now: now}
-	_, _ = e.ackLocked(q, receipts, valid, results, w, now)
+	w := &write{e: e, now: nowMs}
+	_, _ = e.ackLocked(q, receipts, valid, results, w, nowMs)
 	if err := w.commitUnlock(q.checkedUnlock); err != nil {
 		return nil, err
 	}
@@ -553,7 +556,8 @@ type NackRequest struct {
 }
 
 // Nack requeues or dead-letters leased messages.
-func (e *Engine) Nack(name string, req NackRequest, now int64) ([]ItemResult, error) {
+func (e *Engine) Nack(name string, req NackRequest, now time.Time) ([]ItemResult, error) {
+	nowMs := now.UnixMilli()
 	q, qerr := e.queueByName(name)
 	if qerr != nil {
 		return nil, qerr
@@ -581,7 +585,7 @@ func (e *Engine) Nack(name string, req NackRequest, now int64) ([]ItemResult, er
 		dlq = nil
 	}
 	a := q.rec.Attributes
-	w := &write{e: e, now: now}
+	w := &write{e: e, now: nowMs}
 	rr := newRecordReader(q.topic)
 	var inserts []func()
 	for _, i := range valid {
@@ -591,7 +595,7 @@ func (e *Engine) Nack(name string, req NackRequest, now int64) ([]ItemResult, er
 			results[i].Error = errStorage(err)
 			continue
 		}
-		live := ok && st.State == stateInflight && st.Deadline > now
+		live := ok && st.State == stateInflight && st.Deadline > nowMs
 		reaped := ok && st.State == stateAvailable
 		switch {
 		case !ok:
@@ -609,7 +613,7 @@ func (e *Engine) Nack(name string, req NackRequest, now int64) ([]ItemResult, er
 		m := r.m
 		expired := expiryOf(&st, &a)
 		toDLQ := req.DeadLetter || a.MaxReceives > 0 && st.Deliveries >= uint32(a.MaxReceives) ||
-			expired > 0 && expired <= now && expiryDeadLetters(&a, &st, now)
+			expired > 0 && expired <= nowMs && expiryDeadLetters(&a, &st, nowMs)
 		if toDLQ && dlq != nil {
 			// Moving to the DLQ appends the message: not while the disk is
 			// almost full. The lease is left as it is.
@@ -625,7 +629,7 @@ func (e *Engine) Nack(name string, req NackRequest, now int64) ([]ItemResult, er
 		case a.MaxReceives > 0 && st.Deliveries >= uint32(a.MaxReceives):
 			w.deadLetterLocked(q, dlq, m, st, ReasonMaxReceives, req.Reason, rr)
 			results[i].Status = statusMoved(dlq)
-		case expired > 0 && expired <= now:
+		case expired > 0 && expired <= nowMs:
 			e.expireLocked(w, q, dlq, m, st, rr)
 			results[i].Status = "expired"
 		default:
@@ -638,14 +642,14 @@ func (e *Engine) Nack(name string, req NackRequest, now int64) ([]ItemResult, er
 			old := st
 			st.State = stateAvailable
 			st.Nacks++
-			st.Due = now + delay
+			st.Due = nowMs + delay
 			st.Deadline = 0
 			if req.Reason != "" {
 				st.LastError = req.Reason
 			}
 			nst := st
 			if invariantsEnabled {
-				checkTransition(&old, &nst, now)
+				checkTransition(&old, &nst, nowMs)
 			}
 			w.op(func(b *pebblestore.Batch) {
 				b.Delete(leaseKey(q.id, old.Deadline, m))
@@ -712,7 +716,8 @@ type ExtendRequest struct {
 // Extend moves the deadline of live leases to now + the visibility
 // timeout. A lease may last at most 12 hours from its receive
 // (visibility_too_long, never clamped); a lapsed lease is not_inflight.
-func (e *Engine) Extend(name string, req ExtendRequest, now int64) ([]ItemResult, error) {
+func (e *Engine) Extend(name string, req ExtendRequest, now time.Time) ([]ItemResult, error) {
+	nowMs := now.UnixMilli()
 	q, qerr := e.queueByName(name)
 	if qerr != nil {
 		return nil, qerr
@@ -730,7 +735,7 @@ func (e *Engine) Extend(name string, req ExtendRequest, now int64) ([]ItemResult
 		q.mu.Unlock()
 		return nil, errf(CodeQueueDeleted, "queue %q was deleted", name)
 	}
-	w := &write{e: e, now: now}
+	w := &write{e: e, now: nowMs}
 	for _, i := range valid {
 		r, _ := e.decodeReceipt(req.Receipts[i])
 		st, ok, err := e.getState(q, r.m)
@@ -745,13 +750,13 @@ func (e *Engine) Extend(name string, req ExtendRequest, now int64) ([]ItemResult
 		case st.Deliveries != r.epoch:
 			results[i].Error = errf(CodeLeaseLost, "the lease of this receipt ended and message %s was received again", fmtID(r.m))
 			continue
-		case st.State != stateInflight || st.Deadline <= now:
+		case st.State != stateInflight || st.Deadline <= nowMs:
 			results[i].Error = errf(CodeNotInflight, "the lease of message %s has ended", fmtID(r.m))
 			continue
 		}
-		deadline := now + req.VisibilityTimeoutMs
+		deadline := nowMs + req.VisibilityTimeoutMs
 		if deadline-st.LeaseStart > VisibilityMaxMs {
-			e := errf(CodeVisibilityTooLong, "a lease may last at most %d ms from its receive; this one began %d ms ago", VisibilityMaxMs, now-st.LeaseStart)
+			e := errf(CodeVisibilityTooLong, "a lease may last at most %d ms from its receive; this one began %d ms ago", VisibilityMaxMs, nowMs-st.LeaseStart)
 			results[i].Error = e
 			continue
 		}
@@ -759,7 +764,7 @@ func (e *Engine) Extend(name string, req ExtendRequest, now int64) ([]ItemResult
 		st.Deadline = deadline
 		nst := st
 		if invariantsEnabled {
-			checkTransition(&old, &nst, now)
+			checkTransition(&old, &nst, nowMs)
 		}
 		w.op(func(b *pebblestore.Batch) {
 			b.Delete(leaseKey(q.id, old.Deadline, m))

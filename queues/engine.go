@@ -30,6 +30,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/vibemq/broker/pebblestore"
@@ -139,7 +140,8 @@ type Totals struct {
 
 // Open loads the queue catalog, rebuilds each queue's counters and leases
 // from its state rows, and loads redrive tasks. now is the broker's clock.
-func Open(store *pebblestore.Store, tm *topics.Manager, cfg Config, now int64) (*Engine, error) {
+func Open(store *pebblestore.Store, tm *topics.Manager, cfg Config, now time.Time) (*Engine, error) {
+	nowMs := now.UnixMilli()
 	e := &Engine{cfg: cfg, store: store, tm: tm, log: cfg.Logger.With().Str("component", "queues").Logger()}
 	seed := cfg.Seed
 	if seed == 0 {
@@ -215,8 +217,8 @@ func Open(store *pebblestore.Store, tm *topics.Manager, cfg Config, now int64) (
 		} else if err != nil {
 			return nil, fmt.Errorf("queues: marking the topic of queue %s as the queue's: %w", rec.Name, err)
 		}
-		q := e.newQueue(qid, rec, t, now)
-		if err := q.recover(now); err != nil {
+		q := e.newQueue(qid, rec, t, nowMs)
+		if err := q.recover(nowMs); err != nil {
 			return nil, err
 		}
 		if invariantsEnabled {
@@ -412,7 +414,8 @@ func (q *queue) infoLocked() QueueInfo {
 // CreateQueue creates a queue (and its automatic DLQ). Creating an
 // existing queue with the same attributes succeeds with created=false; with
 // other attributes it fails with queue_exists and the differing fields.
-func (e *Engine) CreateQueue(name string, patch *AttributesPatch, now int64) (QueueInfo, bool, error) {
+func (e *Engine) CreateQueue(name string, patch *AttributesPatch, now time.Time) (QueueInfo, bool, error) {
+	nowMs := now.UnixMilli()
 	if e.closed.Load() {
 		return QueueInfo{}, false, errf(CodeShuttingDown, "the broker is shutting down")
 	}
@@ -443,11 +446,11 @@ func (e *Engine) CreateQueue(name string, patch *AttributesPatch, now int64) (Qu
 		return QueueInfo{}, false, err
 	}
 	if createDLQ {
-		if _, err := e.createLocked(dlqName, "dlq", dlqAttributes(attrs), "", name, now); err != nil {
+		if _, err := e.createLocked(dlqName, "dlq", dlqAttributes(attrs), "", name, nowMs); err != nil {
 			return QueueInfo{}, false, err
 		}
 	}
-	q, err := e.createLocked(name, "queue", attrs, dlqName, "", now)
+	q, err := e.createLocked(name, "queue", attrs, dlqName, "", nowMs)
 	if err != nil {
 		return QueueInfo{}, false, err
 	}
@@ -548,7 +551,8 @@ func (e *Engine) createLocked(name, kind string, attrs Attributes, dlq, dlqFor s
 
 // UpdateQueue changes attributes. partitions and fifo cannot change.
 // Changes apply to new leases and to leases when they end.
-func (e *Engine) UpdateQueue(name string, patch *AttributesPatch, now int64) (QueueInfo, error) {
+func (e *Engine) UpdateQueue(name string, patch *AttributesPatch, now time.Time) (QueueInfo, error) {
+	nowMs := now.UnixMilli()
 	q, qerr := e.queueByName(name)
 	if qerr != nil {
 		return QueueInfo{}, qerr
@@ -579,7 +583,7 @@ func (e *Engine) UpdateQueue(name string, patch *AttributesPatch, now int64) (Qu
 			return QueueInfo{}, err
 		}
 		if create {
-			if _, err := e.createLocked(dlq, "dlq", dlqAttributes(attrs), "", name, now); err != nil {
+			if _, err := e.createLocked(dlq, "dlq", dlqAttributes(attrs), "", name, nowMs); err != nil {
 				return QueueInfo{}, err
 			}
 		}
@@ -611,7 +615,7 @@ func (e *Engine) writeRecord(q *queue, rec queueRecord) error {
 // non-empty queue needs force; so does a queue that is another queue's
 // DLQ (force sets their dead_letter to none). An automatic DLQ is deleted
 // with its source when it is empty, and kept otherwise.
-func (e *Engine) DeleteQueue(name string, force bool, now int64) error {
+func (e *Engine) DeleteQueue(name string, force bool, now time.Time) error {
 	q, qerr := e.queueByName(name)
 	if qerr != nil {
 		return qerr

@@ -16,9 +16,15 @@ type Error struct {
 	Code    string         `json:"code"`
 	Message string         `json:"message"`
 	Details map[string]any `json:"details,omitempty"`
+	// cause is the store failure behind storage_full and
+	// storage_unavailable (errStorage), for errors.Is and errors.As.
+	cause error
 }
 
 func (e *Error) Error() string { return e.Code + ": " + e.Message }
+
+// Unwrap returns the store failure behind a storage error, else nil.
+func (e *Error) Unwrap() error { return e.cause }
 
 // Status is the HTTP status of the error's code (500 for an unknown code).
 func (e *Error) Status() int { return StatusOf(e.Code) }
@@ -169,23 +175,27 @@ func withField(e *Error, field string) *Error {
 	return e
 }
 
-// errStorage wraps a store failure: 503 storage_unavailable, or 507
-// storage_full when the disk is full or the broker refused new data
+// errStorage wraps a store failure, classified by pebblestore.Classify:
+// 507 storage_full when the disk is full or the broker refused new data
 // because it is almost full (pebblestore.SpaceGuard; details: free_bytes,
-// min_bytes, resume_bytes).
+// min_bytes, resume_bytes), else 503 storage_unavailable (corruption
+// included: the request's outcome is unknown). The *Error unwraps to err.
 func errStorage(err error) *Error {
-	var space *pebblestore.SpaceError
-	if errors.As(err, &space) {
-		return &Error{Code: CodeStorageFull, Message: space.Error(), Details: map[string]any{
-			"free_bytes": space.Free, "min_bytes": space.Min, "resume_bytes": space.Resume}}
+	var e *Error
+	if pebblestore.Classify(err) == pebblestore.ErrStorageFull {
+		var space *pebblestore.SpaceError
+		if errors.As(err, &space) {
+			e = &Error{Code: CodeStorageFull, Message: space.Error(), Details: map[string]any{
+				"free_bytes": space.Free, "min_bytes": space.Min, "resume_bytes": space.Resume}}
+		} else {
+			e = errf(CodeStorageFull, "the disk of the data directory is full: %v", err)
+		}
+	} else {
+		e = errf(CodeStorageUnavailable, "the store failed; the outcome of this request is unknown, retry it: %v", err)
 	}
-	if errors.Is(err, errNoSpace) || isNoSpace(err) {
-		return errf(CodeStorageFull, "the disk of the data directory is full: %v", err)
-	}
-	return errf(CodeStorageUnavailable, "the store failed; the outcome of this request is unknown, retry it: %v", err)
+	e.cause = err
+	return e
 }
-
-var errNoSpace = errors.New("no space left on device")
 
 // AsError returns err as an *Error, wrapping unknown errors as internal.
 func AsError(err error) *Error {

@@ -2,8 +2,6 @@ package queues
 
 import (
 	"encoding/binary"
-	"errors"
-	"syscall"
 
 	"github.com/vibemq/broker/pebblestore"
 )
@@ -118,5 +116,3 @@ var deliveryTables = []byte{
 	pebblestore.PrefixQueueState, pebblestore.PrefixQueueReady, pebblestore.PrefixQueueLease,
 	pebblestore.PrefixQueueExpiry, pebblestore.PrefixQueueRetained, pebblestore.PrefixQueueMemo,
 }
-
-func isNoSpace(err error) bool { return errors.Is(err, syscall.ENOSPC) }

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/vibemq/broker/pebblestore"
 )
@@ -32,10 +33,10 @@ func TestDeadLetterMoveLargerThanOneBatch(t *testing.T) {
 	if _, err := en.e.CheckReceive("big", &req); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := en.e.Receive("big", req, t0); err != nil || len(got) != 3 {
+	if got, err := en.e.Receive("big", req, time.UnixMilli(t0)); err != nil || len(got) != 3 {
 		t.Fatalf("received %d: %v", len(got), err)
 	}
-	rep := en.e.Tick(t0 + 1000)
+	rep := en.e.Tick(time.UnixMilli(t0 + 1000))
 	src, dlq := en.stats("big", t0+1000), en.stats("bigdlq", t0+1000)
 	if n := src.Available + src.Inflight + dlq.Available; n != 3 {
 		t.Fatalf("after the tick (%+v): %d messages left of 3 (source %+v, DLQ %+v)", rep, n, src, dlq)
@@ -44,7 +45,7 @@ func TestDeadLetterMoveLargerThanOneBatch(t *testing.T) {
 		t.Fatalf("tick %+v, DLQ %+v", rep, dlq)
 	}
 	req.VisibilityTimeoutMs = nil
-	if got, err := en.e.Receive("bigdlq", req, t0+1001); err != nil || len(got) != 3 {
+	if got, err := en.e.Receive("bigdlq", req, time.UnixMilli(t0+1001)); err != nil || len(got) != 3 {
 		t.Fatalf("DLQ delivered %d: %v", len(got), err)
 	}
 	en.restart(t0 + 1002)
@@ -81,14 +82,14 @@ func TestFailedTickKeepsItsSweepCursors(t *testing.T) {
 	// The Tick starts with the disk fine; the inline probe of its 18 MiB
 	// dead-letter append reads low.
 	lowAt.Store(calls.Load() + 1)
-	if rep := en.e.Tick(t0 + 1000); rep.Errors != 1 {
+	if rep := en.e.Tick(time.UnixMilli(t0 + 1000)); rep.Errors != 1 {
 		t.Fatalf("tick with the disk turning low: %+v, want one failed queue", rep)
 	}
 	lowAt.Store(0)
 	if err := en.store.Space().Probe(); err != nil {
 		t.Fatal(err)
 	}
-	rep := en.e.Tick(t0 + 1001)
+	rep := en.e.Tick(time.UnixMilli(t0 + 1001))
 	if rep.Errors != 0 || rep.DeadLettered[ReasonExpired] != 2 {
 		t.Fatalf("the next tick: %+v, want both expired messages dead-lettered", rep)
 	}

@@ -3,6 +3,7 @@ package queues
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/vibemq/broker/topics"
 )
@@ -31,7 +32,7 @@ func TestQueueTopicsOwned(t *testing.T) {
 	if res := en.ack("jobs", t0, got[0].Receipt); codeOf(res[0]) != "acked" {
 		t.Fatalf("ack: %+v", res[0])
 	}
-	if err := en.e.DeleteQueue("jobs", false, t0); err != nil {
+	if err := en.e.DeleteQueue("jobs", false, time.UnixMilli(t0)); err != nil {
 		t.Fatal(err)
 	}
 	for _, name := range []string{"jobs", "jobs.dlq"} {

@@ -1,10 +1,11 @@
 package queues
 
+import "time"
 import "testing"
 
 func (en *env) purge(name string, req PurgeRequest, now int64) int64 {
 	en.t.Helper()
-	n, err := en.e.PurgeMatching(name, req, now)
+	n, err := en.e.PurgeMatching(name, req, time.UnixMilli(now))
 	if err != nil {
 		en.t.Fatalf("purge %+v: %v", req, err)
 	}
@@ -46,12 +47,12 @@ func TestPurgeByStateAndAge(t *testing.T) {
 		{PurgeRequest{OlderThanMs: -1}, CodeOutOfRange, "older_than_ms"},
 		{PurgeRequest{OlderThanMs: RetentionMaxMs + 1}, CodeOutOfRange, "older_than_ms"},
 	} {
-		_, err := en.e.PurgeMatching("q", c.req, now)
+		_, err := en.e.PurgeMatching("q", c.req, time.UnixMilli(now))
 		if e := AsError(err); e == nil || e.Code != c.code || e.Details["field"] != c.field {
 			t.Errorf("purge %+v: %v, want %s on %s", c.req, err, c.code, c.field)
 		}
 	}
-	if _, err := en.e.PurgeMatching("ghost", PurgeRequest{}, now); AsError(err).Code != CodeQueueNotFound {
+	if _, err := en.e.PurgeMatching("ghost", PurgeRequest{}, time.UnixMilli(now)); AsError(err).Code != CodeQueueNotFound {
 		t.Errorf("purge of a missing queue: %v", err)
 	}
 
@@ -102,7 +103,7 @@ func TestPurgeByStateAndAge(t *testing.T) {
 		t.Fatalf("dedup after purge: %+v", r)
 	}
 	// Nothing left for the maintenance to trip over.
-	if rep := en.e.Tick(now + 400000); rep.Errors != 0 || rep.Reaped != 0 {
+	if rep := en.e.Tick(time.UnixMilli(now + 400000)); rep.Errors != 0 || rep.Reaped != 0 {
 		t.Fatalf("tick after purge: %+v", rep)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/vibemq/broker/pebblestore"
@@ -47,7 +48,7 @@ func (en *env) open(now int64) {
 	if err != nil {
 		en.t.Fatal(err)
 	}
-	e, err := Open(s, tm, Config{Logger: zerolog.Nop(), Seed: 1}, now)
+	e, err := Open(s, tm, Config{Logger: zerolog.Nop(), Seed: 1}, time.UnixMilli(now))
 	if err != nil {
 		en.t.Fatal(err)
 	}
@@ -74,14 +75,14 @@ func pstr(v string) *string { return &v }
 
 func (en *env) create(name string, patch *AttributesPatch) {
 	en.t.Helper()
-	if _, _, err := en.e.CreateQueue(name, patch, t0); err != nil {
+	if _, _, err := en.e.CreateQueue(name, patch, time.UnixMilli(t0)); err != nil {
 		en.t.Fatalf("create %s: %v", name, err)
 	}
 }
 
 func (en *env) send(name string, now int64, msgs ...SendMessage) []SendResult {
 	en.t.Helper()
-	res, err := en.e.Send(name, SendRequest{Messages: msgs}, now)
+	res, err := en.e.Send(name, SendRequest{Messages: msgs}, time.UnixMilli(now))
 	if err != nil {
 		en.t.Fatalf("send: %v", err)
 	}
@@ -104,7 +105,7 @@ func (en *env) receive(name string, n int, vis int64, now int64) []Message {
 	if _, err := en.e.CheckReceive(name, &req); err != nil {
 		en.t.Fatal(err)
 	}
-	msgs, err := en.e.Receive(name, req, now)
+	msgs, err := en.e.Receive(name, req, time.UnixMilli(now))
 	if err != nil {
 		en.t.Fatalf("receive: %v", err)
 	}
@@ -121,7 +122,7 @@ func bodies(msgs []Message) string {
 
 func (en *env) ack(name string, now int64, receipts ...string) []ItemResult {
 	en.t.Helper()
-	res, err := en.e.Ack(name, receipts, now)
+	res, err := en.e.Ack(name, receipts, time.UnixMilli(now))
 	if err != nil {
 		en.t.Fatalf("ack: %v", err)
 	}
@@ -137,7 +138,7 @@ func codeOf(r ItemResult) string {
 
 func (en *env) stats(name string, now int64) Stats {
 	en.t.Helper()
-	s, err := en.e.Stats(name, now)
+	s, err := en.e.Stats(name, time.UnixMilli(now))
 	if err != nil {
 		en.t.Fatal(err)
 	}
@@ -156,7 +157,7 @@ func TestLifecycle(t *testing.T) {
 	if r := en.ack("jobs", t0, got[0].Receipt); codeOf(r[0]) != "acked" {
 		t.Fatalf("ack: %+v", r[0])
 	}
-	res, err := en.e.Nack("jobs", NackRequest{Receipts: []string{got[1].Receipt}, DelayMs: p64(5000), Reason: "busy"}, t0)
+	res, err := en.e.Nack("jobs", NackRequest{Receipts: []string{got[1].Receipt}, DelayMs: p64(5000), Reason: "busy"}, time.UnixMilli(t0))
 	if err != nil || codeOf(res[0]) != "requeued" {
 		t.Fatalf("nack: %v %+v", err, res)
 	}
@@ -196,16 +197,16 @@ func TestLeaseFencing(t *testing.T) {
 		t.Fatalf("got %d", len(a))
 	}
 	// Not expired yet: nothing to receive, nothing reaped.
-	if rep := en.e.Tick(t0 + 999); rep.Reaped != 0 {
+	if rep := en.e.Tick(time.UnixMilli(t0 + 999)); rep.Reaped != 0 {
 		t.Fatalf("reaped early: %+v", rep)
 	}
 	if got := en.receive("q", 2, 0, t0+999); len(got) != 0 {
 		t.Fatalf("leased twice: %s", bodies(got))
 	}
-	if rep := en.e.Tick(t0 + 1000); rep.Reaped != 2 || rep.Requeued != 2 {
+	if rep := en.e.Tick(time.UnixMilli(t0 + 1000)); rep.Reaped != 2 || rep.Requeued != 2 {
 		t.Fatalf("reap: %+v", rep)
 	}
-	res, _ := en.e.Extend("q", ExtendRequest{Receipts: []string{a[0].Receipt}, VisibilityTimeoutMs: 5000}, t0+1001)
+	res, _ := en.e.Extend("q", ExtendRequest{Receipts: []string{a[0].Receipt}, VisibilityTimeoutMs: 5000}, time.UnixMilli(t0+1001))
 	if codeOf(res[0]) != CodeNotInflight {
 		t.Fatalf("extend after expiry: %+v", res[0])
 	}
@@ -239,22 +240,22 @@ func TestExtendBounds(t *testing.T) {
 	en.create("q", nil)
 	en.send("q", t0, body("x"))
 	m := en.receive("q", 1, 30000, t0)[0]
-	res, _ := en.e.Extend("q", ExtendRequest{Receipts: []string{m.Receipt}, VisibilityTimeoutMs: 60000}, t0+20000)
+	res, _ := en.e.Extend("q", ExtendRequest{Receipts: []string{m.Receipt}, VisibilityTimeoutMs: 60000}, time.UnixMilli(t0+20000))
 	if codeOf(res[0]) != "extended" || res[0].LeaseTill != FormatTime(t0+80000) {
 		t.Fatalf("extend: %+v", res[0])
 	}
 	// The old deadline no longer reaps it.
-	if rep := en.e.Tick(t0 + 30000); rep.Reaped != 0 {
+	if rep := en.e.Tick(time.UnixMilli(t0 + 30000)); rep.Reaped != 0 {
 		t.Fatalf("reaped at the old deadline: %+v", rep)
 	}
-	res, _ = en.e.Extend("q", ExtendRequest{Receipts: []string{m.Receipt}, VisibilityTimeoutMs: VisibilityMaxMs}, t0+70000)
+	res, _ = en.e.Extend("q", ExtendRequest{Receipts: []string{m.Receipt}, VisibilityTimeoutMs: VisibilityMaxMs}, time.UnixMilli(t0+70000))
 	if codeOf(res[0]) != CodeVisibilityTooLong {
 		t.Fatalf("extend past 12h: %+v", res[0])
 	}
-	if _, err := en.e.Extend("q", ExtendRequest{Receipts: []string{m.Receipt}, VisibilityTimeoutMs: 999}, t0); AsError(err).Code != CodeOutOfRange {
+	if _, err := en.e.Extend("q", ExtendRequest{Receipts: []string{m.Receipt}, VisibilityTimeoutMs: 999}, time.UnixMilli(t0)); AsError(err).Code != CodeOutOfRange {
 		t.Fatalf("visibility below 1 s: %v", err)
 	}
-	if rep := en.e.Tick(t0 + 80000); rep.Reaped != 1 {
+	if rep := en.e.Tick(time.UnixMilli(t0 + 80000)); rep.Reaped != 1 {
 		t.Fatalf("reap at the new deadline: %+v", rep)
 	}
 }
@@ -273,12 +274,12 @@ func TestMaxReceivesDeadLetters(t *testing.T) {
 			t.Fatalf("receive %d: %+v", i, got)
 		}
 		now += 1000
-		en.e.Tick(now)
+		en.e.Tick(time.UnixMilli(now))
 	}
 	if s := en.stats("work", now); s.Available+s.Inflight != 0 || s.DLQDepth != 1 || s.Totals.DeadLettered[ReasonMaxReceives] != 1 {
 		t.Fatalf("source stats %+v", s)
 	}
-	msgs, _, err := en.e.Browse("work.dlq", BrowseRequest{}, now)
+	msgs, _, err := en.e.Browse("work.dlq", BrowseRequest{}, time.UnixMilli(now))
 	if err != nil || len(msgs) != 1 {
 		t.Fatalf("browse dlq: %v %+v", err, msgs)
 	}
@@ -289,7 +290,7 @@ func TestMaxReceivesDeadLetters(t *testing.T) {
 		t.Fatalf("dead letter %+v %+v", d, d.DeadLetter)
 	}
 	// Browsing takes no lease: the message is still there.
-	if msgs, _, _ := en.e.Browse("work.dlq", BrowseRequest{State: "ready"}, now); len(msgs) != 1 {
+	if msgs, _, _ := en.e.Browse("work.dlq", BrowseRequest{State: "ready"}, time.UnixMilli(now)); len(msgs) != 1 {
 		t.Fatal("browse consumed the message")
 	}
 }
@@ -301,25 +302,25 @@ func TestRejectAndNackLimit(t *testing.T) {
 	en.create("q", &AttributesPatch{MaxReceives: p32(2), Backoff: &BackoffPatch{Jitter: new(float64)}})
 	en.send("q", t0, body("bad"), body("flaky"))
 	got := en.receive("q", 2, 0, t0)
-	res, err := en.e.Nack("q", NackRequest{Receipts: []string{got[0].Receipt}, DeadLetter: true, Reason: "schema v3"}, t0)
+	res, err := en.e.Nack("q", NackRequest{Receipts: []string{got[0].Receipt}, DeadLetter: true, Reason: "schema v3"}, time.UnixMilli(t0))
 	if err != nil || codeOf(res[0]) != "dead_lettered" {
 		t.Fatalf("reject: %v %+v", err, res)
 	}
-	res, _ = en.e.Nack("q", NackRequest{Receipts: []string{got[1].Receipt}}, t0)
+	res, _ = en.e.Nack("q", NackRequest{Receipts: []string{got[1].Receipt}}, time.UnixMilli(t0))
 	if codeOf(res[0]) != "requeued" || res[0].VisibleAt != FormatTime(t0+1000) {
 		t.Fatalf("first nack backs off 1 s: %+v", res[0])
 	}
 	got = en.receive("q", 1, 0, t0+1000)
-	res, _ = en.e.Nack("q", NackRequest{Receipts: []string{got[0].Receipt}}, t0+1000)
+	res, _ = en.e.Nack("q", NackRequest{Receipts: []string{got[0].Receipt}}, time.UnixMilli(t0+1000))
 	if codeOf(res[0]) != "dead_lettered" {
 		t.Fatalf("nack at the limit: %+v", res[0])
 	}
-	msgs, _, _ := en.e.Browse("q.dlq", BrowseRequest{}, t0+1000)
+	msgs, _, _ := en.e.Browse("q.dlq", BrowseRequest{}, time.UnixMilli(t0+1000))
 	if len(msgs) != 2 || msgs[0].DeadLetter.Reason != ReasonRejected || msgs[0].DeadLetter.Detail != "schema v3" || msgs[1].DeadLetter.Reason != ReasonMaxReceives {
 		t.Fatalf("dlq: %+v", msgs)
 	}
 	// A plain nack of a message that is not held.
-	res, _ = en.e.Nack("q", NackRequest{Receipts: []string{got[0].Receipt}}, t0+1000)
+	res, _ = en.e.Nack("q", NackRequest{Receipts: []string{got[0].Receipt}}, time.UnixMilli(t0+1000))
 	if codeOf(res[0]) != CodeNotFound {
 		t.Fatalf("nack of a dead-lettered message: %+v", res[0])
 	}
@@ -334,7 +335,7 @@ func TestTTLAndPriority(t *testing.T) {
 	en.send("q", t0, SendMessage{Body: pstr("short"), TTLMs: p64(1000)})
 	en.send("q", t0, SendMessage{Body: pstr("p3-late"), Priority: p32(3), DelayMs: p64(10000)},
 		SendMessage{Body: pstr("p0"), Priority: p32(0)}, SendMessage{Body: pstr("p3"), Priority: p32(3)})
-	rep := en.e.Tick(t0 + 1000)
+	rep := en.e.Tick(time.UnixMilli(t0 + 1000))
 	if rep.DeadLettered[ReasonExpired] != 1 {
 		t.Fatalf("ttl tick: %+v", rep)
 	}
@@ -345,7 +346,7 @@ func TestTTLAndPriority(t *testing.T) {
 	if got := en.receive("q", 10, 0, t0+10000); bodies(got) != "p3-late,p1" {
 		t.Fatalf("after the delay: %s", bodies(got))
 	}
-	msgs, _, _ := en.e.Browse("q.dlq", BrowseRequest{}, t0+10000)
+	msgs, _, _ := en.e.Browse("q.dlq", BrowseRequest{}, time.UnixMilli(t0+10000))
 	if len(msgs) != 1 || msgs[0].DeadLetter.Reason != ReasonExpired || *msgs[0].Body != "short" {
 		t.Fatalf("dlq %+v", msgs)
 	}
@@ -361,7 +362,7 @@ func TestDedup(t *testing.T) {
 	if !dup[0].Duplicate || dup[0].ID != first[0].ID || dup[1].Duplicate || !dup[2].Duplicate || dup[2].ID != dup[1].ID {
 		t.Fatalf("dedup: %+v %+v", first, dup)
 	}
-	en.e.Tick(t0 + 60001)
+	en.e.Tick(time.UnixMilli(t0 + 60001))
 	again := en.send("q", t0+60001, SendMessage{Body: pstr("a"), DedupID: pstr("order-1")})
 	if again[0].Duplicate {
 		t.Fatalf("after the window: %+v", again)
@@ -378,7 +379,7 @@ func TestRestartKeepsLeasesAndDLQ(t *testing.T) {
 	en.create("q", nil)
 	en.send("q", t0, body("held"), body("dead"), SendMessage{Body: pstr("later"), DelayMs: p64(60000)})
 	got := en.receive("q", 2, 30000, t0)
-	res, _ := en.e.Nack("q", NackRequest{Receipts: []string{got[1].Receipt}, DeadLetter: true}, t0)
+	res, _ := en.e.Nack("q", NackRequest{Receipts: []string{got[1].Receipt}, DeadLetter: true}, time.UnixMilli(t0))
 	if codeOf(res[0]) != "dead_lettered" {
 		t.Fatalf("%+v", res)
 	}
@@ -390,7 +391,7 @@ func TestRestartKeepsLeasesAndDLQ(t *testing.T) {
 	if got2 := en.receive("q", 5, 0, t0+1000); len(got2) != 0 {
 		t.Fatalf("lease not kept: %s", bodies(got2))
 	}
-	en.e.Tick(t0 + 30000)
+	en.e.Tick(time.UnixMilli(t0 + 30000))
 	again := en.receive("q", 5, 0, t0+30000)
 	if bodies(again) != "held" || again[0].Deliveries != 2 {
 		t.Fatalf("after the lease: %+v", again)
@@ -424,23 +425,23 @@ func TestRedriveExactlyOnce(t *testing.T) {
 		for _, m := range got {
 			rs = append(rs, m.Receipt)
 		}
-		if _, err := en.e.Nack("src", NackRequest{Receipts: rs, DeadLetter: true}, now); err != nil {
+		if _, err := en.e.Nack("src", NackRequest{Receipts: rs, DeadLetter: true}, time.UnixMilli(now)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if s := en.stats("src.dlq", now); s.Available != n {
 		t.Fatalf("dlq %+v", s)
 	}
-	task, err := en.e.Redrive("src.dlq", RedriveRequest{RatePerSec: func() *int { v := 100; return &v }()}, now)
+	task, err := en.e.Redrive("src.dlq", RedriveRequest{RatePerSec: func() *int { v := 100; return &v }()}, time.UnixMilli(now))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := en.e.Redrive("src.dlq", RedriveRequest{}, now); AsError(err).Code != CodeTaskAlreadyRunning {
+	if _, err := en.e.Redrive("src.dlq", RedriveRequest{}, time.UnixMilli(now)); AsError(err).Code != CodeTaskAlreadyRunning {
 		t.Fatalf("second redrive: %v", err)
 	}
 	for i := 0; i < 10; i++ {
 		now += 500
-		rep := en.e.Tick(now)
+		rep := en.e.Tick(time.UnixMilli(now))
 		if rep.RedriveMoved > 100 {
 			t.Fatalf("rate exceeded: %d in one tick", rep.RedriveMoved)
 		}
@@ -533,7 +534,7 @@ func TestConcurrentReceivers(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for empty := 0; empty < 50; {
-				got, err := en.e.Receive("q", ReceiveRequest{MaxMessages: 1 + w%3, MaxBytes: ReceiveBytesDefault}, t0)
+				got, err := en.e.Receive("q", ReceiveRequest{MaxMessages: 1 + w%3, MaxBytes: ReceiveBytesDefault}, time.UnixMilli(t0))
 				if err != nil {
 					errs <- err
 					return
@@ -558,7 +559,7 @@ func TestConcurrentReceivers(t *testing.T) {
 					acked[*m.Body]++
 				}
 				mu.Unlock()
-				res, err := en.e.Ack("q", rs, t0)
+				res, err := en.e.Ack("q", rs, time.UnixMilli(t0))
 				if err != nil {
 					errs <- err
 					return
@@ -608,43 +609,43 @@ func TestConcurrentReceivers(t *testing.T) {
 func TestCreateRules(t *testing.T) {
 	en := newEnv(t)
 	for name, code := range map[string]string{"": CodeInvalidName, "..": CodeInvalidName, "a b": CodeInvalidName, "a__b": CodeReservedName, strings.Repeat("x", 250): CodeInvalidName} {
-		if _, _, err := en.e.CreateQueue(name, nil, t0); AsError(err).Code != code {
+		if _, _, err := en.e.CreateQueue(name, nil, time.UnixMilli(t0)); AsError(err).Code != code {
 			t.Errorf("create %q: %v, want %s", name, err, code)
 		}
 	}
-	if _, _, err := en.e.CreateQueue("q", &AttributesPatch{VisibilityTimeoutMs: p64(999)}, t0); AsError(err).Code != CodeOutOfRange {
+	if _, _, err := en.e.CreateQueue("q", &AttributesPatch{VisibilityTimeoutMs: p64(999)}, time.UnixMilli(t0)); AsError(err).Code != CodeOutOfRange {
 		t.Errorf("visibility: %v", err)
 	}
-	if _, _, err := en.e.CreateQueue("q", &AttributesPatch{DeadLetter: pstr("nope")}, t0); AsError(err).Code != CodeDeadLetterNotFound {
+	if _, _, err := en.e.CreateQueue("q", &AttributesPatch{DeadLetter: pstr("nope")}, time.UnixMilli(t0)); AsError(err).Code != CodeDeadLetterNotFound {
 		t.Errorf("dlq: %v", err)
 	}
-	if _, _, err := en.e.CreateQueue("q", &AttributesPatch{DeadLetter: pstr("q")}, t0); AsError(err).Code != CodeDeadLetterCycle {
+	if _, _, err := en.e.CreateQueue("q", &AttributesPatch{DeadLetter: pstr("q")}, time.UnixMilli(t0)); AsError(err).Code != CodeDeadLetterCycle {
 		t.Errorf("self dlq: %v", err)
 	}
 	en.create("q", nil)
-	if _, created, err := en.e.CreateQueue("q", nil, t0); err != nil || created {
+	if _, created, err := en.e.CreateQueue("q", nil, time.UnixMilli(t0)); err != nil || created {
 		t.Errorf("same create: %v %v", created, err)
 	}
-	if _, _, err := en.e.CreateQueue("q", &AttributesPatch{MaxReceives: p32(9)}, t0); AsError(err).Code != CodeQueueExists {
+	if _, _, err := en.e.CreateQueue("q", &AttributesPatch{MaxReceives: p32(9)}, time.UnixMilli(t0)); AsError(err).Code != CodeQueueExists {
 		t.Errorf("other create: %v", err)
 	}
 	if _, err := en.tm.CreateTopic("plain", 1, nil, false); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := en.e.CreateQueue("plain", nil, t0); AsError(err).Code != CodeTopicExists {
+	if _, _, err := en.e.CreateQueue("plain", nil, time.UnixMilli(t0)); AsError(err).Code != CodeTopicExists {
 		t.Errorf("topic exists: %v", err)
 	}
-	if err := en.e.DeleteQueue("q.dlq", false, t0); AsError(err).Code != CodeQueueInUse {
+	if err := en.e.DeleteQueue("q.dlq", false, time.UnixMilli(t0)); AsError(err).Code != CodeQueueInUse {
 		t.Errorf("delete dlq in use: %v", err)
 	}
 	en.send("q", t0, body("x"))
-	if err := en.e.DeleteQueue("q", false, t0); AsError(err).Code != CodeQueueNotEmpty {
+	if err := en.e.DeleteQueue("q", false, time.UnixMilli(t0)); AsError(err).Code != CodeQueueNotEmpty {
 		t.Errorf("delete non-empty: %v", err)
 	}
-	if _, err := en.e.UpdateQueue("q", &AttributesPatch{Partitions: p32(2)}, t0); AsError(err).Code != CodeImmutableField {
+	if _, err := en.e.UpdateQueue("q", &AttributesPatch{Partitions: p32(2)}, time.UnixMilli(t0)); AsError(err).Code != CodeImmutableField {
 		t.Errorf("partitions: %v", err)
 	}
-	if err := en.e.DeleteQueue("q", true, t0); err != nil {
+	if err := en.e.DeleteQueue("q", true, time.UnixMilli(t0)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := en.e.GetQueue("q.dlq"); AsError(err).Code != CodeQueueNotFound {

@@ -3,6 +3,7 @@ package queues
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 // variant returns another spelling of receipt s: base64 without padding
@@ -26,14 +27,14 @@ func TestReceiptHasOneSpelling(t *testing.T) {
 	en.send("q", t0, body("a"))
 	msgs := en.receive("q", 1, 0, t0)
 	r := msgs[0].Receipt
-	res, err := en.e.Ack("q", []string{r, receiptVariant(r)}, t0)
+	res, err := en.e.Ack("q", []string{r, receiptVariant(r)}, time.UnixMilli(t0))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if res[0].Status != "acked" || res[1].Error == nil || res[1].Error.Code != CodeInvalidReceipt {
 		t.Fatalf("ack of a receipt and its other spelling: %+v %+v", res[0], res[1].Error)
 	}
-	st, err := en.e.Stats("q", t0)
+	st, err := en.e.Stats("q", time.UnixMilli(t0))
 	if err != nil {
 		t.Fatal(err)
 	}

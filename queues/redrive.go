@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/vibemq/broker/pebblestore"
 	"github.com/vibemq/broker/topics"
@@ -104,7 +105,8 @@ func taskValue(rec *TaskInfo) []byte {
 
 // Redrive starts a redrive task on the DLQ dlqName and returns it (the
 // HTTP API answers 202). The task runs in Tick at RatePerSec.
-func (e *Engine) Redrive(dlqName string, req RedriveRequest, now int64) (TaskInfo, error) {
+func (e *Engine) Redrive(dlqName string, req RedriveRequest, now time.Time) (TaskInfo, error) {
+	nowMs := now.UnixMilli()
 	q, qerr := e.queueByName(dlqName)
 	if qerr != nil {
 		return TaskInfo{}, qerr
@@ -131,7 +133,7 @@ func (e *Engine) Redrive(dlqName string, req RedriveRequest, now int64) (TaskInf
 		}
 	}
 	rec := TaskInfo{Kind: "redrive", DLQ: dlqName, DLQID: q.id, Destination: req.Destination, IDs: req.IDs,
-		RatePerSec: rate, KeepDeliveries: req.KeepDeliveries, Limit: req.Limit, State: taskRunning, CreatedMs: now, UpdatedMs: now}
+		RatePerSec: rate, KeepDeliveries: req.KeepDeliveries, Limit: req.Limit, State: taskRunning, CreatedMs: nowMs, UpdatedMs: nowMs}
 	if req.Filter != nil {
 		rec.Filter = *req.Filter
 		if req.Filter.FailedBefore != "" {
@@ -210,7 +212,8 @@ func (e *Engine) Task(id uint64) (TaskInfo, error) {
 }
 
 // CancelTask stops a running task; what it moved stays moved.
-func (e *Engine) CancelTask(id uint64, now int64) (TaskInfo, error) {
+func (e *Engine) CancelTask(id uint64, now time.Time) (TaskInfo, error) {
+	nowMs := now.UnixMilli()
 	e.tickMu.Lock() // no step of the task runs meanwhile
 	defer e.tickMu.Unlock()
 	e.mu.RLock()
@@ -223,7 +226,7 @@ func (e *Engine) CancelTask(id uint64, now int64) (TaskInfo, error) {
 		return t.rec, nil
 	}
 	rec := t.rec
-	rec.State, rec.UpdatedMs = taskCancelled, now
+	rec.State, rec.UpdatedMs = taskCancelled, nowMs
 	b := e.store.NewBatch()
 	b.Set(taskKey(id), taskValue(&rec))
 	if err := b.Commit(); err != nil {

@@ -224,7 +224,8 @@ func prepare(msg *SendMessage, a *Attributes, partitions int32, now int64) (prep
 
 // Send appends messages to the queue's log and makes them available, all
 // in one group-committed write. It returns after the write is durable.
-func (e *Engine) Send(name string, req SendRequest, now int64) ([]SendResult, error) {
+func (e *Engine) Send(name string, req SendRequest, now time.Time) ([]SendResult, error) {
+	nowMs := now.UnixMilli()
 	q, qerr := e.queueByName(name)
 	if qerr != nil {
 		return nil, qerr
@@ -242,7 +243,7 @@ func (e *Engine) Send(name string, req SendRequest, now int64) ([]SendResult, er
 	total := 0
 	for i := range req.Messages {
 		results[i] = SendResult{Index: i, Partition: -1, Offset: -1}
-		p, err := prepare(&req.Messages[i], &attrs, partitions, now)
+		p, err := prepare(&req.Messages[i], &attrs, partitions, nowMs)
 		if err != nil {
 			if req.Atomic {
 				return nil, &Error{Code: CodeBatchRejected, Message: "message " + itoa(i) + ": " + err.Message,
@@ -273,7 +274,7 @@ func (e *Engine) Send(name string, req SendRequest, now int64) ([]SendResult, er
 		return nil, errf(CodeQueueNotFound, "queue %q does not exist", name)
 	}
 	// Deduplication: a live entry, or an earlier message of this request.
-	if err := e.dedupSendLocked(q, &attrs, req.Atomic, prepared, ok, results, now); err != nil {
+	if err := e.dedupSendLocked(q, &attrs, req.Atomic, prepared, ok, results, nowMs); err != nil {
 		q.mu.Unlock()
 		return nil, err
 	}
@@ -311,7 +312,7 @@ func (e *Engine) Send(name string, req SendRequest, now int64) ([]SendResult, er
 		for j, i := range idx {
 			recs[j] = prepared[i].rec
 		}
-		raw, err := encodeBatch(recs, now)
+		raw, err := encodeBatch(recs, nowMs)
 		if err != nil {
 			for _, i := range idx {
 				results[i].Error = errf(CodeInternal, "encoding the batch: %v", err)
@@ -324,7 +325,7 @@ func (e *Engine) Send(name string, req SendRequest, now int64) ([]SendResult, er
 			for j, i := range idx {
 				p := &prepared[i]
 				m := msgKey{part: part, off: base + int64(j)}
-				st := deliveryState{State: stateAvailable, Priority: p.priority, Due: p.due, Enqueued: now, ExpireAt: p.expireAt, Size: uint32(p.size)}
+				st := deliveryState{State: stateAvailable, Priority: p.priority, Due: p.due, Enqueued: nowMs, ExpireAt: p.expireAt, Size: uint32(p.size)}
 				b.Set(stateKey(q.id, m), st.encode())
 				b.Set(readyKey(q.id, p.priority, p.due, m), u32Bytes(0))
 				if exp := expiryOf(&st, &attrs); exp > 0 {
@@ -332,7 +333,7 @@ func (e *Engine) Send(name string, req SendRequest, now int64) ([]SendResult, er
 					q.expiryFrom = min(q.expiryFrom, exp)
 				}
 				if p.dedup {
-					expires := now + attrs.DedupWindowMs
+					expires := nowMs + attrs.DedupWindowMs
 					b.Set(dedupKey(q.id, p.dedupHash), encodeDedup(dedupEntry{m: m, expires: expires, bodyHash: p.bodyHash, hasBody: true}))
 					b.Set(dedupExpiryKey(q.id, expires, p.dedupHash), nil)
 				}

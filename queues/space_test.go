@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/vibemq/broker/pebblestore"
 )
@@ -58,7 +59,7 @@ func TestQueueWritesWhileDiskLow(t *testing.T) {
 	}
 	setFree(10 << 20)
 
-	_, err := en.e.Send("jobs", SendRequest{Messages: []SendMessage{body("refused")}}, t0)
+	_, err := en.e.Send("jobs", SendRequest{Messages: []SendMessage{body("refused")}}, time.UnixMilli(t0))
 	wantStorageFull(t, "send", AsError(err))
 	if s := en.stats("jobs", t0); s.Available != 3 || hwm("jobs") != 3 {
 		t.Fatalf("a refused send changed the queue: %+v", s)
@@ -72,12 +73,12 @@ func TestQueueWritesWhileDiskLow(t *testing.T) {
 		t.Fatalf("ack while low: %+v", r[0])
 	}
 	// b: a plain nack requeues (delivery 1 of 2).
-	res, err := en.e.Nack("jobs", NackRequest{Receipts: []string{got[1].Receipt}, DelayMs: p64(0)}, t0)
+	res, err := en.e.Nack("jobs", NackRequest{Receipts: []string{got[1].Receipt}, DelayMs: p64(0)}, time.UnixMilli(t0))
 	if err != nil || codeOf(res[0]) != "requeued" {
 		t.Fatalf("nack while low: %v %+v", err, res)
 	}
 	// c: reject (to the DLQ) is refused; the lease stays.
-	res, err = en.e.Nack("jobs", NackRequest{Receipts: []string{got[2].Receipt}, DeadLetter: true}, t0)
+	res, err = en.e.Nack("jobs", NackRequest{Receipts: []string{got[2].Receipt}, DeadLetter: true}, time.UnixMilli(t0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +88,7 @@ func TestQueueWritesWhileDiskLow(t *testing.T) {
 	if bodies(b) != "b" || b[0].Deliveries != 2 {
 		t.Fatalf("redelivery of b: %+v", b)
 	}
-	res, err = en.e.Nack("jobs", NackRequest{Receipts: []string{b[0].Receipt}}, t0+1)
+	res, err = en.e.Nack("jobs", NackRequest{Receipts: []string{b[0].Receipt}}, time.UnixMilli(t0+1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,12 +96,12 @@ func TestQueueWritesWhileDiskLow(t *testing.T) {
 	if s := en.stats("jobs", t0+1); s.Inflight != 2 || s.DLQDepth != 0 {
 		t.Fatalf("refused moves changed the queue: %+v", s)
 	}
-	_, err = en.e.Redrive("jobs.dlq", RedriveRequest{}, t0+1)
+	_, err = en.e.Redrive("jobs.dlq", RedriveRequest{}, time.UnixMilli(t0+1))
 	wantStorageFull(t, "redrive", AsError(err))
 
 	// Both leases run out: b is due for the DLQ (deferred, stays in
 	// flight); c has one delivery left and is requeued.
-	rep := en.e.Tick(t0 + 1001)
+	rep := en.e.Tick(time.UnixMilli(t0 + 1001))
 	if rep.DeadLetterDeferred != 1 || rep.Requeued != 1 || rep.Errors != 0 || len(rep.DeadLettered) != 0 {
 		t.Fatalf("tick while low: %+v", rep)
 	}
@@ -111,7 +112,7 @@ func TestQueueWritesWhileDiskLow(t *testing.T) {
 	if r := en.ack("jobs", t0+1001, c[0].Receipt); codeOf(r[0]) != "acked" {
 		t.Fatalf("ack of c: %+v", r[0])
 	}
-	if rep := en.e.Tick(t0 + 1001 + deadLetterRetryMs); rep.DeadLetterDeferred != 1 {
+	if rep := en.e.Tick(time.UnixMilli(t0 + 1001 + deadLetterRetryMs)); rep.DeadLetterDeferred != 1 {
 		t.Fatalf("second tick while low: %+v", rep)
 	}
 	if s := en.stats("jobs.dlq", t0); s.Available != 0 || hwm("jobs.dlq") != 0 {
@@ -119,16 +120,16 @@ func TestQueueWritesWhileDiskLow(t *testing.T) {
 	}
 
 	// Deletions work: purge, delete.
-	if n, err := en.e.Purge("scratch", t0); err != nil || n != 1 {
+	if n, err := en.e.Purge("scratch", time.UnixMilli(t0)); err != nil || n != 1 {
 		t.Fatalf("purge while low: %d %v", n, err)
 	}
-	if err := en.e.DeleteQueue("scratch", true, t0); err != nil {
+	if err := en.e.DeleteQueue("scratch", true, time.UnixMilli(t0)); err != nil {
 		t.Fatalf("delete while low: %v", err)
 	}
 
 	// Space is back: the deferred move happens at its next try, sends work.
 	setFree(1 << 30)
-	rep = en.e.Tick(t0 + 1001 + 2*deadLetterRetryMs)
+	rep = en.e.Tick(time.UnixMilli(t0 + 1001 + 2*deadLetterRetryMs))
 	if rep.DeadLetterDeferred != 0 || rep.DeadLettered[ReasonMaxReceives] != 1 {
 		t.Fatalf("tick after space returned: %+v", rep)
 	}
@@ -155,7 +156,7 @@ func TestQueueExpiryAndUnclaimedWaitWhileDiskLow(t *testing.T) {
 	en.send("ttl", t0, SendMessage{Body: pstr("short"), TTLMs: p64(1000)})
 	en.send("stale", t0, body("nobody"))
 	setFree(10 << 20)
-	rep := en.e.Tick(t0 + 2000)
+	rep := en.e.Tick(time.UnixMilli(t0 + 2000))
 	if len(rep.DeadLettered) != 0 || rep.Errors != 0 {
 		t.Fatalf("tick while low: %+v", rep)
 	}
@@ -168,7 +169,7 @@ func TestQueueExpiryAndUnclaimedWaitWhileDiskLow(t *testing.T) {
 		}
 	}
 	setFree(1 << 30)
-	rep = en.e.Tick(t0 + 3000)
+	rep = en.e.Tick(time.UnixMilli(t0 + 3000))
 	if rep.DeadLettered[ReasonExpired] != 1 || rep.DeadLettered[ReasonUnclaimed] != 1 {
 		t.Fatalf("tick after space returned: %+v", rep)
 	}

@@ -5,6 +5,7 @@ import (
 	"container/heap"
 	"errors"
 	"strconv"
+	"time"
 
 	"github.com/vibemq/broker/pebblestore"
 )
@@ -52,7 +53,8 @@ type TickReport struct {
 // expiry, dedup and retained-ack cleanup, redrive steps, and wakes long
 // polls whose messages became due. Each step is bounded; calls are
 // serialized.
-func (e *Engine) Tick(now int64) TickReport {
+func (e *Engine) Tick(now time.Time) TickReport {
+	nowMs := now.UnixMilli()
 	rep := TickReport{DeadLettered: map[string]int{}}
 	if e.closed.Load() {
 		return rep
@@ -60,12 +62,12 @@ func (e *Engine) Tick(now int64) TickReport {
 	e.tickMu.Lock()
 	defer e.tickMu.Unlock()
 	for _, q := range e.allQueues() {
-		if err := e.tickQueue(q, now, &rep); err != nil {
+		if err := e.tickQueue(q, nowMs, &rep); err != nil {
 			rep.Errors++
 			e.log.Error().Err(err).Str("queue", q.rec.Name).Msg("queue maintenance failed; retrying at the next tick")
 		}
 	}
-	e.runTasks(now, &rep)
+	e.runTasks(nowMs, &rep)
 	return rep
 }
 

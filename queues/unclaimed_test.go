@@ -3,6 +3,7 @@ package queues
 import (
 	"fmt"
 	"testing"
+	"time"
 )
 
 // TestUnclaimed pins F23: with max_unclaimed_age_ms a ready message that
@@ -17,7 +18,7 @@ func TestUnclaimed(t *testing.T) {
 	if bodies(got) != "nacked,reaped" {
 		t.Fatalf("receive %s", bodies(got))
 	}
-	if res, err := en.e.Nack("q", NackRequest{Receipts: []string{got[0].Receipt}, DelayMs: p64(0)}, t0); err != nil || codeOf(res[0]) != "requeued" {
+	if res, err := en.e.Nack("q", NackRequest{Receipts: []string{got[0].Receipt}, DelayMs: p64(0)}, time.UnixMilli(t0)); err != nil || codeOf(res[0]) != "requeued" {
 		t.Fatalf("nack: %v %+v", err, res)
 	}
 	deadAt := map[string]int64{}
@@ -29,8 +30,8 @@ func TestUnclaimed(t *testing.T) {
 		if now == t0+30000 {
 			en.send("q", now, SendMessage{Body: pstr("late-p1"), Priority: p32(1)})
 		}
-		en.e.Tick(now)
-		msgs, _, err := en.e.Browse("q.dlq", BrowseRequest{}, now)
+		en.e.Tick(time.UnixMilli(now))
+		msgs, _, err := en.e.Browse("q.dlq", BrowseRequest{}, time.UnixMilli(now))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -78,14 +79,14 @@ func TestUnclaimedCursor(t *testing.T) {
 		}
 	}
 	for i := 0; i < n; i += BatchMessagesMax {
-		if _, err := en.e.Nack("q", NackRequest{Receipts: rs[i:min(i+BatchMessagesMax, n)], DelayMs: p64(0)}, t0); err != nil {
+		if _, err := en.e.Nack("q", NackRequest{Receipts: rs[i:min(i+BatchMessagesMax, n)], DelayMs: p64(0)}, time.UnixMilli(t0)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	en.send("q", t0, body("fresh"))
 	var at int64
 	for now := t0 + 60000; now <= t0+65000 && at == 0; now += 1000 {
-		if rep := en.e.Tick(now); rep.DeadLettered[ReasonUnclaimed] > 0 {
+		if rep := en.e.Tick(time.UnixMilli(now)); rep.DeadLettered[ReasonUnclaimed] > 0 {
 			if rep.DeadLettered[ReasonUnclaimed] != 1 {
 				t.Fatalf("tick %+v", rep)
 			}
@@ -98,11 +99,11 @@ func TestUnclaimedCursor(t *testing.T) {
 	if s := en.stats("q", t0+65000); s.Available != int64(n) {
 		t.Fatalf("stats %+v", s)
 	}
-	if _, err := en.e.UpdateQueue("q", &AttributesPatch{MaxUnclaimedAgeMs: p64(0)}, t0); err != nil {
+	if _, err := en.e.UpdateQueue("q", &AttributesPatch{MaxUnclaimedAgeMs: p64(0)}, time.UnixMilli(t0)); err != nil {
 		t.Fatal(err)
 	}
 	en.send("q", t0+65000, body("kept"))
-	if rep := en.e.Tick(t0 + 300000); rep.DeadLettered[ReasonUnclaimed] != 0 {
+	if rep := en.e.Tick(time.UnixMilli(t0 + 300000)); rep.DeadLettered[ReasonUnclaimed] != 0 {
 		t.Fatalf("sweep ran while off: %+v", rep)
 	}
 }

@@ -2,6 +2,7 @@ package queues
 
 import (
 	"strconv"
+	"time"
 
 	"github.com/vibemq/broker/pebblestore"
 	"github.com/vibemq/broker/topics"
@@ -180,7 +181,7 @@ func (w *write) apply() (*pendingWrite, error) {
 		for _, f := range w.ops {
 			f(b)
 		}
-	}, w.now)
+	}, time.UnixMilli(w.now))
 	if err != nil {
 		return nil, errStorage(err)
 	}

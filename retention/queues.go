@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/vibemq/broker/internal/metrics"
 	"github.com/vibemq/broker/queues"
 )
 
@@ -20,18 +21,12 @@ func QueueTask(e *queues.Engine, reg prometheus.Registerer, interval time.Durati
 		interval = QueueTickInterval
 	}
 	m := newQueueMetrics(reg)
-	if reg != nil {
-		if err := reg.Register(queueCollector{e}); err != nil {
-			if _, dup := err.(prometheus.AlreadyRegisteredError); !dup {
-				panic(err)
-			}
-		}
-	}
+	metrics.Register(reg, queueCollector{e})
 	return Task{
 		Name:     "queues",
 		Interval: interval,
 		Run: func(now time.Time) {
-			rep := e.Tick(now.UnixMilli())
+			rep := e.Tick(now)
 			m.observe(&rep)
 		},
 	}
@@ -63,15 +58,7 @@ func newQueueMetrics(reg prometheus.Registerer) *queueMetrics {
 	for _, reason := range []string{queues.ReasonExpired, queues.ReasonMaxExpiries, queues.ReasonMaxReceives, queues.ReasonUnclaimed} {
 		m.deadLettered.WithLabelValues(reason)
 	}
-	if reg != nil {
-		for _, c := range []prometheus.Collector{m.reaped, m.expired, m.redriven, m.errors, m.deadLetterDeferred, m.deadLettered} {
-			if err := reg.Register(c); err != nil {
-				if _, dup := err.(prometheus.AlreadyRegisteredError); !dup {
-					panic(err)
-				}
-			}
-		}
-	}
+	metrics.Register(reg, m.reaped, m.expired, m.redriven, m.errors, m.deadLetterDeferred, m.deadLettered)
 	return m
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
+	"github.com/vibemq/broker/internal/metrics"
 	"github.com/vibemq/broker/pebblestore"
 )
 
@@ -40,13 +41,7 @@ func AddReclaimTask(r *Runner, s *pebblestore.Store, reg prometheus.Registerer, 
 	if interval <= 0 {
 		interval = ReclaimInterval
 	}
-	if reg != nil {
-		if err := reg.Register(&reclaimCollector{s: s}); err != nil {
-			if _, dup := err.(prometheus.AlreadyRegisteredError); !dup {
-				panic(err)
-			}
-		}
-	}
+	metrics.Register(reg, &reclaimCollector{s: s})
 	log := r.log.With().Str("task", "space-reclaim").Logger()
 	var last time.Time // end of the last pass that had work; one goroutine
 	r.Add(Task{

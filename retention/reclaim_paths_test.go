@@ -30,7 +30,7 @@ func TestEveryDeletionQueuesItsRanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := int64(1_800_000_000_000)
-	qe, err := queues.Open(store, tm, queues.Config{Logger: zerolog.Nop(), Seed: 1}, now)
+	qe, err := queues.Open(store, tm, queues.Config{Logger: zerolog.Nop(), Seed: 1}, time.UnixMilli(now))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,14 +88,14 @@ func TestEveryDeletionQueuesItsRanges(t *testing.T) {
 	})
 
 	body := "m"
-	if _, _, err := qe.CreateQueue("q", nil, now); err != nil {
+	if _, _, err := qe.CreateQueue("q", nil, time.UnixMilli(now)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := qe.Send("q", queues.SendRequest{Messages: []queues.SendMessage{{Body: &body}}}, now); err != nil {
+	if _, err := qe.Send("q", queues.SendRequest{Messages: []queues.SendMessage{{Body: &body}}}, time.UnixMilli(now)); err != nil {
 		t.Fatal(err)
 	}
 	drained("DeleteQueue", func() {
-		if err := qe.DeleteQueue("q", true, now); err != nil {
+		if err := qe.DeleteQueue("q", true, time.UnixMilli(now)); err != nil {
 			t.Fatal(err)
 		}
 		if _, ok := tm.Topic("q.dlq"); ok {
@@ -103,11 +103,11 @@ func TestEveryDeletionQueuesItsRanges(t *testing.T) {
 		}
 	})
 
-	st, _, err := es.CreateStore("s", now)
+	st, _, err := es.CreateStore("s", time.UnixMilli(now))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.Append("a", events.Any, []events.ProposedEvent{{Type: "T", Data: []byte(`{}`)}}, now); err != nil {
+	if _, err := st.Append("a", events.Any, []events.ProposedEvent{{Type: "T", Data: []byte(`{}`)}}, time.UnixMilli(now)); err != nil {
 		t.Fatal(err)
 	}
 	drained("DeleteStore", func() {

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/vibemq/broker/internal/metrics"
 	"github.com/vibemq/broker/pebblestore"
 )
 
@@ -24,13 +25,7 @@ func SpaceTask(g *pebblestore.SpaceGuard, reg prometheus.Registerer, interval ti
 	if interval <= 0 {
 		interval = SpaceProbeInterval
 	}
-	if reg != nil {
-		if err := reg.Register(&spaceCollector{g: g}); err != nil {
-			if _, dup := err.(prometheus.AlreadyRegisteredError); !dup {
-				panic(err)
-			}
-		}
-	}
+	metrics.Register(reg, &spaceCollector{g: g})
 	return Task{
 		Name:     "disk-space",
 		Interval: interval,

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/vibemq/broker/internal/metrics"
 	"github.com/vibemq/broker/pebblestore"
 	"github.com/vibemq/broker/topics"
 )
@@ -136,16 +137,8 @@ func newTopicMetrics(tm *topics.Manager, reg prometheus.Registerer) *topicMetric
 	// Both reasons exist from the start (at 0), so rate() sees the first bytes.
 	m.reclaimed.WithLabelValues("retention")
 	m.reclaimed.WithLabelValues("compaction")
-	if reg != nil {
-		for _, c := range []prometheus.Collector{m.reclaimed, m.retentionSegments, m.retentionErrors, m.compactionRuns,
-			m.compactionErrors, m.compactionDuration, m.compactionRead, m.compactionWritten, &partitionCollector{tm: tm}} {
-			if err := reg.Register(c); err != nil {
-				if _, dup := err.(prometheus.AlreadyRegisteredError); !dup {
-					panic(err)
-				}
-			}
-		}
-	}
+	metrics.Register(reg, m.reclaimed, m.retentionSegments, m.retentionErrors, m.compactionRuns,
+		m.compactionErrors, m.compactionDuration, m.compactionRead, m.compactionWritten, &partitionCollector{tm: tm})
 	return m
 }
 

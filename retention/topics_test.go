@@ -22,7 +22,7 @@ func appendAt(t *testing.T, tm *topics.Manager, p *topics.Partition, ts int64, k
 		t.Fatal(err)
 	}
 	a := &topics.Append{Partition: p, Batch: batch}
-	if err := tm.Append([]*topics.Append{a}, ts).Wait(); err != nil || a.Err != nil {
+	if err := tm.Append([]*topics.Append{a}, time.UnixMilli(ts)).Wait(); err != nil || a.Err != nil {
 		t.Fatalf("append: %v %v", err, a.Err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"time"
 
 	"github.com/vibemq/broker/pebblestore"
 )
@@ -61,8 +62,9 @@ type PendingAppend struct {
 // (pebblestore.SpaceGuard), appends of new data get ErrStorageFull (a
 // *pebblestore.SpaceError) and write nothing; transaction markers and
 // appends to internal topics (__consumer_offsets) are not refused.
-func (m *Manager) Append(appends []*Append, now int64) *PendingAppend {
-	pa, _ := m.appendBatches(appends, nil, false, now)
+func (m *Manager) Append(appends []*Append, now time.Time) *PendingAppend {
+	nowMs := now.UnixMilli()
+	pa, _ := m.appendBatches(appends, nil, false, nowMs)
 	return pa
 }
 
@@ -85,8 +87,9 @@ func (m *Manager) Append(appends []*Append, now int64) *PendingAppend {
 // A single Pebble batch is applied atomically and, once its WAL record is
 // synced, durable atomically: after a crash either every write of the call
 // is in the store or none is. On success, Wait as for Append.
-func (m *Manager) AppendAtomic(appends []*Append, extra func(b *pebblestore.Batch), now int64) (*PendingAppend, error) {
-	return m.appendBatches(appends, extra, true, now)
+func (m *Manager) AppendAtomic(appends []*Append, extra func(b *pebblestore.Batch), now time.Time) (*PendingAppend, error) {
+	nowMs := now.UnixMilli()
+	return m.appendBatches(appends, extra, true, nowMs)
 }
 
 // appendBatches is Append, and AppendAtomic when atomic is set.

@@ -78,7 +78,7 @@ func TestCleanupSurvivesCrash(t *testing.T) {
 						t.Fatal(err)
 					}
 					a := &Append{Partition: p, Batch: batch}
-					if err := m.Append([]*Append{a}, now).Wait(); err != nil || a.Err != nil {
+					if err := m.Append([]*Append{a}, time.UnixMilli(now)).Wait(); err != nil || a.Err != nil {
 						t.Fatalf("append: %v %v", err, a.Err)
 					}
 					for i, r := range recs {
@@ -294,7 +294,7 @@ func TestCleanupConcurrent(t *testing.T) {
 		}
 		batch, _ := EncodeBatch(BatchHeader{BaseTimestamp: now, MaxTimestamp: now, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, recs)
 		a := &Append{Partition: p, Batch: batch}
-		if err := m.Append([]*Append{a}, now).Wait(); err != nil || a.Err != nil {
+		if err := m.Append([]*Append{a}, time.UnixMilli(now)).Wait(); err != nil || a.Err != nil {
 			t.Errorf("append: %v %v", err, a.Err)
 		}
 		appended.Store(a.BaseOffset, true)

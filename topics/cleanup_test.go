@@ -170,7 +170,7 @@ func (h *cleanupHarness) run(t *testing.T, td *datadriven.TestData) string {
 			t.Fatal(err)
 		}
 		a := &Append{Partition: p, Batch: batch}
-		pa := h.m.Append([]*Append{a}, now)
+		pa := h.m.Append([]*Append{a}, time.UnixMilli(now))
 		if td.HasArg("nowait") {
 			// Applied but not synced: the high watermark stays behind
 			// until wait-pending.
@@ -193,8 +193,8 @@ func (h *cleanupHarness) run(t *testing.T, td *datadriven.TestData) string {
 		if td.HasArg("commit") == td.HasArg("abort") {
 			t.Fatalf("%s: marker needs commit or abort", td.Pos)
 		}
-		appends := MarkerAppends([]Marker{{Partition: p, ProducerID: pid, ProducerEpoch: int16(epoch), Commit: td.HasArg("commit")}}, now)
-		pa, err := h.m.AppendAtomic(appends, nil, now)
+		appends := MarkerAppends([]Marker{{Partition: p, ProducerID: pid, ProducerEpoch: int16(epoch), Commit: td.HasArg("commit")}}, time.UnixMilli(now))
+		pa, err := h.m.AppendAtomic(appends, nil, time.UnixMilli(now))
 		if err != nil {
 			return "error: " + err.Error()
 		}

@@ -68,7 +68,7 @@ func BenchmarkCompaction(b *testing.B) {
 			b.Fatal(err)
 		}
 		a := &Append{Partition: p, Batch: batch}
-		pending = append(pending, m.Append([]*Append{a}, now))
+		pending = append(pending, m.Append([]*Append{a}, time.UnixMilli(now)))
 		if a.Err != nil {
 			b.Fatal(a.Err)
 		}

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/rs/zerolog"
@@ -45,7 +46,7 @@ func testBatch(t testing.TB, tag string, n int, producerID int64, epoch int16, s
 func appendOne(t testing.TB, m *Manager, p *Partition, batch []byte) *Append {
 	t.Helper()
 	a := &Append{Partition: p, Batch: batch}
-	pa := m.Append([]*Append{a}, 1000)
+	pa := m.Append([]*Append{a}, time.UnixMilli(1000))
 	if err := pa.Wait(); err != nil {
 		t.Fatal(err)
 	}
@@ -298,7 +299,7 @@ func TestCrashKeepsAcknowledgedAppends(t *testing.T) {
 					for i := 0; i < 40; i++ {
 						tag := fmt.Sprintf("w%d-%d", w, i)
 						a := &Append{Partition: p, Batch: testBatch(t, tag, 2, pid, 0, int32(2*i), 1)}
-						if err := m.Append([]*Append{a}, 1).Wait(); err != nil || a.Err != nil {
+						if err := m.Append([]*Append{a}, time.UnixMilli(1)).Wait(); err != nil || a.Err != nil {
 							t.Errorf("append: %v %v", err, a.Err)
 							return
 						}

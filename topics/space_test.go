@@ -67,7 +67,7 @@ func TestAppendRefusedWhileDiskLow(t *testing.T) {
 	hwm, bytes := p.HighWatermark(), p.Stats().Bytes
 	plain := &Append{Partition: p, Batch: testBatch(t, "refused", 2, -1, -1, -1, 1000)}
 	idem := &Append{Partition: p, Batch: testBatch(t, "refused", 1, 9, 0, 0, 1000)}
-	if err := m.Append([]*Append{plain, idem}, 1000).Wait(); err != nil {
+	if err := m.Append([]*Append{plain, idem}, time.UnixMilli(1000)).Wait(); err != nil {
 		t.Fatal(err)
 	}
 	for _, a := range []*Append{plain, idem} {
@@ -76,7 +76,7 @@ func TestAppendRefusedWhileDiskLow(t *testing.T) {
 			t.Fatalf("append while low: base %d, err %v; want ErrStorageFull with the free space", a.BaseOffset, a.Err)
 		}
 	}
-	if _, err := m.AppendAtomic([]*Append{{Partition: p, Batch: testBatch(t, "atomic", 1, -1, -1, -1, 1000)}}, nil, 1000); !errors.Is(err, ErrStorageFull) {
+	if _, err := m.AppendAtomic([]*Append{{Partition: p, Batch: testBatch(t, "atomic", 1, -1, -1, -1, 1000)}}, nil, time.UnixMilli(1000)); !errors.Is(err, ErrStorageFull) {
 		t.Fatalf("atomic append while low: %v", err)
 	}
 	if p.HighWatermark() != hwm || p.Stats().Bytes != bytes || len(p.Producers()) != 1 {
@@ -87,7 +87,7 @@ func TestAppendRefusedWhileDiskLow(t *testing.T) {
 	}
 
 	// The commit marker of the open transaction is written.
-	pa, err := m.AppendAtomic(MarkerAppends([]Marker{{Partition: p, ProducerID: 7, ProducerEpoch: 0, Commit: true}}, 1000), nil, 1000)
+	pa, err := m.AppendAtomic(MarkerAppends([]Marker{{Partition: p, ProducerID: 7, ProducerEpoch: 0, Commit: true}}, time.UnixMilli(1000)), nil, time.UnixMilli(1000))
 	if err != nil {
 		t.Fatalf("marker while low: %v", err)
 	}
@@ -118,7 +118,7 @@ func TestAppendRefusedWhileDiskLow(t *testing.T) {
 
 	// Free space above the limit but below limit + 25%: still refused.
 	setFree(70 << 20)
-	if a := (&Append{Partition: p, Batch: testBatch(t, "early", 1, -1, -1, -1, 1000)}); m.Append([]*Append{a}, 1000).Wait() != nil || !errors.Is(a.Err, ErrStorageFull) {
+	if a := (&Append{Partition: p, Batch: testBatch(t, "early", 1, -1, -1, -1, 1000)}); m.Append([]*Append{a}, time.UnixMilli(1000)).Wait() != nil || !errors.Is(a.Err, ErrStorageFull) {
 		t.Fatalf("append between the limit and the resume level: %v", a.Err)
 	}
 	setFree(80 << 20)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"time"
 
 	"github.com/vibemq/broker/pebblestore"
 )
@@ -48,7 +49,8 @@ type Marker struct {
 // ControlBatch builds a control batch holding one COMMIT or ABORT marker in
 // Kafka's format: key (version i16 = 0, type i16), value (version i16 = 0,
 // coordinator epoch i32).
-func ControlBatch(producerID int64, epoch int16, commit bool, coordinatorEpoch int32, now int64) ([]byte, error) {
+func ControlBatch(producerID int64, epoch int16, commit bool, coordinatorEpoch int32, now time.Time) ([]byte, error) {
+	nowMs := now.UnixMilli()
 	typ := controlTypeAbort
 	if commit {
 		typ = controlTypeCommit
@@ -57,7 +59,7 @@ func ControlBatch(producerID int64, epoch int16, commit bool, coordinatorEpoch i
 	value := binary.BigEndian.AppendUint32([]byte{0, 0}, uint32(coordinatorEpoch))
 	h := BatchHeader{
 		Attributes:    batchAttributeTransactional | batchAttributeControl,
-		BaseTimestamp: now, MaxTimestamp: now,
+		BaseTimestamp: nowMs, MaxTimestamp: nowMs,
 		ProducerID: producerID, ProducerEpoch: epoch, BaseSequence: -1,
 	}
 	return EncodeBatch(h, []Record{{Key: key, Value: value}})
@@ -79,7 +81,7 @@ func ControlBatchCommit(batch []byte) (bool, error) {
 // the producer's transaction on the marker's partition, for Append or
 // AppendAtomic. A marker whose partition was deleted gets ErrUnknownTopic
 // and writes nothing (AppendAtomic leaves it out without failing).
-func MarkerAppends(markers []Marker, now int64) []*Append {
+func MarkerAppends(markers []Marker, now time.Time) []*Append {
 	appends := make([]*Append, 0, len(markers))
 	for _, mk := range markers {
 		batch, err := ControlBatch(mk.ProducerID, mk.ProducerEpoch, mk.Commit, mk.CoordinatorEpoch, now)

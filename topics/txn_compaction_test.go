@@ -181,7 +181,7 @@ func TestCompactionWithTransactionsRandomized(t *testing.T) {
 					t.Fatal(err)
 				}
 				a := &Append{Partition: p, Batch: batch}
-				if err := m.Append([]*Append{a}, now).Wait(); err != nil || a.Err != nil {
+				if err := m.Append([]*Append{a}, time.UnixMilli(now)).Wait(); err != nil || a.Err != nil {
 					t.Fatalf("append: %v %v", err, a.Err)
 				}
 				if txn != 0 {
@@ -198,7 +198,7 @@ func TestCompactionWithTransactionsRandomized(t *testing.T) {
 				}
 			}
 			end := func(now int64, pid int64, commit bool) {
-				pa, err := m.AppendAtomic(MarkerAppends([]Marker{{Partition: p, ProducerID: pid, Commit: commit}}, now), nil, now)
+				pa, err := m.AppendAtomic(MarkerAppends([]Marker{{Partition: p, ProducerID: pid, Commit: commit}}, time.UnixMilli(now)), nil, time.UnixMilli(now))
 				if err != nil {
 					t.Fatal(err)
 				}

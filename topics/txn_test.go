@@ -42,10 +42,10 @@ func TestAppendAtomicAllOrNothing(t *testing.T) {
 
 	// The marker (partition 0) is added before the failing batch
 	// (partition 1, sequence 5 from a new producer).
-	appends := MarkerAppends([]Marker{{Partition: p0, ProducerID: 7, ProducerEpoch: 1, Commit: true}}, 1000)
+	appends := MarkerAppends([]Marker{{Partition: p0, ProducerID: 7, ProducerEpoch: 1, Commit: true}}, time.UnixMilli(1000))
 	bad := &Append{Partition: p1, Batch: testBatch(t, "bad", 1, 8, 0, 5, 1000)}
 	appends = append(appends, bad)
-	pa, err := m.AppendAtomic(appends, row, 1000)
+	pa, err := m.AppendAtomic(appends, row, time.UnixMilli(1000))
 	if pa != nil || !errors.Is(err, ErrOutOfOrderSequence) {
 		t.Fatalf("AppendAtomic with a failing batch: %v %v, want ErrOutOfOrderSequence", pa, err)
 	}
@@ -67,8 +67,8 @@ func TestAppendAtomicAllOrNothing(t *testing.T) {
 
 	// A batch that does not validate fails the write before any lock.
 	garbage := &Append{Partition: p1, Batch: []byte("not a batch")}
-	appends = MarkerAppends([]Marker{{Partition: p0, ProducerID: 7, ProducerEpoch: 0, Commit: true}}, 1000)
-	if _, err := m.AppendAtomic(append(appends, garbage), row, 1000); err == nil || !errors.Is(appends[0].Err, ErrNotApplied) || hasRow() {
+	appends = MarkerAppends([]Marker{{Partition: p0, ProducerID: 7, ProducerEpoch: 0, Commit: true}}, time.UnixMilli(1000))
+	if _, err := m.AppendAtomic(append(appends, garbage), row, time.UnixMilli(1000)); err == nil || !errors.Is(appends[0].Err, ErrNotApplied) || hasRow() {
 		t.Fatalf("AppendAtomic with an invalid batch: %v, marker %v, row %v", err, appends[0].Err, hasRow())
 	}
 
@@ -84,8 +84,8 @@ func TestAppendAtomicAllOrNothing(t *testing.T) {
 	appends = MarkerAppends([]Marker{
 		{Partition: p0, ProducerID: 7, ProducerEpoch: 0, Commit: true},
 		{Partition: gp, ProducerID: 7, ProducerEpoch: 0, Commit: true},
-	}, 1000)
-	pa, err = m.AppendAtomic(appends, row, 1000)
+	}, time.UnixMilli(1000))
+	pa, err = m.AppendAtomic(appends, row, time.UnixMilli(1000))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +105,7 @@ func TestAppendAtomicAllOrNothing(t *testing.T) {
 	if err := b.Commit(); err != nil {
 		t.Fatal(err)
 	}
-	if pa, err = m.AppendAtomic(nil, row, 1000); err != nil {
+	if pa, err = m.AppendAtomic(nil, row, time.UnixMilli(1000)); err != nil {
 		t.Fatal(err)
 	}
 	if err := pa.Wait(); err != nil || !hasRow() {
@@ -155,7 +155,7 @@ func TestReadCommittedKeepsAbortedEntriesOfWhatItRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	appendAt(data)
-	pa, err := m.AppendAtomic(MarkerAppends([]Marker{{Partition: p, ProducerID: 7, Commit: false}}, 200), nil, 200)
+	pa, err := m.AppendAtomic(MarkerAppends([]Marker{{Partition: p, ProducerID: 7, Commit: false}}, time.UnixMilli(200)), nil, time.UnixMilli(200))
 	if err != nil || pa.Wait() != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +220,7 @@ func TestCommitMarkerNotStableBeforeDurable(t *testing.T) {
 	if a := appendOne(t, m, p, txnBatch(t, 2, 7, 0, 0)); a.Err != nil {
 		t.Fatal(a.Err)
 	}
-	pa, err := m.AppendAtomic(MarkerAppends([]Marker{{Partition: p, ProducerID: 7, ProducerEpoch: 0, Commit: true}}, 1000), nil, 1000)
+	pa, err := m.AppendAtomic(MarkerAppends([]Marker{{Partition: p, ProducerID: 7, ProducerEpoch: 0, Commit: true}}, time.UnixMilli(1000)), nil, time.UnixMilli(1000))
 	if err != nil {
 		t.Fatal(err)
 	}

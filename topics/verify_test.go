@@ -3,6 +3,7 @@ package topics
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/vibemq/broker/pebblestore"
@@ -17,7 +18,7 @@ func produceN(t *testing.T, m *Manager, p *Partition, n int) {
 			t.Fatal(err)
 		}
 		a := &Append{Partition: p, Batch: batch}
-		if err := m.Append([]*Append{a}, 1000).Wait(); err != nil || a.Err != nil {
+		if err := m.Append([]*Append{a}, time.UnixMilli(1000)).Wait(); err != nil || a.Err != nil {
 			t.Fatalf("append: %v %v", err, a.Err)
 		}
 	}

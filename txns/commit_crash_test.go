@@ -281,7 +281,7 @@ func testEndTxnCrashes(t *testing.T, commit bool) {
 					t.Fatal(err)
 				}
 				a := &topics.Append{Partition: p, Batch: batch}
-				if err := b.tm.Append([]*topics.Append{a}, crashStart.UnixMilli()).Wait(); err != nil || a.Err != nil {
+				if err := b.tm.Append([]*topics.Append{a}, crashStart).Wait(); err != nil || a.Err != nil {
 					t.Fatalf("produce: %v %v", err, a.Err)
 				}
 			}

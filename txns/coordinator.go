@@ -537,14 +537,14 @@ func (c *Coordinator) complete(t *txn, now time.Time) error {
 	row := encodeTxn(&outcome)
 	c.mu.Unlock()
 
-	appends := topics.MarkerAppends(markers, now.UnixMilli())
+	appends := topics.MarkerAppends(markers, now)
 	extra := func(b *pebblestore.Batch) { b.Set(pebblestore.TxnKey(t.ID), row) }
 	var err error
 	if commit && len(offsets) > 0 && c.cfg.CommitOffsets != nil {
 		err = c.cfg.CommitOffsets(offsets, appends, extra, now)
 	} else {
 		var pa *topics.PendingAppend
-		if pa, err = c.tm.AppendAtomic(appends, extra, now.UnixMilli()); err == nil {
+		if pa, err = c.tm.AppendAtomic(appends, extra, now); err == nil {
 			err = pa.Wait()
 		}
 	}

@@ -99,7 +99,7 @@ func (h *harness) produce(pid int64, epoch int16, n int, txn bool) (int64, error
 		h.t.Fatal(err)
 	}
 	a := &topics.Append{Partition: h.part, Batch: batch}
-	pa := h.tm.Append([]*topics.Append{a}, h.now.UnixMilli())
+	pa := h.tm.Append([]*topics.Append{a}, h.now)
 	_ = pa.Wait()
 	if a.Err == nil {
 		h.seq[pid] += int32(n)
@@ -286,7 +286,7 @@ func TestStagedOffsetsCommitOnlyOnCommit(t *testing.T) {
 				applied = append(applied, group+"/"+o.Topic)
 			}
 		}
-		pa, err := h.tm.AppendAtomic(markers, extra, now.UnixMilli())
+		pa, err := h.tm.AppendAtomic(markers, extra, now)
 		if err != nil {
 			return err
 		}
@@ -539,7 +539,7 @@ func TestCompactionDropsAbortedData(t *testing.T) {
 			t.Fatal(err)
 		}
 		a := &topics.Append{Partition: h.part, Batch: batch}
-		_ = h.tm.Append([]*topics.Append{a}, h.now.UnixMilli()).Wait()
+		_ = h.tm.Append([]*topics.Append{a}, h.now).Wait()
 		if a.Err != nil {
 			t.Fatal(a.Err)
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/vibemq/broker/events"
 	"github.com/vibemq/broker/groups"
 	"github.com/vibemq/broker/httpapi"
+	"github.com/vibemq/broker/internal/metrics"
 	"github.com/vibemq/broker/kafkaproto"
 	"github.com/vibemq/broker/pebblestore"
 	"github.com/vibemq/broker/queues"
@@ -71,11 +72,11 @@ func run(ctx context.Context, cfg *Config, log zerolog.Logger) error {
 	recovered := time.Since(start)
 
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), collectors.NewBuildInfoCollector(), store.Collector())
+	metrics.Register(reg, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), collectors.NewBuildInfoCollector(), store.Collector())
 	// What is running, as `broker version` says it (for dashboards and for
 	// alerts on a mixed-version fleet).
 	info := readBuildInfo()
-	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+	metrics.Register(reg, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name:        "broker_build_info",
 		Help:        "Always 1; the labels say the broker's version, commit, Go version and storage format.",
 		ConstLabels: prometheus.Labels{"version": info.version, "commit": info.commit, "go_version": info.goVersion, "storage_format": fmt.Sprint(pebblestore.FormatVersion)},
@@ -83,7 +84,7 @@ func run(ctx context.Context, cfg *Config, log zerolog.Logger) error {
 
 	// Native queues: delivery state beside the queue topics' logs; their
 	// maintenance (leases, dead-lettering, TTLs, redrive) runs in retention.
-	qe, err := queues.Open(store, tm, queues.Config{Logger: log}, time.Now().UnixMilli())
+	qe, err := queues.Open(store, tm, queues.Config{Logger: log}, time.Now())
 	if err != nil {
 		return fmt.Errorf("recovering the queues in %s: %w", cfg.DataDir, err)
 	}
