@@ -43,6 +43,28 @@ final class BrokerProcess implements AutoCloseable {
         this.extraArgs = extraArgs;
     }
 
+    /** An already running broker (e.g. Apache Kafka) at bootstrap: not started, not stopped. */
+    private BrokerProcess(String bootstrap) {
+        this.dataDir = null;
+        this.logFile = null;
+        this.extraArgs = List.of();
+        this.kafkaAddr = bootstrap;
+    }
+
+    /** The system property bootstrap.override (host:port), or null: tests then use that broker instead of starting one. */
+    static String bootstrapOverride() {
+        String b = System.getProperty("bootstrap.override", "");
+        return b.isBlank() ? null : b.trim();
+    }
+
+    static BrokerProcess external(String bootstrap) {
+        return new BrokerProcess(bootstrap);
+    }
+
+    boolean external() {
+        return dataDir == null;
+    }
+
     /** The broker binary, or an IllegalStateException that says how to get one. */
     static Path brokerBinary() {
         String bin = System.getProperty("broker.bin", "");
@@ -151,11 +173,14 @@ final class BrokerProcess implements AutoCloseable {
     }
 
     boolean alive() {
-        return process != null && process.isAlive();
+        return external() || process != null && process.isAlive();
     }
 
     /** The last 64 KiB of the broker's log. */
     String logTail() {
+        if (external()) {
+            return "(external broker at " + kafkaAddr + ": no log here)";
+        }
         try (RandomAccessFile f = new RandomAccessFile(logFile.toFile(), "r")) {
             long len = f.length();
             long from = Math.max(0, len - LOG_TAIL_BYTES);
@@ -179,6 +204,9 @@ final class BrokerProcess implements AutoCloseable {
      * timeout), else what went wrong.
      */
     String stop() throws Exception {
+        if (external()) {
+            return null;
+        }
         String problem = null;
         if (process != null && process.isAlive()) {
             process.destroy(); // SIGTERM
@@ -198,6 +226,9 @@ final class BrokerProcess implements AutoCloseable {
     }
 
     void deleteLog() throws IOException {
+        if (external()) {
+            return;
+        }
         Files.deleteIfExists(logFile);
     }
 

@@ -84,7 +84,8 @@ abstract class BrokerTestBase {
         if (extra != null) {
             args.addAll(List.of(extra.value()));
         }
-        broker = BrokerProcess.start(args.toArray(new String[0]));
+        String override = BrokerProcess.bootstrapOverride();
+        broker = override != null ? BrokerProcess.external(override) : BrokerProcess.start(args.toArray(new String[0]));
         Properties p = new Properties();
         p.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, broker.bootstrap());
         p.put(AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG, "15000");
