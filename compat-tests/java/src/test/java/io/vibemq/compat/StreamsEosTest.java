@@ -137,6 +137,7 @@ class StreamsEosTest extends BrokerTestBase {
         Thread producerThread = null;
         AtomicInteger produced = new AtomicInteger();
         AtomicReference<Throwable> producerError = new AtomicReference<>();
+        java.util.concurrent.atomic.AtomicBoolean killed = new java.util.concurrent.atomic.AtomicBoolean();
         try {
             a.start();
             b = startChild(List.of(broker.bootstrap(), appId, orders, customers, output, stateB.toString()), logB);
@@ -153,14 +154,17 @@ class StreamsEosTest extends BrokerTestBase {
                             + ", customers committed " + committedToEnd(appId, customers) + "; errors " + errors,
                     errors, logB);
 
-            // The orders, paced over about 6 s so that the kill lands mid-run.
+            // The orders: the first half at 500/s, then 100/s until B is
+            // killed (so that the kill lands mid-run however slow the
+            // machine), then the rest at 500/s.
             producerThread = new Thread(() -> {
                 try (KafkaProducer<String, String> p = producer(Map.of(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, true))) {
                     for (int i = 0; i < orderList.size(); i++) {
                         String[] o = orderList.get(i);
                         p.send(new ProducerRecord<>(orders, o[0], o[1] + ":" + o[2]));
                         produced.incrementAndGet();
-                        if (i % 25 == 24) {
+                        boolean slow = i >= ORDERS / 2 && !killed.get();
+                        if (i % (slow ? 5 : 25) == (slow ? 4 : 24)) {
                             p.flush();
                             Thread.sleep(50);
                         }
@@ -178,12 +182,16 @@ class StreamsEosTest extends BrokerTestBase {
                     () -> "instance B aggregating: " + w.describe() + ", produced " + produced.get(), errors, logB);
             waitUntil(Duration.ofSeconds(30), () -> compacted(totalsChangelog),
                     () -> "the broker compacting " + totalsChangelog + " (a key's oldest update still there)", errors, logB);
+            long before = w.aggregated(); // and kill it while it is aggregating
+            waitUntil(Duration.ofSeconds(10), () -> w.aggregated() > before,
+                    () -> "instance B still aggregating: " + w.describe(), errors, logB);
             int producedAtKill = produced.get();
             long aggregatedByB = w.aggregated();
             Set<String> tasksOfB = w.tasks();
             Instant killedAt = Instant.now();
             b.destroyForcibly(); // SIGKILL: no LeaveGroup, no commit, an open transaction
             assertTrue(b.waitFor(10, TimeUnit.SECONDS), "instance B did not die");
+            killed.set(true);
             System.out.printf("StreamsEosTest (kafka-clients %s): killed instance B after %d of %d orders produced; B had aggregated %d (with any aborted ones), tasks %s%n",
                     AppInfoParser.getVersion(), producedAtKill, ORDERS, aggregatedByB, tasksOfB);
             assertTrue(producedAtKill < ORDERS, "the kill was not mid-run: all orders were already produced");
