@@ -91,8 +91,13 @@ final class BrokerProcess implements AutoCloseable {
         BrokerProcess b = new BrokerProcess(List.of(extraArgs));
         // A port picked free can be taken before the broker binds it: retry then only.
         for (int attempt = 1; ; attempt++) {
-            b.kafkaAddr = "127.0.0.1:" + freePort();
-            b.httpAddr = "127.0.0.1:" + freePort();
+            int kafkaPort = freePort();
+            int httpPort = freePort();
+            while (httpPort == kafkaPort) { // the kernel may hand out a just-closed port again
+                httpPort = freePort();
+            }
+            b.kafkaAddr = "127.0.0.1:" + kafkaPort;
+            b.httpAddr = "127.0.0.1:" + httpPort;
             String failure = b.tryStart(bin);
             if (failure == null) {
                 return b;
