@@ -132,6 +132,7 @@ class StreamsEosTest extends BrokerTestBase {
             }
         });
 
+        boolean passed = false;
         Process b = null;
         ChildWatcher watchB = null;
         Thread producerThread = null;
@@ -239,6 +240,7 @@ class StreamsEosTest extends BrokerTestBase {
             wantCount.forEach((c, n) -> wantLast.put(c, n + ":" + wantSum.get(c)));
             assertEquals(wantLast, last, "last committed value per customer in " + totalsChangelog);
             assertTrue(errors.isEmpty(), "errors: " + errors);
+            passed = true;
         } finally {
             if (producerThread != null) {
                 producerThread.interrupt();
@@ -247,8 +249,10 @@ class StreamsEosTest extends BrokerTestBase {
                 b.destroyForcibly().waitFor(10, TimeUnit.SECONDS);
             }
             a.close(Duration.ofSeconds(20));
-            if (failed || !errors.isEmpty()) {
-                System.err.println("instance B log: " + logB + "\n" + tail(logB));
+            if (passed) {
+                Files.deleteIfExists(logB);
+            } else {
+                System.err.println("instance B log (kept): " + logB + "\n" + tail(logB));
             }
             deleteTree(stateA);
             deleteTree(stateB);
