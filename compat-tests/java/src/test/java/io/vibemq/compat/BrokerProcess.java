@@ -43,6 +43,28 @@ final class BrokerProcess implements AutoCloseable {
         this.extraArgs = extraArgs;
     }
 
+    /** An already running broker (e.g. Apache Kafka) at bootstrap: not started, not stopped. */
+    private BrokerProcess(String bootstrap) {
+        this.dataDir = null;
+        this.logFile = null;
+        this.extraArgs = List.of();
+        this.kafkaAddr = bootstrap;
+    }
+
+    /** The system property bootstrap.override (host:port), or null: tests then use that broker instead of starting one. */
+    static String bootstrapOverride() {
+        String b = System.getProperty("bootstrap.override", "");
+        return b.isBlank() ? null : b.trim();
+    }
+
+    static BrokerProcess external(String bootstrap) {
+        return new BrokerProcess(bootstrap);
+    }
+
+    boolean external() {
+        return dataDir == null;
+    }
+
     /** The broker binary, or an IllegalStateException that says how to get one. */
     static Path brokerBinary() {
         String bin = System.getProperty("broker.bin", "");
@@ -69,8 +91,13 @@ final class BrokerProcess implements AutoCloseable {
         BrokerProcess b = new BrokerProcess(List.of(extraArgs));
         // A port picked free can be taken before the broker binds it: retry then only.
         for (int attempt = 1; ; attempt++) {
-            b.kafkaAddr = "127.0.0.1:" + freePort();
-            b.httpAddr = "127.0.0.1:" + freePort();
+            int kafkaPort = freePort();
+            int httpPort = freePort();
+            while (httpPort == kafkaPort) { // the kernel may hand out a just-closed port again
+                httpPort = freePort();
+            }
+            b.kafkaAddr = "127.0.0.1:" + kafkaPort;
+            b.httpAddr = "127.0.0.1:" + httpPort;
             String failure = b.tryStart(bin);
             if (failure == null) {
                 return b;
@@ -151,11 +178,14 @@ final class BrokerProcess implements AutoCloseable {
     }
 
     boolean alive() {
-        return process != null && process.isAlive();
+        return external() || process != null && process.isAlive();
     }
 
     /** The last 64 KiB of the broker's log. */
     String logTail() {
+        if (external()) {
+            return "(external broker at " + kafkaAddr + ": no log here)";
+        }
         try (RandomAccessFile f = new RandomAccessFile(logFile.toFile(), "r")) {
             long len = f.length();
             long from = Math.max(0, len - LOG_TAIL_BYTES);
@@ -179,6 +209,9 @@ final class BrokerProcess implements AutoCloseable {
      * timeout), else what went wrong.
      */
     String stop() throws Exception {
+        if (external()) {
+            return null;
+        }
         String problem = null;
         if (process != null && process.isAlive()) {
             process.destroy(); // SIGTERM
@@ -198,6 +231,9 @@ final class BrokerProcess implements AutoCloseable {
     }
 
     void deleteLog() throws IOException {
+        if (external()) {
+            return;
+        }
         Files.deleteIfExists(logFile);
     }
 

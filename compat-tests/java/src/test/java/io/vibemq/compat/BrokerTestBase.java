@@ -3,6 +3,10 @@ package io.vibemq.compat;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assertions.fail;
 
+import java.lang.annotation.ElementType;
+import java.lang.annotation.Retention;
+import java.lang.annotation.RetentionPolicy;
+import java.lang.annotation.Target;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
@@ -33,6 +37,7 @@ import org.apache.kafka.common.utils.AppInfoParser;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.TestInfo;
 import org.junit.jupiter.api.extension.ExtensionContext;
 import org.junit.jupiter.api.extension.RegisterExtension;
 import org.junit.jupiter.api.extension.TestWatcher;
@@ -64,10 +69,23 @@ abstract class BrokerTestBase {
         }
     };
 
+    /** Extra `broker serve` flags for the broker of the annotated test class. */
+    @Retention(RetentionPolicy.RUNTIME)
+    @Target(ElementType.TYPE)
+    @interface BrokerArgs {
+        String[] value();
+    }
+
     @BeforeAll
-    static void startBroker() throws Exception {
+    static void startBroker(TestInfo info) throws Exception {
         failed = false;
-        broker = BrokerProcess.start("--group-initial-rebalance-delay", "0s");
+        List<String> args = new ArrayList<>(List.of("--group-initial-rebalance-delay", "0s"));
+        BrokerArgs extra = info.getTestClass().map(c -> c.getAnnotation(BrokerArgs.class)).orElse(null);
+        if (extra != null) {
+            args.addAll(List.of(extra.value()));
+        }
+        String override = BrokerProcess.bootstrapOverride();
+        broker = override != null ? BrokerProcess.external(override) : BrokerProcess.start(args.toArray(new String[0]));
         Properties p = new Properties();
         p.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, broker.bootstrap());
         p.put(AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG, "15000");
