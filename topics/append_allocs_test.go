@@ -117,3 +117,40 @@ func TestReadAllocs(t *testing.T) {
 		})
 	}
 }
+
+// TestAppendRowsBytesCoversRows pins the size hint of the append's Pebble
+// batch: with 256 bytes per append for the rows beside the RecordBatch,
+// an idempotent producer's state row overflowed it and Pebble doubled the
+// buffer and copied the whole request's batches on every produce of
+// several partitions (BENCHMARKS.md, "Where the CPU goes").
+func TestAppendRowsBytesCoversRows(t *testing.T) {
+	m, parts := openBenchManager(t, true, 8)
+	batches := make([][]byte, len(parts))
+	for i := range parts {
+		batches[i] = benchBatch(t, 2, int64(100+i))
+	}
+	// More produces than producerBatchesKept, so that the state rows are
+	// at their largest.
+	for n := range producerBatchesKept + 2 {
+		appends := make([]*Append, len(parts))
+		want := 0
+		for i, p := range parts {
+			benchSetSequence(batches[i], int32(2*n))
+			appends[i] = &Append{Partition: p, Batch: batches[i]}
+			want += len(batches[i]) + appendRowsBytes
+		}
+		pa := benchAppend(m, appends)
+		got := pa.batch.Len()
+		if err := pa.Wait(); err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range appends {
+			if a.Err != nil {
+				t.Fatal(a.Err)
+			}
+		}
+		if got > want {
+			t.Fatalf("produce %d: the Pebble batch holds %d bytes, more than its size hint %d: raise appendRowsBytes", n, got, want)
+		}
+	}
+}

@@ -195,3 +195,44 @@ func BenchmarkRead(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkAppendIdempotent is BenchmarkAppend/nosync with 1 MiB batches
+// of an idempotent producer (as kgo sends them by default, and
+// bench/run.sh): each append also writes the producer-state row. The
+// loop re-stamps each batch's sequence and CRC, a CRC pass more than the
+// broker does. Its B/op is the figure to watch: keep -benchtime small
+// enough (8 partitions: 6x; 1 partition: 48x) that no memtable flush runs,
+// whose allocations would count too.
+//
+//	go test ./topics -run '^$' -bench BenchmarkAppendIdempotent/partitions=8 -benchmem -benchtime 6x
+func BenchmarkAppendIdempotent(b *testing.B) {
+	for _, partitions := range []int32{1, 8} {
+		b.Run(fmt.Sprintf("partitions=%d", partitions), func(b *testing.B) {
+			m, parts := openBenchManager(b, true, partitions)
+			appends := make([]*Append, len(parts))
+			batches := make([][]byte, len(parts))
+			bytes := 0
+			for i := range parts {
+				batches[i] = benchBatch(b, 1000, int64(i+1))
+				bytes += len(batches[i])
+			}
+			b.SetBytes(int64(bytes))
+			seq := int32(0)
+			for b.Loop() {
+				for i, p := range parts {
+					benchSetSequence(batches[i], seq)
+					appends[i] = &Append{Partition: p, Batch: batches[i]}
+				}
+				seq += 1000
+				if err := benchAppend(m, appends).Wait(); err != nil {
+					b.Fatal(err)
+				}
+				for _, a := range appends {
+					if a.Err != nil || a.Duplicate {
+						b.Fatal(a.Err, a.Duplicate)
+					}
+				}
+			}
+		})
+	}
+}
