@@ -25,7 +25,7 @@ const benchRecordSize = 1024
 // benchAppend is the one place the benchmarks call Manager.Append, so a
 // change of its signature (the clock's type) is a one-line change here.
 func benchAppend(m *Manager, appends []*Append) *PendingAppend {
-	return m.Append(appends, benchNow())
+	return m.Append(appends, time.UnixMilli(benchNow()))
 }
 
 // benchNow is the broker clock the benchmarks append with.
