@@ -222,9 +222,15 @@ class ConnectClusterTest {
         checkTopicExactlyOnce();
         log(t0, "topic checked: exactly once under read_committed");
 
-        // Both workers serve the cluster's status after the restart.
+        // Both workers serve the cluster's status after the restart, and the
+        // restarted worker got work back (incremental cooperative rebalance:
+        // a task moved back resumed from the committed offsets, which the
+        // topic check above covers).
         awaitStatus(victim, "seq-source", 2, null, Duration.ofSeconds(60));
         awaitStatus(victim, "file-sink", 1, null, Duration.ofSeconds(60));
+        await("the restarted worker " + victim.workerId() + " runs a connector or a task", Duration.ofSeconds(60),
+                () -> owners(survivor).contains(victim.workerId()), () -> "owners: " + owners(survivor));
+        log(t0, "work spread over " + owners(survivor) + ": seq-source " + tasksWorkers(status(survivor, "seq-source")));
 
         checkInternalTopicsAndTransactions();
         log(t0, "internal topics and transactional IDs checked; done");
@@ -255,6 +261,22 @@ class ConnectClusterTest {
             return null;
         }
         return JSON.readTree(r.body());
+    }
+
+    /** The worker IDs that run a connector or a task, as {@code w} reports. */
+    static Set<String> owners(ConnectWorker w) throws Exception {
+        Set<String> out = new java.util.TreeSet<>();
+        for (String name : List.of("seq-source", "file-sink")) {
+            JsonNode st = status(w, name);
+            if (st == null) {
+                continue;
+            }
+            out.add(st.get("connector").get("worker_id").asText());
+            for (JsonNode t : st.get("tasks")) {
+                out.add(t.get("worker_id").asText());
+            }
+        }
+        return out;
     }
 
     static String tasksWorkers(JsonNode st) {
@@ -357,8 +379,13 @@ class ConnectClusterTest {
         }
         long hwm = highWatermarks(lso.keySet()).values().stream().mapToLong(Long::longValue).sum();
         long committed = values.values().stream().mapToLong(List::size).sum();
-        System.out.println("[connect-test] " + TOPIC + ": " + hwm + " offsets (records and markers), " + committed
-                + " committed records");
+        long all = countUncommitted(lso.keySet(), highWatermarks(lso.keySet()));
+        // Records read_uncommitted sees and read_committed does not: aborted
+        // ones, e.g. the killed worker's open transaction, aborted when the
+        // reassigned task's producer fenced its transactional ID.
+        System.out.println("[connect-test] " + TOPIC + ": " + hwm + " offsets (records and markers), " + all
+                + " records read_uncommitted, " + committed + " read_committed (" + (all - committed) + " aborted)");
+        assertTrue(all >= committed, "read_uncommitted sees fewer records than read_committed");
         assertEquals(SOURCE_PARTITIONS, values.size(), "source partitions in the topic: " + values.keySet());
         for (Map.Entry<String, List<Long>> e : values.entrySet()) {
             List<Long> got = e.getValue();
@@ -371,6 +398,27 @@ class ConnectClusterTest {
             }
             assertEquals(RECORDS, got.size(), e.getKey() + ": records under read_committed");
         }
+    }
+
+    static long countUncommitted(Collection<TopicPartition> tps, Map<TopicPartition, Long> end) {
+        Properties p = new Properties();
+        p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, broker.bootstrap());
+        p.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_uncommitted");
+        p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+        p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+        long n = 0;
+        try (KafkaConsumer<String, String> c = new KafkaConsumer<>(p)) {
+            c.assign(tps);
+            c.seekToBeginning(tps);
+            Instant deadline = Instant.now().plusSeconds(30);
+            while (tps.stream().anyMatch(tp -> c.position(tp) < end.get(tp))) {
+                if (Instant.now().isAfter(deadline)) {
+                    fail("read_uncommitted consumer did not reach " + end);
+                }
+                n += c.poll(Duration.ofMillis(500)).count();
+            }
+        }
+        return n;
     }
 
     static Map<TopicPartition, Long> highWatermarks(Collection<TopicPartition> tps) {
