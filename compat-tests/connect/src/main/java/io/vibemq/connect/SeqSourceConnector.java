@@ -7,6 +7,7 @@ import java.util.Map;
 
 import org.apache.kafka.common.config.ConfigDef;
 import org.apache.kafka.connect.connector.Task;
+import org.apache.kafka.connect.source.ConnectorTransactionBoundaries;
 import org.apache.kafka.connect.source.ExactlyOnceSupport;
 import org.apache.kafka.connect.source.SourceConnector;
 
@@ -16,7 +17,10 @@ import org.apache.kafka.connect.source.SourceConnector;
  * 0..records-1, to {@code topic}. Source offsets {"seq":n} (the next number)
  * make a restarted or reassigned task resume where the last committed
  * offset says. Supports exactly-once source (KIP-618); transaction
- * boundaries are the worker's default (poll).
+ * boundaries are the worker's default (poll), or with {@code hold.ms} and
+ * transaction.boundary=connector each poll's records stay in an open
+ * transaction for hold.ms before the task requests its commit, so that a
+ * test can kill a worker with a transaction open on the broker.
  */
 public class SeqSourceConnector extends SourceConnector {
     static final String TOPIC = "topic";
@@ -24,6 +28,8 @@ public class SeqSourceConnector extends SourceConnector {
     static final String RECORDS = "records";
     static final String BATCH = "batch";
     static final String POLL_MS = "poll.ms";
+    static final String HOLD_MS = "hold.ms";
+    static final String HOLD_FILE = "hold.file";
     static final String ASSIGNED = "assigned.partitions"; // task config: "0,1"
 
     static final ConfigDef CONFIG = new ConfigDef()
@@ -31,7 +37,12 @@ public class SeqSourceConnector extends SourceConnector {
             .define(PARTITIONS, ConfigDef.Type.INT, 2, ConfigDef.Importance.MEDIUM, "source partitions")
             .define(RECORDS, ConfigDef.Type.LONG, 1000L, ConfigDef.Importance.MEDIUM, "records per source partition")
             .define(BATCH, ConfigDef.Type.INT, 20, ConfigDef.Importance.LOW, "records per poll per source partition")
-            .define(POLL_MS, ConfigDef.Type.LONG, 100L, ConfigDef.Importance.LOW, "pause between polls");
+            .define(POLL_MS, ConfigDef.Type.LONG, 100L, ConfigDef.Importance.LOW, "pause between polls")
+            .define(HOLD_MS, ConfigDef.Type.LONG, 0L, ConfigDef.Importance.LOW,
+                    "with transaction.boundary=connector: keep each poll's transaction open this long after "
+                            + "its records are sent, then request its commit")
+            .define(HOLD_FILE, ConfigDef.Type.STRING, "", ConfigDef.Importance.LOW,
+                    "while holding, the file <hold.file>.<source> exists (a test kills the worker then)");
 
     private Map<String, String> props;
 
@@ -69,6 +80,11 @@ public class SeqSourceConnector extends SourceConnector {
     @Override
     public ExactlyOnceSupport exactlyOnceSupport(Map<String, String> connectorConfig) {
         return ExactlyOnceSupport.SUPPORTED;
+    }
+
+    @Override
+    public ConnectorTransactionBoundaries canDefineTransactionBoundaries(Map<String, String> connectorConfig) {
+        return ConnectorTransactionBoundaries.SUPPORTED;
     }
 
     @Override

@@ -1,5 +1,8 @@
 package io.vibemq.connect;
 
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -14,6 +17,9 @@ public class SeqSourceTask extends SourceTask {
     private long records;
     private int batch;
     private long pollMs;
+    private long holdMs;
+    private String holdFile;
+    private boolean open; // records sent since the last commit request (hold mode)
     private String[] sources;
     private long[] next;
 
@@ -23,6 +29,8 @@ public class SeqSourceTask extends SourceTask {
         records = Long.parseLong(props.getOrDefault(SeqSourceConnector.RECORDS, "1000"));
         batch = Integer.parseInt(props.getOrDefault(SeqSourceConnector.BATCH, "20"));
         pollMs = Long.parseLong(props.getOrDefault(SeqSourceConnector.POLL_MS, "100"));
+        holdMs = Long.parseLong(props.getOrDefault(SeqSourceConnector.HOLD_MS, "0"));
+        holdFile = props.getOrDefault(SeqSourceConnector.HOLD_FILE, "");
         String[] assigned = props.get(SeqSourceConnector.ASSIGNED).split(",");
         sources = new String[assigned.length];
         next = new long[assigned.length];
@@ -38,6 +46,26 @@ public class SeqSourceTask extends SourceTask {
     @Override
     public List<SourceRecord> poll() throws InterruptedException {
         Thread.sleep(pollMs);
+        if (holdMs > 0 && open) {
+            // Hold mode (transaction.boundary=connector): the last poll's
+            // records are on the broker in an open transaction; keep it open,
+            // then ask the worker to commit it.
+            Path f = holdFile.isEmpty() ? null : Path.of(holdFile + "." + sources[0]);
+            try {
+                if (f != null) {
+                    Files.writeString(f, "open");
+                }
+                Thread.sleep(holdMs);
+                if (f != null) {
+                    Files.deleteIfExists(f);
+                }
+            } catch (IOException e) {
+                throw new IllegalStateException(e);
+            }
+            context.transactionContext().commitTransaction();
+            open = false;
+            return null;
+        }
         List<SourceRecord> out = new ArrayList<>();
         for (int i = 0; i < sources.length; i++) {
             for (int b = 0; b < batch && next[i] < records; b++) {
@@ -45,6 +73,9 @@ public class SeqSourceTask extends SourceTask {
                 out.add(new SourceRecord(Map.of("source", sources[i]), Map.of("seq", seq + 1),
                         topic, null, Schema.STRING_SCHEMA, sources[i], Schema.STRING_SCHEMA, Long.toString(seq)));
             }
+        }
+        if (holdMs > 0 && !out.isEmpty()) {
+            open = true;
         }
         return out.isEmpty() ? null : out;
     }

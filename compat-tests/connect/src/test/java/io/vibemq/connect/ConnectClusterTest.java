@@ -136,6 +136,7 @@ class ConnectClusterTest {
     @Timeout(300)
     void distributedWorkersExactlyOnceSourceAndSinkSurviveAKilledWorker() throws Exception {
         Instant t0 = Instant.now();
+        Path holdPrefix = Files.createTempDirectory("connect-hold-").resolve("hold");
         ConnectWorker w1 = new ConnectWorker("w1", BrokerProcess.freePort(), workerProps());
         ConnectWorker w2 = new ConnectWorker("w2", BrokerProcess.freePort(), workerProps());
         workers.add(w1);
@@ -155,10 +156,16 @@ class ConnectClusterTest {
                 Map.entry("topic", TOPIC),
                 Map.entry("partitions", Integer.toString(SOURCE_PARTITIONS)),
                 Map.entry("records", Long.toString(RECORDS)),
-                Map.entry("batch", "10"),
+                Map.entry("batch", "25"),
                 Map.entry("poll.ms", "100"),
+                // Each poll's transaction stays open 150 ms with its
+                // records on the broker: the kill below lands in one.
+                Map.entry("hold.ms", "150"),
+                Map.entry("hold.file", holdPrefix.toString()),
                 Map.entry("exactly.once.support", "required"),
-                Map.entry("transaction.boundary", "poll"),
+                // The task requests each commit (hold.ms below); without
+                // hold.ms, "poll" works the same.
+                Map.entry("transaction.boundary", "connector"),
                 Map.entry("topic.creation.default.replication.factor", "1"),
                 Map.entry("topic.creation.default.partitions", "2")));
         putConfig(w2, "file-sink", Map.of(
@@ -182,8 +189,14 @@ class ConnectClusterTest {
         String task0Worker = st.get("tasks").get(0).get("worker_id").asText();
         ConnectWorker victim = task0Worker.equals(w1.workerId()) ? w1 : w2;
         ConnectWorker survivor = victim == w1 ? w2 : w1;
-        log(t0, "source tasks on " + tasksWorkers(st) + "; killing " + victim.name + " (" + victim.workerId() + ")");
+        // Kill it while task 0 holds a transaction open (records of source
+        // partition seq-0 on the broker, not committed).
+        Path hold0 = Path.of(holdPrefix + ".seq-0");
+        await("source task 0 holds a transaction open", Duration.ofSeconds(30), () -> Files.exists(hold0));
+        log(t0, "source tasks on " + tasksWorkers(st) + "; killing " + victim.name + " (" + victim.workerId()
+                + ") with task 0's transaction open");
         victim.kill();
+        Files.deleteIfExists(hold0);
         long sinkAtKill = sinkRecords().values().stream().mapToLong(Set::size).sum();
 
         awaitStatus(survivor, "seq-source", 2, survivor.workerId(), Duration.ofSeconds(60));
@@ -385,7 +398,8 @@ class ConnectClusterTest {
         // reassigned task's producer fenced its transactional ID.
         System.out.println("[connect-test] " + TOPIC + ": " + hwm + " offsets (records and markers), " + all
                 + " records read_uncommitted, " + committed + " read_committed (" + (all - committed) + " aborted)");
-        assertTrue(all >= committed, "read_uncommitted sees fewer records than read_committed");
+        assertTrue(all > committed, "no aborted records: the killed worker's open transaction (records on the "
+                + "broker) should have been aborted when its transactional ID was fenced");
         assertEquals(SOURCE_PARTITIONS, values.size(), "source partitions in the topic: " + values.keySet());
         for (Map.Entry<String, List<Long>> e : values.entrySet()) {
             List<Long> got = e.getValue();
