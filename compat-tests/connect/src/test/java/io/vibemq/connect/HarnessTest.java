@@ -7,6 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import java.util.List;
 import java.util.Map;
 
+import org.apache.kafka.connect.source.ConnectorTransactionBoundaries;
 import org.apache.kafka.connect.source.ExactlyOnceSupport;
 import org.junit.jupiter.api.Test;
 
@@ -42,5 +43,6 @@ class HarnessTest {
         assertEquals("0,2", tasks.get(0).get(SeqSourceConnector.ASSIGNED));
         assertEquals("1", tasks.get(1).get(SeqSourceConnector.ASSIGNED));
         assertEquals(ExactlyOnceSupport.SUPPORTED, c.exactlyOnceSupport(Map.of()));
+        assertEquals(ConnectorTransactionBoundaries.SUPPORTED, c.canDefineTransactionBoundaries(Map.of()));
     }
 }
