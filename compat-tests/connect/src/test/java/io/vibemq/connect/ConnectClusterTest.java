@@ -68,8 +68,12 @@ class ConnectClusterTest {
     static BrokerProcess broker;
     static final List<ConnectWorker> workers = new ArrayList<>();
     static Path sinkFile;
+    static Path holdDir;
 
-    /** Prints the broker's and the workers' log tails when a test fails. */
+    /**
+     * Prints the broker's and the workers' log tails when a test fails (and
+     * keeps the files); removes them when it passes. Runs after @AfterEach.
+     */
     static final class LogsOnFailure implements TestWatcher {
         @Override
         public void testFailed(ExtensionContext context, Throwable cause) {
@@ -79,6 +83,28 @@ class ConnectClusterTest {
             for (ConnectWorker w : workers) {
                 System.err.println("==== worker " + w.name + " log tail (" + w.logFile() + ")\n" + w.logTail());
             }
+            workers.clear();
+        }
+
+        @Override
+        public void testSuccessful(ExtensionContext context) {
+            try {
+                if (broker != null) {
+                    broker.deleteLog();
+                }
+                for (ConnectWorker w : workers) {
+                    w.deleteFiles();
+                }
+                Files.deleteIfExists(sinkFile);
+                if (holdDir != null) {
+                    Files.deleteIfExists(holdDir.resolve("hold.seq-0"));
+                    Files.deleteIfExists(holdDir.resolve("hold.seq-1"));
+                    Files.deleteIfExists(holdDir);
+                }
+            } catch (java.io.IOException e) {
+                System.err.println("cannot remove the test's files: " + e);
+            }
+            workers.clear();
         }
     }
 
@@ -91,9 +117,8 @@ class ConnectClusterTest {
     @AfterEach
     void tearDown() throws Exception {
         for (ConnectWorker w : workers) {
-            w.close();
+            w.close(); // the watcher prints or removes their logs, then clears the list
         }
-        workers.clear();
         if (broker != null) {
             broker.close();
         }
@@ -136,7 +161,8 @@ class ConnectClusterTest {
     @Timeout(300)
     void distributedWorkersExactlyOnceSourceAndSinkSurviveAKilledWorker() throws Exception {
         Instant t0 = Instant.now();
-        Path holdPrefix = Files.createTempDirectory("connect-hold-").resolve("hold");
+        holdDir = Files.createTempDirectory("connect-hold-");
+        Path holdPrefix = holdDir.resolve("hold");
         ConnectWorker w1 = new ConnectWorker("w1", BrokerProcess.freePort(), workerProps());
         ConnectWorker w2 = new ConnectWorker("w2", BrokerProcess.freePort(), workerProps());
         workers.add(w1);

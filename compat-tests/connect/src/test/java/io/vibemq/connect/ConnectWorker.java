@@ -80,6 +80,9 @@ final class ConnectWorker implements AutoCloseable {
         pb.redirectErrorStream(true);
         pb.redirectOutput(ProcessBuilder.Redirect.appendTo(logFile.toFile()));
         process = pb.start();
+        Process p = process;
+        // A test JVM that dies (surefire's timeout) takes its workers along.
+        Runtime.getRuntime().addShutdownHook(new Thread(p::destroyForcibly));
     }
 
     /** Waits until GET /connectors answers 200 (REST up, the herder started). */
@@ -153,6 +156,13 @@ final class ConnectWorker implements AutoCloseable {
 
     Path logFile() {
         return logFile;
+    }
+
+    /** Removes the worker's directory (properties and log). */
+    void deleteFiles() throws IOException {
+        try (java.util.stream.Stream<Path> walk = Files.walk(dir)) {
+            walk.sorted(java.util.Comparator.reverseOrder()).forEach(p -> p.toFile().delete());
+        }
     }
 
     @Override
