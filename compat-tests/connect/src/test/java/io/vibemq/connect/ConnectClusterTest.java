@@ -173,9 +173,8 @@ class ConnectClusterTest {
         w2.awaitReady(Duration.ofSeconds(90));
         log(t0, "both workers ready");
 
-        // Both workers in the group: each must see the other (GET / reports
-        // nothing of the group; creating through one and reading status
-        // through the other is checked below).
+        // Each connector is created through one worker and its status read
+        // through the other: a follower forwards to the leader.
         putConfig(w1, "seq-source", Map.ofEntries(
                 Map.entry("connector.class", SeqSourceConnector.class.getName()),
                 Map.entry("tasks.max", "2"),
@@ -209,14 +208,13 @@ class ConnectClusterTest {
         });
         log(t0, "data flows end to end: " + sinkSummary());
 
-        // Kill the worker that runs source task 0: SIGKILL, no LeaveGroup, its
-        // poll transaction left open.
+        // Kill the worker that runs source task 0 (SIGKILL: no LeaveGroup)
+        // while task 0 holds a transaction open (records of source partition
+        // seq-0 on the broker, not committed).
         JsonNode st = status(w1, "seq-source");
         String task0Worker = st.get("tasks").get(0).get("worker_id").asText();
         ConnectWorker victim = task0Worker.equals(w1.workerId()) ? w1 : w2;
         ConnectWorker survivor = victim == w1 ? w2 : w1;
-        // Kill it while task 0 holds a transaction open (records of source
-        // partition seq-0 on the broker, not committed).
         Path hold0 = Path.of(holdPrefix + ".seq-0");
         await("source task 0 holds a transaction open", Duration.ofSeconds(30), () -> Files.exists(hold0));
         log(t0, "source tasks on " + tasksWorkers(st) + "; killing " + victim.name + " (" + victim.workerId()
