@@ -88,6 +88,12 @@ class ConnectClusterTest {
 
         @Override
         public void testSuccessful(ExtensionContext context) {
+            if (Boolean.getBoolean("connect.keepLogs")) { // -Dconnect.keepLogs=true
+                workers.forEach(w -> System.out.println("worker " + w.name + " log: " + w.logFile()));
+                System.out.println("broker log: " + broker.logFile());
+                workers.clear();
+                return;
+            }
             try {
                 if (broker != null) {
                     broker.deleteLog();
