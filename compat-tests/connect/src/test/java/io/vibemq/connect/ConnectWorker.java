@@ -67,11 +67,14 @@ final class ConnectWorker implements AutoCloseable {
         if (cp.isBlank()) {
             cp = System.getProperty("java.class.path");
         }
-        Path log4j = Path.of("src/test/resources/worker-log4j2.properties").toAbsolutePath();
+        java.net.URL log4j = ConnectWorker.class.getResource("/worker-log4j2.properties");
+        if (log4j == null) {
+            throw new IllegalStateException("worker-log4j2.properties is not on the test classpath");
+        }
         Path javaBin = Path.of(System.getProperty("java.home"), "bin", "java");
         List<String> cmd = new ArrayList<>(List.of(javaBin.toString(),
                 "-Xms64m", "-Xmx384m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-                "-Dlog4j2.configurationFile=" + log4j.toUri(),
+                "-Dlog4j2.configurationFile=" + log4j,
                 "-cp", cp,
                 "org.apache.kafka.connect.cli.ConnectDistributed", propsFile.toString()));
         Files.writeString(logFile, "=== connect-compat: start worker " + name + " on " + url() + "\n",
