@@ -181,7 +181,7 @@ class ConnectClusterTest {
 
         // Each connector is created through one worker and its status read
         // through the other: a follower forwards to the leader.
-        putConfig(w1, "seq-source", Map.ofEntries(
+        createConnector(w1, "seq-source", Map.ofEntries(
                 Map.entry("connector.class", SeqSourceConnector.class.getName()),
                 Map.entry("tasks.max", "2"),
                 Map.entry("topic", TOPIC),
@@ -199,7 +199,7 @@ class ConnectClusterTest {
                 Map.entry("transaction.boundary", "connector"),
                 Map.entry("topic.creation.default.replication.factor", "1"),
                 Map.entry("topic.creation.default.partitions", "2")));
-        putConfig(w2, "file-sink", Map.of(
+        createConnector(w2, "file-sink", Map.of(
                 "connector.class", FileSinkConnector.class.getName(),
                 "tasks.max", "1",
                 "topics", TOPIC,
@@ -281,19 +281,26 @@ class ConnectClusterTest {
 
     // ---- REST
 
-    static void putConfig(ConnectWorker w, String name, Map<String, String> config) throws Exception {
-        String body = JSON.writeValueAsString(config);
+    /** POST /connectors {"name": name, "config": config}. */
+    static void createConnector(ConnectWorker w, String name, Map<String, String> config) throws Exception {
+        String body = JSON.writeValueAsString(Map.of("name", name, "config", config));
         Instant deadline = Instant.now().plusSeconds(60);
+        boolean retried = false;
         while (true) {
-            HttpResponse<String> r = w.put("/connectors/" + name + "/config", body);
-            if (r.statusCode() == 200 || r.statusCode() == 201) {
+            HttpResponse<String> r = w.post("/connectors", body);
+            if (r.statusCode() == 201) {
+                return;
+            }
+            // A retry after a request that created it but timed out.
+            if (retried && r.statusCode() == 409 && r.body().contains("already exists")) {
                 return;
             }
             // 409: a rebalance is in progress; 500 with a timeout while the
             // leader is not known yet: retry.
             if (Instant.now().isAfter(deadline) || (r.statusCode() != 409 && r.statusCode() != 500)) {
-                fail("PUT /connectors/" + name + "/config: " + r.statusCode() + " " + r.body());
+                fail("POST /connectors (" + name + "): " + r.statusCode() + " " + r.body());
             }
+            retried = true;
             Thread.sleep(500);
         }
     }
