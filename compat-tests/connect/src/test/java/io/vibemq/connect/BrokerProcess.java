@@ -1,0 +1,207 @@
+package io.vibemq.connect;
+
+import java.io.IOException;
+import java.io.RandomAccessFile;
+import java.net.HttpURLConnection;
+import java.net.InetSocketAddress;
+import java.net.ServerSocket;
+import java.net.Socket;
+import java.net.URL;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.time.Instant;
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import java.util.stream.Stream;
+
+/**
+ * One {@code broker serve} child process on free loopback ports with a fresh
+ * temporary data directory: a minimal copy of compat-tests/java BrokerProcess (this module does not depend on that one).
+ * The binary comes from the system property {@code broker.bin} or the
+ * environment variable {@code BROKER_BIN}; build it with
+ * {@code go build -o broker ./cmd/broker}.
+ */
+final class BrokerProcess implements AutoCloseable {
+    static final Duration READY_TIMEOUT = Duration.ofSeconds(60);
+    static final Duration STOP_TIMEOUT = Duration.ofSeconds(30);
+    static final int LOG_TAIL_BYTES = 64 << 10;
+
+    private final Path dataDir;
+    private final Path logFile;
+    private final List<String> extraArgs;
+    private String kafkaAddr;
+    private String httpAddr;
+    private Process process;
+
+    private BrokerProcess(List<String> extraArgs) throws IOException {
+        this.dataDir = Files.createTempDirectory("connect-compat-data-");
+        this.logFile = Files.createTempFile("connect-compat-broker-", ".log");
+        this.extraArgs = extraArgs;
+    }
+
+    /** The broker binary, or an IllegalStateException that says how to get one. */
+    static Path brokerBinary() {
+        String bin = System.getProperty("broker.bin", "");
+        String from = "system property broker.bin";
+        if (bin.isBlank()) {
+            bin = System.getenv().getOrDefault("BROKER_BIN", "");
+            from = "environment variable BROKER_BIN";
+        }
+        if (bin.isBlank()) {
+            throw new IllegalStateException("no broker binary: build it with `go build -o broker ./cmd/broker` "
+                    + "and pass -Dbroker.bin=/abs/path/broker (or set BROKER_BIN)");
+        }
+        Path p = Path.of(bin).toAbsolutePath();
+        if (!Files.isRegularFile(p) || !Files.isExecutable(p)) {
+            throw new IllegalStateException("broker binary " + p + " (from " + from
+                    + ") does not exist or is not executable: build it with `go build -o broker ./cmd/broker`");
+        }
+        return p;
+    }
+
+    /** Starts a broker and waits until its Kafka port accepts and /readyz is 200. */
+    static BrokerProcess start(String... extraArgs) throws Exception {
+        Path bin = brokerBinary(); // before creating any temporary directory
+        BrokerProcess b = new BrokerProcess(List.of(extraArgs));
+        // A port picked free can be taken before the broker binds it: retry then only.
+        for (int attempt = 1; ; attempt++) {
+            b.kafkaAddr = "127.0.0.1:" + freePort();
+            b.httpAddr = "127.0.0.1:" + freePort();
+            String failure = b.tryStart(bin);
+            if (failure == null) {
+                return b;
+            }
+            if (attempt == 3 || !b.logTail().contains("address already in use")) {
+                String tail = b.logTail();
+                b.close();
+                throw new IllegalStateException("broker did not become ready: " + failure + "\nbroker log:\n" + tail);
+            }
+        }
+    }
+
+    private String tryStart(Path bin) throws Exception {
+        List<String> cmd = new ArrayList<>(List.of(bin.toString(), "serve",
+                "--data-dir", dataDir.toString(),
+                "--kafka-addr", kafkaAddr,
+                "--http-addr", httpAddr,
+                "--log-level", "info",
+                "--log-format", "json"));
+        cmd.addAll(extraArgs);
+        Files.writeString(logFile, "=== connect-compat: start: " + String.join(" ", cmd) + "\n",
+                StandardCharsets.UTF_8, java.nio.file.StandardOpenOption.APPEND);
+        ProcessBuilder pb = new ProcessBuilder(cmd);
+        // The broker refuses unknown BROKER_* variables (BROKER_BIN among them).
+        pb.environment().keySet().removeIf(k -> k.startsWith("BROKER_"));
+        pb.redirectErrorStream(true);
+        pb.redirectOutput(ProcessBuilder.Redirect.appendTo(logFile.toFile()));
+        process = pb.start();
+        Instant deadline = Instant.now().plus(READY_TIMEOUT);
+        String last = "not polled";
+        while (Instant.now().isBefore(deadline)) {
+            if (!process.isAlive()) {
+                return "exited with code " + process.exitValue();
+            }
+            last = probe();
+            if (last == null) {
+                return null;
+            }
+            Thread.sleep(50);
+        }
+        process.destroyForcibly().waitFor(10, TimeUnit.SECONDS);
+        return "not ready after " + READY_TIMEOUT + " (last: " + last + ")";
+    }
+
+    /** null when ready, else what is not ready yet. */
+    private String probe() {
+        try (Socket s = new Socket()) {
+            s.connect(hostPort(kafkaAddr), 1000);
+        } catch (IOException e) {
+            return "kafka port: " + e;
+        }
+        try {
+            HttpURLConnection c = (HttpURLConnection) new URL("http://" + httpAddr + "/readyz").openConnection();
+            c.setConnectTimeout(2000);
+            c.setReadTimeout(2000);
+            int code = c.getResponseCode();
+            c.disconnect();
+            return code == 200 ? null : "GET /readyz: " + code;
+        } catch (IOException e) {
+            return "GET /readyz: " + e;
+        }
+    }
+
+    private static InetSocketAddress hostPort(String addr) {
+        int i = addr.lastIndexOf(':');
+        return new InetSocketAddress(addr.substring(0, i), Integer.parseInt(addr.substring(i + 1)));
+    }
+
+    static int freePort() throws IOException {
+        try (ServerSocket s = new ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress())) {
+            return s.getLocalPort();
+        }
+    }
+
+    /** host:port of the Kafka listener, for bootstrap.servers. */
+    String bootstrap() {
+        return kafkaAddr;
+    }
+
+    boolean alive() {
+        return process != null && process.isAlive();
+    }
+
+    /** The last 64 KiB of the broker's log. */
+    String logTail() {
+        try (RandomAccessFile f = new RandomAccessFile(logFile.toFile(), "r")) {
+            long len = f.length();
+            long from = Math.max(0, len - LOG_TAIL_BYTES);
+            f.seek(from);
+            byte[] buf = new byte[(int) (len - from)];
+            f.readFully(buf);
+            return new String(buf, StandardCharsets.UTF_8);
+        } catch (IOException e) {
+            return "(cannot read broker log " + logFile + ": " + e + ")";
+        }
+    }
+
+    @Override
+    public void close() throws Exception {
+        stop();
+    }
+
+    /**
+     * SIGTERM, then SIGKILL after the stop timeout; removes the data
+     * directory. Returns null after a clean exit (code 0 within the
+     * timeout), else what went wrong.
+     */
+    String stop() throws Exception {
+        String problem = null;
+        if (process != null && process.isAlive()) {
+            process.destroy(); // SIGTERM
+            if (!process.waitFor(STOP_TIMEOUT.toSeconds(), TimeUnit.SECONDS)) {
+                process.destroyForcibly().waitFor(10, TimeUnit.SECONDS);
+                problem = "the broker did not exit within " + STOP_TIMEOUT + " of SIGTERM; killed it";
+            } else if (process.exitValue() != 0) {
+                problem = "the broker exited with code " + process.exitValue() + " after SIGTERM, want 0";
+            }
+        } else if (process != null) {
+            problem = "the broker had already exited with code " + process.exitValue();
+        }
+        try (Stream<Path> walk = Files.walk(dataDir)) {
+            walk.sorted(Comparator.reverseOrder()).forEach(p -> p.toFile().delete());
+        }
+        return problem;
+    }
+
+    void deleteLog() throws IOException {
+        Files.deleteIfExists(logFile);
+    }
+
+    Path logFile() {
+        return logFile;
+    }
+}
