@@ -78,10 +78,16 @@ func (p *Partition) read(offset int64, maxBytes int, minOne bool, dst []byte, co
 	// Pebble pools iterators, and a second Close would release one that is
 	// already in use by another reader.
 
-	// The batch holding offset starts at or before it; compaction may have
-	// left a gap, in which case the next batch after offset is returned.
-	valid := it.SeekLT(pebblestore.BatchKey(p.Topic.ID, p.Index, offset+1))
-	if valid {
+	// A consumer usually asks for the offset after its last batch, which is
+	// the base of the next one: a forward seek finds it exactly. Otherwise
+	// the batch holding offset starts before it (found by a backward seek,
+	// which makes Pebble copy a value still in the memtable: a whole batch
+	// per fetch at the tail, so it is the fallback); compaction may have left
+	// a gap, in which case the next batch after offset is returned.
+	valid := it.SeekGE(pebblestore.BatchKey(p.Topic.ID, p.Index, offset))
+	if valid && pebblestore.OffsetFromKey(it.Key()) == offset {
+		// The batch at offset starts there.
+	} else if valid = it.SeekLT(pebblestore.BatchKey(p.Topic.ID, p.Index, offset+1)); valid {
 		v, err := it.Value()
 		if err != nil {
 			_ = it.Close()
