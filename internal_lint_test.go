@@ -12,13 +12,15 @@ const module = "github.com/vibemq/broker"
 
 // forbidden lists, per package, imports that break the architecture's
 // direction (shared/design/ARCHITECTURE.md): arrows point down only, only
-// pebblestore imports Pebble, and the native-queue domains know no Kafka.
+// pebblestore imports Pebble, the native-queue domains know no Kafka, and
+// no domain knows HTTP (the native wire format, statuses included, is
+// httpapi's).
 var forbidden = map[string][]string{
-	"topics":      {"/kafkaproto", "/httpapi", "/retention", "/groups", "/txns", "/queues", "/events", "/cmd/"},
-	"groups":      {"/kafkaproto", "/httpapi", "/retention", "/txns", "/queues", "/events", "/cmd/"},
-	"queues":      {"/kafkaproto", "/httpapi", "/retention", "/groups", "/cmd/", "github.com/twmb/franz-go"},
-	"events":      {"/kafkaproto", "/httpapi", "/retention", "/groups", "/queues", "/cmd/", "github.com/twmb/franz-go"},
-	"txns":        {"/kafkaproto", "/httpapi", "/retention", "/groups", "/queues", "/events", "/cmd/"},
+	"topics":      {"/kafkaproto", "/httpapi", "/retention", "/groups", "/txns", "/queues", "/events", "/cmd/", "net/http"},
+	"groups":      {"/kafkaproto", "/httpapi", "/retention", "/txns", "/queues", "/events", "/cmd/", "net/http"},
+	"queues":      {"/kafkaproto", "/httpapi", "/retention", "/groups", "/cmd/", "github.com/twmb/franz-go", "net/http"},
+	"events":      {"/kafkaproto", "/httpapi", "/retention", "/groups", "/queues", "/cmd/", "github.com/twmb/franz-go", "net/http"},
+	"txns":        {"/kafkaproto", "/httpapi", "/retention", "/groups", "/queues", "/events", "/cmd/", "net/http"},
 	"retention":   {"/kafkaproto", "/httpapi", "/cmd/"},
 	"kafkaproto":  {"/httpapi", "/cmd/"},
 	"httpapi":     {"/kafkaproto", "/cmd/"},

@@ -24,11 +24,12 @@ type nativeError struct {
 
 func (e *nativeError) Error() string { return e.Code + ": " + e.Message }
 
-// nativeCodeStatus is the table of the error codes of the event store,
-// storage admin and request-decoding layers, with their HTTP statuses
-// (NATIVE-QUEUE.md §3.8). The queue API's codes are declared in
-// queues.Codes(); a code in both tables has the same status there
-// (TestErrorTablesAgree). /openapi.json lists both.
+// nativeCodeStatus is the one table of the native API's error codes and
+// their HTTP statuses (NATIVE-QUEUE.md §3.8), after nats-server's
+// errors.json: request decoding, the queue API (whose codes queues
+// declares, queues.Codes(): each has its status here,
+// TestQueueCodesHaveStatus), the event store, storage admin and the HTTP
+// listener's limits. /openapi.json lists it.
 var nativeCodeStatus = map[string]int{
 	// Request decoding (every native route).
 	"invalid_json":           http.StatusBadRequest,
@@ -45,6 +46,38 @@ var nativeCodeStatus = map[string]int{
 	"shutting_down":          http.StatusServiceUnavailable,
 	"storage_full":           http.StatusInsufficientStorage,
 	"internal":               http.StatusInternalServerError,
+
+	// Queue API (the codes of queues.Codes() not listed above).
+	"invalid_receipt":         http.StatusBadRequest,
+	"invalid_dedup_id":        http.StatusBadRequest,
+	"invalid_request_id":      http.StatusBadRequest,
+	"invalid_partition":       http.StatusBadRequest,
+	"priority_out_of_range":   http.StatusBadRequest,
+	"delay_exceeds_retention": http.StatusBadRequest,
+	"expire_in_past":          http.StatusBadRequest,
+	"fifo_disabled":           http.StatusBadRequest,
+	"dead_letter_not_found":   http.StatusBadRequest,
+	"dead_letter_cycle":       http.StatusBadRequest,
+	"batch_rejected":          http.StatusBadRequest,
+	"too_many_headers":        http.StatusBadRequest,
+	"reserved_header":         http.StatusBadRequest,
+	"wrong_queue":             http.StatusBadRequest,
+	"duplicate_in_request":    http.StatusBadRequest,
+	"queue_not_found":         http.StatusNotFound,
+	"queue_deleted":           http.StatusNotFound,
+	"group_not_found":         http.StatusNotFound,
+	"message_not_found":       http.StatusNotFound,
+	"not_found":               http.StatusNotFound,
+	"destination_not_found":   http.StatusNotFound,
+	"task_not_found":          http.StatusNotFound,
+	"queue_exists":            http.StatusConflict,
+	"queue_not_empty":         http.StatusConflict,
+	"queue_in_use":            http.StatusConflict,
+	"lease_lost":              http.StatusConflict,
+	"not_inflight":            http.StatusConflict,
+	"visibility_too_long":     http.StatusConflict,
+	"dedup_conflict":          http.StatusConflict,
+	"max_inflight_reached":    http.StatusTooManyRequests,
 
 	// Event store.
 	"invalid_name":              http.StatusBadRequest,
@@ -92,12 +125,17 @@ func (e *nativeError) with(key string, value any) *nativeError {
 	return e
 }
 
+// statusOf is the HTTP status of code, 500 for a code not in the table.
+func statusOf(code string) int {
+	if status, ok := nativeCodeStatus[code]; ok {
+		return status
+	}
+	return http.StatusInternalServerError
+}
+
 // writeNativeError writes e with the status of its code.
 func writeNativeError(w http.ResponseWriter, e *nativeError) {
-	status, ok := nativeCodeStatus[e.Code]
-	if !ok {
-		status = http.StatusInternalServerError
-	}
+	status := statusOf(e.Code)
 	if status == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", "1")
 	}

@@ -10,8 +10,6 @@ import (
 	"reflect"
 	"sort"
 	"sync"
-
-	"github.com/vibemq/broker/queues"
 )
 
 // The OpenAPI document of the native API is assembled from fragments, one
@@ -42,7 +40,6 @@ func addOpenAPIErrorCodes(table func() map[string]int) {
 
 func init() {
 	addOpenAPIErrorCodes(func() map[string]int { return nativeCodeStatus })
-	addOpenAPIErrorCodes(queues.Codes)
 }
 
 // OpenAPIDocument returns the merged document as JSON.

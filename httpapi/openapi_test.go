@@ -120,12 +120,12 @@ func TestOpenAPIDocument(t *testing.T) {
 	}
 }
 
-// TestErrorTablesAgree: a code in both the native table and the queue
-// table has one HTTP status.
-func TestErrorTablesAgree(t *testing.T) {
-	for code, status := range queues.Codes() {
-		if mine, ok := nativeCodeStatus[code]; ok && mine != status {
-			t.Errorf("code %s: %d in nativeCodeStatus, %d in queues.Codes()", code, mine, status)
+// TestQueueCodesHaveStatus: every code the queue API can return has its
+// HTTP status in the one table (a code missing there would answer 500).
+func TestQueueCodesHaveStatus(t *testing.T) {
+	for _, code := range queues.Codes() {
+		if _, ok := nativeCodeStatus[code]; !ok {
+			t.Errorf("queue code %s has no HTTP status in nativeCodeStatus", code)
 		}
 	}
 }

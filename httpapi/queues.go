@@ -87,10 +87,10 @@ func RegisterQueues(s *Server, e *queues.Engine, clock func() time.Time) {
 func (api *queueAPI) now() time.Time { return api.clock() }
 
 // writeQueueError writes err as {code, message, details} with the status
-// of its code in the queues error table.
+// of its code in the one error table (nativeCodeStatus).
 func writeQueueError(w http.ResponseWriter, err error) {
 	qe := queues.AsError(err)
-	status := qe.Status()
+	status := statusOf(qe.Code)
 	if status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", "1")
 	}

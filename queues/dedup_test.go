@@ -79,7 +79,7 @@ func TestDedupConflict(t *testing.T) {
 			t.Fatalf("strict item %d: %s, want %s: %+v", i, itemCode(res[i]), w, res)
 		}
 	}
-	if res[0].Error.Status() != 409 || res[0].Error.Details["id"] != "0:0" || res[0].Partition != -1 || res[4].ID != res[2].ID {
+	if res[0].Error.Code != CodeDedupConflict || res[0].Error.Details["id"] != "0:0" || res[0].Partition != -1 || res[4].ID != res[2].ID {
 		t.Fatalf("conflict item: %+v %+v", res[0].Error, res)
 	}
 	if r := en.sendItems("lax", t0+1, withID("b", "o-1")); itemCode(r[0]) != "duplicate" || r[0].ID != "0:0" {

@@ -3,15 +3,15 @@ package queues
 import (
 	"errors"
 	"fmt"
-	"net/http"
 
 	"github.com/vibemq/broker/pebblestore"
 )
 
 // Error is a queue API error: a stable lower_snake_case code, a sentence
-// for people and optional details (the field, the bounds). Every code and
-// its HTTP status is declared once, in codeStatus (after nats-server's
-// errors.json); batch items reuse the same codes.
+// for people and optional details (the field, the bounds). Every code is
+// declared once, below; the transport maps codes to its statuses (httpapi's
+// one error table, after nats-server's errors.json); batch items reuse the
+// same codes.
 type Error struct {
 	Code    string         `json:"code"`
 	Message string         `json:"message"`
@@ -25,9 +25,6 @@ func (e *Error) Error() string { return e.Code + ": " + e.Message }
 
 // Unwrap returns the store failure behind a storage error, else nil.
 func (e *Error) Unwrap() error { return e.cause }
-
-// Status is the HTTP status of the error's code (500 for an unknown code).
-func (e *Error) Status() int { return StatusOf(e.Code) }
 
 // The error codes of the queue API (NATIVE-QUEUE.md §3.8).
 const (
@@ -83,75 +80,62 @@ const (
 	CodeInternal             = "internal"
 )
 
-// codeStatus is the one table of codes and HTTP statuses.
-var codeStatus = map[string]int{
-	CodeInvalidJSON:          http.StatusBadRequest,
-	CodeUnknownField:         http.StatusBadRequest,
-	CodeInvalidName:          http.StatusBadRequest,
-	CodeReservedName:         http.StatusBadRequest,
-	CodeOutOfRange:           http.StatusBadRequest,
-	CodeInvalidEnum:          http.StatusBadRequest,
-	CodeConflictingFields:    http.StatusBadRequest,
-	CodeInvalidBody:          http.StatusBadRequest,
-	CodeInvalidBase64:        http.StatusBadRequest,
-	CodeInvalidID:            http.StatusBadRequest,
-	CodeInvalidReceipt:       http.StatusBadRequest,
-	CodeInvalidDedupID:       http.StatusBadRequest,
-	CodeInvalidRequestID:     http.StatusBadRequest,
-	CodeInvalidPartition:     http.StatusBadRequest,
-	CodePriorityOutOfRange:   http.StatusBadRequest,
-	CodeDelayExceedsRetain:   http.StatusBadRequest,
-	CodeExpireInPast:         http.StatusBadRequest,
-	CodeFIFODisabled:         http.StatusBadRequest,
-	CodeDeadLetterNotFound:   http.StatusBadRequest,
-	CodeDeadLetterCycle:      http.StatusBadRequest,
-	CodeBatchRejected:        http.StatusBadRequest,
-	CodeTooManyHeaders:       http.StatusBadRequest,
-	CodeReservedHeader:       http.StatusBadRequest,
-	CodeWrongQueue:           http.StatusBadRequest,
-	CodeDuplicateInRequest:   http.StatusBadRequest,
-	CodeQueueNotFound:        http.StatusNotFound,
-	CodeQueueDeleted:         http.StatusNotFound,
-	CodeGroupNotFound:        http.StatusNotFound,
-	CodeMessageNotFound:      http.StatusNotFound,
-	CodeNotFound:             http.StatusNotFound,
-	CodeDestinationNotFound:  http.StatusNotFound,
-	CodeTaskNotFound:         http.StatusNotFound,
-	CodeQueueExists:          http.StatusConflict,
-	CodeTopicExists:          http.StatusConflict,
-	CodeQueueNotEmpty:        http.StatusConflict,
-	CodeQueueInUse:           http.StatusConflict,
-	CodeImmutableField:       http.StatusConflict,
-	CodeTaskAlreadyRunning:   http.StatusConflict,
-	CodeLeaseLost:            http.StatusConflict,
-	CodeNotInflight:          http.StatusConflict,
-	CodeVisibilityTooLong:    http.StatusConflict,
-	CodeDedupConflict:        http.StatusConflict,
-	CodeRequestTooLarge:      http.StatusRequestEntityTooLarge,
-	CodeMessageTooLarge:      http.StatusRequestEntityTooLarge,
-	CodeUnsupportedMediaType: http.StatusUnsupportedMediaType,
-	CodeMaxInflightReached:   http.StatusTooManyRequests,
-	CodeStorageUnavailable:   http.StatusServiceUnavailable,
-	CodeShuttingDown:         http.StatusServiceUnavailable,
-	CodeStorageFull:          http.StatusInsufficientStorage,
-	CodeInternal:             http.StatusInternalServerError,
-}
+// Codes returns every error code of the queue API. Their HTTP statuses
+// are the transport's business: httpapi's one table of codes
+// (nativeCodeStatus) holds a status for each (TestQueueCodesHaveStatus).
+func Codes() []string { return append([]string(nil), allCodes...) }
 
-// StatusOf returns the HTTP status of code, 500 for an unknown code.
-func StatusOf(code string) int {
-	if s, ok := codeStatus[code]; ok {
-		return s
-	}
-	return http.StatusInternalServerError
-}
-
-// Codes returns every code of the table (for documentation and tests).
-func Codes() map[string]int {
-	out := make(map[string]int, len(codeStatus))
-	for k, v := range codeStatus {
-		out[k] = v
-	}
-	return out
+var allCodes = []string{
+	CodeInvalidJSON,
+	CodeUnknownField,
+	CodeInvalidName,
+	CodeReservedName,
+	CodeOutOfRange,
+	CodeInvalidEnum,
+	CodeConflictingFields,
+	CodeInvalidBody,
+	CodeInvalidBase64,
+	CodeInvalidID,
+	CodeInvalidReceipt,
+	CodeInvalidDedupID,
+	CodeInvalidRequestID,
+	CodeInvalidPartition,
+	CodePriorityOutOfRange,
+	CodeDelayExceedsRetain,
+	CodeExpireInPast,
+	CodeFIFODisabled,
+	CodeDeadLetterNotFound,
+	CodeDeadLetterCycle,
+	CodeBatchRejected,
+	CodeTooManyHeaders,
+	CodeReservedHeader,
+	CodeWrongQueue,
+	CodeDuplicateInRequest,
+	CodeQueueNotFound,
+	CodeQueueDeleted,
+	CodeGroupNotFound,
+	CodeMessageNotFound,
+	CodeNotFound,
+	CodeDestinationNotFound,
+	CodeTaskNotFound,
+	CodeQueueExists,
+	CodeTopicExists,
+	CodeQueueNotEmpty,
+	CodeQueueInUse,
+	CodeImmutableField,
+	CodeTaskAlreadyRunning,
+	CodeLeaseLost,
+	CodeNotInflight,
+	CodeVisibilityTooLong,
+	CodeDedupConflict,
+	CodeRequestTooLarge,
+	CodeMessageTooLarge,
+	CodeUnsupportedMediaType,
+	CodeMaxInflightReached,
+	CodeStorageUnavailable,
+	CodeShuttingDown,
+	CodeStorageFull,
+	CodeInternal,
 }
 
 func errf(code, format string, args ...any) *Error {
