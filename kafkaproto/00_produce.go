@@ -1,6 +1,6 @@
 package kafkaproto
 
-// Produce: v3-v11 (v0-v2 advertised, answered UNSUPPORTED_VERSION)
+// Produce: v0-v11
 //
 // Behavior:
 //   - acks must be -1, 0 or 1, else INVALID_REQUIRED_ACKS. On a single node
@@ -41,8 +41,13 @@ package kafkaproto
 //     NOT_LEADER_OR_FOLLOWER instead, as Kafka answers it.
 //
 // Version notes:
-//   - v0-v2 are advertised so that older librdkafka builds enable
-//     compression (KAFKA-18659), and rejected with UNSUPPORTED_VERSION.
+//   - v0-v2 carry a message set of magic 0 or 1 (topics/legacy.go), which is
+//     converted to one v2 batch before the append, as Kafka did until 4.0
+//     removed these versions (KIP-896); a v2 batch in them is INVALID_RECORD.
+//     Old clients pinned to Kafka 0.8-0.10 (sarama before 1.32 by default)
+//     keep working. Magic-0 messages, which have no timestamp, get the
+//     append time. Kafka 4 advertises them only for KAFKA-18659 and answers
+//     UNSUPPORTED_VERSION.
 //   - v8 adds per-partition error messages (KIP-467).
 
 import (
@@ -52,8 +57,7 @@ import (
 )
 
 func init() {
-	reg := register(kmsg.Produce, 3, 11, (*Server).handleProduce)
-	reg.advertisedMin = 0
+	register(kmsg.Produce, 0, 11, (*Server).handleProduce)
 }
 
 func (s *Server) handleProduce(r *request) (reply, error) {
@@ -62,8 +66,6 @@ func (s *Server) handleProduce(r *request) (reply, error) {
 
 	var fixedErr int16
 	switch {
-	case req.Version < 3:
-		fixedErr = kerr.UnsupportedVersion.Code
 	case req.Acks != -1 && req.Acks != 0 && req.Acks != 1:
 		fixedErr = kerr.InvalidRequiredAcks.Code
 	}
@@ -124,8 +126,16 @@ func (s *Server) handleProduce(r *request) (reply, error) {
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				continue
 			}
-			if topics.IsTransactionalBatch(rp.Records) {
-				if h, err := topics.ParseBatchHeader(rp.Records); err == nil {
+			batch := rp.Records
+			if req.Version < 3 {
+				var err error
+				if batch, err = topics.UpconvertMessageSet(batch, s.now()); err != nil {
+					sp.ErrorCode = errorCode(err)
+					continue
+				}
+			}
+			if topics.IsTransactionalBatch(batch) {
+				if h, err := topics.ParseBatchHeader(batch); err == nil {
 					if s.cfg.Txns == nil {
 						sp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
 						continue
@@ -139,7 +149,7 @@ func (s *Server) handleProduce(r *request) (reply, error) {
 					}
 				}
 			}
-			a := &topics.Append{Partition: p, Batch: rp.Records}
+			a := &topics.Append{Partition: p, Batch: batch}
 			appends = append(appends, a)
 			slots = append(slots, slot{ti, pi, a})
 		}

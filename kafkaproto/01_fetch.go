@@ -1,6 +1,6 @@
 package kafkaproto
 
-// Fetch: v4-v16
+// Fetch: v0-v16
 //
 // Behavior:
 //   - Batches are returned as stored, byte for byte, never re-encoded. Only
@@ -28,7 +28,13 @@ package kafkaproto
 // Version notes:
 //   - v13 names topics by ID (KIP-516): unknown IDs get UNKNOWN_TOPIC_ID.
 //   - v12 adds tagged fields; diverging epochs are never reported.
-//   - v4 is the oldest version: it is the first with record batches.
+//   - v4 is the first with record batches. v0-v3 answer a message set
+//     converted down from the stored batches (topics.DownconvertBatches:
+//     magic 0 for v0-v1, magic 1 for v2-v3; no headers, no control
+//     batches, records below the fetch offset left out), as Kafka did until
+//     4.0 removed these versions (KIP-896). They have no isolation level:
+//     they read uncommitted. The conversion's output, not the stored bytes,
+//     counts against max_bytes.
 
 import (
 	"time"
@@ -38,7 +44,7 @@ import (
 	"github.com/vibemq/broker/topics"
 )
 
-func init() { register(kmsg.Fetch, 4, 16, (*Server).handleFetch) }
+func init() { register(kmsg.Fetch, 0, 16, (*Server).handleFetch) }
 
 // maxFetchResponseBytes caps one fetch response whatever the client asks.
 const maxFetchResponseBytes = 64 << 20
@@ -374,6 +380,9 @@ func (s *Server) readFetchItems(req *kmsg.FetchRequest, items []*fetchItem) (int
 		} else {
 			it.records, it.res, err = it.p.Read(it.offset, limit, total == 0, it.records)
 		}
+		if err == nil && req.Version < 4 {
+			err = it.downconvert(req.Version, limit, total == 0)
+		}
 		if err != nil {
 			it.readErr = errorCode(err)
 			anyErr = true
@@ -382,4 +391,33 @@ func (s *Server) readFetchItems(req *kmsg.FetchRequest, items []*fetchItem) (int
 		total += it.res.Bytes
 	}
 	return total, anyErr
+}
+
+// downconvert replaces the item's record batches with the message set a
+// Fetch v0-v3 client reads, and its byte count with the set's size. The set
+// holds at most limit bytes unless first is set (then at least one message,
+// as for batches).
+func (it *fetchItem) downconvert(version int16, limit int, first bool) error {
+	if len(it.records) == 0 {
+		return nil
+	}
+	magic := int8(1)
+	if version < 2 {
+		magic = 0
+	}
+	if first {
+		limit = max(limit, 1)
+	}
+	set, _, err := topics.DownconvertBatches(getBuffer(len(it.records))[:0], it.records, magic, it.offset, limit)
+	if err != nil {
+		putBuffer(set)
+		return err
+	}
+	if !first && len(set) > limit {
+		set = set[:0]
+	}
+	putBuffer(it.records)
+	it.records = set
+	it.res.Bytes = len(set)
+	return nil
 }

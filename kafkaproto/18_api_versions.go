@@ -45,7 +45,7 @@ func apiVersionsList(resp *kmsg.ApiVersionsResponse) *kmsg.ApiVersionsResponse {
 	for _, reg := range sortedRegistrations() {
 		k := kmsg.NewApiVersionsResponseApiKey()
 		k.ApiKey = reg.key
-		k.MinVersion = reg.advertisedMin
+		k.MinVersion = reg.minVersion
 		k.MaxVersion = reg.maxVersion
 		resp.ApiKeys = append(resp.ApiKeys, k)
 	}

@@ -37,10 +37,6 @@ type registration struct {
 	minVersion int16
 	maxVersion int16
 	handle     handler
-	// advertisedMin is the lowest version listed in ApiVersions; it may be
-	// below minVersion when old versions are advertised only to be answered
-	// with UNSUPPORTED_VERSION (Produce v0-v2, KAFKA-18659).
-	advertisedMin int16
 }
 
 var registry = map[int16]*registration{}
@@ -60,7 +56,7 @@ func register(key kmsg.Key, minVersion, maxVersion int16, h handler) *registrati
 	if req == nil || maxVersion > req.MaxVersion() {
 		panic(fmt.Sprintf("kafkaproto: API key %d v%d is beyond what kmsg knows", k, maxVersion))
 	}
-	r := &registration{key: k, minVersion: minVersion, maxVersion: maxVersion, handle: h, advertisedMin: minVersion}
+	r := &registration{key: k, minVersion: minVersion, maxVersion: maxVersion, handle: h}
 	registry[k] = r
 	return r
 }

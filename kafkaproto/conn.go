@@ -319,13 +319,13 @@ func (c *conn) decode(body []byte) (*request, error) {
 	if reg == nil {
 		return nil, fmt.Errorf("%w: unknown api key %d", errFrame, key)
 	}
-	if version < reg.advertisedMin || version > reg.maxVersion {
+	if version < reg.minVersion || version > reg.maxVersion {
 		if key == int16(kmsg.ApiVersions) {
 			c.beginRequest()
 			c.replies <- queued{corr: corr, version: 0, key: key, reply: reply{resp: unsupportedApiVersions()}}
 			return nil, nil
 		}
-		return nil, fmt.Errorf("%w: api key %d version %d is not supported (supported %d-%d)", errFrame, key, version, reg.advertisedMin, reg.maxVersion)
+		return nil, fmt.Errorf("%w: api key %d version %d is not supported (supported %d-%d)", errFrame, key, version, reg.minVersion, reg.maxVersion)
 	}
 	kreq := kmsg.RequestForKey(key)
 	kreq.SetVersion(version)
