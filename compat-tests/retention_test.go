@@ -521,7 +521,9 @@ func TestTopicConfigRoundTrip(t *testing.T) {
 	for _, e := range results[0].Configs {
 		seen[e.Name] = e
 	}
-	if e := seen["segment.ms"]; e.Value != "100" || len(e.Synonyms) != 2 || e.Documentation == nil || *e.Documentation == "" {
+	// One synonym, the topic's own: log.roll.ms has no default of its own
+	// in Kafka (it defers to log.roll.hours), so no DEFAULT_CONFIG synonym.
+	if e := seen["segment.ms"]; e.Value != "100" || len(e.Synonyms) != 1 || e.Documentation == nil || *e.Documentation == "" {
 		t.Errorf("sarama sees segment.ms %q with %d synonyms, documentation %v", e.Value, len(e.Synonyms), e.Documentation)
 	}
 	if e := seen["cleanup.policy"]; e.Value != "delete,compact" || e.Source != sarama.SourceTopic {

@@ -145,10 +145,12 @@ func (s *Server) describeConfigEntry(req *kmsg.DescribeConfigsRequest, name stri
 				c.ConfigSynonyms = append(c.ConfigSynonyms, syn)
 			}
 		}
-		dv := e.Def.Default
-		syn := kmsg.NewDescribeConfigsResponseResourceConfigConfigSynonym()
-		syn.Name, syn.Value, syn.Source = synonym, &dv, kmsg.ConfigSourceDefaultConfig
-		c.ConfigSynonyms = append(c.ConfigSynonyms, syn)
+		if !e.Def.NoDefaultSynonym {
+			dv := e.Def.Default
+			syn := kmsg.NewDescribeConfigsResponseResourceConfigConfigSynonym()
+			syn.Name, syn.Value, syn.Source = synonym, &dv, kmsg.ConfigSourceDefaultConfig
+			c.ConfigSynonyms = append(c.ConfigSynonyms, syn)
+		}
 	}
 	return c
 }

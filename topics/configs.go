@@ -40,6 +40,17 @@ type ConfigDef struct {
 	// Internal configs (Kafka's defineInternal) are accepted but never
 	// listed by DescribeConfigs.
 	Internal bool
+	// Removed configs (dropped by Kafka 4.0) are accepted from 3.x clients
+	// and listed by DescribeConfigs only where set on the topic, as Kafka 4
+	// lists no such config.
+	Removed bool
+	// NoDefaultSynonym: DescribeConfigs lists no DEFAULT_CONFIG synonym
+	// for the config, as Kafka lists none where the config has no broker
+	// counterpart (remote.*, *.replication.throttled.replicas) or the
+	// counterpart has no default of its own (log.retention.ms and
+	// log.roll.ms defer to their hours settings; log.flush.interval.ms and
+	// log.roll.jitter.ms are null by default).
+	NoDefaultSynonym bool
 	// check, when set, replaces the generic checks after the type is
 	// parsed: it returns "" or why the value is wrong.
 	check func(v string) string
@@ -51,7 +62,7 @@ const maxLong = 1<<63 - 1
 // defaults of Kafka 4.x (storage LogConfig, TopicConfig), sorted by name.
 // Configs removed in Kafka 4.0 that 3.x clients still send
 // (message.timestamp.difference.max.ms, message.downconversion.enable) are
-// accepted too.
+// accepted too (Removed).
 var topicConfigDefs = []ConfigDef{
 	{Name: "cleanup.policy", Default: "delete", Type: ConfigTypeList, BrokerSynonym: "log.cleanup.policy", Allowed: []string{"delete", "compact"}, Doc: "A comma-separated list of delete (drop old segments by retention.ms and retention.bytes) and compact (keep the latest record per key); an empty list keeps everything."},
 	{Name: "compression.gzip.level", Default: "-1", Type: ConfigTypeInt, BrokerSynonym: "compression.gzip.level", check: checkLevel(1, 9, -1), Doc: "Accepted for compatibility; batches are stored as the producer compressed them."},
@@ -61,33 +72,33 @@ var topicConfigDefs = []ConfigDef{
 	{Name: "delete.retention.ms", Default: "86400000", Type: ConfigTypeLong, BrokerSynonym: "log.cleaner.delete.retention.ms", HasRange: true, Min: 0, Max: maxLong, Doc: "How long a tombstone stays readable on a compacted topic after the first compaction that keeps it."},
 	{Name: "file.delete.delay.ms", Default: "60000", Type: ConfigTypeLong, BrokerSynonym: "log.segment.delete.delay.ms", HasRange: true, Min: 0, Max: maxLong, Doc: "Accepted for compatibility; deleted data is removed at once."},
 	{Name: "flush.messages", Default: "9223372036854775807", Type: ConfigTypeLong, BrokerSynonym: "log.flush.interval.messages", HasRange: true, Min: 1, Max: maxLong, Doc: "Accepted for compatibility; every acknowledged write is fsynced."},
-	{Name: "flush.ms", Default: "9223372036854775807", Type: ConfigTypeLong, BrokerSynonym: "log.flush.interval.ms", HasRange: true, Min: 0, Max: maxLong, Doc: "Accepted for compatibility; every acknowledged write is fsynced."},
-	{Name: "follower.replication.throttled.replicas", Default: "", Type: ConfigTypeList, BrokerSynonym: "follower.replication.throttled.replicas", check: checkThrottledReplicas, Doc: "Accepted for compatibility; a single broker does not replicate."},
+	{Name: "flush.ms", NoDefaultSynonym: true, Default: "9223372036854775807", Type: ConfigTypeLong, BrokerSynonym: "log.flush.interval.ms", HasRange: true, Min: 0, Max: maxLong, Doc: "Accepted for compatibility; every acknowledged write is fsynced."},
+	{Name: "follower.replication.throttled.replicas", NoDefaultSynonym: true, Default: "", Type: ConfigTypeList, BrokerSynonym: "follower.replication.throttled.replicas", check: checkThrottledReplicas, Doc: "Accepted for compatibility; a single broker does not replicate."},
 	{Name: "index.interval.bytes", Default: "4096", Type: ConfigTypeInt, BrokerSynonym: "log.index.interval.bytes", HasRange: true, Min: 0, Max: math.MaxInt32, Doc: "Accepted for compatibility."},
 	{Name: "internal.segment.bytes", Default: "", Type: ConfigTypeInt, Internal: true, HasRange: true, Min: 1, Max: math.MaxInt32, Doc: "segment.bytes without its lower bound, for tests (Kafka's internal.segment.bytes)."},
-	{Name: "leader.replication.throttled.replicas", Default: "", Type: ConfigTypeList, BrokerSynonym: "leader.replication.throttled.replicas", check: checkThrottledReplicas, Doc: "Accepted for compatibility; a single broker does not replicate."},
+	{Name: "leader.replication.throttled.replicas", NoDefaultSynonym: true, Default: "", Type: ConfigTypeList, BrokerSynonym: "leader.replication.throttled.replicas", check: checkThrottledReplicas, Doc: "Accepted for compatibility; a single broker does not replicate."},
 	{Name: "local.retention.bytes", Default: "-2", Type: ConfigTypeLong, BrokerSynonym: "log.local.retention.bytes", HasRange: true, Min: -2, Max: maxLong, Doc: "Tiered storage is not available; accepted for compatibility."},
 	{Name: "local.retention.ms", Default: "-2", Type: ConfigTypeLong, BrokerSynonym: "log.local.retention.ms", HasRange: true, Min: -2, Max: maxLong, Doc: "Tiered storage is not available; accepted for compatibility."},
 	{Name: "max.compaction.lag.ms", Default: "9223372036854775807", Type: ConfigTypeLong, BrokerSynonym: "log.cleaner.max.compaction.lag.ms", HasRange: true, Min: 1, Max: maxLong, Doc: "Longest time a record may stay uncompacted; segments of compacted topics also close after it."},
 	{Name: "max.message.bytes", Default: "1048588", Type: ConfigTypeInt, BrokerSynonym: "message.max.bytes", HasRange: true, Min: 0, Max: math.MaxInt32, Doc: "Largest record batch the topic accepts."},
-	{Name: "message.downconversion.enable", Default: "true", Type: ConfigTypeBoolean, BrokerSynonym: "log.message.downconversion.enable", Doc: "Removed in Kafka 4.0; accepted for 3.x clients. Old message formats are never served."},
+	{Name: "message.downconversion.enable", Default: "true", Type: ConfigTypeBoolean, BrokerSynonym: "log.message.downconversion.enable", Removed: true, Doc: "Removed in Kafka 4.0; accepted for 3.x clients and ignored: Fetch v0-v3 are always answered with converted message sets."},
 	{Name: "message.timestamp.after.max.ms", Default: "3600000", Type: ConfigTypeLong, BrokerSynonym: "log.message.timestamp.after.max.ms", HasRange: true, Min: 0, Max: maxLong, Doc: "How far after the broker's clock a CreateTime timestamp may be; later records get INVALID_TIMESTAMP."},
 	{Name: "message.timestamp.before.max.ms", Default: "9223372036854775807", Type: ConfigTypeLong, BrokerSynonym: "log.message.timestamp.before.max.ms", HasRange: true, Min: 0, Max: maxLong, Doc: "How far before the broker's clock a CreateTime timestamp may be; earlier records get INVALID_TIMESTAMP."},
-	{Name: "message.timestamp.difference.max.ms", Default: "9223372036854775807", Type: ConfigTypeLong, BrokerSynonym: "log.message.timestamp.difference.max.ms", HasRange: true, Min: 0, Max: maxLong, Doc: "Removed in Kafka 4.0 (KIP-937); accepted for 3.x clients and applied as a bound in both directions on top of the before and after limits."},
+	{Name: "message.timestamp.difference.max.ms", Default: "9223372036854775807", Type: ConfigTypeLong, BrokerSynonym: "log.message.timestamp.difference.max.ms", Removed: true, HasRange: true, Min: 0, Max: maxLong, Doc: "Removed in Kafka 4.0 (KIP-937); accepted for 3.x clients and applied as a bound in both directions on top of the before and after limits."},
 	{Name: "message.timestamp.type", Default: "CreateTime", Type: ConfigTypeString, BrokerSynonym: "log.message.timestamp.type", Allowed: []string{"CreateTime", "LogAppendTime"}, Doc: "CreateTime keeps the producer's timestamps; LogAppendTime stamps the broker's time."},
 	{Name: "min.cleanable.dirty.ratio", Default: "0.5", Type: ConfigTypeDouble, BrokerSynonym: "log.cleaner.min.cleanable.ratio", HasRange: true, Min: 0, Max: 1, Doc: "Share of not yet compacted bytes above which a compacted partition is cleaned."},
 	{Name: "min.compaction.lag.ms", Default: "0", Type: ConfigTypeLong, BrokerSynonym: "log.cleaner.min.compaction.lag.ms", HasRange: true, Min: 0, Max: maxLong, Doc: "Shortest time a record stays uncompacted."},
 	{Name: "min.insync.replicas", Default: "1", Type: ConfigTypeInt, BrokerSynonym: "min.insync.replicas", HasRange: true, Min: 1, Max: math.MaxInt32, Doc: "Single node: always satisfied."},
 	{Name: "preallocate", Default: "false", Type: ConfigTypeBoolean, BrokerSynonym: "log.preallocate", Doc: "Accepted for compatibility."},
-	{Name: "remote.log.copy.disable", Default: "false", Type: ConfigTypeBoolean, Doc: "Tiered storage is not available; accepted for compatibility."},
-	{Name: "remote.log.delete.on.disable", Default: "false", Type: ConfigTypeBoolean, Doc: "Tiered storage is not available; accepted for compatibility."},
-	{Name: "remote.storage.enable", Default: "false", Type: ConfigTypeBoolean, check: checkRemoteStorage, Doc: "Tiered storage is not available: only false is accepted."},
+	{Name: "remote.log.copy.disable", NoDefaultSynonym: true, Default: "false", Type: ConfigTypeBoolean, Doc: "Tiered storage is not available; accepted for compatibility."},
+	{Name: "remote.log.delete.on.disable", NoDefaultSynonym: true, Default: "false", Type: ConfigTypeBoolean, Doc: "Tiered storage is not available; accepted for compatibility."},
+	{Name: "remote.storage.enable", NoDefaultSynonym: true, Default: "false", Type: ConfigTypeBoolean, check: checkRemoteStorage, Doc: "Tiered storage is not available: only false is accepted."},
 	{Name: "retention.bytes", Default: "-1", Type: ConfigTypeLong, BrokerSynonym: "log.retention.bytes", HasRange: true, Min: math.MinInt64, Max: maxLong, Doc: "Largest size of a partition before its oldest segments are deleted; negative means no limit."},
-	{Name: "retention.ms", Default: "604800000", Type: ConfigTypeLong, BrokerSynonym: "log.retention.ms", HasRange: true, Min: -1, Max: maxLong, Doc: "How long a segment is kept after its newest record's timestamp; -1 means forever."},
+	{Name: "retention.ms", NoDefaultSynonym: true, Default: "604800000", Type: ConfigTypeLong, BrokerSynonym: "log.retention.ms", HasRange: true, Min: -1, Max: maxLong, Doc: "How long a segment is kept after its newest record's timestamp; -1 means forever."},
 	{Name: "segment.bytes", Default: "1073741824", Type: ConfigTypeInt, BrokerSynonym: "log.segment.bytes", HasRange: true, Min: 1 << 20, Max: math.MaxInt32, Doc: "Size at which a segment, the unit of retention and compaction, is closed."},
 	{Name: "segment.index.bytes", Default: "10485760", Type: ConfigTypeInt, BrokerSynonym: "log.index.size.max.bytes", HasRange: true, Min: 4, Max: math.MaxInt32, Doc: "Accepted for compatibility."},
-	{Name: "segment.jitter.ms", Default: "0", Type: ConfigTypeLong, BrokerSynonym: "log.roll.jitter.ms", HasRange: true, Min: 0, Max: maxLong, Doc: "Accepted for compatibility; segments close without jitter."},
-	{Name: "segment.ms", Default: "604800000", Type: ConfigTypeLong, BrokerSynonym: "log.roll.ms", HasRange: true, Min: 1, Max: maxLong, Doc: "Time after its first record's timestamp at which a segment is closed by the next append."},
+	{Name: "segment.jitter.ms", NoDefaultSynonym: true, Default: "0", Type: ConfigTypeLong, BrokerSynonym: "log.roll.jitter.ms", HasRange: true, Min: 0, Max: maxLong, Doc: "Accepted for compatibility; segments close without jitter."},
+	{Name: "segment.ms", NoDefaultSynonym: true, Default: "604800000", Type: ConfigTypeLong, BrokerSynonym: "log.roll.ms", HasRange: true, Min: 1, Max: maxLong, Doc: "Time after its first record's timestamp at which a segment is closed by the next append."},
 	{Name: "unclean.leader.election.enable", Default: "false", Type: ConfigTypeBoolean, BrokerSynonym: "unclean.leader.election.enable", Doc: "Single node: no effect."},
 }
 

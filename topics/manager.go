@@ -467,6 +467,9 @@ func (t *Topic) EffectiveConfigs() []ConfigEntry {
 		if d.Internal {
 			continue
 		}
+		if _, set := t.configs[d.Name]; d.Removed && !set {
+			continue
+		}
 		e := ConfigEntry{Def: d, Value: d.Default, Source: SourceDefault}
 		if v, ok := t.m.cfg.BrokerDefaults[d.Name]; ok {
 			e.Value, e.Source = v, SourceStaticBroker
@@ -485,7 +488,7 @@ func (m *Manager) BrokerConfigEntries() []ConfigEntry {
 	out := make([]ConfigEntry, 0, len(topicConfigDefs))
 	for i := range topicConfigDefs {
 		d := &topicConfigDefs[i]
-		if d.Internal || d.BrokerSynonym == "" {
+		if d.Internal || d.Removed || d.BrokerSynonym == "" {
 			continue
 		}
 		e := ConfigEntry{Def: d, Value: d.Default, Source: SourceDefault}

@@ -1,0 +1,597 @@
+package compattests
+
+import (
+	"fmt"
+	"hash/crc32"
+	"reflect"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// The differential test (issue: the Java ecosystem, part 6a): the same
+// request sequence goes to our broker and to Apache Kafka, at every version
+// both advertise, and the responses are compared field by field after
+// normalization (IDs, ports, throttle times, error message texts, which
+// legitimately differ). A difference is either fixed or listed in
+// diffDeviations with its reason (and in DESIGN.md, Deviations from Apache
+// Kafka).
+
+// diffEnv is one broker's side of a differential run.
+type diffEnv struct {
+	t        *testing.T
+	name     string // "broker" or "apache-kafka"
+	addr     string
+	conn     *rawConn
+	versions map[int16][2]int16  // this broker's ranges
+	common   map[int16][2]int16  // ranges both brokers advertise
+	topicIDs map[string][16]byte // learned from Metadata responses
+	out      []diffResult
+}
+
+// diffResult is one normalized response.
+type diffResult struct {
+	label  string
+	fields map[string]string
+}
+
+// do sends req on the env's connection and records its normalized
+// response under label.
+func (e *diffEnv) do(label string, req kmsg.Request) kmsg.Response {
+	e.t.Helper()
+	resp := e.conn.roundTrip(req)
+	if m, ok := resp.(*kmsg.MetadataResponse); ok {
+		for _, t := range m.Topics {
+			if t.Topic != nil && t.TopicID != ([16]byte{}) {
+				e.topicIDs[*t.Topic] = t.TopicID
+			}
+		}
+	}
+	fields := map[string]string{}
+	diffFlatten(reflect.ValueOf(resp).Elem(), "", fields)
+	e.out = append(e.out, diffResult{label: fmt.Sprintf("%s v%d %s", kmsg.NameForKey(req.Key()), req.GetVersion(), label), fields: fields})
+	return resp
+}
+
+// each calls fn for every version of key that both brokers serve.
+func (e *diffEnv) each(key kmsg.Key, fn func(v int16)) {
+	r, ok := e.common[int16(key)]
+	if !ok {
+		return
+	}
+	for v := r[0]; v <= r[1]; v++ {
+		fn(v)
+	}
+}
+
+// diffIgnored are response fields whose values differ between any two
+// correct brokers.
+var diffIgnored = map[string]bool{
+	"ThrottleMillis": true,
+	"UnknownTags":    true,
+	"ErrorMessage":   true, // texts differ; the code is compared
+	"Message":        true,
+	"Port":           true,
+	"ClusterID":      true,
+	"Version":        true,
+	"Documentation":  true, // ours describe our behaviour in our words
+	"Dir":            true, // each broker's own data directory
+}
+
+// diffPresence are fields compared only as set or unset (IDs each broker
+// makes up).
+var diffPresence = map[string]bool{
+	"TopicID":                   true,
+	"MemberID":                  true,
+	"ProducerID":                true,
+	"SessionID":                 true,
+	"LeaderID":                  true,
+	"Leader":                    true,
+	"TransactionStartTimestamp": true,
+	"TotalBytes":                true,
+	"UsableBytes":               true,
+}
+
+// diffFlatten writes v's leaves into out as path -> value.
+func diffFlatten(v reflect.Value, path string, out map[string]string) {
+	switch v.Kind() {
+	case reflect.Pointer:
+		if v.IsNil() {
+			out[path] = "null"
+			return
+		}
+		diffFlatten(v.Elem(), path, out)
+	case reflect.Struct:
+		for i := 0; i < v.NumField(); i++ {
+			f := v.Type().Field(i)
+			if !f.IsExported() || diffIgnored[f.Name] {
+				continue
+			}
+			p := path + "." + f.Name
+			if diffPresence[f.Name] {
+				out[p] = diffPresenceOf(v.Field(i))
+				continue
+			}
+			diffFlatten(v.Field(i), p, out)
+		}
+	case reflect.Slice:
+		if v.Type().Elem().Kind() == reflect.Uint8 {
+			// Record batches built by the test from the same bytes must
+			// come back byte for byte.
+			out[path] = fmt.Sprintf("%d bytes, crc32 %08x", v.Len(), crc32.ChecksumIEEE(v.Bytes()))
+			return
+		}
+		out[path+".len"] = fmt.Sprint(v.Len())
+		for i, k := range diffKeys(v) {
+			diffFlatten(v.Index(i), fmt.Sprintf("%s[%s]", path, k), out)
+		}
+	case reflect.Array:
+		out[path] = diffPresenceOf(v)
+	default:
+		out[path] = fmt.Sprint(v.Interface())
+	}
+}
+
+// diffKeyFields name the elements of a list in paths, so that lists are
+// compared by key: Kafka answers several APIs in hash-map order (clients
+// match answers by name), and a path like Configs[retention.ms].Value
+// reads better than an index.
+var diffKeyFields = []string{"Topic", "Name", "Group", "TransactionalID", "Partition", "ApiKey", "Key"}
+
+// diffKeys returns each element's path key: its key field's value, or its
+// index when it has none; a repeated key gets "#n" appended.
+func diffKeys(v reflect.Value) []string {
+	keys := make([]string, v.Len())
+	et := v.Type().Elem()
+	var field []int
+	if et.Kind() == reflect.Struct {
+		for _, name := range diffKeyFields {
+			if f, ok := et.FieldByName(name); ok {
+				field = f.Index
+				break
+			}
+		}
+	}
+	seen := map[string]int{}
+	for i := range keys {
+		if field == nil {
+			keys[i] = fmt.Sprint(i)
+			continue
+		}
+		fv := v.Index(i).FieldByIndex(field)
+		if fv.Kind() == reflect.Pointer {
+			if fv.IsNil() {
+				keys[i] = "null"
+				continue
+			}
+			fv = fv.Elem()
+		}
+		k := fmt.Sprint(fv.Interface())
+		if n := seen[k]; n > 0 {
+			keys[i] = fmt.Sprintf("%s#%d", k, n)
+		} else {
+			keys[i] = k
+		}
+		seen[k]++
+	}
+	return keys
+}
+
+func diffPresenceOf(v reflect.Value) string {
+	if v.Kind() == reflect.Pointer {
+		if v.IsNil() {
+			return "null"
+		}
+		v = v.Elem()
+	}
+	if v.IsZero() {
+		return "zero"
+	}
+	if v.Kind() == reflect.Int64 || v.Kind() == reflect.Int32 || v.Kind() == reflect.Int16 {
+		if v.Int() < 0 {
+			return fmt.Sprint(v.Int())
+		}
+	}
+	return "set"
+}
+
+// diffRun runs scenario against both brokers and compares the responses.
+// allow lists known deviations: response label prefix -> field path
+// substring -> reason.
+func diffRun(t *testing.T, scenario func(e *diffEnv), allow map[string]string) {
+	ours := startBroker(t).Addr()
+	ref := referenceKafka(t)
+	vOurs, vRef := apiVersions(t, ours), apiVersions(t, ref)
+	common := map[int16][2]int16{}
+	for k, a := range vOurs {
+		if b, ok := vRef[k]; ok {
+			lo, hi := max(a[0], b[0]), min(a[1], b[1])
+			if lo <= hi {
+				common[k] = [2]int16{lo, hi}
+			}
+		}
+	}
+	envs := []*diffEnv{
+		{t: t, name: "broker", addr: ours, versions: vOurs, common: common, topicIDs: map[string][16]byte{}},
+		{t: t, name: "apache-kafka", addr: ref, versions: vRef, common: common, topicIDs: map[string][16]byte{}},
+	}
+	for _, e := range envs {
+		e.conn = dialRaw(t, e.addr)
+		scenario(e)
+	}
+	a, b := envs[0].out, envs[1].out
+	if len(a) != len(b) {
+		t.Fatalf("the scenario made %d requests on our broker and %d on Kafka", len(a), len(b))
+	}
+	for i := range a {
+		var diffs []string
+		keys := map[string]bool{}
+		for k := range a[i].fields {
+			keys[k] = true
+		}
+		for k := range b[i].fields {
+			keys[k] = true
+		}
+		sorted := make([]string, 0, len(keys))
+		for k := range keys {
+			sorted = append(sorted, k)
+		}
+		sort.Strings(sorted)
+		for _, k := range sorted {
+			x, okx := a[i].fields[k]
+			y, oky := b[i].fields[k]
+			if okx && oky && x == y {
+				continue
+			}
+			if diffAllowed(allow, a[i].label, k) {
+				continue
+			}
+			if !okx {
+				x = "(absent)"
+			}
+			if !oky {
+				y = "(absent)"
+			}
+			diffs = append(diffs, fmt.Sprintf("  %s: ours %s, kafka %s", k, x, y))
+		}
+		if len(diffs) > 0 {
+			if len(diffs) > 200 {
+				diffs = append(diffs[:200], fmt.Sprintf("  ... and %d more", len(diffs)-200))
+			}
+			t.Errorf("%s differs from Apache Kafka:\n%s", a[i].label, strings.Join(diffs, "\n"))
+		}
+	}
+}
+
+// diffAllowed reports whether allow has a key "label substring|path
+// substring" matching this difference.
+func diffAllowed(allow map[string]string, label, path string) bool {
+	for k := range allow {
+		l, p, _ := strings.Cut(k, "|")
+		if strings.Contains(label, l) && strings.Contains(path, p) {
+			return true
+		}
+	}
+	return false
+}
+
+var _ = slices.Contains[[]string]
+
+const diffMinISRSource = "min.insync.replicas: Kafka 4's KRaft format writes a cluster-wide dynamic default (source DYNAMIC_DEFAULT_BROKER_CONFIG); we have no dynamic broker configs, so it is DEFAULT_CONFIG with the same value"
+
+// diffSuffix makes names unique per run (the reference Kafka is shared by
+// the tests of one binary) and equal on both brokers.
+func diffSuffix(t *testing.T) string {
+	return strings.ToLower(strings.TrimPrefix(topicName(t, ""), "Test"))
+}
+
+// TestDifferentialTopicsAndRecords: topic admin, produce, fetch and
+// offsets at every common version.
+func TestDifferentialTopicsAndRecords(t *testing.T) {
+	t.Parallel()
+	sfx := diffSuffix(t)
+	diffRun(t, func(e *diffEnv) {
+		topic := "rec-" + sfx
+		e.each(kmsg.CreateTopics, func(v int16) {
+			req := kmsg.NewPtrCreateTopicsRequest()
+			req.Version = v
+			req.TimeoutMillis = 30000
+			for _, name := range []string{fmt.Sprintf("ct-v%d-%s", v, sfx), topic, "bad/name"} {
+				rt := kmsg.NewCreateTopicsRequestTopic()
+				rt.Topic, rt.NumPartitions, rt.ReplicationFactor = name, 2, 1
+				c := kmsg.NewCreateTopicsRequestTopicConfig()
+				c.Name, c.Value = "retention.ms", kmsg.StringPtr("3600000")
+				rt.Configs = append(rt.Configs, c)
+				req.Topics = append(req.Topics, rt)
+			}
+			e.do("create a new topic, the shared topic, a bad name", req)
+		})
+		e.each(kmsg.Metadata, func(v int16) {
+			req := kmsg.NewPtrMetadataRequest()
+			req.Version = v
+			for _, name := range []string{topic, "missing-" + sfx} {
+				if v < 4 && name != topic {
+					continue // v0-v3 always auto-create
+				}
+				rt := kmsg.NewMetadataRequestTopic()
+				rt.Topic = kmsg.StringPtr(name)
+				req.Topics = append(req.Topics, rt)
+			}
+			req.AllowAutoTopicCreation = false
+			e.do("the shared topic and a missing one", req)
+		})
+		ts := int64(1_700_000_000_000)
+		e.each(kmsg.Produce, func(v int16) {
+			if v < 3 {
+				return // v0-v2: deviation (served here, refused by Kafka 4)
+			}
+			req := kmsg.NewPtrProduceRequest()
+			req.Version, req.Acks, req.TimeoutMillis = v, -1, 30000
+			rt := kmsg.NewProduceRequestTopic()
+			rt.Topic = topic
+			for p := int32(0); p < 3; p++ {
+				rp := kmsg.NewProduceRequestTopicPartition()
+				rp.Partition = p
+				rp.Records = rawBatch(-1, -1, -1, ts, valueRecords(fmt.Sprintf("v%d-a", v), fmt.Sprintf("v%d-b", v)))
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			req.Topics = append(req.Topics, rt)
+			e.do("two records to partitions 0, 1 and the missing 2", req)
+		})
+		e.each(kmsg.Fetch, func(v int16) {
+			if v < 4 {
+				return // v0-v3: deviation (served here, removed in Kafka 4)
+			}
+			req := kmsg.NewPtrFetchRequest()
+			req.Version, req.ReplicaID, req.MaxWaitMillis, req.MinBytes, req.MaxBytes = v, -1, 10, 1, 1<<20
+			req.SessionEpoch = -1
+			rt := kmsg.NewFetchRequestTopic()
+			rt.Topic, rt.TopicID = topic, e.topicIDs[topic]
+			for _, off := range []struct {
+				p   int32
+				off int64
+			}{{0, 0}, {1, 3}, {2, 1 << 40}, {5, 0}} {
+				rp := kmsg.NewFetchRequestTopicPartition()
+				rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes = off.p, off.off, 1<<20
+				rp.CurrentLeaderEpoch, rp.LastFetchedEpoch, rp.LogStartOffset = -1, -1, -1
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			req.Topics = append(req.Topics, rt)
+			e.do("from 0, mid-batch, past the end of an empty partition, a missing partition", req)
+			if v >= 13 {
+				req.Topics[0].TopicID = [16]byte{1, 2, 3}
+				e.do("an unknown topic ID", req)
+			}
+		})
+		e.each(kmsg.ListOffsets, func(v int16) {
+			for _, q := range []struct {
+				p  int32
+				ts int64
+			}{{0, -2}, {0, -1}, {0, ts}, {0, ts + 1}, {1, -3}, {1, -4}, {7, -1}} {
+				req := kmsg.NewPtrListOffsetsRequest()
+				req.Version, req.ReplicaID = v, -1
+				rt := kmsg.NewListOffsetsRequestTopic()
+				rt.Topic = topic
+				rp := kmsg.NewListOffsetsRequestTopicPartition()
+				rp.Partition, rp.Timestamp, rp.CurrentLeaderEpoch, rp.MaxNumOffsets = q.p, q.ts, -1, 1
+				rt.Partitions = append(rt.Partitions, rp)
+				req.Topics = append(req.Topics, rt)
+				e.do(fmt.Sprintf("partition %d timestamp %d", q.p, q.ts), req)
+			}
+			// The same partition twice in one request.
+			req := kmsg.NewPtrListOffsetsRequest()
+			req.Version, req.ReplicaID = v, -1
+			rt := kmsg.NewListOffsetsRequestTopic()
+			rt.Topic = topic
+			for range 2 {
+				rp := kmsg.NewListOffsetsRequestTopicPartition()
+				rp.Partition, rp.Timestamp, rp.CurrentLeaderEpoch, rp.MaxNumOffsets = 0, -1, -1, 1
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			req.Topics = append(req.Topics, rt)
+			e.do("partition 0 twice", req)
+		})
+		e.each(kmsg.DeleteRecords, func(v int16) {
+			req := kmsg.NewPtrDeleteRecordsRequest()
+			req.Version, req.TimeoutMillis = v, 30000
+			rt := kmsg.NewDeleteRecordsRequestTopic()
+			rt.Topic = topic
+			for _, q := range []struct {
+				p   int32
+				off int64
+			}{{1, 1}, {0, 1 << 40}, {9, 0}} {
+				rp := kmsg.NewDeleteRecordsRequestTopicPartition()
+				rp.Partition, rp.Offset = q.p, q.off
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			req.Topics = append(req.Topics, rt)
+			e.do("below the end, past the end, a missing partition", req)
+		})
+		e.each(kmsg.OffsetForLeaderEpoch, func(v int16) {
+			req := kmsg.NewPtrOffsetForLeaderEpochRequest()
+			req.Version, req.ReplicaID = v, -1
+			rt := kmsg.NewOffsetForLeaderEpochRequestTopic()
+			rt.Topic = topic
+			for _, q := range []struct{ p, epoch int32 }{{0, 0}, {0, 5}, {8, 0}} {
+				rp := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
+				rp.Partition, rp.LeaderEpoch, rp.CurrentLeaderEpoch = q.p, q.epoch, -1
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			req.Topics = append(req.Topics, rt)
+			e.do("a future epoch, epoch 0, a missing partition", req)
+		})
+		e.each(kmsg.CreatePartitions, func(v int16) {
+			req := kmsg.NewPtrCreatePartitionsRequest()
+			req.Version, req.TimeoutMillis = v, 30000
+			for _, q := range []struct {
+				name  string
+				count int32
+			}{{fmt.Sprintf("ct-v%d-%s", v, sfx), 3}, {topic, 1}, {"missing-" + sfx, 4}} {
+				rt := kmsg.NewCreatePartitionsRequestTopic()
+				rt.Topic, rt.Count = q.name, q.count
+				req.Topics = append(req.Topics, rt)
+			}
+			e.do("grow, shrink, missing", req)
+		})
+		e.each(kmsg.DeleteTopics, func(v int16) {
+			req := kmsg.NewPtrDeleteTopicsRequest()
+			req.Version, req.TimeoutMillis = v, 30000
+			for _, name := range []string{fmt.Sprintf("ct-v%d-%s", v, sfx), "missing-" + sfx} {
+				req.TopicNames = append(req.TopicNames, name)
+				rt := kmsg.NewDeleteTopicsRequestTopic()
+				rt.Topic = kmsg.StringPtr(name)
+				req.Topics = append(req.Topics, rt)
+			}
+			e.do("an existing and a missing topic", req)
+		})
+	}, map[string]string{
+		"CreateTopics|Configs[min.insync.replicas].Source": diffMinISRSource,
+		"partition 0 twice|": "a partition repeated in one ListOffsets request: Kafka answers it once (its handler keys a map by partition); we answer each, the repeats INVALID_REQUEST",
+	})
+}
+
+// diffCreateTopic creates topic with partitions over the env's connection
+// (at the newest common CreateTopics version), recording the answer.
+func (e *diffEnv) createTopic(topic string, partitions int32, configs map[string]string) {
+	e.t.Helper()
+	r := e.common[int16(kmsg.CreateTopics)]
+	req := kmsg.NewPtrCreateTopicsRequest()
+	req.Version, req.TimeoutMillis = r[1], 30000
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, partitions, 1
+	for k, v := range configs {
+		c := kmsg.NewCreateTopicsRequestTopicConfig()
+		c.Name, c.Value = k, kmsg.StringPtr(v)
+		rt.Configs = append(rt.Configs, c)
+	}
+	req.Topics = append(req.Topics, rt)
+	e.do("setup: create "+topic, req)
+}
+
+// TestDifferentialConfigsAndCluster: topic and broker configs (describe,
+// alter, incremental alter, validation), the cluster and its one node,
+// log directories, leader election and reassignment at every common
+// version.
+func TestDifferentialConfigsAndCluster(t *testing.T) {
+	t.Parallel()
+	sfx := diffSuffix(t)
+	diffRun(t, func(e *diffEnv) {
+		topic := "cfg-" + sfx
+		e.createTopic(topic, 2, map[string]string{"cleanup.policy": "compact", "segment.bytes": "1048576"})
+		describe := func(v int16, label string, includeSynonyms, includeDocs bool, names ...string) {
+			req := kmsg.NewPtrDescribeConfigsRequest()
+			req.Version, req.IncludeSynonyms, req.IncludeDocumentation = v, includeSynonyms, includeDocs
+			rr := kmsg.NewDescribeConfigsRequestResource()
+			rr.ResourceType, rr.ResourceName, rr.ConfigNames = kmsg.ConfigResourceTypeTopic, topic, names
+			req.Resources = append(req.Resources, rr)
+			missing := kmsg.NewDescribeConfigsRequestResource()
+			missing.ResourceType, missing.ResourceName = kmsg.ConfigResourceTypeTopic, "missing-"+sfx
+			req.Resources = append(req.Resources, missing)
+			e.do(label, req)
+		}
+		names := []string{"cleanup.policy", "segment.bytes", "retention.ms", "max.message.bytes", "message.timestamp.type", "min.cleanable.dirty.ratio", "compression.type", "delete.retention.ms"}
+		e.each(kmsg.DescribeConfigs, func(v int16) {
+			describe(v, "named topic configs, a missing topic", v >= 1, v >= 3, names...)
+		})
+		// Every config, with synonyms, at the newest version.
+		describe(e.common[int16(kmsg.DescribeConfigs)][1], "every topic config", true, false)
+		e.each(kmsg.AlterConfigs, func(v int16) {
+			req := kmsg.NewPtrAlterConfigsRequest()
+			req.Version = v
+			for _, q := range []struct{ name, key, value string }{
+				{topic, "retention.ms", "7200000"},
+				{topic, "retention.ms", "not-a-number"},
+				{topic, "no.such.config", "1"},
+				{"missing-" + sfx, "retention.ms", "1"},
+			} {
+				rr := kmsg.NewAlterConfigsRequestResource()
+				rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceTypeTopic, q.name
+				c := kmsg.NewAlterConfigsRequestResourceConfig()
+				c.Name, c.Value = q.key, kmsg.StringPtr(q.value)
+				rr.Configs = append(rr.Configs, c)
+				req.Resources = append(req.Resources, rr)
+				e.do(fmt.Sprintf("set %s=%s on %s", q.key, q.value, q.name[:4]), req)
+				req.Resources = req.Resources[:0]
+			}
+			describe(e.common[int16(kmsg.DescribeConfigs)][1], "after AlterConfigs", true, false, names...)
+		})
+		e.each(kmsg.IncrementalAlterConfigs, func(v int16) {
+			for _, q := range []struct {
+				key, value string
+				op         kmsg.IncrementalAlterConfigOp
+			}{
+				{"retention.ms", "600000", kmsg.IncrementalAlterConfigOpSet},
+				{"cleanup.policy", "delete", kmsg.IncrementalAlterConfigOpAppend},
+				{"cleanup.policy", "compact", kmsg.IncrementalAlterConfigOpSubtract},
+				{"segment.bytes", "", kmsg.IncrementalAlterConfigOpDelete},
+				{"max.message.bytes", "-5", kmsg.IncrementalAlterConfigOpSet},
+				{"retention.ms", "1", kmsg.IncrementalAlterConfigOpAppend},
+			} {
+				req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+				req.Version = v
+				rr := kmsg.NewIncrementalAlterConfigsRequestResource()
+				rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceTypeTopic, topic
+				c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+				c.Name, c.Op = q.key, q.op
+				if q.op != kmsg.IncrementalAlterConfigOpDelete {
+					c.Value = kmsg.StringPtr(q.value)
+				}
+				rr.Configs = append(rr.Configs, c)
+				req.Resources = append(req.Resources, rr)
+				e.do(fmt.Sprintf("%s %s %s", q.op, q.key, q.value), req)
+			}
+			// validate_only changes nothing.
+			req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+			req.Version, req.ValidateOnly = v, true
+			rr := kmsg.NewIncrementalAlterConfigsRequestResource()
+			rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceTypeTopic, topic
+			c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+			c.Name, c.Op, c.Value = "retention.ms", kmsg.IncrementalAlterConfigOpSet, kmsg.StringPtr("5")
+			rr.Configs = append(rr.Configs, c)
+			req.Resources = append(req.Resources, rr)
+			e.do("validate only", req)
+			describe(e.common[int16(kmsg.DescribeConfigs)][1], "after IncrementalAlterConfigs", true, false, names...)
+		})
+		e.each(kmsg.DescribeCluster, func(v int16) {
+			req := kmsg.NewPtrDescribeClusterRequest()
+			req.Version, req.IncludeClusterAuthorizedOperations = v, true
+			e.do("with authorized operations", req)
+		})
+		e.each(kmsg.DescribeLogDirs, func(v int16) {
+			req := kmsg.NewPtrDescribeLogDirsRequest()
+			req.Version = v
+			rt := kmsg.NewDescribeLogDirsRequestTopic()
+			rt.Topic, rt.Partitions = topic, []int32{0, 1, 9}
+			req.Topics = append(req.Topics, rt)
+			e.do("two partitions and a missing one", req)
+		})
+		e.each(kmsg.DescribeTopicPartitions, func(v int16) {
+			req := kmsg.NewPtrDescribeTopicPartitionsRequest()
+			req.Version, req.ResponsePartitionLimit = v, 1
+			for _, name := range []string{topic, "missing-" + sfx} {
+				rt := kmsg.NewDescribeTopicPartitionsRequestTopic()
+				rt.Topic = name
+				req.Topics = append(req.Topics, rt)
+			}
+			e.do("one partition per page", req)
+		})
+		e.each(kmsg.ElectLeaders, func(v int16) {
+			req := kmsg.NewPtrElectLeadersRequest()
+			req.Version, req.TimeoutMillis = v, 30000
+			rt := kmsg.NewElectLeadersRequestTopic()
+			rt.Topic, rt.Partitions = topic, []int32{0, 5}
+			req.Topics = append(req.Topics, rt)
+			e.do("preferred, a partition and a missing one", req)
+		})
+		e.each(kmsg.ListPartitionReassignments, func(v int16) {
+			req := kmsg.NewPtrListPartitionReassignmentsRequest()
+			req.Version, req.TimeoutMillis = v, 30000
+			e.do("all", req)
+		})
+	}, map[string]string{
+		"|Configs[min.insync.replicas]": diffMinISRSource,
+	})
+}
