@@ -1,6 +1,7 @@
 package compattests
 
 import (
+	"encoding/binary"
 	"fmt"
 	"hash/crc32"
 	"reflect"
@@ -8,7 +9,9 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -42,7 +45,31 @@ type diffResult struct {
 // response under label.
 func (e *diffEnv) do(label string, req kmsg.Request) kmsg.Response {
 	e.t.Helper()
+	return e.doFilter(label, req, nil)
+}
+
+// doRetry is do, repeating the request (unrecorded) while retry says its
+// answer is one a client retries.
+func (e *diffEnv) doRetry(label string, req kmsg.Request, retry func(kmsg.Response) bool) kmsg.Response {
+	e.t.Helper()
+	deadline := time.Now().Add(opTimeout)
+	for time.Now().Before(deadline) {
+		if resp := e.conn.roundTrip(req); !retry(resp) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return e.do(label, req)
+}
+
+// doFilter is do with filter applied to the response before it is
+// recorded (to drop what other tests sharing the reference broker made).
+func (e *diffEnv) doFilter(label string, req kmsg.Request, filter func(kmsg.Response)) kmsg.Response {
+	e.t.Helper()
 	resp := e.conn.roundTrip(req)
+	if filter != nil {
+		filter(resp)
+	}
 	if m, ok := resp.(*kmsg.MetadataResponse); ok {
 		for _, t := range m.Topics {
 			if t.Topic != nil && t.TopicID != ([16]byte{}) {
@@ -91,6 +118,7 @@ var diffPresence = map[string]bool{
 	"LeaderID":                  true,
 	"Leader":                    true,
 	"TransactionStartTimestamp": true,
+	"StartTimestamp":            true,
 	"TotalBytes":                true,
 	"UsableBytes":               true,
 }
@@ -187,13 +215,17 @@ func diffPresenceOf(v reflect.Value) string {
 		}
 		v = v.Elem()
 	}
-	if v.IsZero() {
-		return "zero"
-	}
-	if v.Kind() == reflect.Int64 || v.Kind() == reflect.Int32 || v.Kind() == reflect.Int16 {
+	switch v.Kind() {
+	case reflect.Int64, reflect.Int32, reflect.Int16:
+		// IDs and times: a negative value is a sentinel (-1: none),
+		// anything else one the broker chose (0 is a valid producer ID).
 		if v.Int() < 0 {
 			return fmt.Sprint(v.Int())
 		}
+		return "set"
+	}
+	if v.IsZero() {
+		return "zero"
 	}
 	return "set"
 }
@@ -201,8 +233,8 @@ func diffPresenceOf(v reflect.Value) string {
 // diffRun runs scenario against both brokers and compares the responses.
 // allow lists known deviations: response label prefix -> field path
 // substring -> reason.
-func diffRun(t *testing.T, scenario func(e *diffEnv), allow map[string]string) {
-	ours := startBroker(t).Addr()
+func diffRun(t *testing.T, scenario func(e *diffEnv), allow map[string]string, opts ...brokerOpt) {
+	ours := startBroker(t, opts...).Addr()
 	ref := referenceKafka(t)
 	vOurs, vRef := apiVersions(t, ours), apiVersions(t, ref)
 	common := map[int16][2]int16{}
@@ -223,10 +255,20 @@ func diffRun(t *testing.T, scenario func(e *diffEnv), allow map[string]string) {
 		scenario(e)
 	}
 	a, b := envs[0].out, envs[1].out
-	if len(a) != len(b) {
-		t.Fatalf("the scenario made %d requests on our broker and %d on Kafka", len(a), len(b))
-	}
-	for i := range a {
+	for i := range max(len(a), len(b)) {
+		if i >= len(a) || i >= len(b) || a[i].label != b[i].label {
+			la, lb := "(none)", "(none)"
+			if i < len(a) {
+				la = a[i].label
+			}
+			if i < len(b) {
+				lb = b[i].label
+			}
+			if i > 0 {
+				t.Errorf("after %s:", a[i-1].label)
+			}
+			t.Fatalf("request %d: ours %q, Kafka %q: the answers before led the scenario apart", i, la, lb)
+		}
 		var diffs []string
 		keys := map[string]bool{}
 		for k := range a[i].fields {
@@ -590,6 +632,378 @@ func TestDifferentialConfigsAndCluster(t *testing.T) {
 			req := kmsg.NewPtrListPartitionReassignmentsRequest()
 			req.Version, req.TimeoutMillis = v, 30000
 			e.do("all", req)
+		})
+	}, map[string]string{
+		"|Configs[min.insync.replicas]": diffMinISRSource,
+	})
+}
+
+// waitCoordinator asks for the coordinator of key until one is ready:
+// Kafka creates __consumer_offsets and __transaction_state on first use
+// and answers COORDINATOR_NOT_AVAILABLE until then (clients retry).
+// Nothing is recorded.
+func (e *diffEnv) waitCoordinator(key string, typ int8) {
+	e.t.Helper()
+	deadline := time.Now().Add(opTimeout)
+	for {
+		req := kmsg.NewPtrFindCoordinatorRequest()
+		req.Version, req.CoordinatorKey, req.CoordinatorType = 3, key, typ
+		if resp := e.conn.roundTrip(req).(*kmsg.FindCoordinatorResponse); resp.ErrorCode == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("%s: no coordinator for %q (type %d) within %v", e.name, key, typ, opTimeout)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// waitProducerIDs asks for a producer ID until the broker can give one
+// (Kafka's KRaft producer ID manager answers COORDINATOR_LOAD_IN_PROGRESS
+// until its first block arrives). Nothing is recorded.
+func (e *diffEnv) waitProducerIDs() {
+	e.t.Helper()
+	deadline := time.Now().Add(opTimeout)
+	for {
+		req := kmsg.NewPtrInitProducerIDRequest()
+		req.Version, req.ProducerID, req.ProducerEpoch = 1, -1, -1
+		if resp := e.conn.roundTrip(req).(*kmsg.InitProducerIDResponse); resp.ErrorCode == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("%s: no producer ID within %v", e.name, opTimeout)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// waitTxnState describes txnID until it is in state (Kafka writes the
+// commit markers after EndTxn answers). Nothing is recorded.
+func (e *diffEnv) waitTxnState(txnID, state string) {
+	e.t.Helper()
+	deadline := time.Now().Add(opTimeout)
+	for {
+		req := kmsg.NewPtrDescribeTransactionsRequest()
+		req.TransactionalIDs = []string{txnID}
+		resp := e.conn.roundTrip(req).(*kmsg.DescribeTransactionsResponse)
+		if len(resp.TransactionStates) == 1 && resp.TransactionStates[0].State == state {
+			return
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("%s: transaction %s not %s within %v: %+v", e.name, txnID, state, opTimeout, resp.TransactionStates)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestDifferentialGroups: the classic group protocol and offsets at every
+// common version: FindCoordinator, JoinGroup (member ID required, rejoin,
+// leader), SyncGroup, Heartbeat (right, stale generation, unknown
+// member), OffsetCommit, OffsetFetch, DescribeGroups, ListGroups,
+// LeaveGroup, OffsetDelete, DeleteGroups.
+func TestDifferentialGroups(t *testing.T) {
+	t.Parallel()
+	sfx := diffSuffix(t)
+	diffRun(t, func(e *diffEnv) {
+		topic := "grp-" + sfx
+		e.createTopic(topic, 2, nil)
+		meta := kmsg.NewConsumerMemberMetadata()
+		meta.Topics = []string{topic}
+		metaBytes := meta.AppendTo(nil)
+		var groups []string
+		mine := func(g string) bool { return slices.Contains(groups, g) }
+		e.waitCoordinator("g-"+sfx, 0)
+		e.waitCoordinator("g-"+sfx, 1)
+
+		e.each(kmsg.FindCoordinator, func(v int16) {
+			req := kmsg.NewPtrFindCoordinatorRequest()
+			req.Version = v
+			req.CoordinatorKey, req.CoordinatorKeys = "g-"+sfx, []string{"g-" + sfx, "h-" + sfx}
+			e.do("group coordinator", req)
+			req.CoordinatorType = 1
+			e.do("transaction coordinator", req)
+		})
+		e.each(kmsg.JoinGroup, func(v int16) {
+			group := fmt.Sprintf("g-v%d-%s", v, sfx)
+			groups = append(groups, group)
+			join := func(member string) *kmsg.JoinGroupResponse {
+				req := kmsg.NewPtrJoinGroupRequest()
+				req.Version, req.Group, req.MemberID, req.ProtocolType = v, group, member, "consumer"
+				req.SessionTimeoutMillis, req.RebalanceTimeoutMillis = 30000, 30000
+				p := kmsg.NewJoinGroupRequestProtocol()
+				p.Name, p.Metadata = "range", metaBytes
+				req.Protocols = append(req.Protocols, p)
+				return e.do("join as "+map[bool]string{true: "new", false: "known"}[member == ""], req).(*kmsg.JoinGroupResponse)
+			}
+			resp := join("")
+			if resp.ErrorCode != 0 && resp.MemberID != "" {
+				resp = join(resp.MemberID) // v4+: MEMBER_ID_REQUIRED first
+			}
+			member, gen := resp.MemberID, resp.Generation
+
+			if r, ok := e.common[int16(kmsg.SyncGroup)]; ok {
+				sv := min(max(v, r[0]), r[1])
+				req := kmsg.NewPtrSyncGroupRequest()
+				req.Version, req.Group, req.Generation, req.MemberID = sv, group, gen, member
+				req.ProtocolType, req.Protocol = kmsg.StringPtr("consumer"), kmsg.StringPtr("range")
+				a := kmsg.NewSyncGroupRequestGroupAssignment()
+				ca := kmsg.NewConsumerMemberAssignment()
+				tp := kmsg.NewConsumerMemberAssignmentTopic()
+				tp.Topic, tp.Partitions = topic, []int32{0, 1}
+				ca.Topics = append(ca.Topics, tp)
+				a.MemberID, a.MemberAssignment = member, ca.AppendTo(nil)
+				req.GroupAssignment = append(req.GroupAssignment, a)
+				e.do("the leader assigns both partitions", req)
+			}
+			if r, ok := e.common[int16(kmsg.Heartbeat)]; ok {
+				hv := min(max(v, r[0]), r[1])
+				for _, q := range []struct {
+					label  string
+					member string
+					gen    int32
+				}{{"current", member, gen}, {"stale generation", member, gen - 1}, {"unknown member", "nobody", gen}} {
+					req := kmsg.NewPtrHeartbeatRequest()
+					req.Version, req.Group, req.Generation, req.MemberID = hv, group, q.gen, q.member
+					e.do(q.label, req)
+				}
+			}
+			if r, ok := e.common[int16(kmsg.OffsetCommit)]; ok {
+				cv := min(max(v, r[0]), r[1])
+				req := kmsg.NewPtrOffsetCommitRequest()
+				req.Version, req.Group, req.Generation, req.MemberID, req.RetentionTimeMillis = cv, group, gen, member, -1
+				rt := kmsg.NewOffsetCommitRequestTopic()
+				rt.Topic = topic
+				for p := int32(0); p < 3; p++ {
+					rp := kmsg.NewOffsetCommitRequestTopicPartition()
+					rp.Partition, rp.Offset, rp.Metadata, rp.LeaderEpoch = p, int64(10+p), kmsg.StringPtr("m"), -1
+					rt.Partitions = append(rt.Partitions, rp)
+				}
+				req.Topics = append(req.Topics, rt)
+				e.do("as the member: partitions 0, 1 and a missing 2", req)
+			}
+		})
+		e.each(kmsg.OffsetCommit, func(v int16) {
+			for _, q := range []struct {
+				label string
+				gen   int32
+				mem   string
+			}{{"simple (no member)", -1, ""}, {"an unknown member", 5, "nobody"}} {
+				req := kmsg.NewPtrOffsetCommitRequest()
+				req.Version, req.Group, req.Generation, req.MemberID, req.RetentionTimeMillis = v, "simple-"+sfx, q.gen, q.mem, -1
+				rt := kmsg.NewOffsetCommitRequestTopic()
+				rt.Topic = topic
+				rp := kmsg.NewOffsetCommitRequestTopicPartition()
+				rp.Partition, rp.Offset, rp.LeaderEpoch = 0, int64(v), -1
+				rt.Partitions = append(rt.Partitions, rp)
+				req.Topics = append(req.Topics, rt)
+				e.do(q.label, req)
+			}
+		})
+		groups = append(groups, "simple-"+sfx)
+		e.each(kmsg.OffsetFetch, func(v int16) {
+			req := kmsg.NewPtrOffsetFetchRequest()
+			req.Version = v
+			req.Group = groups[0]
+			rt := kmsg.NewOffsetFetchRequestTopic()
+			rt.Topic, rt.Partitions = topic, []int32{0, 1, 2}
+			req.Topics = append(req.Topics, rt)
+			for _, g := range []string{groups[0], "simple-" + sfx, "none-" + sfx} {
+				rg := kmsg.NewOffsetFetchRequestGroup()
+				rg.Group = g
+				rgt := kmsg.NewOffsetFetchRequestGroupTopic()
+				rgt.Topic, rgt.Partitions = topic, []int32{0, 1, 2}
+				rg.Topics = append(rg.Topics, rgt)
+				req.Groups = append(req.Groups, rg)
+			}
+			e.do("a member's group, a simple group, no group", req)
+			all := kmsg.NewPtrOffsetFetchRequest()
+			all.Version, all.Group = v, "simple-"+sfx
+			rg := kmsg.NewOffsetFetchRequestGroup()
+			rg.Group = "simple-" + sfx
+			all.Groups = append(all.Groups, rg)
+			e.do("every partition of a simple group", all)
+		})
+		e.each(kmsg.DescribeGroups, func(v int16) {
+			req := kmsg.NewPtrDescribeGroupsRequest()
+			req.Version, req.IncludeAuthorizedOperations = v, true
+			req.Groups = append(slices.Clone(groups), "none-"+sfx)
+			e.do("every group of the test and a missing one", req)
+		})
+		e.each(kmsg.ListGroups, func(v int16) {
+			req := kmsg.NewPtrListGroupsRequest()
+			req.Version = v
+			e.doFilter("ours only", req, func(r kmsg.Response) {
+				resp := r.(*kmsg.ListGroupsResponse)
+				resp.Groups = slices.DeleteFunc(resp.Groups, func(g kmsg.ListGroupsResponseGroup) bool { return !mine(g.Group) })
+			})
+		})
+		e.each(kmsg.OffsetDelete, func(v int16) {
+			for _, g := range []string{groups[0], "simple-" + sfx, "none-" + sfx} {
+				req := kmsg.NewPtrOffsetDeleteRequest()
+				req.Version, req.Group = v, g
+				rt := kmsg.NewOffsetDeleteRequestTopic()
+				rt.Topic = topic
+				for _, p := range []int32{0, 1} {
+					rp := kmsg.NewOffsetDeleteRequestTopicPartition()
+					rp.Partition = p
+					rt.Partitions = append(rt.Partitions, rp)
+				}
+				req.Topics = append(req.Topics, rt)
+				e.do("on "+g[:4], req)
+			}
+		})
+		e.each(kmsg.LeaveGroup, func(v int16) {
+			req := kmsg.NewPtrLeaveGroupRequest()
+			req.Version, req.Group, req.MemberID = v, groups[0], "nobody"
+			m := kmsg.NewLeaveGroupRequestMember()
+			m.MemberID = "nobody"
+			req.Members = append(req.Members, m)
+			e.do("an unknown member", req)
+		})
+		e.each(kmsg.DeleteGroups, func(v int16) {
+			req := kmsg.NewPtrDeleteGroupsRequest()
+			req.Version = v
+			req.Groups = []string{groups[0], "simple-" + sfx, "none-" + sfx}
+			e.do("a group with a member, a simple group, a missing group", req)
+		})
+	}, map[string]string{
+		"|Configs[min.insync.replicas]":       diffMinISRSource,
+		"DescribeGroups|AuthorizedOperations": "Kafka 4 lists DESCRIBE_CONFIGS and ALTER_CONFIGS for groups (group configs, KIP-848); we serve no GROUP config resource yet, so we do not claim them",
+	}, withArgs("--group-initial-rebalance-delay", "0s"))
+}
+
+// TestDifferentialTransactions: producer IDs and the transaction APIs at
+// every common version: InitProducerID (idempotent, transactional, a
+// timeout too long), AddPartitionsToTxn, a transactional Produce,
+// AddOffsetsToTxn, TxnOffsetCommit, EndTxn (commit, stale epoch),
+// DescribeTransactions, ListTransactions, DescribeProducers.
+func TestDifferentialTransactions(t *testing.T) {
+	t.Parallel()
+	sfx := diffSuffix(t)
+	diffRun(t, func(e *diffEnv) {
+		topic := "txn-" + sfx
+		e.createTopic(topic, 2, nil)
+		var txnIDs []string
+		e.waitCoordinator("x-"+sfx, 1)
+		e.waitCoordinator("g-"+sfx, 0)
+		e.waitProducerIDs()
+		e.each(kmsg.InitProducerID, func(v int16) {
+			req := kmsg.NewPtrInitProducerIDRequest()
+			req.Version, req.TransactionTimeoutMillis, req.ProducerID, req.ProducerEpoch = v, 60000, -1, -1
+			e.do("idempotent", req)
+			req.TransactionalID = kmsg.StringPtr("long-" + sfx)
+			req.TransactionTimeoutMillis = 1 << 30
+			e.do("a timeout above transaction.max.timeout.ms", req)
+		})
+		e.each(kmsg.EndTxn, func(v int16) {
+			txnID := fmt.Sprintf("tx-v%d-%s", v, sfx)
+			txnIDs = append(txnIDs, txnID)
+			init := kmsg.NewPtrInitProducerIDRequest()
+			init.Version = e.common[int16(kmsg.InitProducerID)][1]
+			init.TransactionalID, init.TransactionTimeoutMillis, init.ProducerID, init.ProducerEpoch = kmsg.StringPtr(txnID), 60000, -1, -1
+			ir := e.do("transactional", init).(*kmsg.InitProducerIDResponse)
+			pid, epoch := ir.ProducerID, ir.ProducerEpoch
+
+			if r, ok := e.common[int16(kmsg.AddPartitionsToTxn)]; ok {
+				req := kmsg.NewPtrAddPartitionsToTxnRequest()
+				req.Version = min(r[1], 3) // v4+ are broker-to-broker batches
+				req.TransactionalID, req.ProducerID, req.ProducerEpoch = txnID, pid, epoch
+				rt := kmsg.NewAddPartitionsToTxnRequestTopic()
+				rt.Topic, rt.Partitions = topic, []int32{0}
+				req.Topics = append(req.Topics, rt)
+				e.do("partition 0", req)
+			}
+			pv := e.common[int16(kmsg.Produce)][1]
+			if v%2 == 1 {
+				pv = 10 // before TRANSACTION_ABORTABLE (KIP-890)
+			}
+			pr := kmsg.NewPtrProduceRequest()
+			pr.Version, pr.Acks, pr.TimeoutMillis = pv, -1, 30000
+			pr.TransactionID = kmsg.StringPtr(txnID)
+			rt := kmsg.NewProduceRequestTopic()
+			rt.Topic = topic
+			for p := int32(0); p < 2; p++ {
+				rp := kmsg.NewProduceRequestTopicPartition()
+				rp.Partition = p
+				b := rawBatch(pid, epoch, 0, 1_700_000_000_000, valueRecords("t"))
+				b[22] |= 0x10 // transactional
+				binary.BigEndian.PutUint32(b[17:], crc32.Checksum(b[21:], crc32c))
+				rp.Records = b
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			pr.Topics = append(pr.Topics, rt)
+			e.do("to the added partition 0 and to 1, not added", pr)
+
+			group := "txg-" + txnID
+			if r, ok := e.common[int16(kmsg.AddOffsetsToTxn)]; ok {
+				req := kmsg.NewPtrAddOffsetsToTxnRequest()
+				req.Version = min(r[1], 3)
+				req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Group = txnID, pid, epoch, group
+				e.do("a group", req)
+			}
+			if r, ok := e.common[int16(kmsg.TxnOffsetCommit)]; ok {
+				req := kmsg.NewPtrTxnOffsetCommitRequest()
+				req.Version = r[1]
+				req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Group, req.Generation = txnID, pid, epoch, group, -1
+				ct := kmsg.NewTxnOffsetCommitRequestTopic()
+				ct.Topic = topic
+				cp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+				cp.Partition, cp.Offset, cp.LeaderEpoch = 0, 1, -1
+				ct.Partitions = append(ct.Partitions, cp)
+				req.Topics = append(req.Topics, ct)
+				// Kafka answers NOT_COORDINATOR until the group's
+				// coordinator has loaded the transaction's offsets
+				// partition; clients retry.
+				e.doRetry("offset 1 of partition 0", req, func(r kmsg.Response) bool {
+					return r.(*kmsg.TxnOffsetCommitResponse).Topics[0].Partitions[0].ErrorCode == kerr.NotCoordinator.Code
+				})
+			}
+			if r, ok := e.common[int16(kmsg.DescribeTransactions)]; ok {
+				req := kmsg.NewPtrDescribeTransactionsRequest()
+				req.Version = r[1]
+				req.TransactionalIDs = []string{txnID, "none-" + sfx}
+				e.do("ongoing, and a missing one", req)
+			}
+			if r, ok := e.common[int16(kmsg.DescribeProducers)]; ok {
+				req := kmsg.NewPtrDescribeProducersRequest()
+				req.Version = r[1]
+				dt := kmsg.NewDescribeProducersRequestTopic()
+				dt.Topic, dt.Partitions = topic, []int32{0, 7}
+				req.Topics = append(req.Topics, dt)
+				e.doFilter("partition 0 and a missing one", req, func(r kmsg.Response) {
+					// Only this version's producer: earlier versions'
+					// transactions wrote to the same partition.
+					for i := range r.(*kmsg.DescribeProducersResponse).Topics {
+						for j := range r.(*kmsg.DescribeProducersResponse).Topics[i].Partitions {
+							p := &r.(*kmsg.DescribeProducersResponse).Topics[i].Partitions[j]
+							p.ActiveProducers = slices.DeleteFunc(p.ActiveProducers, func(a kmsg.DescribeProducersResponseTopicPartitionActiveProducer) bool {
+								return a.ProducerID != pid
+							})
+							for k := range p.ActiveProducers {
+								p.ActiveProducers[k].LastTimestamp = 0
+								p.ActiveProducers[k].CoordinatorEpoch = 0
+							}
+						}
+					}
+				})
+			}
+			req := kmsg.NewPtrEndTxnRequest()
+			req.Version = v
+			req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit = txnID, pid, epoch-1, true
+			e.do("commit with a stale epoch", req)
+			req.ProducerEpoch = epoch
+			e.do("commit", req)
+			e.waitTxnState(txnID, "CompleteCommit")
+		})
+		e.each(kmsg.ListTransactions, func(v int16) {
+			req := kmsg.NewPtrListTransactionsRequest()
+			req.Version = v
+			e.doFilter("ours only", req, func(r kmsg.Response) {
+				resp := r.(*kmsg.ListTransactionsResponse)
+				resp.TransactionStates = slices.DeleteFunc(resp.TransactionStates, func(s kmsg.ListTransactionsResponseTransactionState) bool {
+					return !slices.Contains(txnIDs, s.TransactionalID)
+				})
+			})
 		})
 	}, map[string]string{
 		"|Configs[min.insync.replicas]": diffMinISRSource,

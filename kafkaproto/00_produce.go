@@ -19,8 +19,9 @@ package kafkaproto
 //     client pipelining requests (max.in.flight > 1) keeps its order.
 //   - Transactional batches (KIP-98) are accepted only from a producer whose
 //     transaction is ongoing and holds the partition (AddPartitionsToTxn
-//     first), else INVALID_TXN_STATE; an older epoch gets
-//     INVALID_PRODUCER_EPOCH.
+//     first), else INVALID_TXN_STATE, or from v11 TRANSACTION_ABORTABLE
+//     (KIP-890: the client aborts the transaction and goes on, as with
+//     Kafka); an older epoch gets INVALID_PRODUCER_EPOCH.
 //   - Unknown topics are not created by Produce (as in Kafka); internal
 //     topics (__consumer_offsets) refuse client writes with
 //     INVALID_TOPIC_EXCEPTION.
@@ -142,6 +143,11 @@ func (s *Server) handleProduce(r *request) (reply, error) {
 					}
 					if err := s.cfg.Txns.CheckProduce(h.ProducerID, h.ProducerEpoch, rt.Topic, rp.Partition); err != nil {
 						sp.ErrorCode = fencedCode(errorCode(err), false)
+						if sp.ErrorCode == kerr.InvalidTxnState.Code && req.Version >= 11 {
+							// v11 clients abort and go on (KIP-890); older
+							// ones only know INVALID_TXN_STATE.
+							sp.ErrorCode = kerr.TransactionAbortable.Code
+						}
 						if req.Version >= 8 {
 							sp.ErrorMessage = errorMessage(err)
 						}

@@ -6,11 +6,19 @@ package kafkaproto
 //   - For each transactional ID: its state (Kafka's names: Empty, Ongoing,
 //     PrepareCommit, PrepareAbort, CompleteCommit, CompleteAbort), producer
 //     ID and epoch, timeout, start time of the open transaction (-1 when
-//     none) and its partitions. An unknown ID gets TRANSACTIONAL_ID_NOT_FOUND.
+//     none) and its partitions, with the __consumer_offsets partition of
+//     each group whose offsets it commits (AddOffsetsToTxn adds that
+//     partition in Kafka). An unknown ID gets TRANSACTIONAL_ID_NOT_FOUND
+//     with every other field zero, as Kafka answers.
 
 import (
+	"cmp"
+	"slices"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/vibemq/broker/groups"
+	"github.com/vibemq/broker/txns"
 )
 
 func init() { register(kmsg.DescribeTransactions, 0, 0, (*Server).handleDescribeTransactions) }
@@ -21,7 +29,6 @@ func (s *Server) handleDescribeTransactions(r *request) (reply, error) {
 	for _, id := range req.TransactionalIDs {
 		st := kmsg.NewDescribeTransactionsResponseTransactionState()
 		st.TransactionalID = id
-		st.ProducerID, st.ProducerEpoch, st.StartTimestamp = -1, -1, -1
 		if s.cfg.Txns == nil {
 			st.ErrorCode = kerr.CoordinatorNotAvailable.Code
 			resp.TransactionStates = append(resp.TransactionStates, st)
@@ -37,6 +44,15 @@ func (s *Server) handleDescribeTransactions(r *request) (reply, error) {
 		st.TimeoutMillis = d.TimeoutMs
 		st.StartTimestamp = d.StartMs
 		st.ProducerID, st.ProducerEpoch = d.ProducerID, d.Epoch
+		if s.cfg.Groups != nil {
+			for _, g := range d.Groups {
+				d.Partitions = append(d.Partitions, txns.TopicPartition{Topic: groups.OffsetsTopic, Partition: s.cfg.Groups.PartitionFor(g)})
+			}
+			slices.SortFunc(d.Partitions, func(a, b txns.TopicPartition) int {
+				return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
+			})
+			d.Partitions = slices.Compact(d.Partitions)
+		}
 		for _, p := range d.Partitions {
 			n := len(st.Topics)
 			if n == 0 || st.Topics[n-1].Topic != p.Topic {

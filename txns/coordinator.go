@@ -34,6 +34,7 @@
 package txns
 
 import (
+	"slices"
 	"errors"
 	"fmt"
 	"math"
@@ -639,6 +640,8 @@ type Description struct {
 	TimeoutMs       int32
 	StartMs         int64 // -1 unless Ongoing or completing
 	Partitions      []TopicPartition
+	// Groups whose offsets the transaction commits (AddOffsetsToTxn).
+	Groups []string
 }
 
 // Describe returns the state of the transactional ID, and whether it exists.
@@ -680,5 +683,6 @@ func describeLocked(t *txn) Description {
 		}
 		return d.Partitions[i].Partition < d.Partitions[j].Partition
 	})
+	d.Groups = slices.Clone(t.Groups)
 	return d
 }
