@@ -52,6 +52,8 @@ package kafkaproto
 //   - v8 adds per-partition error messages (KIP-467).
 
 import (
+	"errors"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/vibemq/broker/topics"
@@ -177,6 +179,13 @@ func (s *Server) handleProduce(r *request) (reply, error) {
 				if req.Version >= 8 {
 					sp.ErrorMessage = errorMessage(a.Err)
 				}
+				if errors.Is(a.Err, topics.ErrInvalidRecord) && oneBatch(a.Batch) {
+					// Kafka reports the log start offset with a failure
+					// of its log validator (RecordValidationException),
+					// -1 when the request itself is malformed (not one
+					// v2 batch) or the batch damaged or oversized.
+					sp.LogStartOffset = a.Partition.LogStartOffset()
+				}
 				continue
 			}
 			sp.BaseOffset = a.BaseOffset
@@ -189,4 +198,11 @@ func (s *Server) handleProduce(r *request) (reply, error) {
 		}
 	}
 	return reply{resp: resp, finish: finish, none: req.Acks == 0}, nil
+}
+
+// oneBatch reports whether b is exactly one whole v2 batch: what Kafka
+// checks when it parses a Produce request, before its log validator.
+func oneBatch(b []byte) bool {
+	h, err := topics.ParseBatchHeader(b)
+	return err == nil && h.Magic == 2 && h.Size() == len(b)
 }

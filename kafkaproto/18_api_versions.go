@@ -34,9 +34,15 @@ func (s *Server) handleApiVersions(r *request) (reply, error) {
 }
 
 // unsupportedApiVersions is the v0 answer to an ApiVersions request of a
-// version this broker does not know.
+// version this broker does not know: UNSUPPORTED_VERSION and the range of
+// ApiVersions alone, from which the client picks a version to retry with
+// (KIP-511; Apache Kafka lists only that key too).
 func unsupportedApiVersions() *kmsg.ApiVersionsResponse {
-	resp := apiVersionsList(kmsg.NewPtrApiVersionsResponse())
+	resp := kmsg.NewPtrApiVersionsResponse()
+	reg := registry[int16(kmsg.ApiVersions)]
+	k := kmsg.NewApiVersionsResponseApiKey()
+	k.ApiKey, k.MinVersion, k.MaxVersion = reg.key, reg.minVersion, reg.maxVersion
+	resp.ApiKeys = append(resp.ApiKeys, k)
 	resp.ErrorCode = kerr.UnsupportedVersion.Code
 	return resp
 }
