@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -9,12 +8,13 @@ import (
 	"fmt"
 	"math"
 	"net/http"
-	"reflect"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/vibemq/broker/events"
 	"github.com/vibemq/broker/pebblestore"
 )
@@ -181,18 +181,14 @@ type eventJSON struct {
 	Position int64  `json:"position"`
 	Stream   string `json:"stream"`
 	// Revision is null for a record a Kafka client wrote into the store's topic.
-	Revision    *int64          `json:"revision"`
-	ID          string          `json:"id,omitempty"`
-	Type        string          `json:"type"`
-	Data        json.RawMessage `json:"data,omitempty"`
-	DataBase64  *string         `json:"data_base64,omitempty"`
-	Metadata    json.RawMessage `json:"metadata,omitempty"`
-	Timestamp   string          `json:"timestamp"`
-	TimestampMs int64           `json:"timestamp_ms"`
-}
-
-func formatMillis(ms int64) string {
-	return time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.000Z")
+	Revision    *int64         `json:"revision"`
+	ID          string         `json:"id,omitempty"`
+	Type        string         `json:"type"`
+	Data        jsontext.Value `json:"data,omitempty"`
+	DataBase64  *string        `json:"data_base64,omitempty"`
+	Metadata    jsontext.Value `json:"metadata,omitempty"`
+	Timestamp   string         `json:"timestamp"`
+	TimestampMs int64          `json:"timestamp_ms"`
 }
 
 func toEventJSON(e *events.Event) eventJSON {
@@ -231,7 +227,7 @@ func toEventsJSON(evs []events.Event) []eventJSON {
 func (api *eventsAPI) store(w http.ResponseWriter, r *http.Request) (*events.Store, bool) {
 	st, err := api.svc.Store(r.PathValue("store"))
 	if err != nil {
-		writeNativeError(w, eventsError(err))
+		writeError(w, err)
 		return nil, false
 	}
 	return st, true
@@ -249,14 +245,14 @@ func (api *eventsAPI) handleListStores(w http.ResponseWriter, _ *http.Request) {
 func (api *eventsAPI) handleCreateStore(w http.ResponseWriter, r *http.Request) {
 	if r.ContentLength != 0 {
 		var body struct{}
-		if e := decodeJSONBody(w, r, 4096, &body); e != nil {
-			writeNativeError(w, e)
+		if e := decodeBody(w, r, bodyRule{limit: 4096, required: true, anyContentType: true}, &body); e != nil {
+			writeError(w, e)
 			return
 		}
 	}
 	st, created, err := api.svc.CreateStore(r.PathValue("store"), api.now())
 	if err != nil {
-		writeNativeError(w, eventsError(err))
+		writeError(w, err)
 		return
 	}
 	status := http.StatusOK
@@ -276,7 +272,7 @@ func (api *eventsAPI) handleGetStore(w http.ResponseWriter, r *http.Request) {
 
 func (api *eventsAPI) handleDeleteStore(w http.ResponseWriter, r *http.Request) {
 	if err := api.svc.DeleteStore(r.PathValue("store")); err != nil {
-		writeNativeError(w, eventsError(err))
+		writeError(w, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -286,8 +282,8 @@ func (api *eventsAPI) handleDeleteStore(w http.ResponseWriter, r *http.Request) 
 type appendRequest struct {
 	// ExpectedRevision is "any" (default), "no_stream", "exists", or a
 	// revision number (JSON number or string).
-	ExpectedRevision json.RawMessage `json:"expected_revision"`
-	Events           appendEvents    `json:"events"`
+	ExpectedRevision jsontext.Value `json:"expected_revision"`
+	Events           appendEvents   `json:"events"`
 }
 
 // appendEvents is the events array of an append, decoded one element at a
@@ -317,55 +313,45 @@ func (e *tooManyEventsError) nativeError() *nativeError {
 	return newNativeError("out_of_range", "%s", e.Error()).with("field", "events").with("min", 1).with("max", e.max)
 }
 
-func (a *appendEvents) UnmarshalJSON(data []byte) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	dec.UseNumber()
-	tok, err := dec.Token()
-	if err != nil {
+// UnmarshalJSONFrom reads the events array element by element from the
+// one strict decoder's stream (decodeBody), refusing it at the first event
+// past max.
+func (a *appendEvents) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
+	switch dec.PeekKind() {
+	case 'n':
+		_, err := dec.ReadToken()
+		a.list = nil // null: no events
+		return err
+	case '[':
+	default:
+		// Let the decoder report the mismatch (invalid_json, field events).
+		var list []appendEventJSON
+		return jsonv2.UnmarshalDecode(dec, &list)
+	}
+	if _, err := dec.ReadToken(); err != nil {
 		return err
 	}
-	if tok == nil {
-		a.list = nil // null: no events
-		return nil
-	}
-	if d, ok := tok.(json.Delim); !ok || d != '[' {
-		value := "object"
-		switch tok.(type) {
-		case json.Number:
-			value = "number"
-		case string:
-			value = "string"
-		case bool:
-			value = "bool"
-		}
-		// The enclosing decoder prefixes the field name ("events").
-		return &json.UnmarshalTypeError{Value: value, Type: reflect.TypeOf(a.list)}
-	}
 	a.list = a.list[:0]
-	for dec.More() {
+	for dec.PeekKind() != ']' {
 		if len(a.list) >= a.max {
 			return &tooManyEventsError{max: a.max}
 		}
 		var e appendEventJSON
-		if err := dec.Decode(&e); err != nil {
-			var typeErr *json.UnmarshalTypeError
-			if errors.As(err, &typeErr) {
-				typeErr.Field = fmt.Sprintf("%d.%s", len(a.list), typeErr.Field)
-			}
+		if err := jsonv2.UnmarshalDecode(dec, &e); err != nil {
 			return err
 		}
 		a.list = append(a.list, e)
 	}
-	return nil
+	_, err := dec.ReadToken()
+	return err
 }
 
 type appendEventJSON struct {
-	ID         string          `json:"id"`
-	Type       string          `json:"type"`
-	Data       json.RawMessage `json:"data"`
-	DataBase64 *string         `json:"data_base64"`
-	Metadata   json.RawMessage `json:"metadata"`
+	ID         string         `json:"id"`
+	Type       string         `json:"type"`
+	Data       jsontext.Value `json:"data"`
+	DataBase64 *string        `json:"data_base64"`
+	Metadata   jsontext.Value `json:"metadata"`
 }
 
 type appendResponse struct {
@@ -373,14 +359,14 @@ type appendResponse struct {
 	NextExpectedRevision int64 `json:"next_expected_revision"`
 }
 
-func parseExpectedJSON(raw json.RawMessage) (events.ExpectedRevision, *nativeError) {
+func parseExpectedJSON(raw jsontext.Value) (events.ExpectedRevision, *nativeError) {
 	s := strings.TrimSpace(string(raw))
 	if s == "" || s == "null" {
 		return events.Any, nil
 	}
 	if s[0] == '"' {
 		var str string
-		if err := json.Unmarshal(raw, &str); err != nil {
+		if err := jsonv2.Unmarshal(raw, &str); err != nil {
 			return events.Any, newNativeError("invalid_expected_revision", "expected_revision is not a valid JSON string")
 		}
 		s = str
@@ -396,26 +382,26 @@ func parseExpectedJSON(raw json.RawMessage) (events.ExpectedRevision, *nativeErr
 func (api *eventsAPI) handleAppend(w http.ResponseWriter, r *http.Request) {
 	storeName, stream := r.PathValue("store"), r.PathValue("stream")
 	if err := events.ValidateStoreName(storeName); err != nil {
-		writeNativeError(w, eventsError(err))
+		writeError(w, err)
 		return
 	}
 	if err := events.ValidateStream(stream); err != nil {
-		writeNativeError(w, eventsError(err))
+		writeError(w, err)
 		return
 	}
 	limits := api.svc.Limits()
 	req := appendRequest{Events: appendEvents{max: limits.MaxAppendEvents}}
-	if e := decodeJSONBody(w, r, api.bodyLimit, &req); e != nil {
-		writeNativeError(w, e)
+	if e := decodeBody(w, r, bodyRule{limit: api.bodyLimit, required: true, anyContentType: true}, &req); e != nil {
+		writeError(w, e)
 		return
 	}
 	expected, e := parseExpectedJSON(req.ExpectedRevision)
 	if e != nil {
-		writeNativeError(w, e)
+		writeError(w, e)
 		return
 	}
 	if len(req.Events.list) == 0 {
-		writeNativeError(w, (&tooManyEventsError{max: limits.MaxAppendEvents, none: true}).nativeError())
+		writeError(w, (&tooManyEventsError{max: limits.MaxAppendEvents, none: true}).nativeError())
 		return
 	}
 	proposed := make([]events.ProposedEvent, len(req.Events.list))
@@ -424,12 +410,12 @@ func (api *eventsAPI) handleAppend(w http.ResponseWriter, r *http.Request) {
 		p := events.ProposedEvent{ID: in.ID, Type: in.Type, ContentType: events.ContentTypeJSON}
 		switch {
 		case in.DataBase64 != nil && len(in.Data) > 0:
-			writeNativeError(w, newNativeError("conflicting_fields", "%s has both data and data_base64; send one", field).with("field", field))
+			writeError(w, newNativeError("conflicting_fields", "%s has both data and data_base64; send one", field).with("field", field))
 			return
 		case in.DataBase64 != nil:
 			data, err := base64.StdEncoding.DecodeString(*in.DataBase64)
 			if err != nil {
-				writeNativeError(w, newNativeError("invalid_base64", "%s.data_base64 is not standard base64: %v", field, err).with("field", field+".data_base64"))
+				writeError(w, newNativeError("invalid_base64", "%s.data_base64 is not standard base64: %v", field, err).with("field", field+".data_base64"))
 				return
 			}
 			p.Data, p.ContentType = data, events.ContentTypeBinary
@@ -448,13 +434,13 @@ func (api *eventsAPI) handleAppend(w http.ResponseWriter, r *http.Request) {
 		// Checked before the store is created on first append, so that a
 		// refused append leaves nothing behind (Append checks again).
 		if err := api.svc.CheckSpace(); err != nil {
-			writeNativeError(w, eventsError(err))
+			writeError(w, err)
 			return
 		}
 		st, _, err = api.svc.CreateStore(storeName, api.now())
 	}
 	if err != nil {
-		writeNativeError(w, eventsError(err))
+		writeError(w, err)
 		return
 	}
 	res, err := st.Append(stream, expected, proposed, api.now())
@@ -467,7 +453,7 @@ func (api *eventsAPI) handleAppend(w http.ResponseWriter, r *http.Request) {
 				}
 			}
 		}
-		writeNativeError(w, ne)
+		writeError(w, ne)
 		return
 	}
 	status := http.StatusCreated
@@ -475,20 +461,6 @@ func (api *eventsAPI) handleAppend(w http.ResponseWriter, r *http.Request) {
 		status = http.StatusOK
 	}
 	writeJSON(w, status, appendResponse{AppendResult: res, NextExpectedRevision: res.LastRevision})
-}
-
-// eventsQueryInt parses an integer query parameter within [minimum, maximum].
-func eventsQueryInt(r *http.Request, name string, def, minimum, maximum int64) (int64, *nativeError) {
-	v := r.URL.Query().Get(name)
-	if v == "" {
-		return def, nil
-	}
-	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || n < minimum || n > maximum {
-		return 0, newNativeError("out_of_range", "%s must be an integer from %d to %d, not %q", name, minimum, maximum, v).
-			with("field", name).with("min", minimum).with("max", maximum)
-	}
-	return n, nil
 }
 
 type streamPageJSON struct {
@@ -511,7 +483,7 @@ func (api *eventsAPI) handleReadStream(w http.ResponseWriter, r *http.Request) {
 	case "backward":
 		backward = true
 	default:
-		writeNativeError(w, newNativeError("invalid_enum", "direction must be forward or backward, not %q", d).with("field", "direction"))
+		writeError(w, newNativeError("invalid_enum", "direction must be forward or backward, not %q", d).with("field", "direction"))
 		return
 	}
 	from := int64(0)
@@ -524,32 +496,32 @@ func (api *eventsAPI) handleReadStream(w http.ResponseWriter, r *http.Request) {
 		from = 0
 	case "end":
 		if !backward {
-			writeNativeError(w, newNativeError("invalid_from", "from_revision=end reads backward; add direction=backward").with("field", "from_revision"))
+			writeError(w, newNativeError("invalid_from", "from_revision=end reads backward; add direction=backward").with("field", "from_revision"))
 			return
 		}
 		from = events.FromEnd
 	default:
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 0 {
-			writeNativeError(w, newNativeError("invalid_from", "from_revision must be a revision number >= 0, start or end, not %q", v).with("field", "from_revision"))
+			writeError(w, newNativeError("invalid_from", "from_revision must be a revision number >= 0, start or end, not %q", v).with("field", "from_revision"))
 			return
 		}
 		from = n
 	}
-	limit, e := eventsQueryInt(r, "limit", events.DefaultReadLimit, 1, events.MaxReadLimit)
+	limit, e := queryInt(r, "limit", events.DefaultReadLimit, 1, events.MaxReadLimit)
 	if e != nil {
-		writeNativeError(w, e)
+		writeError(w, e)
 		return
 	}
-	maxBytes, e := eventsQueryInt(r, "max_bytes", events.DefaultReadBytes, 1024, events.MaxReadBytes)
+	maxBytes, e := queryInt(r, "max_bytes", events.DefaultReadBytes, 1024, events.MaxReadBytes)
 	if e != nil {
-		writeNativeError(w, e)
+		writeError(w, e)
 		return
 	}
 	stream := r.PathValue("stream")
 	page, err := st.ReadStream(stream, from, backward, int(limit), int(maxBytes))
 	if err != nil {
-		writeNativeError(w, eventsError(err))
+		writeError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, streamPageJSON{
@@ -597,7 +569,7 @@ func (api *eventsAPI) handleGetStream(w http.ResponseWriter, r *http.Request) {
 	}
 	info, err := st.Stream(r.PathValue("stream"))
 	if err != nil {
-		writeNativeError(w, eventsError(err))
+		writeError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, toStreamInfoJSON(info))
@@ -615,21 +587,21 @@ func (api *eventsAPI) handleDeleteStream(w http.ResponseWriter, r *http.Request)
 	case "true":
 		hard = true
 	default:
-		writeNativeError(w, newNativeError("invalid_enum", "hard must be true or false, not %q", v).with("field", "hard"))
+		writeError(w, newNativeError("invalid_enum", "hard must be true or false, not %q", v).with("field", "hard"))
 		return
 	}
 	expected := events.Any
 	if v := q.Get("expected_revision"); v != "" {
 		exp, err := events.ParseExpectedRevision(v)
 		if err != nil || exp.Kind == events.ExpectNoStream {
-			writeNativeError(w, newNativeError("invalid_expected_revision",
+			writeError(w, newNativeError("invalid_expected_revision",
 				"expected_revision %q of a delete is not any, exists or a revision number >= 0", v).with("field", "expected_revision"))
 			return
 		}
 		expected = exp
 	}
 	if err := events.ValidateStream(r.PathValue("stream")); err != nil {
-		writeNativeError(w, eventsError(err))
+		writeError(w, err)
 		return
 	}
 	st, ok := api.store(w, r)
@@ -638,7 +610,7 @@ func (api *eventsAPI) handleDeleteStream(w http.ResponseWriter, r *http.Request)
 	}
 	info, err := st.DeleteStream(r.PathValue("stream"), expected, hard)
 	if err != nil {
-		writeNativeError(w, eventsError(err))
+		writeError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, toStreamInfoJSON(info))
@@ -724,15 +696,15 @@ func (api *eventsAPI) parseReadAll(r *http.Request, st *events.Store, defaultFro
 			return p, e
 		}
 	}
-	limit, e := eventsQueryInt(r, "limit", events.DefaultReadLimit, 1, events.MaxReadLimit)
+	limit, e := queryInt(r, "limit", events.DefaultReadLimit, 1, events.MaxReadLimit)
 	if e != nil {
 		return p, e
 	}
-	maxBytes, e := eventsQueryInt(r, "max_bytes", events.DefaultReadBytes, 1024, events.MaxReadBytes)
+	maxBytes, e := queryInt(r, "max_bytes", events.DefaultReadBytes, 1024, events.MaxReadBytes)
 	if e != nil {
 		return p, e
 	}
-	waitMs, e := eventsQueryInt(r, "wait_ms", 0, 0, eventsWaitMaxMs)
+	waitMs, e := queryInt(r, "wait_ms", 0, 0, eventsWaitMaxMs)
 	if e != nil {
 		return p, e
 	}
@@ -770,7 +742,7 @@ func (api *eventsAPI) handleReadAll(w http.ResponseWriter, r *http.Request) {
 	}
 	p, e := api.parseReadAll(r, st, "first")
 	if e != nil {
-		writeNativeError(w, e)
+		writeError(w, e)
 		return
 	}
 	if p.wait > 0 {
@@ -783,7 +755,7 @@ func (api *eventsAPI) handleReadAll(w http.ResponseWriter, r *http.Request) {
 	}
 	page, err := api.longPoll(r.Context(), st, p)
 	if err != nil {
-		writeNativeError(w, eventsError(err))
+		writeError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, allPageJSON{
@@ -857,19 +829,19 @@ func (api *eventsAPI) longPoll(ctx context.Context, st *events.Store, p readAllP
 func (api *eventsAPI) serveSSE(w http.ResponseWriter, r *http.Request, st *events.Store) {
 	p, e := api.parseReadAll(r, st, "new")
 	if e != nil {
-		writeNativeError(w, e)
+		writeError(w, e)
 		return
 	}
 	if id := r.Header.Get("Last-Event-ID"); id != "" {
 		n, err := strconv.ParseInt(id, 10, 64)
 		if err != nil || n < -1 || n == math.MaxInt64 {
-			writeNativeError(w, newNativeError("invalid_from", "Last-Event-ID must be an event position, not %q", id).with("field", "Last-Event-ID"))
+			writeError(w, newNativeError("invalid_from", "Last-Event-ID must be an event position, not %q", id).with("field", "Last-Event-ID"))
 			return
 		}
 		p.from = n + 1
 	}
 	if p.from > st.NextPosition() {
-		writeNativeError(w, newNativeError("out_of_range", "position %d is past the store's next position %d", p.from, st.NextPosition()).
+		writeError(w, newNativeError("out_of_range", "position %d is past the store's next position %d", p.from, st.NextPosition()).
 			with("head_position", st.NextPosition()))
 		return
 	}

@@ -111,7 +111,7 @@ type BackupResult struct {
 
 func (api *storageAPI) lock(w http.ResponseWriter) bool {
 	if !api.running.TryLock() {
-		writeNativeError(w, newNativeError("task_already_running", "another backup, compaction or verify is running; wait for it to finish"))
+		writeError(w, newNativeError("task_already_running", "another backup, compaction or verify is running; wait for it to finish"))
 		return false
 	}
 	return true
@@ -119,12 +119,12 @@ func (api *storageAPI) lock(w http.ResponseWriter) bool {
 
 func (api *storageAPI) handleBackup(w http.ResponseWriter, r *http.Request) {
 	var req BackupRequest
-	if e := decodeJSONBody(w, r, 64<<10, &req); e != nil {
-		writeNativeError(w, e)
+	if e := decodeBody(w, r, bodyRule{limit: 64 << 10, required: true, anyContentType: true}, &req); e != nil {
+		writeError(w, e)
 		return
 	}
 	if req.Dir == "" || !filepath.IsAbs(req.Dir) {
-		writeNativeError(w, newNativeError("invalid_path", "dir must be an absolute path on the broker's machine, not %q", req.Dir).with("field", "dir"))
+		writeError(w, newNativeError("invalid_path", "dir must be an absolute path on the broker's machine, not %q", req.Dir).with("field", "dir"))
 		return
 	}
 	if !api.lock(w) {
@@ -136,10 +136,10 @@ func (api *storageAPI) handleBackup(w http.ResponseWriter, r *http.Request) {
 	info, err := api.cfg.Store.Backup(req.Dir)
 	switch {
 	case errors.Is(err, pebblestore.ErrTargetNotEmpty):
-		writeNativeError(w, newNativeError("target_not_empty", "%s", strings.TrimPrefix(err.Error(), "pebblestore: ")).with("field", "dir"))
+		writeError(w, newNativeError("target_not_empty", "%s", strings.TrimPrefix(err.Error(), "pebblestore: ")).with("field", "dir"))
 		return
 	case err != nil:
-		writeNativeError(w, storageError(err))
+		writeError(w, storageError(err))
 		return
 	}
 	writeJSON(w, http.StatusCreated, BackupResult{BackupInfo: info, DurationMs: time.Since(start).Milliseconds()})
@@ -261,5 +261,5 @@ func (p *progressWriter) fail(e *nativeError) {
 		p.line(map[string]any{"error": e})
 		return
 	}
-	writeNativeError(p.w, e)
+	writeError(p.w, e)
 }

@@ -11,19 +11,18 @@ import (
 
 // ReceiveRequest asks for up to MaxMessages ready messages.
 type ReceiveRequest struct {
-	MaxMessages         int    `json:"max_messages,omitempty"`
-	MaxBytes            int64  `json:"max_bytes,omitempty"`
-	VisibilityTimeoutMs *int64 `json:"visibility_timeout_ms,omitempty"`
-	WaitMs              *int64 `json:"wait_ms,omitempty"`
-	Group               string `json:"group,omitempty"`
-	Consumer            string `json:"consumer,omitempty"`
+	MaxMessages         int
+	MaxBytes            int64
+	VisibilityTimeoutMs *int64
+	WaitMs              *int64
+	Group               string
+	Consumer            string
 	// RequestID, when given, makes the receive safe to retry (memo.go):
 	// 1 to RequestIDMax characters.
-	RequestID    *string `json:"request_id,omitempty"`
-	BodyEncoding string  `json:"body_encoding,omitempty"`
+	RequestID *string
 	// Ack lists receipts to settle before leasing, in the same write
 	// (AckAndReceive); at most BatchMessagesMax.
-	Ack []string `json:"ack,omitempty"`
+	Ack []string
 }
 
 // requestID is the request's id, "" when it has none.
@@ -34,44 +33,46 @@ func (r *ReceiveRequest) requestID() string {
 	return *r.RequestID
 }
 
-// Message is a received (or browsed) message.
+// Message is a received (or browsed) message. Times that do not apply
+// are the zero time.Time.
 type Message struct {
-	ID          string            `json:"id"`
-	Partition   int32             `json:"partition"`
-	Offset      int64             `json:"offset"`
-	Receipt     string            `json:"receipt,omitempty"`
-	State       string            `json:"state,omitempty"`
-	Body        *string           `json:"body,omitempty"`
-	BodyBase64  *string           `json:"body_base64,omitempty"`
-	Key         *string           `json:"key,omitempty"`
-	KeyBase64   *string           `json:"key_base64,omitempty"`
-	Headers     map[string]string `json:"headers,omitempty"`
-	Priority    int               `json:"priority"`
-	Deliveries  uint32            `json:"deliveries"`
-	Expiries    uint32            `json:"expiries,omitempty"`
-	Nacks       uint32            `json:"nacks,omitempty"`
-	EnqueuedAt  string            `json:"enqueued_at"`
-	VisibleAt   string            `json:"visible_at,omitempty"`
-	LeaseUntil  string            `json:"lease_until,omitempty"`
-	ExpireAt    string            `json:"expire_at,omitempty"`
-	LastError   string            `json:"last_error,omitempty"`
-	DeadLetter  *DeadLetterInfo   `json:"dead_letter,omitempty"`
+	ID        string
+	Partition int32
+	Offset    int64
+	Receipt   string
+	State     string
+	Body      []byte
+	// Key is nil for a record without a key.
+	Key        []byte
+	Headers    map[string]string
+	Priority   int
+	Deliveries uint32
+	Expiries   uint32
+	Nacks      uint32
+	EnqueuedAt time.Time
+	// VisibleAt is set for an available message, LeaseUntil for a leased one.
+	VisibleAt   time.Time
+	LeaseUntil  time.Time
+	ExpireAt    time.Time
+	LastError   string
+	DeadLetter  *DeadLetterInfo
 	bodyMissing bool
 }
 
 // DeadLetterInfo is the story of a dead-lettered message, from its headers.
 type DeadLetterInfo struct {
-	Reason      string `json:"reason"`
-	Detail      string `json:"detail,omitempty"`
-	FailedAt    string `json:"failed_at,omitempty"`
-	SourceQueue string `json:"source_queue,omitempty"`
-	SourceID    string `json:"source_id,omitempty"`
-	Deliveries  int64  `json:"deliveries"`
+	Reason string
+	Detail string
+	// FailedAt is the x-q-dlq-failed-at header as the record carries it.
+	FailedAt    string
+	SourceQueue string
+	SourceID    string
+	Deliveries  int64
 }
 
 // ReceiveResult is what Receive leased.
 type ReceiveResult struct {
-	Messages []Message `json:"messages"`
+	Messages []Message
 }
 
 type leased struct {
@@ -122,11 +123,6 @@ func (e *Engine) CheckReceive(name string, req *ReceiveRequest) (int64, error) {
 	}
 	if len(req.Ack) > BatchMessagesMax {
 		return 0, rangeErr("ack", 0, BatchMessagesMax)
-	}
-	switch req.BodyEncoding {
-	case "", "auto", "base64":
-	default:
-		return 0, withField(errf(CodeInvalidEnum, "body_encoding is %q; it must be auto or base64", req.BodyEncoding), "body_encoding")
 	}
 	return wait, nil
 }
@@ -332,7 +328,7 @@ func (e *Engine) answer(q *queue, topic *topics.Topic, got []leased, req Receive
 	rr := newRecordReader(topic)
 	out := make([]Message, 0, len(got))
 	for _, l := range got {
-		msg := e.messageView(q, rr, l.m, &l.st, now, req.BodyEncoding == "base64")
+		msg := e.messageView(q, rr, l.m, &l.st, now)
 		if msg.bodyMissing {
 			continue // retention removed the record; the lease lapses and the sweep drops it
 		}
@@ -353,31 +349,28 @@ func (q *queue) resetBandsAfterFailure() {
 }
 
 // messageView builds the API view of a message, reading its record.
-func (e *Engine) messageView(q *queue, rr *recordReader, m msgKey, st *deliveryState, now int64, base64Body bool) Message {
+func (e *Engine) messageView(q *queue, rr *recordReader, m msgKey, st *deliveryState, now int64) Message {
 	msg := Message{
 		ID: fmtID(m), Partition: m.part, Offset: m.off, Priority: int(st.Priority),
 		Deliveries: st.Deliveries, Expiries: st.Expiries, Nacks: st.Nacks,
-		EnqueuedAt: FormatTime(st.Enqueued), LastError: st.LastError,
+		EnqueuedAt: time.UnixMilli(st.Enqueued), LastError: st.LastError,
 		State: stateName(st.State, st.Due, now),
 	}
 	switch st.State {
 	case stateAvailable:
-		msg.VisibleAt = FormatTime(st.Due)
+		msg.VisibleAt = time.UnixMilli(st.Due)
 	case stateInflight:
-		msg.LeaseUntil = FormatTime(st.Deadline)
+		msg.LeaseUntil = time.UnixMilli(st.Deadline)
 	}
 	if st.ExpireAt > 0 {
-		msg.ExpireAt = FormatTime(st.ExpireAt)
+		msg.ExpireAt = time.UnixMilli(st.ExpireAt)
 	}
 	rec, err := rr.read(m)
 	if err != nil {
 		msg.bodyMissing = true
 		return msg
 	}
-	setBytes(&msg.Body, &msg.BodyBase64, rec.Value, base64Body)
-	if rec.Key != nil {
-		setBytes(&msg.Key, &msg.KeyBase64, rec.Key, base64Body)
-	}
+	msg.Body, msg.Key = rec.Value, rec.Key
 	var dl *DeadLetterInfo
 	for _, h := range rec.Headers {
 		if msg.Headers == nil {
@@ -402,13 +395,13 @@ func (e *Engine) messageView(q *queue, rr *recordReader, m msgKey, st *deliveryS
 
 // ItemResult is the outcome of one receipt of an ack, nack or extend.
 type ItemResult struct {
-	Index     int    `json:"index"`
-	Receipt   string `json:"receipt,omitempty"`
-	ID        string `json:"id,omitempty"`
-	Status    string `json:"status,omitempty"` // acked, already_acked, requeued, dead_lettered, discarded, extended
-	VisibleAt string `json:"visible_at,omitempty"`
-	LeaseTill string `json:"lease_until,omitempty"`
-	Error     *Error `json:"error,omitempty"`
+	Index     int
+	Receipt   string
+	ID        string
+	Status    string    // acked, already_acked, requeued, dead_lettered, discarded, extended
+	VisibleAt time.Time // requeued: when it is ready again
+	LeaseTill time.Time // extended: the new deadline
+	Error     *Error
 }
 
 // decodeReceipts checks receipts in order: invalid_receipt, wrong_queue,
@@ -549,10 +542,10 @@ func (e *Engine) ackLocked(q *queue, receipts []string, valid []int, results []I
 // NackRequest returns leased messages: requeued after DelayMs (nil: the
 // queue's backoff), or to the DLQ with DeadLetter (a reject).
 type NackRequest struct {
-	Receipts   []string `json:"receipts"`
-	DelayMs    *int64   `json:"delay_ms,omitempty"`
-	Reason     string   `json:"reason,omitempty"`
-	DeadLetter bool     `json:"dead_letter,omitempty"`
+	Receipts   []string
+	DelayMs    *int64
+	Reason     string
+	DeadLetter bool
 }
 
 // Nack requeues or dead-letters leased messages.
@@ -666,7 +659,7 @@ func (e *Engine) Nack(name string, req NackRequest, now time.Time) ([]ItemResult
 				q.bands[nst.Priority].insert(readyEntry{due: nst.Due, m: m, deliveries: nst.Deliveries})
 			})
 			results[i].Status = "requeued"
-			results[i].VisibleAt = FormatTime(nst.Due)
+			results[i].VisibleAt = time.UnixMilli(nst.Due)
 		}
 	}
 	pw, err := w.apply()
@@ -709,8 +702,8 @@ func (e *Engine) backoff(b Backoff, deliveries uint32) int64 {
 
 // ExtendRequest extends leases to now + VisibilityTimeoutMs.
 type ExtendRequest struct {
-	Receipts            []string `json:"receipts"`
-	VisibilityTimeoutMs int64    `json:"visibility_timeout_ms"`
+	Receipts            []string
+	VisibilityTimeoutMs int64
 }
 
 // Extend moves the deadline of live leases to now + the visibility
@@ -773,7 +766,7 @@ func (e *Engine) Extend(name string, req ExtendRequest, now time.Time) ([]ItemRe
 		})
 		w.onApplied = append(w.onApplied, func() { q.setLeaseLocked(m, nst.Deliveries, nst.Deadline) })
 		results[i].Status = "extended"
-		results[i].LeaseTill = FormatTime(deadline)
+		results[i].LeaseTill = time.UnixMilli(deadline)
 	}
 	if err := w.commitUnlock(q.checkedUnlock); err != nil {
 		return nil, err

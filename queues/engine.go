@@ -127,15 +127,15 @@ type leaseInfo struct {
 
 // Totals count transitions since the broker started.
 type Totals struct {
-	Sent         int64            `json:"sent"`
-	Received     int64            `json:"received"`
-	Acked        int64            `json:"acked"`
-	Nacked       int64            `json:"nacked"`
-	Reaped       int64            `json:"reaped"`
-	Expired      int64            `json:"expired"`
-	DeadLettered map[string]int64 `json:"dead_lettered"`
-	Discarded    int64            `json:"discarded"`
-	Redriven     int64            `json:"redriven"`
+	Sent         int64
+	Received     int64
+	Acked        int64
+	Nacked       int64
+	Reaped       int64
+	Expired      int64
+	DeadLettered map[string]int64
+	Discarded    int64
+	Redriven     int64
 }
 
 // Open loads the queue catalog, rebuilds each queue's counters and leases
@@ -390,16 +390,16 @@ func (e *Engine) deadLetterQueueLocked(q *queue) *queue {
 
 // QueueInfo describes a queue.
 type QueueInfo struct {
-	Name            string     `json:"name"`
-	Kind            string     `json:"kind"`
-	Topic           string     `json:"topic"`
-	TopicID         string     `json:"topic_id"`
-	Attributes      Attributes `json:"attributes"`
-	DeadLetterQueue string     `json:"dead_letter_queue,omitempty"`
-	DeadLetterFor   string     `json:"dead_letter_for,omitempty"`
-	CreatedAt       int64      `json:"created_ms"`
-	Available       int64      `json:"available"`
-	Inflight        int64      `json:"inflight"`
+	Name            string
+	Kind            string
+	Topic           string
+	TopicID         string
+	Attributes      Attributes
+	DeadLetterQueue string
+	DeadLetterFor   string
+	CreatedAt       int64
+	Available       int64
+	Inflight        int64
 }
 
 // REQUIRES: q.mu held.

@@ -16,19 +16,21 @@ import (
 // RedriveRequest moves messages out of a DLQ: to Destination, or by
 // default back to each message's source queue.
 type RedriveRequest struct {
-	Destination    string         `json:"destination,omitempty"`
-	IDs            []string       `json:"ids,omitempty"`
-	Filter         *RedriveFilter `json:"filter,omitempty"`
-	RatePerSec     *int           `json:"rate_per_sec,omitempty"`
-	KeepDeliveries bool           `json:"keep_deliveries,omitempty"`
-	Limit          int64          `json:"limit,omitempty"`
+	Destination    string
+	IDs            []string
+	Filter         *RedriveFilter
+	RatePerSec     *int
+	KeepDeliveries bool
+	Limit          int64
 }
 
-// RedriveFilter selects dead-lettered messages by their headers.
+// RedriveFilter selects dead-lettered messages by their headers; zero
+// fields select any.
 type RedriveFilter struct {
-	Reason       string `json:"reason,omitempty"`
-	Source       string `json:"source,omitempty"`
-	FailedBefore string `json:"failed_before,omitempty"`
+	Reason string
+	Source string
+	// FailedBefore selects messages dead-lettered before it.
+	FailedBefore time.Time
 }
 
 // Task states.
@@ -39,19 +41,43 @@ const (
 	taskCancelled = "cancelled"
 )
 
-// TaskInfo is a redrive task as stored (pebblestore 0x3a, JSON). A task
-// moves at most min(rate, 500) messages per step; each step is one Pebble
-// batch holding the deletions from the DLQ, the appends to the
-// destinations and the task's new cursor, so a crash never loses or
-// doubles a message and the task resumes where its last step ended.
+// TaskInfo is a redrive task. A task moves at most min(rate, 500)
+// messages per step; each step is one Pebble batch holding the deletions
+// from the DLQ, the appends to the destinations and the task's new cursor,
+// so a crash never loses or doubles a message and the task resumes where
+// its last step ended. It is stored as a taskRow.
 type TaskInfo struct {
+	ID              uint64
+	Kind            string
+	DLQ             string
+	DLQID           uint32
+	Destination     string
+	IDs             []string
+	Filter          RedriveFilter
+	RatePerSec      int
+	KeepDeliveries  bool
+	Limit           int64
+	State           string
+	Moved           int64
+	Failed          int64
+	SkippedInflight int64
+	Cursor          []int64 // next offset per partition, or the next index of IDs
+	End             []int64 // high watermarks when the task began
+	CreatedMs       int64
+	UpdatedMs       int64
+	Error           string
+}
+
+// taskRow is the stored form of a TaskInfo (pebblestore 0x3a): JSON, part
+// of the file format, so its member names never change with the API's.
+type taskRow struct {
 	ID              uint64        `json:"id"`
 	Kind            string        `json:"kind"`
 	DLQ             string        `json:"dlq"`
 	DLQID           uint32        `json:"dlq_id"`
 	Destination     string        `json:"destination,omitempty"`
 	IDs             []string      `json:"ids,omitempty"`
-	Filter          RedriveFilter `json:"filter"`
+	Filter          taskFilterRow `json:"filter"`
 	FailedBeforeMs  int64         `json:"failed_before_ms,omitempty"`
 	RatePerSec      int           `json:"rate_per_sec"`
 	KeepDeliveries  bool          `json:"keep_deliveries,omitempty"`
@@ -60,11 +86,52 @@ type TaskInfo struct {
 	Moved           int64         `json:"moved"`
 	Failed          int64         `json:"failed"`
 	SkippedInflight int64         `json:"skipped_inflight"`
-	Cursor          []int64       `json:"cursor"` // next offset per partition, or the next index of IDs
-	End             []int64       `json:"end"`    // high watermarks when the task began
+	Cursor          []int64       `json:"cursor"`
+	End             []int64       `json:"end"`
 	CreatedMs       int64         `json:"created_ms"`
 	UpdatedMs       int64         `json:"updated_ms"`
 	Error           string        `json:"error,omitempty"`
+}
+
+// taskFilterRow is the stored filter; failed_before is kept as text for
+// readers of old rows, failed_before_ms is the value.
+type taskFilterRow struct {
+	Reason       string `json:"reason,omitempty"`
+	Source       string `json:"source,omitempty"`
+	FailedBefore string `json:"failed_before,omitempty"`
+}
+
+func (t *TaskInfo) row() taskRow {
+	r := taskRow{ID: t.ID, Kind: t.Kind, DLQ: t.DLQ, DLQID: t.DLQID, Destination: t.Destination, IDs: t.IDs,
+		Filter:     taskFilterRow{Reason: t.Filter.Reason, Source: t.Filter.Source},
+		RatePerSec: t.RatePerSec, KeepDeliveries: t.KeepDeliveries, Limit: t.Limit, State: t.State, Moved: t.Moved,
+		Failed: t.Failed, SkippedInflight: t.SkippedInflight, Cursor: t.Cursor, End: t.End,
+		CreatedMs: t.CreatedMs, UpdatedMs: t.UpdatedMs, Error: t.Error}
+	if !t.Filter.FailedBefore.IsZero() {
+		r.FailedBeforeMs = t.Filter.FailedBefore.UnixMilli()
+		r.Filter.FailedBefore = formatHeaderTime(r.FailedBeforeMs)
+	}
+	return r
+}
+
+func (r *taskRow) info() TaskInfo {
+	t := TaskInfo{ID: r.ID, Kind: r.Kind, DLQ: r.DLQ, DLQID: r.DLQID, Destination: r.Destination, IDs: r.IDs,
+		Filter:     RedriveFilter{Reason: r.Filter.Reason, Source: r.Filter.Source},
+		RatePerSec: r.RatePerSec, KeepDeliveries: r.KeepDeliveries, Limit: r.Limit, State: r.State, Moved: r.Moved,
+		Failed: r.Failed, SkippedInflight: r.SkippedInflight, Cursor: r.Cursor, End: r.End,
+		CreatedMs: r.CreatedMs, UpdatedMs: r.UpdatedMs, Error: r.Error}
+	if r.FailedBeforeMs > 0 {
+		t.Filter.FailedBefore = time.UnixMilli(r.FailedBeforeMs)
+	}
+	return t
+}
+
+// failedBeforeMs is the filter's bound in Unix ms, 0 for none.
+func (t *TaskInfo) failedBeforeMs() int64 {
+	if t.Filter.FailedBefore.IsZero() {
+		return 0
+	}
+	return t.Filter.FailedBefore.UnixMilli()
 }
 
 type task struct {
@@ -86,10 +153,11 @@ func (e *Engine) loadTasks() error {
 		if err != nil {
 			return err
 		}
-		var rec TaskInfo
-		if err := json.Unmarshal(v, &rec); err != nil {
+		var row taskRow
+		if err := json.Unmarshal(v, &row); err != nil {
 			return fmt.Errorf("%w: redrive task %x: %v", pebblestore.ErrCorruption, it.Key(), err)
 		}
+		rec := row.info()
 		e.mu.tasks[rec.ID] = &task{rec: rec}
 		if rec.ID >= e.mu.nextTask {
 			e.mu.nextTask = rec.ID + 1
@@ -99,7 +167,7 @@ func (e *Engine) loadTasks() error {
 }
 
 func taskValue(rec *TaskInfo) []byte {
-	v, _ := json.Marshal(rec)
+	v, _ := json.Marshal(rec.row())
 	return v
 }
 
@@ -136,13 +204,6 @@ func (e *Engine) Redrive(dlqName string, req RedriveRequest, now time.Time) (Tas
 		RatePerSec: rate, KeepDeliveries: req.KeepDeliveries, Limit: req.Limit, State: taskRunning, CreatedMs: nowMs, UpdatedMs: nowMs}
 	if req.Filter != nil {
 		rec.Filter = *req.Filter
-		if req.Filter.FailedBefore != "" {
-			t, err := parseTime("filter.failed_before", req.Filter.FailedBefore)
-			if err != nil {
-				return TaskInfo{}, err
-			}
-			rec.FailedBeforeMs = t
-		}
 	}
 	// A redrive appends every message it moves: not while the disk is
 	// almost full (running tasks pause, see runTasks).
@@ -336,8 +397,8 @@ func (e *Engine) redriveStep(t *task, now int64) (int, error) {
 		if f := rec.Filter; f.Reason != "" && hdr[HeaderDLQReason] != f.Reason || f.Source != "" && hdr[HeaderDLQSourceQueue] != f.Source {
 			return false
 		}
-		if rec.FailedBeforeMs > 0 {
-			if at, err := parseTime("failed_at", hdr[HeaderDLQFailedAt]); err != nil || at >= rec.FailedBeforeMs {
+		if before := rec.failedBeforeMs(); before > 0 {
+			if at, ok := parseHeaderTime(hdr[HeaderDLQFailedAt]); !ok || at >= before {
 				return false
 			}
 		}

@@ -501,10 +501,10 @@ func (r *rateWindow) sample(now int64, t *Totals) {
 
 // Rates are messages per second over the last ~10 seconds.
 type Rates struct {
-	Sent         float64 `json:"sent"`
-	Received     float64 `json:"received"`
-	Acked        float64 `json:"acked"`
-	DeadLettered float64 `json:"dead_lettered"`
+	Sent         float64
+	Received     float64
+	Acked        float64
+	DeadLettered float64
 }
 
 func (r *rateWindow) rates() Rates {
