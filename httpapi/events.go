@@ -235,9 +235,9 @@ func (api *eventsAPI) store(w http.ResponseWriter, r *http.Request) (*events.Sto
 
 func (api *eventsAPI) handleListStores(w http.ResponseWriter, _ *http.Request) {
 	stores := api.svc.Stores()
-	out := make([]events.Info, 0, len(stores))
+	out := make([]storeInfoJSON, 0, len(stores))
 	for _, st := range stores {
-		out = append(out, st.Info())
+		out = append(out, storeInfoJSON(st.Info()))
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"stores": out})
 }
@@ -259,7 +259,7 @@ func (api *eventsAPI) handleCreateStore(w http.ResponseWriter, r *http.Request) 
 	if created {
 		status = http.StatusCreated
 	}
-	writeJSON(w, status, st.Info())
+	writeJSON(w, status, storeInfoJSON(st.Info()))
 }
 
 func (api *eventsAPI) handleGetStore(w http.ResponseWriter, r *http.Request) {
@@ -267,7 +267,7 @@ func (api *eventsAPI) handleGetStore(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	writeJSON(w, http.StatusOK, st.Info())
+	writeJSON(w, http.StatusOK, storeInfoJSON(st.Info()))
 }
 
 func (api *eventsAPI) handleDeleteStore(w http.ResponseWriter, r *http.Request) {
@@ -354,9 +354,26 @@ type appendEventJSON struct {
 	Metadata   jsontext.Value `json:"metadata"`
 }
 
+// storeInfoJSON is events.Info on the wire.
+type storeInfoJSON struct {
+	Name          string `json:"name"`
+	FirstPosition int64  `json:"first_position"`
+	NextPosition  int64  `json:"next_position"`
+	Streams       int64  `json:"streams"`
+	CreatedMs     int64  `json:"created_ms"`
+	TopicID       string `json:"topic_id"`
+}
+
+// appendResponse is events.AppendResult on the wire, with the expected
+// revision of the stream's next append.
 type appendResponse struct {
-	events.AppendResult
-	NextExpectedRevision int64 `json:"next_expected_revision"`
+	FirstPosition        int64    `json:"first_position"`
+	LastPosition         int64    `json:"last_position"`
+	FirstRevision        int64    `json:"first_revision"`
+	LastRevision         int64    `json:"last_revision"`
+	Idempotent           bool     `json:"idempotent"`
+	EventIDs             []string `json:"event_ids"`
+	NextExpectedRevision int64    `json:"next_expected_revision"`
 }
 
 func parseExpectedJSON(raw jsontext.Value) (events.ExpectedRevision, *nativeError) {
@@ -460,7 +477,9 @@ func (api *eventsAPI) handleAppend(w http.ResponseWriter, r *http.Request) {
 	if res.Idempotent {
 		status = http.StatusOK
 	}
-	writeJSON(w, status, appendResponse{AppendResult: res, NextExpectedRevision: res.LastRevision})
+	writeJSON(w, status, appendResponse{FirstPosition: res.FirstPosition, LastPosition: res.LastPosition,
+		FirstRevision: res.FirstRevision, LastRevision: res.LastRevision, Idempotent: res.Idempotent,
+		EventIDs: res.EventIDs, NextExpectedRevision: res.NextExpectedRevision()})
 }
 
 type streamPageJSON struct {
