@@ -846,22 +846,9 @@ func (api *eventsAPI) longPoll(ctx context.Context, st *events.Store, p readAllP
 // sends one, else starts at from (default new). It reads from the log, so
 // a slow client falls behind without the broker buffering for it.
 func (api *eventsAPI) serveSSE(w http.ResponseWriter, r *http.Request, st *events.Store) {
-	p, e := api.parseReadAll(r, st, "new")
+	p, e := api.sseParams(r, st)
 	if e != nil {
 		writeError(w, e)
-		return
-	}
-	if id := r.Header.Get("Last-Event-ID"); id != "" {
-		n, err := strconv.ParseInt(id, 10, 64)
-		if err != nil || n < -1 || n == math.MaxInt64 {
-			writeError(w, newNativeError("invalid_from", "Last-Event-ID must be an event position, not %q", id).with("field", "Last-Event-ID"))
-			return
-		}
-		p.from = n + 1
-	}
-	if p.from > st.NextPosition() {
-		writeError(w, newNativeError("out_of_range", "position %d is past the store's next position %d", p.from, st.NextPosition()).
-			with("head_position", st.NextPosition()))
 		return
 	}
 	release, ok := api.s.acquireStream(w)
@@ -869,32 +856,13 @@ func (api *eventsAPI) serveSSE(w http.ResponseWriter, r *http.Request, st *event
 		return
 	}
 	defer release()
-	// Every write gets WriteTimeout: a client that stops reading is
-	// disconnected instead of holding this goroutine forever.
-	rc := http.NewResponseController(w)
-	writeTimeout := api.s.cfg.WriteTimeout
-	write := func(b []byte) bool {
-		_ = rc.SetWriteDeadline(time.Now().Add(writeTimeout))
-		if _, err := w.Write(b); err != nil {
-			api.s.streamWriteFailed(r, err)
-			return false
-		}
-		return true
-	}
-	flush := func() bool {
-		_ = rc.SetWriteDeadline(time.Now().Add(writeTimeout))
-		if err := rc.Flush(); err != nil {
-			api.s.streamWriteFailed(r, err)
-			return false
-		}
-		return true
-	}
+	out := &sseWriter{s: api.s, w: w, r: r, rc: http.NewResponseController(w)}
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	if !write([]byte("retry: 1000\n\n")) || !flush() {
+	if !out.write([]byte("retry: 1000\n\n")) || !out.flush() {
 		return
 	}
 
@@ -904,40 +872,13 @@ func (api *eventsAPI) serveSSE(w http.ResponseWriter, r *http.Request, st *event
 	heartbeat := time.NewTicker(api.heartbeat)
 	defer heartbeat.Stop()
 	pos := p.from
-	var buf []byte
-	sendError := func(err error) {
-		body, _ := json.Marshal(eventsError(err))
-		if write(fmt.Appendf(nil, "event: error\ndata: %s\n\n", body)) {
-			flush()
-		}
-	}
 	for {
 		page, err := st.ReadAll(pos, eventsSSEPageLimit, p.maxBytes, p.filter)
 		if err != nil {
-			sendError(err)
+			out.sendError(err)
 			return
 		}
-		for i := range page.Events {
-			ev := &page.Events[i]
-			body, err := json.Marshal(toEventJSON(ev))
-			if err != nil {
-				return
-			}
-			buf = strconv.AppendInt(append(buf[:0], "id: "...), ev.Position, 10)
-			buf = append(buf, '\n')
-			if ev.Type != "" && !strings.ContainsAny(ev.Type, "\r\n") {
-				// A type with a line break (possible only in records written
-				// before the store's topic was owned) would end the field and
-				// forge others; such events go out with the default type,
-				// their real type still in the data.
-				buf = append(append(append(buf, "event: "...), ev.Type...), '\n')
-			}
-			buf = append(append(append(buf, "data: "...), body...), "\n\n"...)
-			if !write(buf) {
-				return
-			}
-		}
-		if len(page.Events) > 0 && !flush() {
+		if !out.page(page.Events) {
 			return
 		}
 		pos = page.NextPosition
@@ -955,13 +896,13 @@ func (api *eventsAPI) serveSSE(w http.ResponseWriter, r *http.Request, st *event
 		// error: without this check the tail would idle on heartbeats
 		// forever. Checked after AddWaiter, so no deletion is missed.
 		if st.Deleted() {
-			sendError(fmt.Errorf("%w: %q was deleted", events.ErrStoreNotFound, st.Name()))
+			out.sendError(fmt.Errorf("%w: %q was deleted", events.ErrStoreNotFound, st.Name()))
 			return
 		}
 		select {
 		case <-wake:
 		case <-heartbeat.C:
-			if !write([]byte(": heartbeat\n\n")) || !flush() {
+			if !out.write([]byte(": heartbeat\n\n")) || !out.flush() {
 				return
 			}
 		case <-r.Context().Done():
@@ -969,5 +910,92 @@ func (api *eventsAPI) serveSSE(w http.ResponseWriter, r *http.Request, st *event
 		case <-api.done:
 			return
 		}
+	}
+}
+
+// sseParams reads a tail's parameters: those of a store read (from
+// defaulting to new), then Last-Event-ID, which resumes after the event it
+// names; a start past the store's next position is out_of_range.
+func (api *eventsAPI) sseParams(r *http.Request, st *events.Store) (readAllParams, *nativeError) {
+	p, e := api.parseReadAll(r, st, "new")
+	if e != nil {
+		return p, e
+	}
+	if id := r.Header.Get("Last-Event-ID"); id != "" {
+		n, err := strconv.ParseInt(id, 10, 64)
+		if err != nil || n < -1 || n == math.MaxInt64 {
+			return p, newNativeError("invalid_from", "Last-Event-ID must be an event position, not %q", id).with("field", "Last-Event-ID")
+		}
+		p.from = n + 1
+	}
+	if p.from > st.NextPosition() {
+		return p, newNativeError("out_of_range", "position %d is past the store's next position %d", p.from, st.NextPosition()).
+			with("head_position", st.NextPosition())
+	}
+	return p, nil
+}
+
+// sseWriter writes a Server-Sent Events stream. Every write gets the
+// server's WriteTimeout: a client that stops reading is disconnected
+// instead of holding the tail's goroutine forever. A failed write or
+// flush is logged (streamWriteFailed) and reported as false.
+type sseWriter struct {
+	s   *Server
+	w   http.ResponseWriter
+	r   *http.Request
+	rc  *http.ResponseController
+	buf []byte
+}
+
+func (o *sseWriter) write(b []byte) bool {
+	_ = o.rc.SetWriteDeadline(time.Now().Add(o.s.cfg.WriteTimeout))
+	if _, err := o.w.Write(b); err != nil {
+		o.s.streamWriteFailed(o.r, err)
+		return false
+	}
+	return true
+}
+
+func (o *sseWriter) flush() bool {
+	_ = o.rc.SetWriteDeadline(time.Now().Add(o.s.cfg.WriteTimeout))
+	if err := o.rc.Flush(); err != nil {
+		o.s.streamWriteFailed(o.r, err)
+		return false
+	}
+	return true
+}
+
+// page writes one SSE event per store event (id: its position, event: its
+// type, data: its JSON) and flushes them.
+func (o *sseWriter) page(evs []events.Event) bool {
+	for i := range evs {
+		ev := &evs[i]
+		body, err := json.Marshal(toEventJSON(ev))
+		if err != nil {
+			return false
+		}
+		buf := strconv.AppendInt(append(o.buf[:0], "id: "...), ev.Position, 10)
+		buf = append(buf, '\n')
+		if ev.Type != "" && !strings.ContainsAny(ev.Type, "\r\n") {
+			// A type with a line break (possible only in records written
+			// before the store's topic was owned) would end the field and
+			// forge others; such events go out with the default type,
+			// their real type still in the data.
+			buf = append(append(append(buf, "event: "...), ev.Type...), '\n')
+		}
+		buf = append(append(append(buf, "data: "...), body...), "\n\n"...)
+		o.buf = buf
+		if !o.write(buf) {
+			return false
+		}
+	}
+	return len(evs) == 0 || o.flush()
+}
+
+// sendError ends the stream with an error event carrying the error's JSON.
+func (o *sseWriter) sendError(err error) {
+	body, _ := json.Marshal(errorOf(err))
+	if o.write(fmt.Appendf(nil, "event: error\ndata: %s\n\n", body)) {
+		o.flush()
 	}
 }

@@ -163,7 +163,7 @@ func (e *Engine) AckAndReceive(name string, receipts []string, req ReceiveReques
 	}
 	a := q.rec.Attributes
 	acks := &write{e: e, now: nowMs}
-	freed, settled := e.ackLocked(q, receipts, valid, results, acks, nowMs)
+	freed, settled := e.ackLocked(q, receipts, valid, results, acks)
 	b := e.store.NewBatch()
 	for _, f := range acks.ops {
 		f(b)
@@ -185,7 +185,7 @@ func (e *Engine) AckAndReceive(name string, receipts []string, req ReceiveReques
 			// still in flight.
 			r := q.memos[requestID]
 			b.Set(memoKey(q.id, requestID), r.encode())
-			return e.finishReceive(q, b, acks, nil, again, true, req, nowMs, results)
+			return e.finishReceive(receiveCommit{q: q, b: b, acks: acks, got: again, replay: true, req: req, now: nowMs, results: results})
 		}
 	}
 	inflight := q.inflight - freed
@@ -199,72 +199,14 @@ func (e *Engine) AckAndReceive(name string, receipts []string, req ReceiveReques
 	if req.VisibilityTimeoutMs != nil {
 		visibility = *req.VisibilityTimeoutMs
 	}
-	want := max(0, min(int64(req.MaxMessages), a.MaxInflight-inflight))
-	var got []leased
-	var bytes int64
-	for prio := int(a.PriorityLevels) - 1; prio >= 0 && int64(len(got)) < want; prio-- {
-		band := &q.bands[prio]
-		for int64(len(got)) < want {
-			top, ok, err := q.peekBand(prio)
-			if err != nil {
-				q.mu.Unlock()
-				b.Close()
-				return nil, nil, errStorage(err)
-			}
-			if !ok || top.due > nowMs {
-				break
-			}
-			if settled[top.m] {
-				band.pop() // acked above, in this batch
-				continue
-			}
-			sk := stateKey(q.id, top.m)
-			v, err := e.store.Get(sk)
-			if errors.Is(err, pebblestore.ErrNotFound) {
-				band.pop()
-				continue
-			}
-			if err != nil {
-				q.mu.Unlock()
-				b.Close()
-				return nil, nil, errStorage(err)
-			}
-			st, err := decodeState(v)
-			if err != nil {
-				q.mu.Unlock()
-				b.Close()
-				return nil, nil, errStorage(err)
-			}
-			if st.State != stateAvailable || st.Due != top.due || int(st.Priority) != prio || st.Deliveries != top.deliveries {
-				band.pop() // stale
-				continue
-			}
-			if exp := expiryOf(&st, &a); exp > 0 && exp <= nowMs {
-				band.pop() // expired: the expiry sweep settles it
-				continue
-			}
-			if len(got) > 0 && bytes+int64(st.Size) > req.MaxBytes {
-				want = int64(len(got))
-				break
-			}
-			band.pop()
-			old := st
-			st.State = stateInflight
-			st.Deliveries++
-			st.Deadline = nowMs + visibility
-			st.LeaseStart = nowMs
-			if st.FirstRecv == 0 {
-				st.FirstRecv = nowMs
-			}
-			if invariantsEnabled {
-				checkTransition(&old, &st, nowMs)
-			}
-			b.Delete(readyKey(q.id, old.Priority, old.Due, top.m))
-			b.Set(sk, st.encode())
-			b.Set(leaseKey(q.id, st.Deadline, top.m), u32Bytes(st.Deliveries))
-			bytes += int64(st.Size)
-			got = append(got, leased{m: top.m, st: st})
-		}
+	got, err := e.leaseReadyLocked(q, b, leaseRequest{
+		want: max(0, min(int64(req.MaxMessages), a.MaxInflight-inflight)), maxBytes: req.MaxBytes,
+		visibilityMs: visibility, now: nowMs, settled: settled,
+	})
+	if err != nil {
+		q.mu.Unlock()
+		b.Close()
+		return nil, nil, errStorage(err)
 	}
 	var memo *receiveMemo
 	if requestID != "" && len(got) > 0 {
@@ -272,14 +214,102 @@ func (e *Engine) AckAndReceive(name string, receipts []string, req ReceiveReques
 		memo = &r
 		b.Set(memoKey(q.id, requestID), r.encode())
 	}
-	return e.finishReceive(q, b, acks, memo, got, false, req, nowMs, results)
+	return e.finishReceive(receiveCommit{q: q, b: b, acks: acks, memo: memo, got: got, req: req, now: nowMs, results: results})
 }
 
-// finishReceive commits b (the acks, and the leases of got unless replay:
-// then got are a memo's existing leases) with memo, and answers the
-// messages of got. REQUIRES: q.mu held; it is released.
-func (e *Engine) finishReceive(q *queue, b *pebblestore.Batch, acks *write, memo *receiveMemo, got []leased, replay bool, req ReceiveRequest, now int64, results []ItemResult) ([]Message, []ItemResult, error) {
-	fresh := !replay
+// leaseRequest is what one receive may lease: up to want messages of at
+// most maxBytes together (the first one whatever its size), each for
+// visibilityMs, skipping the messages settled by the acks of the same call.
+type leaseRequest struct {
+	want, maxBytes int64
+	visibilityMs   int64
+	now            int64
+	settled        map[msgKey]bool
+}
+
+// leaseReadyLocked leases ready messages, highest priority first, then
+// earliest due: their rows move from the ready index to the lease index
+// in b. Stale entries of the bands (settled, gone, changed, expired) are
+// dropped on the way.
+// REQUIRES: q.mu held.
+func (e *Engine) leaseReadyLocked(q *queue, b *pebblestore.Batch, lr leaseRequest) ([]leased, error) {
+	a := &q.rec.Attributes
+	want := lr.want
+	var got []leased
+	var bytes int64
+	for prio := int(a.PriorityLevels) - 1; prio >= 0 && int64(len(got)) < want; prio-- {
+		band := &q.bands[prio]
+		for int64(len(got)) < want {
+			top, ok, err := q.peekBand(prio)
+			if err != nil {
+				return nil, err
+			}
+			if !ok || top.due > lr.now {
+				break
+			}
+			if lr.settled[top.m] {
+				band.pop() // acked above, in this batch
+				continue
+			}
+			st, ok, err := e.getState(q, top.m)
+			if err != nil {
+				return nil, err
+			}
+			if !ok || st.State != stateAvailable || st.Due != top.due || int(st.Priority) != prio || st.Deliveries != top.deliveries {
+				band.pop() // gone, or stale
+				continue
+			}
+			if exp := expiryOf(&st, a); exp > 0 && exp <= lr.now {
+				band.pop() // expired: the expiry sweep settles it
+				continue
+			}
+			if len(got) > 0 && bytes+int64(st.Size) > lr.maxBytes {
+				want = int64(len(got))
+				break
+			}
+			band.pop()
+			old := st
+			st.State = stateInflight
+			st.Deliveries++
+			st.Deadline = lr.now + lr.visibilityMs
+			st.LeaseStart = lr.now
+			if st.FirstRecv == 0 {
+				st.FirstRecv = lr.now
+			}
+			if invariantsEnabled {
+				checkTransition(&old, &st, lr.now)
+			}
+			b.Delete(readyKey(q.id, old.Priority, old.Due, top.m))
+			b.Set(stateKey(q.id, top.m), st.encode())
+			b.Set(leaseKey(q.id, st.Deadline, top.m), u32Bytes(st.Deliveries))
+			bytes += int64(st.Size)
+			got = append(got, leased{m: top.m, st: st})
+		}
+	}
+	return got, nil
+}
+
+// receiveCommit is a receive ready to commit: b holds the acks' rows (acks
+// runs their in-memory updates once applied) and, unless replay, the
+// leases of got; with replay, got are a memo's existing leases. memo, when
+// set, is the request's new memo; results are the acks' results.
+type receiveCommit struct {
+	q       *queue
+	b       *pebblestore.Batch
+	acks    *write
+	memo    *receiveMemo
+	got     []leased
+	replay  bool
+	req     ReceiveRequest
+	now     int64
+	results []ItemResult
+}
+
+// finishReceive commits c.b with the memo and answers the messages of
+// c.got. REQUIRES: c.q.mu held; it is released.
+func (e *Engine) finishReceive(c receiveCommit) ([]Message, []ItemResult, error) {
+	q, b, acks, memo, got, req, now, results := c.q, c.b, c.acks, c.memo, c.got, c.req, c.now, c.results
+	fresh := !c.replay
 	if b.Empty() {
 		topic := q.topic
 		q.mu.Unlock()
@@ -470,7 +500,7 @@ func (e *Engine) Ack(name string, receipts []string, now time.Time) ([]ItemResul
 		return nil, errf(CodeQueueDeleted, "queue %q was deleted", name)
 	}
 	w := &write{e: e, now: nowMs}
-	_, _ = e.ackLocked(q, receipts, valid, results, w, nowMs)
+	_, _ = e.ackLocked(q, receipts, valid, results, w)
 	if err := w.commitUnlock(q.checkedUnlock); err != nil {
 		return nil, err
 	}
@@ -484,8 +514,8 @@ func (e *Engine) Ack(name string, receipts []string, now time.Time) ([]ItemResul
 // settle: the late acks of lapsed leases among them are still in the ready
 // bands, and a memo replay must not answer any of them, until w is applied.
 // REQUIRES: q.mu held; decodeReceipts checked receipts[valid].
-func (e *Engine) ackLocked(q *queue, receipts []string, valid []int, results []ItemResult, w *write, now int64) (freed int64, settled map[msgKey]bool) {
-	a := q.rec.Attributes
+func (e *Engine) ackLocked(q *queue, receipts []string, valid []int, results []ItemResult, w *write) (freed int64, settled map[msgKey]bool) {
+	a, now := q.rec.Attributes, w.now
 	for _, i := range valid {
 		r, _ := e.decodeReceipt(receipts[i])
 		st, ok, err := e.getState(q, r.m)
@@ -555,14 +585,8 @@ func (e *Engine) Nack(name string, req NackRequest, now time.Time) ([]ItemResult
 	if qerr != nil {
 		return nil, qerr
 	}
-	if err := checkReceiptCount(req.Receipts); err != nil {
+	if err := req.check(); err != nil {
 		return nil, err
-	}
-	if req.DelayMs != nil && (*req.DelayMs < 0 || *req.DelayMs > VisibilityMaxMs) {
-		return nil, rangeErr("delay_ms", 0, VisibilityMaxMs)
-	}
-	if len(req.Reason) > ReasonMax {
-		return nil, rangeErr("reason", 0, ReasonMax)
 	}
 	results := make([]ItemResult, len(req.Receipts))
 	valid := e.decodeReceipts(q, req.Receipts, results)
@@ -577,97 +601,17 @@ func (e *Engine) Nack(name string, req NackRequest, now time.Time) ([]ItemResult
 	if dlq != nil && dlq.deleted {
 		dlq = nil
 	}
-	a := q.rec.Attributes
-	w := &write{e: e, now: nowMs}
-	rr := newRecordReader(q.topic)
-	var inserts []func()
+	n := &nackRun{e: e, from: moveSource{q: q, dlq: dlq, rr: newRecordReader(q.topic)}, a: q.rec.Attributes,
+		req: &req, now: nowMs, w: &write{e: e, now: nowMs}}
 	for _, i := range valid {
-		r, _ := e.decodeReceipt(req.Receipts[i])
-		st, ok, err := e.getState(q, r.m)
-		if err != nil {
-			results[i].Error = errStorage(err)
-			continue
-		}
-		live := ok && st.State == stateInflight && st.Deadline > nowMs
-		reaped := ok && st.State == stateAvailable
-		switch {
-		case !ok:
-			results[i].Error = errf(CodeNotFound, "message %s is gone (acked, dead-lettered, expired or purged)", fmtID(r.m))
-			continue
-		case st.Deliveries != r.epoch:
-			results[i].Error = errf(CodeLeaseLost, "the lease of this receipt ended and message %s was received again (delivery %d)", fmtID(r.m), st.Deliveries)
-			continue
-		case req.DeadLetter && (live || reaped || st.State == stateInflight):
-			// reject: to the DLQ below
-		case !live:
-			results[i].Error = errf(CodeNotInflight, "the lease of message %s has ended; it is no longer held", fmtID(r.m))
-			continue
-		}
-		m := r.m
-		expired := expiryOf(&st, &a)
-		toDLQ := req.DeadLetter || a.MaxReceives > 0 && st.Deliveries >= uint32(a.MaxReceives) ||
-			expired > 0 && expired <= nowMs && expiryDeadLetters(&a, &st, nowMs)
-		if toDLQ && dlq != nil {
-			// Moving to the DLQ appends the message: not while the disk is
-			// almost full. The lease is left as it is.
-			if err := e.store.Space().Check(); err != nil {
-				results[i].Error = errStorage(err)
-				continue
-			}
-		}
-		switch {
-		case req.DeadLetter:
-			w.deadLetterLocked(q, dlq, m, st, ReasonRejected, req.Reason, rr)
-			results[i].Status = statusMoved(dlq)
-		case a.MaxReceives > 0 && st.Deliveries >= uint32(a.MaxReceives):
-			w.deadLetterLocked(q, dlq, m, st, ReasonMaxReceives, req.Reason, rr)
-			results[i].Status = statusMoved(dlq)
-		case expired > 0 && expired <= nowMs:
-			e.expireLocked(w, q, dlq, m, st, rr)
-			results[i].Status = "expired"
-		default:
-			delay := int64(0)
-			if req.DelayMs != nil {
-				delay = *req.DelayMs
-			} else {
-				delay = e.backoff(a.Backoff, st.Deliveries)
-			}
-			old := st
-			st.State = stateAvailable
-			st.Nacks++
-			st.Due = nowMs + delay
-			st.Deadline = 0
-			if req.Reason != "" {
-				st.LastError = req.Reason
-			}
-			nst := st
-			if invariantsEnabled {
-				checkTransition(&old, &nst, nowMs)
-			}
-			w.op(func(b *pebblestore.Batch) {
-				b.Delete(leaseKey(q.id, old.Deadline, m))
-				b.Set(stateKey(q.id, m), nst.encode())
-				b.Set(readyKey(q.id, nst.Priority, nst.Due, m), u32Bytes(nst.Deliveries))
-			})
-			w.onApplied = append(w.onApplied, func() {
-				q.inflight--
-				q.available++
-				delete(q.leases, m)
-				q.totals.Nacked++
-			})
-			inserts = append(inserts, func() {
-				q.bands[nst.Priority].insert(readyEntry{due: nst.Due, m: m, deliveries: nst.Deliveries})
-			})
-			results[i].Status = "requeued"
-			results[i].VisibleAt = time.UnixMilli(nst.Due)
-		}
+		n.nackLocked(&results[i])
 	}
-	pw, err := w.apply()
+	pw, err := n.w.apply()
 	if err == nil {
-		for _, f := range inserts {
+		for _, f := range n.inserts {
 			f()
 		}
-		if len(inserts) > 0 {
+		if len(n.inserts) > 0 {
 			q.wakeLocked()
 		}
 	}
@@ -685,6 +629,134 @@ func (e *Engine) Nack(name string, req NackRequest, now time.Time) ([]ItemResult
 		return nil, err
 	}
 	return results, nil
+}
+
+// check validates a nack's receipt count, delay and reason.
+func (req *NackRequest) check() *Error {
+	if err := checkReceiptCount(req.Receipts); err != nil {
+		return err
+	}
+	if req.DelayMs != nil && (*req.DelayMs < 0 || *req.DelayMs > VisibilityMaxMs) {
+		return rangeErr("delay_ms", 0, VisibilityMaxMs)
+	}
+	if len(req.Reason) > ReasonMax {
+		return rangeErr("reason", 0, ReasonMax)
+	}
+	return nil
+}
+
+// nackRun is one nack: the write it builds and the band insertions of
+// requeued messages, run once the write is applied.
+type nackRun struct {
+	e       *Engine
+	from    moveSource
+	a       Attributes
+	req     *NackRequest
+	now     int64
+	w       *write
+	inserts []func()
+}
+
+// nackLocked settles the message of one valid receipt (res.Receipt): to
+// the DLQ (a reject, or past max_receives), expired, or requeued after the
+// request's delay or the queue's backoff. A receipt whose lease ended is
+// not_inflight, except for a reject.
+// REQUIRES: the locks of the queue and of its DLQ held.
+func (n *nackRun) nackLocked(res *ItemResult) {
+	a, now := &n.a, n.now
+	r, _ := n.e.decodeReceipt(res.Receipt)
+	st, ok, err := n.e.getState(n.from.q, r.m)
+	if err != nil {
+		res.Error = errStorage(err)
+		return
+	}
+	if res.Error = n.nackable(r, st, ok); res.Error != nil {
+		return
+	}
+	m := r.m
+	expired := expiryOf(&st, a)
+	toDLQ := n.req.DeadLetter || a.MaxReceives > 0 && st.Deliveries >= uint32(a.MaxReceives) ||
+		expired > 0 && expired <= now && expiryDeadLetters(a, &st, now)
+	if toDLQ && n.from.dlq != nil {
+		// Moving to the DLQ appends the message: not while the disk is
+		// almost full. The lease is left as it is.
+		if err := n.e.store.Space().Check(); err != nil {
+			res.Error = errStorage(err)
+			return
+		}
+	}
+	switch {
+	case n.req.DeadLetter:
+		n.w.deadLetterLocked(n.from, m, st, ReasonRejected, n.req.Reason)
+		res.Status = statusMoved(n.from.dlq)
+	case a.MaxReceives > 0 && st.Deliveries >= uint32(a.MaxReceives):
+		n.w.deadLetterLocked(n.from, m, st, ReasonMaxReceives, n.req.Reason)
+		res.Status = statusMoved(n.from.dlq)
+	case expired > 0 && expired <= now:
+		n.e.expireLocked(n.w, n.from, m, st)
+		res.Status = "expired"
+	default:
+		res.Status = "requeued"
+		res.VisibleAt = time.UnixMilli(n.requeueLocked(m, st))
+	}
+}
+
+// nackable is nil when receipt r's message (state st; ok false when it is
+// gone) may be nacked: its lease is live, or, for a reject, the message is
+// still in flight or was reaped but not received again.
+func (n *nackRun) nackable(r receipt, st deliveryState, ok bool) *Error {
+	live := ok && st.State == stateInflight && st.Deadline > n.now
+	reaped := ok && st.State == stateAvailable
+	switch {
+	case !ok:
+		return errf(CodeNotFound, "message %s is gone (acked, dead-lettered, expired or purged)", fmtID(r.m))
+	case st.Deliveries != r.epoch:
+		return errf(CodeLeaseLost, "the lease of this receipt ended and message %s was received again (delivery %d)", fmtID(r.m), st.Deliveries)
+	case n.req.DeadLetter && (live || reaped || st.State == stateInflight):
+		return nil // reject: to the DLQ
+	case !live:
+		return errf(CodeNotInflight, "the lease of message %s has ended; it is no longer held", fmtID(r.m))
+	}
+	return nil
+}
+
+// requeueLocked makes a nacked message available again after the
+// request's delay, else the queue's backoff; it returns when.
+func (n *nackRun) requeueLocked(m msgKey, st deliveryState) int64 {
+	q := n.from.q
+	delay := int64(0)
+	if n.req.DelayMs != nil {
+		delay = *n.req.DelayMs
+	} else {
+		delay = n.e.backoff(n.a.Backoff, st.Deliveries)
+	}
+	old := st
+	st.State = stateAvailable
+	st.Nacks++
+	st.Due = n.now + delay
+	st.Deadline = 0
+	if n.req.Reason != "" {
+		st.LastError = n.req.Reason
+	}
+	nst := st
+	if invariantsEnabled {
+		checkTransition(&old, &nst, n.now)
+	}
+	n.w.op(func(b *pebblestore.Batch) {
+		b.Delete(leaseKey(q.id, old.Deadline, m))
+		b.Set(stateKey(q.id, m), nst.encode())
+		b.Set(readyKey(q.id, nst.Priority, nst.Due, m), u32Bytes(nst.Deliveries))
+	})
+	n.w.onApplied = append(n.w.onApplied, func() {
+		q.inflight--
+		q.available++
+		delete(q.leases, m)
+		q.totals.Nacked++
+	})
+	n.inserts = append(n.inserts, func() {
+		q.bands[nst.Priority].insert(readyEntry{due: nst.Due, m: m, deliveries: nst.Deliveries})
+	})
+	return nst.Due
 }
 
 func statusMoved(dlq *queue) string {

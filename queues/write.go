@@ -272,11 +272,13 @@ func (q *queue) forgetLocked(m msgKey, st *deliveryState) {
 	}
 }
 
-// deadLetterLocked moves a message of q to dlq within w: the record is
-// copied with the dead-letter headers, q's rows are deleted. With dlq nil
-// (dead_letter none), or when the record is gone, the message is discarded.
-// REQUIRES: q.mu and dlq.mu held.
-func (w *write) deadLetterLocked(q, dlq *queue, m msgKey, st deliveryState, reason, detail string, rr *recordReader) {
+// deadLetterLocked moves a message of from.q to from.dlq within w: the
+// record is copied with the dead-letter headers, the queue's rows are
+// deleted. With no DLQ (dead_letter none), or when the record is gone, the
+// message is discarded.
+// REQUIRES: the locks of from.q and from.dlq held.
+func (w *write) deadLetterLocked(from moveSource, m msgKey, st deliveryState, reason, detail string) {
+	q, dlq, rr := from.q, from.dlq, from.rr
 	w.op(func(b *pebblestore.Batch) { q.removeRows(b, m, &st) })
 	w.onApplied = append(w.onApplied, func() { q.forgetLocked(m, &st) })
 	if dlq == nil || dlq.deleted {
