@@ -2,8 +2,15 @@ package broker_test
 
 import (
 	"encoding/json"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"io"
+	"io/fs"
 	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -65,5 +72,113 @@ func TestImportRules(t *testing.T) {
 	}
 	if seen < 5 {
 		t.Fatalf("go list found only %d packages; the check is not looking at the module", seen)
+	}
+}
+
+// domainPackages are the packages that know no wire format
+// (shared/design/ARCHITECTURE.md): they return plain Go types and typed
+// or sentinel errors; kafkaproto and httpapi own the wire formats.
+var domainPackages = []string{"queues", "events", "topics", "groups", "txns", "retention", "pebblestore"}
+
+// storedRowCodecs are the files of a domain package that may import a
+// text codec (encoding/json, encoding/base64) and why: each is a format
+// of the store or of the domain's own tokens, never of a transport.
+var storedRowCodecs = map[string]string{
+	"queues/engine.go encoding/json":      "the queue catalog row (queueRecord) is JSON, part of the file format",
+	"queues/redrive.go encoding/json":     "the redrive task row (taskRow) is JSON, part of the file format",
+	"queues/receipt.go encoding/base64":   "receipts are the engine's own opaque tokens (HMAC-signed, fuzzed), the same on every transport",
+	"events/service.go encoding/json":     "the event store catalog row (storeRecord) is JSON, part of the file format",
+	"events/append.go encoding/json":      "json.Valid: an appended event of content type JSON, and its metadata, must hold one JSON value (the store's data rule)",
+	"events/event.go encoding/json":       "json.Valid: a record read back as JSON whose data is not (a Kafka client wrote it) is served as binary",
+	"topics/manager.go encoding/json":     "the topic catalog row (topicRecord) is JSON, part of the file format",
+	"topics/topic_admin.go encoding/json": "writes the topic catalog row (topicRecord)",
+	"topics/verify.go encoding/json":      "reads the topic catalog row (topicRecord) to name damaged topics",
+	"topics/manager.go encoding/base64":   "the cluster id minted at first boot is 16 random bytes in URL-safe base64 (Kafka's form)",
+	"txns/store.go encoding/json":         "the transaction row (txn) is JSON, part of the file format",
+}
+
+// storedRowTypes are the struct types of domain packages whose fields may
+// carry json tags, and why: stored rows, whose member names are part of
+// the file format and must not follow the API's.
+var storedRowTypes = map[string]string{
+	"queues.queueRecord":   "queue catalog row",
+	"queues.Attributes":    "embedded in the queue catalog row (httpapi has its own attributesJSON)",
+	"queues.Backoff":       "embedded in the queue catalog row (httpapi has its own backoffJSON)",
+	"queues.taskRow":       "redrive task row",
+	"queues.taskFilterRow": "redrive task row",
+	"events.storeRecord":   "event store catalog row",
+	"topics.topicRecord":   "topic catalog row",
+	"txns.txn":             "transaction row",
+}
+
+// TestDomainsHaveNoWireFormat: no domain package encodes JSON or base64
+// for a transport, nor has json tags on its types (checked with go/ast),
+// except the stored-row codecs listed above with their reason. The wire
+// formats are kafkaproto's and httpapi's (issue 15).
+func TestDomainsHaveNoWireFormat(t *testing.T) {
+	fset := token.NewFileSet()
+	usedCodecs, usedRows := map[string]bool{}, map[string]bool{}
+	for _, pkg := range domainPackages {
+		err := filepath.WalkDir(pkg, func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+				return err
+			}
+			f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+			if err != nil {
+				return err
+			}
+			rel := filepath.ToSlash(path)
+			for _, imp := range f.Imports {
+				p, _ := strconv.Unquote(imp.Path.Value)
+				if p != "encoding/json" && p != "encoding/base64" {
+					continue
+				}
+				key := rel + " " + p
+				if _, ok := storedRowCodecs[key]; !ok {
+					t.Errorf("%s imports %s: a domain package knows no wire format; encode in httpapi or kafkaproto (or list a stored-row codec in storedRowCodecs with its reason)", rel, p)
+				}
+				usedCodecs[key] = true
+			}
+			ast.Inspect(f, func(n ast.Node) bool {
+				spec, ok := n.(*ast.TypeSpec)
+				if !ok {
+					return true
+				}
+				st, ok := spec.Type.(*ast.StructType)
+				if !ok {
+					return true
+				}
+				name := filepath.Base(filepath.Dir(rel)) + "." + spec.Name.Name
+				for _, field := range st.Fields.List {
+					if field.Tag == nil {
+						continue
+					}
+					tag, _ := strconv.Unquote(field.Tag.Value)
+					if _, has := reflect.StructTag(tag).Lookup("json"); !has {
+						continue
+					}
+					if _, ok := storedRowTypes[name]; !ok {
+						t.Errorf("%s: type %s has json tags: the wire types live in httpapi (or list a stored row in storedRowTypes with its reason)", fset.Position(field.Pos()), name)
+					}
+					usedRows[name] = true
+				}
+				return true
+			})
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The allowances stay true: a codec or row that went away leaves the list.
+	for key := range storedRowCodecs {
+		if !usedCodecs[key] {
+			t.Errorf("storedRowCodecs lists %s, which no longer imports it: remove the entry", key)
+		}
+	}
+	for name := range storedRowTypes {
+		if !usedRows[name] {
+			t.Errorf("storedRowTypes lists %s, which has no json tags any more: remove the entry", name)
+		}
 	}
 }

@@ -12,16 +12,16 @@ import (
 
 // AppendResult is the outcome of an append.
 type AppendResult struct {
-	FirstPosition int64 `json:"first_position"`
-	LastPosition  int64 `json:"last_position"`
-	FirstRevision int64 `json:"first_revision"`
-	LastRevision  int64 `json:"last_revision"`
+	FirstPosition int64
+	LastPosition  int64
+	FirstRevision int64
+	LastRevision  int64
 	// Idempotent is true when every event id was already appended by an
 	// earlier, identical append: nothing was written and the original
 	// positions are returned.
-	Idempotent bool `json:"idempotent"`
+	Idempotent bool
 	// EventIDs are the ids of the appended events, generated ones included.
-	EventIDs []string `json:"event_ids"`
+	EventIDs []string
 }
 
 // NextExpectedRevision is the expected revision of the stream's next append.

@@ -393,9 +393,9 @@ func (s *Service) DeleteStore(name string) error {
 // Stats sums the stores: how many, how many events (offset span), how many
 // streams.
 type Stats struct {
-	Stores  int   `json:"stores"`
-	Events  int64 `json:"events"`
-	Streams int64 `json:"streams"`
+	Stores  int
+	Events  int64
+	Streams int64
 }
 
 // Stats returns the totals over every store.

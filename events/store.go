@@ -94,16 +94,16 @@ func (st *Store) Name() string { return st.name }
 
 // Info describes a store.
 type Info struct {
-	Name string `json:"name"`
+	Name string
 	// FirstPosition is the first readable position.
-	FirstPosition int64 `json:"first_position"`
+	FirstPosition int64
 	// NextPosition is the position the next event gets: every position
 	// below it is durable and readable.
-	NextPosition int64 `json:"next_position"`
+	NextPosition int64
 	// Streams is the number of streams ever written.
-	Streams   int64  `json:"streams"`
-	CreatedMs int64  `json:"created_ms"`
-	TopicID   string `json:"topic_id"`
+	Streams   int64
+	CreatedMs int64
+	TopicID   string
 }
 
 // Info returns the store's positions and counts.

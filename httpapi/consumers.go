@@ -120,7 +120,7 @@ func normalizeStart(v string) (string, *nativeError) {
 func consumerName(w http.ResponseWriter, r *http.Request) (string, bool) {
 	name := r.PathValue("consumer")
 	if err := events.ValidateConsumerName(name); err != nil {
-		writeNativeError(w, eventsError(err))
+		writeError(w, err)
 		return "", false
 	}
 	return name, true
@@ -133,7 +133,7 @@ func (api *eventsAPI) handleListConsumers(w http.ResponseWriter, r *http.Request
 	}
 	list, err := st.Consumers()
 	if err != nil {
-		writeNativeError(w, eventsError(err))
+		writeError(w, err)
 		return
 	}
 	out := make([]consumerJSON, len(list))
@@ -146,8 +146,8 @@ func (api *eventsAPI) handleListConsumers(w http.ResponseWriter, r *http.Request
 func (api *eventsAPI) handleCreateConsumer(w http.ResponseWriter, r *http.Request) {
 	req := consumerRequest{}
 	if r.ContentLength != 0 {
-		if e := decodeJSONBody(w, r, 4096, &req); e != nil {
-			writeNativeError(w, e)
+		if e := decodeBody(w, r, bodyRule{limit: 4096, required: true, anyContentType: true}, &req); e != nil {
+			writeError(w, e)
 			return
 		}
 	}
@@ -156,7 +156,7 @@ func (api *eventsAPI) handleCreateConsumer(w http.ResponseWriter, r *http.Reques
 	}
 	start, e := normalizeStart(req.Start)
 	if e != nil {
-		writeNativeError(w, e)
+		writeError(w, e)
 		return
 	}
 	name, ok := consumerName(w, r)
@@ -169,7 +169,7 @@ func (api *eventsAPI) handleCreateConsumer(w http.ResponseWriter, r *http.Reques
 	}
 	pos, e := api.parseFrom(st, start)
 	if e != nil {
-		writeNativeError(w, e.with("field", "start"))
+		writeError(w, e.with("field", "start"))
 		return
 	}
 	c, created, err := st.CreateConsumer(name, start, pos, api.now())
@@ -178,7 +178,7 @@ func (api *eventsAPI) handleCreateConsumer(w http.ResponseWriter, r *http.Reques
 		if ne.Code == "immutable_field" {
 			ne.with("field", "start").with("current", c.Start).with("requested", start)
 		}
-		writeNativeError(w, ne)
+		writeError(w, ne)
 		return
 	}
 	status := http.StatusOK
@@ -199,7 +199,7 @@ func (api *eventsAPI) handleGetConsumer(w http.ResponseWriter, r *http.Request) 
 	}
 	c, err := st.Consumer(name)
 	if err != nil {
-		writeNativeError(w, eventsError(err))
+		writeError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, toConsumerJSON(st, c))
@@ -215,7 +215,7 @@ func (api *eventsAPI) handleDeleteConsumer(w http.ResponseWriter, r *http.Reques
 		return
 	}
 	if err := st.DeleteConsumer(name); err != nil {
-		writeNativeError(w, eventsError(err))
+		writeError(w, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -223,12 +223,12 @@ func (api *eventsAPI) handleDeleteConsumer(w http.ResponseWriter, r *http.Reques
 
 func (api *eventsAPI) handleCommitConsumer(w http.ResponseWriter, r *http.Request) {
 	var req commitRequest
-	if e := decodeJSONBody(w, r, 4096, &req); e != nil {
-		writeNativeError(w, e)
+	if e := decodeBody(w, r, bodyRule{limit: 4096, required: true, anyContentType: true}, &req); e != nil {
+		writeError(w, e)
 		return
 	}
 	if req.Position == nil {
-		writeNativeError(w, newNativeError("invalid_body", "position is required: the next position the consumer reads").with("field", "position"))
+		writeError(w, newNativeError("invalid_body", "position is required: the next position the consumer reads").with("field", "position"))
 		return
 	}
 	name, ok := consumerName(w, r)
@@ -245,7 +245,7 @@ func (api *eventsAPI) handleCommitConsumer(w http.ResponseWriter, r *http.Reques
 		if ne.Code == "out_of_range" {
 			ne.with("field", "position").with("min", 0).with("max", st.NextPosition())
 		}
-		writeNativeError(w, ne)
+		writeError(w, ne)
 		return
 	}
 	writeJSON(w, http.StatusOK, toConsumerJSON(st, c))

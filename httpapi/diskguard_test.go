@@ -41,7 +41,7 @@ func newGuardedEnv(t *testing.T) (env *queueEnv, setFree func(int64)) {
 		t.Fatal(err)
 	}
 	_, env.base = startServer(t, Config{}, func(s *Server) {
-		RegisterQueues(s, env.e, func() time.Time { return env.now })
+		s.RegisterQueues(QueuesConfig{Engine: env.e, Now: func() time.Time { return env.now }})
 		s.RegisterEvents(EventsConfig{Events: es, Now: func() time.Time { return env.now }})
 	})
 	t.Cleanup(func() {

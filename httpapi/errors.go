@@ -1,25 +1,27 @@
 package httpapi
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"mime"
 	"net/http"
-	"strings"
 
 	"github.com/vibemq/broker/pebblestore"
+	"github.com/vibemq/broker/queues"
 )
 
-// nativeError is an error of the native JSON API: a stable lower_snake_case
-// code, a sentence for people and optional details (the field, the
-// bounds, the current revision). Its JSON is {"code", "message",
-// "details"?} like every error this server writes.
+// nativeError is the one error type of the native JSON API, the one shape
+// of every error answer: a stable lower_snake_case code, a sentence for
+// people and optional details (the field, the bounds, the current
+// revision). Domain errors (queues.Error, the events sentinels, store
+// failures) become one in errorOf; writeError writes it with the status of
+// its code in nativeCodeStatus.
 type nativeError struct {
 	Code    string         `json:"code"`
 	Message string         `json:"message"`
 	Details map[string]any `json:"details,omitempty"`
+	// status is set only on the answers of the server itself outside the
+	// API's routes (serverError), whose codes the table does not hold.
+	status int
 }
 
 func (e *nativeError) Error() string { return e.Code + ": " + e.Message }
@@ -125,6 +127,14 @@ func (e *nativeError) with(key string, value any) *nativeError {
 	return e
 }
 
+// serverError is an answer of the server itself, outside the API's
+// routes and its table of codes: 405 method_not_allowed and /readyz's 503
+// not_ready (so they are not in /openapi.json's Error enum either, which
+// lists the table).
+func serverError(status int, code, format string, args ...any) *nativeError {
+	return &nativeError{Code: code, Message: fmt.Sprintf(format, args...), status: status}
+}
+
 // statusOf is the HTTP status of code, 500 for a code not in the table.
 func statusOf(code string) int {
 	if status, ok := nativeCodeStatus[code]; ok {
@@ -133,13 +143,39 @@ func statusOf(code string) int {
 	return http.StatusInternalServerError
 }
 
-// writeNativeError writes e with the status of its code.
-func writeNativeError(w http.ResponseWriter, e *nativeError) {
-	status := statusOf(e.Code)
-	if status == http.StatusServiceUnavailable {
+// writeError is the one writer of error answers: err (any error, see
+// errorOf) with the status of its code, and Retry-After on the statuses a
+// client should retry (429, 503).
+func writeError(w http.ResponseWriter, err error) {
+	e := errorOf(err)
+	status := e.status
+	if status == 0 {
+		status = statusOf(e.Code)
+	}
+	if status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", "1")
 	}
 	writeJSON(w, status, e)
+}
+
+// errorOf turns any error a handler meets into the one error type: a
+// *nativeError as it is, a queue error by its code, an events error by
+// its sentinel (eventsError), anything else as internal.
+func errorOf(err error) *nativeError {
+	var ne *nativeError
+	var qe *queues.Error
+	switch {
+	case err == nil:
+		return newNativeError("internal", "no error")
+	case errors.As(err, &ne):
+		return ne
+	case errors.As(err, &qe):
+		if _, ok := nativeCodeStatus[qe.Code]; !ok {
+			return newNativeError("internal", "%s: %s", qe.Code, qe.Message)
+		}
+		return &nativeError{Code: qe.Code, Message: qe.Message, Details: qe.Details}
+	}
+	return eventsError(err)
 }
 
 // storageError reports a failure of the store by its class
@@ -158,63 +194,4 @@ func storageError(err error) *nativeError {
 			with("free_bytes", space.Free).with("min_bytes", space.Min).with("resume_bytes", space.Resume)
 	}
 	return newNativeError("storage_full", "the disk of the data directory is full: %v", err)
-}
-
-// decodeJSONBody decodes the request body into v strictly: the content type
-// must be JSON (or absent), the body at most limit bytes, one JSON value
-// with no unknown fields and nothing after it.
-func decodeJSONBody(w http.ResponseWriter, r *http.Request, limit int64, v any) *nativeError {
-	if ct := r.Header.Get("Content-Type"); ct != "" {
-		mt, _, err := mime.ParseMediaType(ct)
-		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
-			return newNativeError("unsupported_media_type", "the body must be JSON (Content-Type: application/json), not %q", ct)
-		}
-	}
-	if r.ContentLength > limit {
-		return newNativeError("request_too_large", "the body is %d bytes, the limit is %d", r.ContentLength, limit).with("limit", limit)
-	}
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
-	dec.DisallowUnknownFields()
-	dec.UseNumber()
-	if err := dec.Decode(v); err != nil {
-		return jsonError(err, limit)
-	}
-	var extra json.RawMessage
-	switch err := dec.Decode(&extra); {
-	case errors.Is(err, io.EOF):
-		return nil
-	case err == nil:
-		return newNativeError("invalid_json", "the body holds more than one JSON value")
-	default:
-		if ne := jsonError(err, limit); ne.Code == "request_too_large" {
-			return ne
-		}
-		return newNativeError("invalid_json", "the body has bytes after its JSON value")
-	}
-}
-
-func jsonError(err error, limit int64) *nativeError {
-	var tooLarge *http.MaxBytesError
-	var syntax *json.SyntaxError
-	var typeErr *json.UnmarshalTypeError
-	var tooMany *tooManyEventsError
-	switch {
-	case errors.As(err, &tooMany):
-		return tooMany.nativeError()
-	case errors.As(err, &tooLarge):
-		return newNativeError("request_too_large", "the body is larger than the limit of %d bytes", limit).with("limit", limit)
-	case errors.As(err, &syntax):
-		return newNativeError("invalid_json", "the body is not valid JSON: %v (at byte %d)", err, syntax.Offset)
-	case errors.As(err, &typeErr):
-		field := typeErr.Field
-		return newNativeError("invalid_json", "field %q must be %s, not a JSON %s", field, typeErr.Type, typeErr.Value).with("field", field)
-	case errors.Is(err, io.EOF):
-		return newNativeError("invalid_json", "the body is empty; send a JSON object")
-	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		field := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
-		return newNativeError("unknown_field", "unknown field %q", field).with("field", field)
-	case strings.Contains(err.Error(), "unexpected EOF"):
-		return newNativeError("invalid_json", "the body ends in the middle of a JSON value")
-	}
-	return newNativeError("invalid_json", "the body is not valid JSON: %v", err)
 }

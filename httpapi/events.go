@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -9,12 +8,13 @@ import (
 	"fmt"
 	"math"
 	"net/http"
-	"reflect"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/vibemq/broker/events"
 	"github.com/vibemq/broker/pebblestore"
 )
@@ -181,18 +181,14 @@ type eventJSON struct {
 	Position int64  `json:"position"`
 	Stream   string `json:"stream"`
 	// Revision is null for a record a Kafka client wrote into the store's topic.
-	Revision    *int64          `json:"revision"`
-	ID          string          `json:"id,omitempty"`
-	Type        string          `json:"type"`
-	Data        json.RawMessage `json:"data,omitempty"`
-	DataBase64  *string         `json:"data_base64,omitempty"`
-	Metadata    json.RawMessage `json:"metadata,omitempty"`
-	Timestamp   string          `json:"timestamp"`
-	TimestampMs int64           `json:"timestamp_ms"`
-}
-
-func formatMillis(ms int64) string {
-	return time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.000Z")
+	Revision    *int64         `json:"revision"`
+	ID          string         `json:"id,omitempty"`
+	Type        string         `json:"type"`
+	Data        jsontext.Value `json:"data,omitempty"`
+	DataBase64  *string        `json:"data_base64,omitempty"`
+	Metadata    jsontext.Value `json:"metadata,omitempty"`
+	Timestamp   string         `json:"timestamp"`
+	TimestampMs int64          `json:"timestamp_ms"`
 }
 
 func toEventJSON(e *events.Event) eventJSON {
@@ -231,7 +227,7 @@ func toEventsJSON(evs []events.Event) []eventJSON {
 func (api *eventsAPI) store(w http.ResponseWriter, r *http.Request) (*events.Store, bool) {
 	st, err := api.svc.Store(r.PathValue("store"))
 	if err != nil {
-		writeNativeError(w, eventsError(err))
+		writeError(w, err)
 		return nil, false
 	}
 	return st, true
@@ -239,9 +235,9 @@ func (api *eventsAPI) store(w http.ResponseWriter, r *http.Request) (*events.Sto
 
 func (api *eventsAPI) handleListStores(w http.ResponseWriter, _ *http.Request) {
 	stores := api.svc.Stores()
-	out := make([]events.Info, 0, len(stores))
+	out := make([]storeInfoJSON, 0, len(stores))
 	for _, st := range stores {
-		out = append(out, st.Info())
+		out = append(out, storeInfoJSON(st.Info()))
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"stores": out})
 }
@@ -249,21 +245,21 @@ func (api *eventsAPI) handleListStores(w http.ResponseWriter, _ *http.Request) {
 func (api *eventsAPI) handleCreateStore(w http.ResponseWriter, r *http.Request) {
 	if r.ContentLength != 0 {
 		var body struct{}
-		if e := decodeJSONBody(w, r, 4096, &body); e != nil {
-			writeNativeError(w, e)
+		if e := decodeBody(w, r, bodyRule{limit: 4096, required: true, anyContentType: true}, &body); e != nil {
+			writeError(w, e)
 			return
 		}
 	}
 	st, created, err := api.svc.CreateStore(r.PathValue("store"), api.now())
 	if err != nil {
-		writeNativeError(w, eventsError(err))
+		writeError(w, err)
 		return
 	}
 	status := http.StatusOK
 	if created {
 		status = http.StatusCreated
 	}
-	writeJSON(w, status, st.Info())
+	writeJSON(w, status, storeInfoJSON(st.Info()))
 }
 
 func (api *eventsAPI) handleGetStore(w http.ResponseWriter, r *http.Request) {
@@ -271,12 +267,12 @@ func (api *eventsAPI) handleGetStore(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	writeJSON(w, http.StatusOK, st.Info())
+	writeJSON(w, http.StatusOK, storeInfoJSON(st.Info()))
 }
 
 func (api *eventsAPI) handleDeleteStore(w http.ResponseWriter, r *http.Request) {
 	if err := api.svc.DeleteStore(r.PathValue("store")); err != nil {
-		writeNativeError(w, eventsError(err))
+		writeError(w, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -286,8 +282,8 @@ func (api *eventsAPI) handleDeleteStore(w http.ResponseWriter, r *http.Request) 
 type appendRequest struct {
 	// ExpectedRevision is "any" (default), "no_stream", "exists", or a
 	// revision number (JSON number or string).
-	ExpectedRevision json.RawMessage `json:"expected_revision"`
-	Events           appendEvents    `json:"events"`
+	ExpectedRevision jsontext.Value `json:"expected_revision"`
+	Events           appendEvents   `json:"events"`
 }
 
 // appendEvents is the events array of an append, decoded one element at a
@@ -317,70 +313,77 @@ func (e *tooManyEventsError) nativeError() *nativeError {
 	return newNativeError("out_of_range", "%s", e.Error()).with("field", "events").with("min", 1).with("max", e.max)
 }
 
-func (a *appendEvents) UnmarshalJSON(data []byte) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	dec.UseNumber()
-	tok, err := dec.Token()
-	if err != nil {
+// UnmarshalJSONFrom reads the events array element by element from the
+// one strict decoder's stream (decodeBody), refusing it at the first event
+// past max.
+func (a *appendEvents) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
+	switch dec.PeekKind() {
+	case 'n':
+		_, err := dec.ReadToken()
+		a.list = nil // null: no events
+		return err
+	case '[':
+	default:
+		// Let the decoder report the mismatch (invalid_json, field events).
+		var list []appendEventJSON
+		return jsonv2.UnmarshalDecode(dec, &list)
+	}
+	if _, err := dec.ReadToken(); err != nil {
 		return err
 	}
-	if tok == nil {
-		a.list = nil // null: no events
-		return nil
-	}
-	if d, ok := tok.(json.Delim); !ok || d != '[' {
-		value := "object"
-		switch tok.(type) {
-		case json.Number:
-			value = "number"
-		case string:
-			value = "string"
-		case bool:
-			value = "bool"
-		}
-		// The enclosing decoder prefixes the field name ("events").
-		return &json.UnmarshalTypeError{Value: value, Type: reflect.TypeOf(a.list)}
-	}
 	a.list = a.list[:0]
-	for dec.More() {
+	for dec.PeekKind() != ']' {
 		if len(a.list) >= a.max {
 			return &tooManyEventsError{max: a.max}
 		}
 		var e appendEventJSON
-		if err := dec.Decode(&e); err != nil {
-			var typeErr *json.UnmarshalTypeError
-			if errors.As(err, &typeErr) {
-				typeErr.Field = fmt.Sprintf("%d.%s", len(a.list), typeErr.Field)
-			}
+		if err := jsonv2.UnmarshalDecode(dec, &e); err != nil {
 			return err
 		}
 		a.list = append(a.list, e)
 	}
-	return nil
+	_, err := dec.ReadToken()
+	return err
 }
 
 type appendEventJSON struct {
-	ID         string          `json:"id"`
-	Type       string          `json:"type"`
-	Data       json.RawMessage `json:"data"`
-	DataBase64 *string         `json:"data_base64"`
-	Metadata   json.RawMessage `json:"metadata"`
+	ID         string         `json:"id"`
+	Type       string         `json:"type"`
+	Data       jsontext.Value `json:"data"`
+	DataBase64 *string        `json:"data_base64"`
+	Metadata   jsontext.Value `json:"metadata"`
 }
 
+// storeInfoJSON is events.Info on the wire.
+type storeInfoJSON struct {
+	Name          string `json:"name"`
+	FirstPosition int64  `json:"first_position"`
+	NextPosition  int64  `json:"next_position"`
+	Streams       int64  `json:"streams"`
+	CreatedMs     int64  `json:"created_ms"`
+	TopicID       string `json:"topic_id"`
+}
+
+// appendResponse is events.AppendResult on the wire, with the expected
+// revision of the stream's next append.
 type appendResponse struct {
-	events.AppendResult
-	NextExpectedRevision int64 `json:"next_expected_revision"`
+	FirstPosition        int64    `json:"first_position"`
+	LastPosition         int64    `json:"last_position"`
+	FirstRevision        int64    `json:"first_revision"`
+	LastRevision         int64    `json:"last_revision"`
+	Idempotent           bool     `json:"idempotent"`
+	EventIDs             []string `json:"event_ids"`
+	NextExpectedRevision int64    `json:"next_expected_revision"`
 }
 
-func parseExpectedJSON(raw json.RawMessage) (events.ExpectedRevision, *nativeError) {
+func parseExpectedJSON(raw jsontext.Value) (events.ExpectedRevision, *nativeError) {
 	s := strings.TrimSpace(string(raw))
 	if s == "" || s == "null" {
 		return events.Any, nil
 	}
 	if s[0] == '"' {
 		var str string
-		if err := json.Unmarshal(raw, &str); err != nil {
+		if err := jsonv2.Unmarshal(raw, &str); err != nil {
 			return events.Any, newNativeError("invalid_expected_revision", "expected_revision is not a valid JSON string")
 		}
 		s = str
@@ -396,26 +399,26 @@ func parseExpectedJSON(raw json.RawMessage) (events.ExpectedRevision, *nativeErr
 func (api *eventsAPI) handleAppend(w http.ResponseWriter, r *http.Request) {
 	storeName, stream := r.PathValue("store"), r.PathValue("stream")
 	if err := events.ValidateStoreName(storeName); err != nil {
-		writeNativeError(w, eventsError(err))
+		writeError(w, err)
 		return
 	}
 	if err := events.ValidateStream(stream); err != nil {
-		writeNativeError(w, eventsError(err))
+		writeError(w, err)
 		return
 	}
 	limits := api.svc.Limits()
 	req := appendRequest{Events: appendEvents{max: limits.MaxAppendEvents}}
-	if e := decodeJSONBody(w, r, api.bodyLimit, &req); e != nil {
-		writeNativeError(w, e)
+	if e := decodeBody(w, r, bodyRule{limit: api.bodyLimit, required: true, anyContentType: true}, &req); e != nil {
+		writeError(w, e)
 		return
 	}
 	expected, e := parseExpectedJSON(req.ExpectedRevision)
 	if e != nil {
-		writeNativeError(w, e)
+		writeError(w, e)
 		return
 	}
 	if len(req.Events.list) == 0 {
-		writeNativeError(w, (&tooManyEventsError{max: limits.MaxAppendEvents, none: true}).nativeError())
+		writeError(w, (&tooManyEventsError{max: limits.MaxAppendEvents, none: true}).nativeError())
 		return
 	}
 	proposed := make([]events.ProposedEvent, len(req.Events.list))
@@ -424,12 +427,12 @@ func (api *eventsAPI) handleAppend(w http.ResponseWriter, r *http.Request) {
 		p := events.ProposedEvent{ID: in.ID, Type: in.Type, ContentType: events.ContentTypeJSON}
 		switch {
 		case in.DataBase64 != nil && len(in.Data) > 0:
-			writeNativeError(w, newNativeError("conflicting_fields", "%s has both data and data_base64; send one", field).with("field", field))
+			writeError(w, newNativeError("conflicting_fields", "%s has both data and data_base64; send one", field).with("field", field))
 			return
 		case in.DataBase64 != nil:
 			data, err := base64.StdEncoding.DecodeString(*in.DataBase64)
 			if err != nil {
-				writeNativeError(w, newNativeError("invalid_base64", "%s.data_base64 is not standard base64: %v", field, err).with("field", field+".data_base64"))
+				writeError(w, newNativeError("invalid_base64", "%s.data_base64 is not standard base64: %v", field, err).with("field", field+".data_base64"))
 				return
 			}
 			p.Data, p.ContentType = data, events.ContentTypeBinary
@@ -448,13 +451,13 @@ func (api *eventsAPI) handleAppend(w http.ResponseWriter, r *http.Request) {
 		// Checked before the store is created on first append, so that a
 		// refused append leaves nothing behind (Append checks again).
 		if err := api.svc.CheckSpace(); err != nil {
-			writeNativeError(w, eventsError(err))
+			writeError(w, err)
 			return
 		}
 		st, _, err = api.svc.CreateStore(storeName, api.now())
 	}
 	if err != nil {
-		writeNativeError(w, eventsError(err))
+		writeError(w, err)
 		return
 	}
 	res, err := st.Append(stream, expected, proposed, api.now())
@@ -467,28 +470,16 @@ func (api *eventsAPI) handleAppend(w http.ResponseWriter, r *http.Request) {
 				}
 			}
 		}
-		writeNativeError(w, ne)
+		writeError(w, ne)
 		return
 	}
 	status := http.StatusCreated
 	if res.Idempotent {
 		status = http.StatusOK
 	}
-	writeJSON(w, status, appendResponse{AppendResult: res, NextExpectedRevision: res.LastRevision})
-}
-
-// eventsQueryInt parses an integer query parameter within [minimum, maximum].
-func eventsQueryInt(r *http.Request, name string, def, minimum, maximum int64) (int64, *nativeError) {
-	v := r.URL.Query().Get(name)
-	if v == "" {
-		return def, nil
-	}
-	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || n < minimum || n > maximum {
-		return 0, newNativeError("out_of_range", "%s must be an integer from %d to %d, not %q", name, minimum, maximum, v).
-			with("field", name).with("min", minimum).with("max", maximum)
-	}
-	return n, nil
+	writeJSON(w, status, appendResponse{FirstPosition: res.FirstPosition, LastPosition: res.LastPosition,
+		FirstRevision: res.FirstRevision, LastRevision: res.LastRevision, Idempotent: res.Idempotent,
+		EventIDs: res.EventIDs, NextExpectedRevision: res.NextExpectedRevision()})
 }
 
 type streamPageJSON struct {
@@ -511,7 +502,7 @@ func (api *eventsAPI) handleReadStream(w http.ResponseWriter, r *http.Request) {
 	case "backward":
 		backward = true
 	default:
-		writeNativeError(w, newNativeError("invalid_enum", "direction must be forward or backward, not %q", d).with("field", "direction"))
+		writeError(w, newNativeError("invalid_enum", "direction must be forward or backward, not %q", d).with("field", "direction"))
 		return
 	}
 	from := int64(0)
@@ -524,32 +515,32 @@ func (api *eventsAPI) handleReadStream(w http.ResponseWriter, r *http.Request) {
 		from = 0
 	case "end":
 		if !backward {
-			writeNativeError(w, newNativeError("invalid_from", "from_revision=end reads backward; add direction=backward").with("field", "from_revision"))
+			writeError(w, newNativeError("invalid_from", "from_revision=end reads backward; add direction=backward").with("field", "from_revision"))
 			return
 		}
 		from = events.FromEnd
 	default:
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 0 {
-			writeNativeError(w, newNativeError("invalid_from", "from_revision must be a revision number >= 0, start or end, not %q", v).with("field", "from_revision"))
+			writeError(w, newNativeError("invalid_from", "from_revision must be a revision number >= 0, start or end, not %q", v).with("field", "from_revision"))
 			return
 		}
 		from = n
 	}
-	limit, e := eventsQueryInt(r, "limit", events.DefaultReadLimit, 1, events.MaxReadLimit)
+	limit, e := queryInt(r, "limit", events.DefaultReadLimit, 1, events.MaxReadLimit)
 	if e != nil {
-		writeNativeError(w, e)
+		writeError(w, e)
 		return
 	}
-	maxBytes, e := eventsQueryInt(r, "max_bytes", events.DefaultReadBytes, 1024, events.MaxReadBytes)
+	maxBytes, e := queryInt(r, "max_bytes", events.DefaultReadBytes, 1024, events.MaxReadBytes)
 	if e != nil {
-		writeNativeError(w, e)
+		writeError(w, e)
 		return
 	}
 	stream := r.PathValue("stream")
 	page, err := st.ReadStream(stream, from, backward, int(limit), int(maxBytes))
 	if err != nil {
-		writeNativeError(w, eventsError(err))
+		writeError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, streamPageJSON{
@@ -597,7 +588,7 @@ func (api *eventsAPI) handleGetStream(w http.ResponseWriter, r *http.Request) {
 	}
 	info, err := st.Stream(r.PathValue("stream"))
 	if err != nil {
-		writeNativeError(w, eventsError(err))
+		writeError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, toStreamInfoJSON(info))
@@ -615,21 +606,21 @@ func (api *eventsAPI) handleDeleteStream(w http.ResponseWriter, r *http.Request)
 	case "true":
 		hard = true
 	default:
-		writeNativeError(w, newNativeError("invalid_enum", "hard must be true or false, not %q", v).with("field", "hard"))
+		writeError(w, newNativeError("invalid_enum", "hard must be true or false, not %q", v).with("field", "hard"))
 		return
 	}
 	expected := events.Any
 	if v := q.Get("expected_revision"); v != "" {
 		exp, err := events.ParseExpectedRevision(v)
 		if err != nil || exp.Kind == events.ExpectNoStream {
-			writeNativeError(w, newNativeError("invalid_expected_revision",
+			writeError(w, newNativeError("invalid_expected_revision",
 				"expected_revision %q of a delete is not any, exists or a revision number >= 0", v).with("field", "expected_revision"))
 			return
 		}
 		expected = exp
 	}
 	if err := events.ValidateStream(r.PathValue("stream")); err != nil {
-		writeNativeError(w, eventsError(err))
+		writeError(w, err)
 		return
 	}
 	st, ok := api.store(w, r)
@@ -638,7 +629,7 @@ func (api *eventsAPI) handleDeleteStream(w http.ResponseWriter, r *http.Request)
 	}
 	info, err := st.DeleteStream(r.PathValue("stream"), expected, hard)
 	if err != nil {
-		writeNativeError(w, eventsError(err))
+		writeError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, toStreamInfoJSON(info))
@@ -724,15 +715,15 @@ func (api *eventsAPI) parseReadAll(r *http.Request, st *events.Store, defaultFro
 			return p, e
 		}
 	}
-	limit, e := eventsQueryInt(r, "limit", events.DefaultReadLimit, 1, events.MaxReadLimit)
+	limit, e := queryInt(r, "limit", events.DefaultReadLimit, 1, events.MaxReadLimit)
 	if e != nil {
 		return p, e
 	}
-	maxBytes, e := eventsQueryInt(r, "max_bytes", events.DefaultReadBytes, 1024, events.MaxReadBytes)
+	maxBytes, e := queryInt(r, "max_bytes", events.DefaultReadBytes, 1024, events.MaxReadBytes)
 	if e != nil {
 		return p, e
 	}
-	waitMs, e := eventsQueryInt(r, "wait_ms", 0, 0, eventsWaitMaxMs)
+	waitMs, e := queryInt(r, "wait_ms", 0, 0, eventsWaitMaxMs)
 	if e != nil {
 		return p, e
 	}
@@ -770,7 +761,7 @@ func (api *eventsAPI) handleReadAll(w http.ResponseWriter, r *http.Request) {
 	}
 	p, e := api.parseReadAll(r, st, "first")
 	if e != nil {
-		writeNativeError(w, e)
+		writeError(w, e)
 		return
 	}
 	if p.wait > 0 {
@@ -783,7 +774,7 @@ func (api *eventsAPI) handleReadAll(w http.ResponseWriter, r *http.Request) {
 	}
 	page, err := api.longPoll(r.Context(), st, p)
 	if err != nil {
-		writeNativeError(w, eventsError(err))
+		writeError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, allPageJSON{
@@ -855,22 +846,9 @@ func (api *eventsAPI) longPoll(ctx context.Context, st *events.Store, p readAllP
 // sends one, else starts at from (default new). It reads from the log, so
 // a slow client falls behind without the broker buffering for it.
 func (api *eventsAPI) serveSSE(w http.ResponseWriter, r *http.Request, st *events.Store) {
-	p, e := api.parseReadAll(r, st, "new")
+	p, e := api.sseParams(r, st)
 	if e != nil {
-		writeNativeError(w, e)
-		return
-	}
-	if id := r.Header.Get("Last-Event-ID"); id != "" {
-		n, err := strconv.ParseInt(id, 10, 64)
-		if err != nil || n < -1 || n == math.MaxInt64 {
-			writeNativeError(w, newNativeError("invalid_from", "Last-Event-ID must be an event position, not %q", id).with("field", "Last-Event-ID"))
-			return
-		}
-		p.from = n + 1
-	}
-	if p.from > st.NextPosition() {
-		writeNativeError(w, newNativeError("out_of_range", "position %d is past the store's next position %d", p.from, st.NextPosition()).
-			with("head_position", st.NextPosition()))
+		writeError(w, e)
 		return
 	}
 	release, ok := api.s.acquireStream(w)
@@ -878,32 +856,13 @@ func (api *eventsAPI) serveSSE(w http.ResponseWriter, r *http.Request, st *event
 		return
 	}
 	defer release()
-	// Every write gets WriteTimeout: a client that stops reading is
-	// disconnected instead of holding this goroutine forever.
-	rc := http.NewResponseController(w)
-	writeTimeout := api.s.cfg.WriteTimeout
-	write := func(b []byte) bool {
-		_ = rc.SetWriteDeadline(time.Now().Add(writeTimeout))
-		if _, err := w.Write(b); err != nil {
-			api.s.streamWriteFailed(r, err)
-			return false
-		}
-		return true
-	}
-	flush := func() bool {
-		_ = rc.SetWriteDeadline(time.Now().Add(writeTimeout))
-		if err := rc.Flush(); err != nil {
-			api.s.streamWriteFailed(r, err)
-			return false
-		}
-		return true
-	}
+	out := &sseWriter{s: api.s, w: w, r: r, rc: http.NewResponseController(w)}
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	if !write([]byte("retry: 1000\n\n")) || !flush() {
+	if !out.write([]byte("retry: 1000\n\n")) || !out.flush() {
 		return
 	}
 
@@ -913,40 +872,13 @@ func (api *eventsAPI) serveSSE(w http.ResponseWriter, r *http.Request, st *event
 	heartbeat := time.NewTicker(api.heartbeat)
 	defer heartbeat.Stop()
 	pos := p.from
-	var buf []byte
-	sendError := func(err error) {
-		body, _ := json.Marshal(eventsError(err))
-		if write(fmt.Appendf(nil, "event: error\ndata: %s\n\n", body)) {
-			flush()
-		}
-	}
 	for {
 		page, err := st.ReadAll(pos, eventsSSEPageLimit, p.maxBytes, p.filter)
 		if err != nil {
-			sendError(err)
+			out.sendError(err)
 			return
 		}
-		for i := range page.Events {
-			ev := &page.Events[i]
-			body, err := json.Marshal(toEventJSON(ev))
-			if err != nil {
-				return
-			}
-			buf = strconv.AppendInt(append(buf[:0], "id: "...), ev.Position, 10)
-			buf = append(buf, '\n')
-			if ev.Type != "" && !strings.ContainsAny(ev.Type, "\r\n") {
-				// A type with a line break (possible only in records written
-				// before the store's topic was owned) would end the field and
-				// forge others; such events go out with the default type,
-				// their real type still in the data.
-				buf = append(append(append(buf, "event: "...), ev.Type...), '\n')
-			}
-			buf = append(append(append(buf, "data: "...), body...), "\n\n"...)
-			if !write(buf) {
-				return
-			}
-		}
-		if len(page.Events) > 0 && !flush() {
+		if !out.page(page.Events) {
 			return
 		}
 		pos = page.NextPosition
@@ -964,13 +896,13 @@ func (api *eventsAPI) serveSSE(w http.ResponseWriter, r *http.Request, st *event
 		// error: without this check the tail would idle on heartbeats
 		// forever. Checked after AddWaiter, so no deletion is missed.
 		if st.Deleted() {
-			sendError(fmt.Errorf("%w: %q was deleted", events.ErrStoreNotFound, st.Name()))
+			out.sendError(fmt.Errorf("%w: %q was deleted", events.ErrStoreNotFound, st.Name()))
 			return
 		}
 		select {
 		case <-wake:
 		case <-heartbeat.C:
-			if !write([]byte(": heartbeat\n\n")) || !flush() {
+			if !out.write([]byte(": heartbeat\n\n")) || !out.flush() {
 				return
 			}
 		case <-r.Context().Done():
@@ -978,5 +910,92 @@ func (api *eventsAPI) serveSSE(w http.ResponseWriter, r *http.Request, st *event
 		case <-api.done:
 			return
 		}
+	}
+}
+
+// sseParams reads a tail's parameters: those of a store read (from
+// defaulting to new), then Last-Event-ID, which resumes after the event it
+// names; a start past the store's next position is out_of_range.
+func (api *eventsAPI) sseParams(r *http.Request, st *events.Store) (readAllParams, *nativeError) {
+	p, e := api.parseReadAll(r, st, "new")
+	if e != nil {
+		return p, e
+	}
+	if id := r.Header.Get("Last-Event-ID"); id != "" {
+		n, err := strconv.ParseInt(id, 10, 64)
+		if err != nil || n < -1 || n == math.MaxInt64 {
+			return p, newNativeError("invalid_from", "Last-Event-ID must be an event position, not %q", id).with("field", "Last-Event-ID")
+		}
+		p.from = n + 1
+	}
+	if p.from > st.NextPosition() {
+		return p, newNativeError("out_of_range", "position %d is past the store's next position %d", p.from, st.NextPosition()).
+			with("head_position", st.NextPosition())
+	}
+	return p, nil
+}
+
+// sseWriter writes a Server-Sent Events stream. Every write gets the
+// server's WriteTimeout: a client that stops reading is disconnected
+// instead of holding the tail's goroutine forever. A failed write or
+// flush is logged (streamWriteFailed) and reported as false.
+type sseWriter struct {
+	s   *Server
+	w   http.ResponseWriter
+	r   *http.Request
+	rc  *http.ResponseController
+	buf []byte
+}
+
+func (o *sseWriter) write(b []byte) bool {
+	_ = o.rc.SetWriteDeadline(time.Now().Add(o.s.cfg.WriteTimeout))
+	if _, err := o.w.Write(b); err != nil {
+		o.s.streamWriteFailed(o.r, err)
+		return false
+	}
+	return true
+}
+
+func (o *sseWriter) flush() bool {
+	_ = o.rc.SetWriteDeadline(time.Now().Add(o.s.cfg.WriteTimeout))
+	if err := o.rc.Flush(); err != nil {
+		o.s.streamWriteFailed(o.r, err)
+		return false
+	}
+	return true
+}
+
+// page writes one SSE event per store event (id: its position, event: its
+// type, data: its JSON) and flushes them.
+func (o *sseWriter) page(evs []events.Event) bool {
+	for i := range evs {
+		ev := &evs[i]
+		body, err := json.Marshal(toEventJSON(ev))
+		if err != nil {
+			return false
+		}
+		buf := strconv.AppendInt(append(o.buf[:0], "id: "...), ev.Position, 10)
+		buf = append(buf, '\n')
+		if ev.Type != "" && !strings.ContainsAny(ev.Type, "\r\n") {
+			// A type with a line break (possible only in records written
+			// before the store's topic was owned) would end the field and
+			// forge others; such events go out with the default type,
+			// their real type still in the data.
+			buf = append(append(append(buf, "event: "...), ev.Type...), '\n')
+		}
+		buf = append(append(append(buf, "data: "...), body...), "\n\n"...)
+		o.buf = buf
+		if !o.write(buf) {
+			return false
+		}
+	}
+	return len(evs) == 0 || o.flush()
+}
+
+// sendError ends the stream with an error event carrying the error's JSON.
+func (o *sseWriter) sendError(err error) {
+	body, _ := json.Marshal(errorOf(err))
+	if o.write(fmt.Appendf(nil, "event: error\ndata: %s\n\n", body)) {
+		o.flush()
 	}
 }

@@ -3,6 +3,8 @@ package httpapi
 import (
 	"bytes"
 	"encoding/json"
+
+	jsonv2 "github.com/go-json-experiment/json"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -53,8 +55,8 @@ func FuzzEventsAppendBody(f *testing.F) {
 		case http.StatusOK, http.StatusCreated:
 			in := appendRequest{Events: appendEvents{max: 1 << 30}}
 			var out appendResponse
-			if err := json.Unmarshal(body, &in); err != nil {
-				t.Fatalf("accepted a body encoding/json refuses: %v", err)
+			if err := jsonv2.Unmarshal(body, &in, jsonv2.RejectUnknownMembers(true)); err != nil {
+				t.Fatalf("accepted a body the strict decoder refuses: %v", err)
 			}
 			if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil || len(out.EventIDs) != len(in.Events.list) {
 				t.Fatalf("answer %s to %d events: %v", rec.Body.Bytes(), len(in.Events.list), err)

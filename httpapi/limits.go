@@ -282,7 +282,7 @@ func (s *Server) reserveBody(w http.ResponseWriter, r *http.Request) (release fu
 			e.Str("remote", r.RemoteAddr).Int64("body_bytes", charge).Int64("max_inflight_body_bytes", s.bodies.capacity).
 				Msg("HTTP request refused: the request body budget is used up")
 		})
-		writeNativeError(w, newNativeError("body_memory_exhausted",
+		writeError(w, newNativeError("body_memory_exhausted",
 			"the broker is handling %d bytes of request bodies, and this one (%d bytes) would exceed its budget of %d; retry later",
 			s.bodies.inUse.Load(), charge, s.bodies.capacity).with("limit", s.bodies.capacity))
 		return nil, false
@@ -307,7 +307,7 @@ type prefixedBody struct {
 func (s *Server) acquireStream(w http.ResponseWriter) (release func(), ok bool) {
 	if !s.streams.tryReserve(1) {
 		s.limits.requestsRefused.WithLabelValues("max_streams").Inc()
-		writeNativeError(w, newNativeError("too_many_streams",
+		writeError(w, newNativeError("too_many_streams",
 			"the broker already serves %d SSE tails and long polls (http-max-streams); retry later, or poll without waiting",
 			s.streams.capacity).with("limit", s.streams.capacity))
 		return nil, false

@@ -6,8 +6,6 @@ import (
 	"sort"
 	"strings"
 	"testing"
-
-	"github.com/vibemq/broker/queues"
 )
 
 // TestOpenAPIQueueFields: every JSON field of the queue API's request and
@@ -25,23 +23,23 @@ func TestOpenAPIQueueFields(t *testing.T) {
 	}
 	schemas := doc["components"].(map[string]any)["schemas"].(map[string]any)
 	for name, v := range map[string]any{
-		"QueueAttributes":      queues.Attributes{},
-		"QueueAttributesPatch": queues.AttributesPatch{},
-		"QueueBackoff":         queues.Backoff{},
-		"QueueInfo":            queues.QueueInfo{},
-		"SendMessage":          queues.SendMessage{},
-		"SendRequest":          queues.SendRequest{},
-		"SendResult":           queues.SendResult{},
-		"ReceiveRequest":       queues.ReceiveRequest{},
-		"QueueMessage":         queues.Message{},
-		"DeadLetterInfo":       queues.DeadLetterInfo{},
-		"NackRequest":          queues.NackRequest{},
-		"ExtendRequest":        queues.ExtendRequest{},
-		"ItemResult":           queues.ItemResult{},
-		"QueueStats":           queues.Stats{},
-		"RedriveRequest":       queues.RedriveRequest{},
-		"Task":                 queues.TaskInfo{},
-		"PurgeRequest":         queues.PurgeRequest{},
+		"QueueAttributes":      attributesJSON{},
+		"QueueAttributesPatch": attributesPatchJSON{},
+		"QueueBackoff":         backoffJSON{},
+		"QueueInfo":            queueInfoJSON{},
+		"SendMessage":          sendMessageJSON{},
+		"SendRequest":          sendRequestJSON{},
+		"SendResult":           sendResultJSON{},
+		"ReceiveRequest":       receiveRequestJSON{},
+		"QueueMessage":         messageJSON{},
+		"DeadLetterInfo":       deadLetterInfoJSON{},
+		"NackRequest":          nackRequestJSON{},
+		"ExtendRequest":        extendRequestJSON{},
+		"ItemResult":           itemResultJSON{},
+		"QueueStats":           statsJSON{},
+		"RedriveRequest":       redriveRequestJSON{},
+		"Task":                 taskJSON{},
+		"PurgeRequest":         purgeRequestJSON{},
 	} {
 		schema, ok := schemas[name].(map[string]any)
 		if !ok {

@@ -1,15 +1,8 @@
 package httpapi
 
 import (
-	"bytes"
-	"errors"
-	"fmt"
-	jsonv2 "github.com/go-json-experiment/json"
-	"github.com/go-json-experiment/json/jsontext"
-	"mime"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/vibemq/broker/queues"
@@ -23,6 +16,16 @@ const (
 	QueueBodyMax = 1 << 20
 )
 
+// queueBody is the body rule of every queue route but send.
+var queueBody = bodyRule{limit: QueueBodyMax}
+
+// QueuesConfig wires the queue routes.
+type QueuesConfig struct {
+	Engine *queues.Engine
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
+}
+
 // queueAPI serves the native queue and DLQ resources under /v1.
 type queueAPI struct {
 	s     *Server
@@ -30,8 +33,8 @@ type queueAPI struct {
 	clock func() time.Time
 }
 
-// RegisterQueues adds the queue, message, DLQ and task routes. clock is
-// the broker's clock (time.Now when nil).
+// RegisterQueues adds the queue, message, DLQ and task routes. Call
+// before Start.
 //
 //	GET    /v1/queues                          list (prefix, after, limit)
 //	PUT    /v1/queues/{queue}                  create (201; 200 when identical)
@@ -52,15 +55,13 @@ type queueAPI struct {
 //	GET    /v1/queues/{queue}/dlq              browse the queue's DLQ
 //	POST   /v1/queues/{queue}/redrive          start a redrive of this DLQ (202)
 //	GET    /v1/tasks, /v1/tasks/{id}; DELETE /v1/tasks/{id} (cancel)
-func RegisterQueues(s *Server, e *queues.Engine, clock func() time.Time) {
-	if clock == nil {
-		clock = time.Now
+func (s *Server) RegisterQueues(cfg QueuesConfig) {
+	api := &queueAPI{s: s, e: cfg.Engine, clock: cfg.Now}
+	if api.clock == nil {
+		api.clock = time.Now
 	}
-	api := &queueAPI{s: s, e: e, clock: clock}
 	s.noteBodyLimit(QueueSendBodyMax)
-	h := func(pattern string, f func(w http.ResponseWriter, r *http.Request)) {
-		s.Handle(pattern, http.HandlerFunc(f))
-	}
+	h := func(pattern string, f http.HandlerFunc) { s.Handle(pattern, f) }
 	h("GET /v1/queues", api.handleList)
 	h("PUT /v1/queues/{queue}", api.handleCreate)
 	h("GET /v1/queues/{queue}", api.handleGet)
@@ -86,197 +87,72 @@ func RegisterQueues(s *Server, e *queues.Engine, clock func() time.Time) {
 
 func (api *queueAPI) now() time.Time { return api.clock() }
 
-// writeQueueError writes err as {code, message, details} with the status
-// of its code in the one error table (nativeCodeStatus).
-func writeQueueError(w http.ResponseWriter, err error) {
-	qe := queues.AsError(err)
-	status := statusOf(qe.Code)
-	if status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable {
-		w.Header().Set("Retry-After", "1")
-	}
-	writeJSON(w, status, qe)
-}
-
-// preallocMax bounds what decodeBody allocates for a declared
-// Content-Length before the bytes arrive.
-const preallocMax = 1 << 20
-
-// decodeBody decodes a strict JSON body into dst. An empty body leaves dst
-// as is. Non-JSON content types get 415, oversized bodies 413, unknown
-// fields unknown_field, anything else that is not the expected JSON
-// invalid_json.
-func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, dst any) *queues.Error {
-	if r.ContentLength == 0 && r.Header.Get("Content-Type") == "" {
-		return nil
-	}
-	if ct := r.Header.Get("Content-Type"); ct != "" {
-		mt, _, err := mime.ParseMediaType(ct)
-		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
-			return &queues.Error{Code: queues.CodeUnsupportedMediaType, Message: fmt.Sprintf("content type %q is not JSON; send application/json", ct)}
-		}
-	} else {
-		return &queues.Error{Code: queues.CodeUnsupportedMediaType, Message: "the request has a body but no Content-Type; send application/json"}
-	}
-	body := http.MaxBytesReader(w, r.Body, limit)
-	buf := bytes.Buffer{}
-	if r.ContentLength > 0 && r.ContentLength <= limit {
-		// One allocation for a declared length, but not more than a
-		// common request ahead of the bytes: a client that declares 16 MiB
-		// and sends nothing must not cost 16 MiB.
-		buf.Grow(int(min(r.ContentLength, preallocMax)) + bytes.MinRead)
-	}
-	_, err := buf.ReadFrom(body)
-	data := buf.Bytes()
-	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			return &queues.Error{Code: queues.CodeRequestTooLarge, Message: fmt.Sprintf("the request body is over %d bytes", limit),
-				Details: map[string]any{"max": limit}}
-		}
-		return &queues.Error{Code: queues.CodeInvalidJSON, Message: "cannot read the request body: " + err.Error()}
-	}
-	if len(bytes.TrimSpace(data)) == 0 {
-		return nil
-	}
-	if err := jsonv2.Unmarshal(data, dst, jsonv2.RejectUnknownMembers(true)); err != nil {
-		return jsonDecodeError(err)
-	}
-	return nil
-}
-
-// jsonDecodeError turns a strict decoder error into unknown_field or
-// invalid_json, naming the field (dotted path) and the byte offset.
-func jsonDecodeError(err error) *queues.Error {
-	var semErr *jsonv2.SemanticError
-	var synErr *jsontext.SyntacticError
-	switch {
-	case errors.As(err, &semErr):
-		field := strings.ReplaceAll(strings.TrimPrefix(string(semErr.JSONPointer), "/"), "/", ".")
-		if errors.Is(err, jsonv2.ErrUnknownName) {
-			return &queues.Error{Code: queues.CodeUnknownField, Message: fmt.Sprintf("unknown field %q", field), Details: map[string]any{"field": field}}
-		}
-		if semErr.GoType != nil && semErr.JSONKind != 0 {
-			want, got := jsonKind(semErr.GoType.String()), kindName(semErr.JSONKind)
-			msg := fmt.Sprintf("field %q must be a JSON %s, not %s", field, want, got)
-			switch {
-			case want == got && want == "number":
-				msg = fmt.Sprintf("field %q must be an integer in range", field)
-			case field == "":
-				return &queues.Error{Code: queues.CodeInvalidJSON, Message: fmt.Sprintf("the body must be a JSON %s, not %s", want, got)}
-			}
-			return &queues.Error{Code: queues.CodeInvalidJSON, Message: msg, Details: map[string]any{"field": field}}
-		}
-		return &queues.Error{Code: queues.CodeInvalidJSON, Message: fmt.Sprintf("field %q is not the expected JSON: %v", field, err), Details: map[string]any{"field": field}}
-	case errors.As(err, &synErr):
-		return &queues.Error{Code: queues.CodeInvalidJSON, Message: fmt.Sprintf("the body is not valid JSON (at byte %d): %v", synErr.ByteOffset, synErr.Err)}
-	default:
-		return &queues.Error{Code: queues.CodeInvalidJSON, Message: "the body is not the expected JSON: " + err.Error()}
-	}
-}
-
-// kindName names a JSON value kind as jsonKind names Go types.
-func kindName(k jsontext.Kind) string {
-	switch k {
-	case 'n':
-		return "null"
-	case 'f', 't':
-		return "boolean"
-	case '"':
-		return "string"
-	case '0':
-		return "number"
-	case '{':
-		return "object"
-	case '[':
-		return "array"
-	}
-	return "value"
-}
-
-func jsonKind(goType string) string {
-	switch {
-	case strings.HasPrefix(goType, "int"), strings.HasPrefix(goType, "uint"), strings.HasPrefix(goType, "float"):
-		return "number"
-	case goType == "string":
-		return "string"
-	case goType == "bool":
-		return "boolean"
-	case strings.HasPrefix(goType, "[]"):
-		return "array"
-	}
-	return "object"
-}
-
-func queryInt(r *http.Request, name string, def int) (int, *queues.Error) {
-	v := r.URL.Query().Get(name)
-	if v == "" {
-		return def, nil
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil {
-		return 0, &queues.Error{Code: queues.CodeOutOfRange, Message: fmt.Sprintf("query parameter %s=%q is not an integer", name, v), Details: map[string]any{"field": name}}
-	}
-	return n, nil
-}
-
 type listQueuesResponse struct {
-	Queues []queues.QueueInfo `json:"queues"`
-	Next   string             `json:"next,omitempty"`
+	Queues []queueInfoJSON `json:"queues"`
+	Next   string          `json:"next,omitempty"`
 }
+
+// listLimitMax bounds the limit query parameter of a listing (0: the
+// default, 100).
+const listLimitMax = 1000
 
 func (api *queueAPI) handleList(w http.ResponseWriter, r *http.Request) {
-	limit, qerr := queryInt(r, "limit", 100)
+	limit, qerr := queryInt(r, "limit", 100, 0, listLimitMax)
 	if qerr != nil {
-		writeQueueError(w, qerr)
+		writeError(w, qerr)
 		return
 	}
-	list, next, err := api.e.ListQueues(r.URL.Query().Get("prefix"), r.URL.Query().Get("after"), limit)
+	list, next, err := api.e.ListQueues(r.URL.Query().Get("prefix"), r.URL.Query().Get("after"), int(limit))
 	if err != nil {
-		writeQueueError(w, err)
+		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, listQueuesResponse{Queues: list, Next: next})
+	out := make([]queueInfoJSON, len(list))
+	for i := range list {
+		out[i] = toQueueInfoJSON(&list[i])
+	}
+	writeJSON(w, http.StatusOK, listQueuesResponse{Queues: out, Next: next})
 }
 
 func (api *queueAPI) handleCreate(w http.ResponseWriter, r *http.Request) {
-	var patch queues.AttributesPatch
-	if err := decodeBody(w, r, QueueBodyMax, &patch); err != nil {
-		writeQueueError(w, err)
+	var patch attributesPatchJSON
+	if err := decodeBody(w, r, queueBody, &patch); err != nil {
+		writeError(w, err)
 		return
 	}
-	info, created, err := api.e.CreateQueue(r.PathValue("queue"), &patch, api.now())
+	info, created, err := api.e.CreateQueue(r.PathValue("queue"), patch.patch(), api.now())
 	if err != nil {
-		writeQueueError(w, err)
+		writeError(w, err)
 		return
 	}
 	status := http.StatusOK
 	if created {
 		status = http.StatusCreated
 	}
-	writeJSON(w, status, info)
+	writeJSON(w, status, toQueueInfoJSON(&info))
 }
 
 func (api *queueAPI) handleGet(w http.ResponseWriter, r *http.Request) {
 	info, err := api.e.GetQueue(r.PathValue("queue"))
 	if err != nil {
-		writeQueueError(w, err)
+		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, info)
+	writeJSON(w, http.StatusOK, toQueueInfoJSON(&info))
 }
 
 func (api *queueAPI) handleUpdate(w http.ResponseWriter, r *http.Request) {
-	var patch queues.AttributesPatch
-	if err := decodeBody(w, r, QueueBodyMax, &patch); err != nil {
-		writeQueueError(w, err)
+	var patch attributesPatchJSON
+	if err := decodeBody(w, r, queueBody, &patch); err != nil {
+		writeError(w, err)
 		return
 	}
-	info, err := api.e.UpdateQueue(r.PathValue("queue"), &patch, api.now())
+	info, err := api.e.UpdateQueue(r.PathValue("queue"), patch.patch(), api.now())
 	if err != nil {
-		writeQueueError(w, err)
+		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, info)
+	writeJSON(w, http.StatusOK, toQueueInfoJSON(&info))
 }
 
 func (api *queueAPI) handleDelete(w http.ResponseWriter, r *http.Request) {
@@ -284,13 +160,13 @@ func (api *queueAPI) handleDelete(w http.ResponseWriter, r *http.Request) {
 	if v := r.URL.Query().Get("force"); v != "" {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
-			writeQueueError(w, &queues.Error{Code: queues.CodeInvalidEnum, Message: fmt.Sprintf("force=%q is not true or false", v), Details: map[string]any{"field": "force"}})
+			writeError(w, newNativeError("invalid_enum", "force=%q is not true or false", v).with("field", "force"))
 			return
 		}
 		force = b
 	}
 	if err := api.e.DeleteQueue(r.PathValue("queue"), force, api.now()); err != nil {
-		writeQueueError(w, err)
+		writeError(w, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -301,42 +177,42 @@ type resultsResponse[T any] struct {
 }
 
 func (api *queueAPI) handleSend(w http.ResponseWriter, r *http.Request) {
-	var req queues.SendRequest
-	if err := decodeBody(w, r, QueueSendBodyMax, &req); err != nil {
-		writeQueueError(w, err)
+	var req sendRequestJSON
+	if err := decodeBody(w, r, bodyRule{limit: QueueSendBodyMax}, &req); err != nil {
+		writeError(w, err)
 		return
 	}
-	res, err := api.e.Send(r.PathValue("queue"), req, api.now())
+	res, err := api.e.Send(r.PathValue("queue"), req.request(), api.now())
 	if err != nil {
-		writeQueueError(w, err)
+		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, resultsResponse[queues.SendResult]{Results: res})
+	writeJSON(w, http.StatusOK, resultsResponse[sendResultJSON]{Results: toSendResultsJSON(res)})
 }
 
 type messagesResponse struct {
-	Messages []queues.Message `json:"messages"`
-	Next     string           `json:"next,omitempty"`
+	Messages []messageJSON `json:"messages"`
+	Next     string        `json:"next,omitempty"`
 	// Acks are the results of a receive's ack list, in its order.
-	Acks []queues.ItemResult `json:"acks,omitempty"`
+	Acks []itemResultJSON `json:"acks,omitempty"`
 }
 
 func (api *queueAPI) browse(w http.ResponseWriter, r *http.Request, queue string) {
-	limit, qerr := queryInt(r, "limit", 100)
+	limit, qerr := queryInt(r, "limit", 100, 0, listLimitMax)
 	if qerr != nil {
-		writeQueueError(w, qerr)
+		writeError(w, qerr)
 		return
 	}
 	q := r.URL.Query()
 	msgs, next, err := api.e.Browse(queue, queues.BrowseRequest{
-		State: q.Get("state"), After: q.Get("after"), Limit: limit,
-		Reason: q.Get("reason"), Source: q.Get("source"), Base64: q.Get("body_encoding") == "base64",
+		State: q.Get("state"), After: q.Get("after"), Limit: int(limit),
+		Reason: q.Get("reason"), Source: q.Get("source"),
 	}, api.now())
 	if err != nil {
-		writeQueueError(w, err)
+		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, messagesResponse{Messages: msgs, Next: next})
+	writeJSON(w, http.StatusOK, messagesResponse{Messages: toMessagesJSON(msgs, q.Get("body_encoding") == "base64"), Next: next})
 }
 
 func (api *queueAPI) handleBrowse(w http.ResponseWriter, r *http.Request) {
@@ -346,7 +222,7 @@ func (api *queueAPI) handleBrowse(w http.ResponseWriter, r *http.Request) {
 func (api *queueAPI) handleDLQ(w http.ResponseWriter, r *http.Request) {
 	info, err := api.e.GetQueue(r.PathValue("queue"))
 	if err != nil {
-		writeQueueError(w, err)
+		writeError(w, err)
 		return
 	}
 	dlq := info.DeadLetterQueue
@@ -354,7 +230,7 @@ func (api *queueAPI) handleDLQ(w http.ResponseWriter, r *http.Request) {
 		dlq = info.Name
 	}
 	if dlq == "" {
-		writeQueueError(w, &queues.Error{Code: queues.CodeQueueNotFound, Message: fmt.Sprintf("queue %q has no dead-letter queue (dead_letter is none)", info.Name)})
+		writeError(w, newNativeError("queue_not_found", "queue %q has no dead-letter queue (dead_letter is none)", info.Name))
 		return
 	}
 	api.browse(w, r, dlq)
@@ -363,15 +239,15 @@ func (api *queueAPI) handleDLQ(w http.ResponseWriter, r *http.Request) {
 func (api *queueAPI) handleGetMessage(w http.ResponseWriter, r *http.Request) {
 	msg, err := api.e.GetMessage(r.PathValue("queue"), r.PathValue("id"), api.now())
 	if err != nil {
-		writeQueueError(w, err)
+		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, msg)
+	writeJSON(w, http.StatusOK, toMessageJSON(&msg, false))
 }
 
 func (api *queueAPI) handleDeleteMessage(w http.ResponseWriter, r *http.Request) {
 	if err := api.e.DeleteMessage(r.PathValue("queue"), r.PathValue("id"), api.now()); err != nil {
-		writeQueueError(w, err)
+		writeError(w, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -380,15 +256,21 @@ func (api *queueAPI) handleDeleteMessage(w http.ResponseWriter, r *http.Request)
 // handleReceive leases messages, long-polling up to wait_ms when none is
 // ready. A client that goes away before messages are found takes no lease.
 func (api *queueAPI) handleReceive(w http.ResponseWriter, r *http.Request) {
-	var req queues.ReceiveRequest
-	if err := decodeBody(w, r, QueueBodyMax, &req); err != nil {
-		writeQueueError(w, err)
+	var body receiveRequestJSON
+	if err := decodeBody(w, r, queueBody, &body); err != nil {
+		writeError(w, err)
 		return
 	}
+	req := body.request()
 	name := r.PathValue("queue")
 	wait, err := api.e.CheckReceive(name, &req)
 	if err != nil {
-		writeQueueError(w, err)
+		writeError(w, err)
+		return
+	}
+	base64Bodies, e := checkBodyEncoding(body.BodyEncoding)
+	if e != nil {
+		writeError(w, e)
 		return
 	}
 	start := time.Now()
@@ -409,7 +291,7 @@ func (api *queueAPI) handleReceive(w http.ResponseWriter, r *http.Request) {
 		if wait > 0 {
 			woken, cancel, err = api.e.Wait(name)
 			if err != nil {
-				writeQueueError(w, deletedIfLater(err, first))
+				writeError(w, deletedIfLater(err, first))
 				return
 			}
 		}
@@ -428,13 +310,10 @@ func (api *queueAPI) handleReceive(w http.ResponseWriter, r *http.Request) {
 				cancel()
 			}
 			if err != nil {
-				writeQueueError(w, deletedIfLater(err, first))
+				writeError(w, deletedIfLater(err, first))
 				return
 			}
-			if msgs == nil {
-				msgs = []queues.Message{}
-			}
-			writeJSON(w, http.StatusOK, messagesResponse{Messages: msgs, Acks: acks})
+			writeJSON(w, http.StatusOK, messagesResponse{Messages: toMessagesJSON(msgs, base64Bodies), Acks: toItemResultsJSON(acks)})
 			return
 		}
 		if timer == nil {
@@ -454,9 +333,8 @@ func (api *queueAPI) handleReceive(w http.ResponseWriter, r *http.Request) {
 }
 
 func deletedIfLater(err error, first bool) error {
-	qe := queues.AsError(err)
-	if !first && qe.Code == queues.CodeQueueNotFound {
-		return &queues.Error{Code: queues.CodeQueueDeleted, Message: "the queue was deleted while this request waited"}
+	if !first && queues.AsError(err).Code == queues.CodeQueueNotFound {
+		return newNativeError("queue_deleted", "the queue was deleted while this request waited")
 	}
 	return err
 }
@@ -467,57 +345,57 @@ type receiptsRequest struct {
 
 func (api *queueAPI) handleAck(w http.ResponseWriter, r *http.Request) {
 	var req receiptsRequest
-	if err := decodeBody(w, r, QueueBodyMax, &req); err != nil {
-		writeQueueError(w, err)
+	if err := decodeBody(w, r, queueBody, &req); err != nil {
+		writeError(w, err)
 		return
 	}
 	res, err := api.e.Ack(r.PathValue("queue"), req.Receipts, api.now())
 	if err != nil {
-		writeQueueError(w, err)
+		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, resultsResponse[queues.ItemResult]{Results: res})
+	writeJSON(w, http.StatusOK, resultsResponse[itemResultJSON]{Results: toItemResultsJSON(res)})
 }
 
 func (api *queueAPI) handleDeleteReceipt(w http.ResponseWriter, r *http.Request) {
 	res, err := api.e.Ack(r.PathValue("queue"), []string{r.PathValue("receipt")}, api.now())
 	if err != nil {
-		writeQueueError(w, err)
+		writeError(w, err)
 		return
 	}
 	if res[0].Error != nil {
-		writeQueueError(w, res[0].Error)
+		writeError(w, res[0].Error)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
 
 func (api *queueAPI) handleNack(w http.ResponseWriter, r *http.Request) {
-	var req queues.NackRequest
-	if err := decodeBody(w, r, QueueBodyMax, &req); err != nil {
-		writeQueueError(w, err)
+	var req nackRequestJSON
+	if err := decodeBody(w, r, queueBody, &req); err != nil {
+		writeError(w, err)
 		return
 	}
-	res, err := api.e.Nack(r.PathValue("queue"), req, api.now())
+	res, err := api.e.Nack(r.PathValue("queue"), queues.NackRequest(req), api.now())
 	if err != nil {
-		writeQueueError(w, err)
+		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, resultsResponse[queues.ItemResult]{Results: res})
+	writeJSON(w, http.StatusOK, resultsResponse[itemResultJSON]{Results: toItemResultsJSON(res)})
 }
 
 func (api *queueAPI) handleExtend(w http.ResponseWriter, r *http.Request) {
-	var req queues.ExtendRequest
-	if err := decodeBody(w, r, QueueBodyMax, &req); err != nil {
-		writeQueueError(w, err)
+	var req extendRequestJSON
+	if err := decodeBody(w, r, queueBody, &req); err != nil {
+		writeError(w, err)
 		return
 	}
-	res, err := api.e.Extend(r.PathValue("queue"), req, api.now())
+	res, err := api.e.Extend(r.PathValue("queue"), queues.ExtendRequest(req), api.now())
 	if err != nil {
-		writeQueueError(w, err)
+		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, resultsResponse[queues.ItemResult]{Results: res})
+	writeJSON(w, http.StatusOK, resultsResponse[itemResultJSON]{Results: toItemResultsJSON(res)})
 }
 
 type purgeResponse struct {
@@ -527,14 +405,14 @@ type purgeResponse struct {
 // handlePurge deletes the messages {states, older_than_ms} selects; an
 // empty body deletes every message.
 func (api *queueAPI) handlePurge(w http.ResponseWriter, r *http.Request) {
-	var req queues.PurgeRequest
-	if err := decodeBody(w, r, QueueBodyMax, &req); err != nil {
-		writeQueueError(w, err)
+	var req purgeRequestJSON
+	if err := decodeBody(w, r, queueBody, &req); err != nil {
+		writeError(w, err)
 		return
 	}
-	n, err := api.e.PurgeMatching(r.PathValue("queue"), req, api.now())
+	n, err := api.e.PurgeMatching(r.PathValue("queue"), queues.PurgeRequest(req), api.now())
 	if err != nil {
-		writeQueueError(w, err)
+		writeError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, purgeResponse{Deleted: n})
@@ -543,38 +421,48 @@ func (api *queueAPI) handlePurge(w http.ResponseWriter, r *http.Request) {
 func (api *queueAPI) handleStats(w http.ResponseWriter, r *http.Request) {
 	st, err := api.e.Stats(r.PathValue("queue"), api.now())
 	if err != nil {
-		writeQueueError(w, err)
+		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, st)
+	writeJSON(w, http.StatusOK, toStatsJSON(&st))
 }
 
 func (api *queueAPI) handleRedrive(w http.ResponseWriter, r *http.Request) {
-	var req queues.RedriveRequest
-	if err := decodeBody(w, r, QueueBodyMax, &req); err != nil {
-		writeQueueError(w, err)
+	var body redriveRequestJSON
+	if err := decodeBody(w, r, queueBody, &body); err != nil {
+		writeError(w, err)
+		return
+	}
+	req, e := body.request()
+	if e != nil {
+		writeError(w, e)
 		return
 	}
 	t, err := api.e.Redrive(r.PathValue("queue"), req, api.now())
 	if err != nil {
-		writeQueueError(w, err)
+		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusAccepted, t)
+	writeJSON(w, http.StatusAccepted, toTaskJSON(&t))
 }
 
 type tasksResponse struct {
-	Tasks []queues.TaskInfo `json:"tasks"`
+	Tasks []taskJSON `json:"tasks"`
 }
 
 func (api *queueAPI) handleTasks(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, tasksResponse{Tasks: api.e.Tasks()})
+	tasks := api.e.Tasks()
+	out := make([]taskJSON, len(tasks))
+	for i := range tasks {
+		out[i] = toTaskJSON(&tasks[i])
+	}
+	writeJSON(w, http.StatusOK, tasksResponse{Tasks: out})
 }
 
 func taskID(r *http.Request) (uint64, error) {
 	id, err := strconv.ParseUint(r.PathValue("id"), 10, 64)
 	if err != nil {
-		return 0, &queues.Error{Code: queues.CodeTaskNotFound, Message: fmt.Sprintf("task %q does not exist (task ids are numbers)", r.PathValue("id"))}
+		return 0, newNativeError("task_not_found", "task %q does not exist (task ids are numbers)", r.PathValue("id"))
 	}
 	return id, nil
 }
@@ -584,11 +472,11 @@ func (api *queueAPI) handleTask(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		var t queues.TaskInfo
 		if t, err = api.e.Task(id); err == nil {
-			writeJSON(w, http.StatusOK, t)
+			writeJSON(w, http.StatusOK, toTaskJSON(&t))
 			return
 		}
 	}
-	writeQueueError(w, err)
+	writeError(w, err)
 }
 
 func (api *queueAPI) handleCancelTask(w http.ResponseWriter, r *http.Request) {
@@ -596,9 +484,9 @@ func (api *queueAPI) handleCancelTask(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		var t queues.TaskInfo
 		if t, err = api.e.CancelTask(id, api.now()); err == nil {
-			writeJSON(w, http.StatusOK, t)
+			writeJSON(w, http.StatusOK, toTaskJSON(&t))
 			return
 		}
 	}
-	writeQueueError(w, err)
+	writeError(w, err)
 }

@@ -46,7 +46,7 @@ func newQueueEnv(t *testing.T) *queueEnv {
 		t.Fatal(err)
 	}
 	_, env.base = startServer(t, Config{}, func(s *Server) {
-		RegisterQueues(s, env.e, func() time.Time { return env.now })
+		s.RegisterQueues(QueuesConfig{Engine: env.e, Now: func() time.Time { return env.now }})
 	})
 	t.Cleanup(func() {
 		env.e.Close()
@@ -460,8 +460,8 @@ func BenchmarkDecodeSendBody(b *testing.B) {
 	for b.Loop() {
 		r := httptest.NewRequest("POST", "/v1/queues/q/messages", bytes.NewReader(body))
 		r.Header.Set("Content-Type", "application/json")
-		var req queues.SendRequest
-		if err := decodeBody(w, r, QueueSendBodyMax, &req); err != nil || len(req.Messages) != 10 {
+		var req sendRequestJSON
+		if err := decodeBody(w, r, bodyRule{limit: QueueSendBodyMax}, &req); err != nil || len(req.Messages) != 10 {
 			b.Fatal(err)
 		}
 	}
@@ -514,8 +514,8 @@ func TestDeclaredLengthIsNotPreallocated(t *testing.T) {
 	r.ContentLength = QueueSendBodyMax
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	var req queues.SendRequest
-	_ = decodeBody(httptest.NewRecorder(), r, QueueSendBodyMax, &req)
+	var req sendRequestJSON
+	_ = decodeBody(httptest.NewRecorder(), r, bodyRule{limit: QueueSendBodyMax}, &req)
 	runtime.ReadMemStats(&after)
 	if n := after.TotalAlloc - before.TotalAlloc; n > 4<<20 {
 		t.Fatalf("a body of 15 bytes declared as %d allocated %d bytes", QueueSendBodyMax, n)

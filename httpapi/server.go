@@ -261,7 +261,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			s.log.Error().Str("method", r.Method).Str("path", r.URL.Path).Str("panic", fmt.Sprint(v)).
 				Bytes("stack", debug.Stack()).Msg("HTTP handler panicked")
 			if !sw.wroteHeader {
-				writeError(sw, http.StatusInternalServerError, "internal", "internal error; see the broker log")
+				writeError(sw, newNativeError("internal", "internal error; see the broker log"))
 			}
 		}
 		route := pattern
@@ -280,8 +280,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// clients follow with the same method: DELETE
 		// /v1/stores/s/consumers/.. would delete the store s.
 		pattern = ""
-		writeError(sw, http.StatusNotFound, "not_found", "no route for "+r.URL.Path+
-			": the path has an empty, . or .. segment (escape a name . or .. as %2E or %2E%2E)")
+		writeError(sw, newNativeError("not_found", "%s", "no route for "+r.URL.Path+
+			": the path has an empty, . or .. segment (escape a name . or .. as %2E or %2E%2E)"))
 		return
 	}
 	if pattern == "" {
@@ -314,12 +314,12 @@ func (s *Server) serveUnmatched(w http.ResponseWriter, r *http.Request) {
 	s.mux.ServeHTTP(rec, r)
 	switch rec.code {
 	case http.StatusNotFound:
-		writeError(w, http.StatusNotFound, "not_found", "no route for "+r.URL.Path)
+		writeError(w, newNativeError("not_found", "no route for %s", r.URL.Path))
 	case http.StatusMethodNotAllowed:
 		allow := rec.header.Get("Allow")
 		w.Header().Set("Allow", allow)
-		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed",
-			fmt.Sprintf("method %s is not allowed on %s; use %s", r.Method, r.URL.Path, strings.ReplaceAll(allow, ", ", " or ")))
+		writeError(w, serverError(http.StatusMethodNotAllowed, "method_not_allowed",
+			"method %s is not allowed on %s; use %s", r.Method, r.URL.Path, strings.ReplaceAll(allow, ", ", " or ")))
 	default:
 		for k, v := range rec.header {
 			w.Header()[k] = v
@@ -327,12 +327,6 @@ func (s *Server) serveUnmatched(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(rec.code)
 		_, _ = w.Write(rec.body)
 	}
-}
-
-// errorBody is the JSON of every error response.
-type errorBody struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
 }
 
 // writeJSON writes v as the JSON body with status.
@@ -346,12 +340,6 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
 	_, _ = w.Write(append(body, '\n'))
-}
-
-// writeError writes {"code": code, "message": message} with status.
-// Codes are lower_snake_case and stable; messages are sentences for people.
-func writeError(w http.ResponseWriter, status int, code, message string) {
-	writeJSON(w, status, errorBody{Code: code, Message: message})
 }
 
 // statusWriter remembers the status written through it. Unwrap lets

@@ -71,7 +71,7 @@ func decodeError(t *testing.T, r response, code string) string {
 	if ct := r.header.Get("Content-Type"); ct != "application/json" {
 		t.Errorf("Content-Type %q, want application/json", ct)
 	}
-	var e errorBody
+	var e nativeError
 	if err := json.Unmarshal([]byte(r.body), &e); err != nil {
 		t.Fatalf("body %q is not a JSON error: %v", r.body, err)
 	}

@@ -48,14 +48,32 @@ type StorageStats struct {
 	// Messages counts the records of every partition log (queues, dead
 	// letters and event stores included): the offset span between each
 	// log start and high watermark.
-	Messages    int64               `json:"messages"`
-	Queues      *int64              `json:"queues,omitempty"`
-	DeadLetters *int64              `json:"dead_letters,omitempty"`
-	EventStores *int                `json:"event_stores,omitempty"`
-	Events      *int64              `json:"events,omitempty"`
-	Streams     *int64              `json:"streams,omitempty"`
-	Bytes       uint64              `json:"bytes"`
-	Store       pebblestore.Summary `json:"store"`
+	Messages    int64        `json:"messages"`
+	Queues      *int64       `json:"queues,omitempty"`
+	DeadLetters *int64       `json:"dead_letters,omitempty"`
+	EventStores *int         `json:"event_stores,omitempty"`
+	Events      *int64       `json:"events,omitempty"`
+	Streams     *int64       `json:"streams,omitempty"`
+	Bytes       uint64       `json:"bytes"`
+	Store       StoreSummary `json:"store"`
+}
+
+// StoreSummary is pebblestore.Summary on the wire.
+type StoreSummary struct {
+	DiskUsageBytes  uint64 `json:"disk_usage_bytes"`
+	MemtableBytes   uint64 `json:"memtable_bytes"`
+	WALBytes        uint64 `json:"wal_bytes"`
+	Tables          int64  `json:"sstables"`
+	TablesBytes     int64  `json:"sstables_bytes"`
+	BlobFiles       uint64 `json:"blob_files"`
+	BlobFilesBytes  uint64 `json:"blob_files_bytes"`
+	L0Sublevels     int32  `json:"l0_sublevels"`
+	Compactions     int64  `json:"compactions"`
+	CompactionDebt  uint64 `json:"compaction_debt_bytes"`
+	Flushes         int64  `json:"flushes"`
+	BlockCacheBytes int64  `json:"block_cache_bytes"`
+	BlockCacheHits  int64  `json:"block_cache_hits"`
+	BlockCacheMiss  int64  `json:"block_cache_misses"`
 }
 
 // CollectStorageStats gathers the statistics, online or offline. The
@@ -73,7 +91,7 @@ func CollectStorageStats(cfg StorageConfig) StorageStats {
 		st := cfg.Events.Stats()
 		out.EventStores, out.Events, out.Streams = &st.Stores, &st.Events, &st.Streams
 	}
-	out.Store = cfg.Store.Summary()
+	out.Store = StoreSummary(cfg.Store.Summary())
 	out.Bytes = out.Store.DiskUsageBytes
 	return out
 }
@@ -103,15 +121,22 @@ type BackupRequest struct {
 	Dir string `json:"dir"`
 }
 
+// BackupInfo is pebblestore.BackupInfo on the wire.
+type BackupInfo struct {
+	Dir   string `json:"dir"`
+	Files int    `json:"files"`
+	Bytes int64  `json:"bytes"`
+}
+
 // BackupResult answers a backup.
 type BackupResult struct {
-	pebblestore.BackupInfo
+	BackupInfo
 	DurationMs int64 `json:"duration_ms"`
 }
 
 func (api *storageAPI) lock(w http.ResponseWriter) bool {
 	if !api.running.TryLock() {
-		writeNativeError(w, newNativeError("task_already_running", "another backup, compaction or verify is running; wait for it to finish"))
+		writeError(w, newNativeError("task_already_running", "another backup, compaction or verify is running; wait for it to finish"))
 		return false
 	}
 	return true
@@ -119,12 +144,12 @@ func (api *storageAPI) lock(w http.ResponseWriter) bool {
 
 func (api *storageAPI) handleBackup(w http.ResponseWriter, r *http.Request) {
 	var req BackupRequest
-	if e := decodeJSONBody(w, r, 64<<10, &req); e != nil {
-		writeNativeError(w, e)
+	if e := decodeBody(w, r, bodyRule{limit: 64 << 10, required: true, anyContentType: true}, &req); e != nil {
+		writeError(w, e)
 		return
 	}
 	if req.Dir == "" || !filepath.IsAbs(req.Dir) {
-		writeNativeError(w, newNativeError("invalid_path", "dir must be an absolute path on the broker's machine, not %q", req.Dir).with("field", "dir"))
+		writeError(w, newNativeError("invalid_path", "dir must be an absolute path on the broker's machine, not %q", req.Dir).with("field", "dir"))
 		return
 	}
 	if !api.lock(w) {
@@ -136,13 +161,13 @@ func (api *storageAPI) handleBackup(w http.ResponseWriter, r *http.Request) {
 	info, err := api.cfg.Store.Backup(req.Dir)
 	switch {
 	case errors.Is(err, pebblestore.ErrTargetNotEmpty):
-		writeNativeError(w, newNativeError("target_not_empty", "%s", strings.TrimPrefix(err.Error(), "pebblestore: ")).with("field", "dir"))
+		writeError(w, newNativeError("target_not_empty", "%s", strings.TrimPrefix(err.Error(), "pebblestore: ")).with("field", "dir"))
 		return
 	case err != nil:
-		writeNativeError(w, storageError(err))
+		writeError(w, storageError(err))
 		return
 	}
-	writeJSON(w, http.StatusCreated, BackupResult{BackupInfo: info, DurationMs: time.Since(start).Milliseconds()})
+	writeJSON(w, http.StatusCreated, BackupResult{BackupInfo: BackupInfo(info), DurationMs: time.Since(start).Milliseconds()})
 }
 
 // CompactResult answers a compaction.
@@ -177,8 +202,40 @@ func (api *storageAPI) handleCompact(w http.ResponseWriter, r *http.Request) {
 // VerifyResult answers a verify pass.
 type VerifyResult struct {
 	OK bool `json:"ok"`
-	topics.VerifyResult
+	VerifyReport
 	DurationMs int64 `json:"duration_ms"`
+}
+
+// VerifyReport is topics.VerifyResult on the wire.
+type VerifyReport struct {
+	Topics       int      `json:"topics"`
+	Partitions   int      `json:"partitions"`
+	Batches      int64    `json:"batches"`
+	Bytes        int64    `json:"bytes"`
+	Damaged      []Damage `json:"damaged"`
+	DamagedTotal int64    `json:"damaged_total"`
+}
+
+// Damage is topics.Damage on the wire.
+type Damage struct {
+	Topic     string `json:"topic"`
+	TopicID   string `json:"topic_id"`
+	Partition int32  `json:"partition"`
+	Offset    int64  `json:"offset"`
+	Key       string `json:"key"`
+	Reason    string `json:"reason"`
+}
+
+// NewVerifyReport is r in its wire form.
+func NewVerifyReport(r topics.VerifyResult) VerifyReport {
+	out := VerifyReport{Topics: r.Topics, Partitions: r.Partitions, Batches: r.Batches, Bytes: r.Bytes, DamagedTotal: r.DamagedTotal}
+	if r.Damaged != nil {
+		out.Damaged = make([]Damage, len(r.Damaged))
+		for i, d := range r.Damaged {
+			out.Damaged[i] = Damage(d)
+		}
+	}
+	return out
 }
 
 func (api *storageAPI) handleVerify(w http.ResponseWriter, r *http.Request) {
@@ -193,7 +250,7 @@ func (api *storageAPI) handleVerify(w http.ResponseWriter, r *http.Request) {
 		p.fail(newNativeError("storage_corrupt", "the store could not be read to the end: %v", err))
 		return
 	}
-	p.finish(VerifyResult{OK: res.DamagedTotal == 0, VerifyResult: res, DurationMs: time.Since(start).Milliseconds()})
+	p.finish(VerifyResult{OK: res.DamagedTotal == 0, VerifyReport: NewVerifyReport(res), DurationMs: time.Since(start).Milliseconds()})
 }
 
 // progressWriter answers a long admin request: plain JSON at the end, or
@@ -261,5 +318,5 @@ func (p *progressWriter) fail(e *nativeError) {
 		p.line(map[string]any{"error": e})
 		return
 	}
-	writeNativeError(p.w, e)
+	writeError(p.w, e)
 }

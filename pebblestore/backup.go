@@ -28,9 +28,9 @@ var (
 
 // BackupInfo describes a finished backup.
 type BackupInfo struct {
-	Dir   string `json:"dir"`
-	Files int    `json:"files"`
-	Bytes int64  `json:"bytes"`
+	Dir   string
+	Files int
+	Bytes int64
 }
 
 // Backup writes a consistent copy of the live database into dir, which must
@@ -325,20 +325,20 @@ func (s *Store) CompactAll(progress func(done, total int)) error {
 
 // Summary is a stable digest of Pebble's metrics for `storage stats`.
 type Summary struct {
-	DiskUsageBytes  uint64 `json:"disk_usage_bytes"`
-	MemtableBytes   uint64 `json:"memtable_bytes"`
-	WALBytes        uint64 `json:"wal_bytes"`
-	Tables          int64  `json:"sstables"`
-	TablesBytes     int64  `json:"sstables_bytes"`
-	BlobFiles       uint64 `json:"blob_files"`
-	BlobFilesBytes  uint64 `json:"blob_files_bytes"`
-	L0Sublevels     int32  `json:"l0_sublevels"`
-	Compactions     int64  `json:"compactions"`
-	CompactionDebt  uint64 `json:"compaction_debt_bytes"`
-	Flushes         int64  `json:"flushes"`
-	BlockCacheBytes int64  `json:"block_cache_bytes"`
-	BlockCacheHits  int64  `json:"block_cache_hits"`
-	BlockCacheMiss  int64  `json:"block_cache_misses"`
+	DiskUsageBytes  uint64
+	MemtableBytes   uint64
+	WALBytes        uint64
+	Tables          int64
+	TablesBytes     int64
+	BlobFiles       uint64
+	BlobFilesBytes  uint64
+	L0Sublevels     int32
+	Compactions     int64
+	CompactionDebt  uint64
+	Flushes         int64
+	BlockCacheBytes int64
+	BlockCacheHits  int64
+	BlockCacheMiss  int64
 }
 
 // Summary returns the digest of the store's metrics.

@@ -157,35 +157,35 @@ func dlqAttributes(src Attributes) Attributes {
 // AttributesPatch is a create or update request: nil fields keep the
 // current (or default) value.
 type AttributesPatch struct {
-	Partitions          *int32        `json:"partitions,omitempty"`
-	VisibilityTimeoutMs *int64        `json:"visibility_timeout_ms,omitempty"`
-	MaxReceives         *int32        `json:"max_receives,omitempty"`
-	MaxExpiries         *int32        `json:"max_expiries,omitempty"`
-	DeadLetter          *string       `json:"dead_letter,omitempty"`
-	OnExpire            *string       `json:"on_expire,omitempty"`
-	DefaultDelayMs      *int64        `json:"default_delay_ms,omitempty"`
-	RetentionMs         *int64        `json:"retention_ms,omitempty"`
-	MaxMessageBytes     *int64        `json:"max_message_bytes,omitempty"`
-	DedupWindowMs       *int64        `json:"dedup_window_ms,omitempty"`
-	PriorityLevels      *int32        `json:"priority_levels,omitempty"`
-	Backoff             *BackoffPatch `json:"backoff,omitempty"`
-	ExpiryBackoffMs     *int64        `json:"expiry_backoff_ms,omitempty"`
-	RetainAckedMs       *int64        `json:"retain_acked_ms,omitempty"`
-	MaxInflight         *int64        `json:"max_inflight,omitempty"`
-	ReceiveWaitMaxMs    *int64        `json:"receive_wait_max_ms,omitempty"`
-	FIFO                *bool         `json:"fifo,omitempty"`
-	ContentDedup        *bool         `json:"content_dedup,omitempty"`
-	DedupConflict       *string       `json:"dedup_conflict,omitempty"`
-	DedupScope          *string       `json:"dedup_scope,omitempty"`
-	MaxUnclaimedAgeMs   *int64        `json:"max_unclaimed_age_ms,omitempty"`
+	Partitions          *int32
+	VisibilityTimeoutMs *int64
+	MaxReceives         *int32
+	MaxExpiries         *int32
+	DeadLetter          *string
+	OnExpire            *string
+	DefaultDelayMs      *int64
+	RetentionMs         *int64
+	MaxMessageBytes     *int64
+	DedupWindowMs       *int64
+	PriorityLevels      *int32
+	Backoff             *BackoffPatch
+	ExpiryBackoffMs     *int64
+	RetainAckedMs       *int64
+	MaxInflight         *int64
+	ReceiveWaitMaxMs    *int64
+	FIFO                *bool
+	ContentDedup        *bool
+	DedupConflict       *string
+	DedupScope          *string
+	MaxUnclaimedAgeMs   *int64
 }
 
 // BackoffPatch changes some fields of a Backoff.
 type BackoffPatch struct {
-	InitialMs  *int64   `json:"initial_ms,omitempty"`
-	Multiplier *float64 `json:"multiplier,omitempty"`
-	MaxMs      *int64   `json:"max_ms,omitempty"`
-	Jitter     *float64 `json:"jitter,omitempty"`
+	InitialMs  *int64
+	Multiplier *float64
+	MaxMs      *int64
+	Jitter     *float64
 }
 
 // apply returns a with the patch's fields set.

@@ -18,7 +18,6 @@ type BrowseRequest struct {
 	Limit int
 	// Reason and Source filter dead-lettered messages by their headers.
 	Reason, Source string
-	Base64         bool
 }
 
 // Browse lists a queue's live messages in (partition, offset) order. It
@@ -73,7 +72,7 @@ func (e *Engine) Browse(name string, req BrowseRequest, now time.Time) ([]Messag
 		if req.State != "" && stateName(st.State, st.Due, nowMs) != req.State {
 			continue
 		}
-		msg := e.messageView(q, rr, m, &st, nowMs, req.Base64)
+		msg := e.messageView(q, rr, m, &st, nowMs)
 		if req.Reason != "" && (msg.DeadLetter == nil || msg.DeadLetter.Reason != req.Reason) {
 			continue
 		}
@@ -109,7 +108,7 @@ func (e *Engine) GetMessage(name, id string, now time.Time) (Message, error) {
 	if !ok {
 		return Message{}, errf(CodeMessageNotFound, "queue %q has no live message %s", name, id)
 	}
-	return e.messageView(q, newRecordReader(q.topic), m, &st, nowMs, false), nil
+	return e.messageView(q, newRecordReader(q.topic), m, &st, nowMs), nil
 }
 
 // DeleteMessage removes one message whatever its state (a leased one
@@ -156,10 +155,10 @@ type PurgeRequest struct {
 	// States lists the states to delete (ready, delayed, inflight, acked);
 	// nil for every state. Leased (inflight) messages are deleted only when
 	// listed.
-	States []string `json:"states,omitempty"`
+	States []string
 	// OlderThanMs deletes only messages sent at least this long ago; 0 for
 	// any age.
-	OlderThanMs int64 `json:"older_than_ms,omitempty"`
+	OlderThanMs int64
 }
 
 // purgeStates are the states a purge can select (the browse names).
@@ -353,28 +352,28 @@ func sortedKeys(m map[string]bool) []string {
 
 // Stats describes a queue's contents and traffic.
 type Stats struct {
-	Queue        string           `json:"queue"`
-	Kind         string           `json:"kind"`
-	Available    int64            `json:"available"`
-	Ready        int64            `json:"ready"`
-	Delayed      int64            `json:"delayed"`
-	DelayedExact bool             `json:"delayed_exact"`
-	Inflight     int64            `json:"inflight"`
-	Retained     int64            `json:"retained_acked"`
-	OldestAgeMs  int64            `json:"oldest_age_ms"`
-	DLQ          string           `json:"dead_letter_queue,omitempty"`
-	DLQDepth     int64            `json:"dead_letter_depth"`
-	Waiters      int              `json:"waiters"`
-	Partitions   []PartitionStats `json:"partitions"`
-	Totals       Totals           `json:"totals"`
-	Rates        Rates            `json:"rates_per_sec"`
+	Queue        string
+	Kind         string
+	Available    int64
+	Ready        int64
+	Delayed      int64
+	DelayedExact bool
+	Inflight     int64
+	Retained     int64
+	OldestAgeMs  int64
+	DLQ          string
+	DLQDepth     int64
+	Waiters      int
+	Partitions   []PartitionStats
+	Totals       Totals
+	Rates        Rates
 }
 
 // PartitionStats are the log offsets of one partition of the queue's topic.
 type PartitionStats struct {
-	Partition      int32 `json:"partition"`
-	LogStartOffset int64 `json:"log_start_offset"`
-	HighWatermark  int64 `json:"high_watermark"`
+	Partition      int32
+	LogStartOffset int64
+	HighWatermark  int64
 }
 
 // Stats returns the queue's counters. Delayed is counted by a bounded scan

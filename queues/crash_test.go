@@ -187,7 +187,7 @@ func crashRun(t *testing.T, seed uint64, ops int) {
 			for n := 1 + rng.IntN(3); n > 0; n-- {
 				b := fmt.Sprintf("m%d", next)
 				next++
-				msgs = append(msgs, queues.SendMessage{Body: &b})
+				msgs = append(msgs, queues.SendMessage{Body: []byte(b)})
 			}
 			update(func() { op = "send" })
 			res, err := e.Send("q", queues.SendRequest{Messages: msgs}, time.UnixMilli(now))
@@ -199,7 +199,7 @@ func crashRun(t *testing.T, seed uint64, ops int) {
 					if r.Error != nil {
 						t.Fatalf("send: %v", r.Error)
 					}
-					model.sent[*msgs[i].Body] = true
+					model.sent[string(msgs[i].Body)] = true
 				}
 			})
 		case k < 10:
@@ -215,7 +215,7 @@ func crashRun(t *testing.T, seed uint64, ops int) {
 			}
 			update(func() {
 				for _, m := range msgs {
-					held[*m.Body] = m.Receipt
+					held[string(m.Body)] = m.Receipt
 					model.deliveries["q/"+m.ID] = m.Deliveries
 				}
 			})
@@ -315,10 +315,10 @@ func checkCrashImage(t *testing.T, name string, img crashImage) {
 				if m.Body == nil {
 					t.Fatalf("%s: %s %s has no record", name, q, m.ID)
 				}
-				if prev, dup := where[*m.Body]; dup {
-					t.Fatalf("%s: message %s is in %s as %s and in %s as %s", name, *m.Body, prev.queue, prev.msg.ID, q, m.ID)
+				if prev, dup := where[string(m.Body)]; dup {
+					t.Fatalf("%s: message %s is in %s as %s and in %s as %s", name, string(m.Body), prev.queue, prev.msg.ID, q, m.ID)
 				}
-				where[*m.Body] = located{queue: q, msg: m}
+				where[string(m.Body)] = located{queue: q, msg: m}
 				count[q]++
 				if d, ok := img.model.deliveries[q+"/"+m.ID]; ok && m.Deliveries < d {
 					t.Fatalf("%s: %s %s has %d deliveries; a receive returned it with %d", name, q, m.ID, m.Deliveries, d)
@@ -360,12 +360,12 @@ func checkCrashImage(t *testing.T, name string, img crashImage) {
 		t.Fatalf("%s: receive after the crash: %v", name, err)
 	}
 	for _, m := range msgs {
-		l := where[*m.Body]
+		l := where[string(m.Body)]
 		if l.queue != "q" || l.msg.State != "ready" || l.msg.ID != m.ID {
-			t.Fatalf("%s: a receive after the crash leased %s %s, which was %+v", name, *m.Body, m.ID, l)
+			t.Fatalf("%s: a receive after the crash leased %s %s, which was %+v", name, string(m.Body), m.ID, l)
 		}
 		l.msg.State = "leased again"
-		where[*m.Body] = l
+		where[string(m.Body)] = l
 	}
 	for b, l := range where {
 		if l.queue == "q" && l.msg.State == "ready" {
@@ -410,13 +410,7 @@ func checkIndexes(t *testing.T, name string, store *pebblestore.Store, where map
 		}
 		rows[id] = 0
 	})
-	ms := func(s string) int64 {
-		tm, err := time.Parse(time.RFC3339Nano, s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return tm.UnixMilli()
-	}
+	ms := func(tm time.Time) int64 { return tm.UnixMilli() }
 	scan(pebblestore.PrefixQueueReady, func(k, v []byte) {
 		id := msgOf(k)
 		m, ok := byID[id]

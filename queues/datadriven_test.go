@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sort"
 	"strconv"
 	"strings"
@@ -132,12 +133,8 @@ func rel(ms int64) string {
 	return "t" + sign + strconv.FormatFloat(float64(d)/1000, 'f', -1, 64) + "s"
 }
 
-// relRFC prints an API time (RFC 3339) relative to the clock's start.
-func relRFC(s string) string {
-	tm, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil {
-		return "bad time " + s
-	}
+// relTime prints a time relative to the clock's start.
+func relTime(tm time.Time) string {
 	return rel(tm.UnixMilli())
 }
 
@@ -274,6 +271,29 @@ func fmtTask(task queues.TaskInfo) string {
 	return fmt.Sprintf("task %d %s on %s: moved=%d failed=%d skipped_inflight=%d", task.ID, task.State, task.DLQ, task.Moved, task.Failed, task.SkippedInflight)
 }
 
+// setPatchField sets the field of patch (an AttributesPatch or
+// BackoffPatch) named like the attribute whose stored name (the catalog
+// row's member, of stored) is name, to a pointer to value.
+func setPatchField(t *testing.T, td *datadriven.TestData, stored reflect.Type, patch reflect.Value, name, value string) {
+	for i := range stored.NumField() {
+		f := stored.Field(i)
+		if tag, _, _ := strings.Cut(f.Tag.Get("json"), ","); tag != name {
+			continue
+		}
+		dst := patch.FieldByName(f.Name)
+		v := reflect.New(dst.Type().Elem())
+		if err := json.Unmarshal([]byte(value), v.Interface()); err != nil {
+			// A bare word is a string.
+			if err := json.Unmarshal([]byte(strconv.Quote(value)), v.Interface()); err != nil {
+				t.Fatalf("%s: attribute %s=%s: %v", td.Pos, name, value, err)
+			}
+		}
+		dst.Set(v)
+		return
+	}
+	t.Fatalf("%s: unknown attribute %s", td.Pos, name)
+}
+
 func sortedKeys[V any](m map[string]V) []string {
 	out := make([]string, 0, len(m))
 	for k := range m {
@@ -284,32 +304,20 @@ func sortedKeys[V any](m map[string]V) []string {
 }
 
 func (h *harness) createQueue(t *testing.T, td *datadriven.TestData, name string) string {
-	patch := map[string]any{}
-	backoff := map[string]any{}
+	var p queues.AttributesPatch
 	for _, l := range lines(td.Input) {
 		k, v, ok := strings.Cut(l, "=")
 		if !ok {
 			t.Fatalf("%s: %q is not attribute=value", td.Pos, l)
 		}
-		var val any
-		if err := json.Unmarshal([]byte(v), &val); err != nil {
-			val = v
-		}
 		if f, ok := strings.CutPrefix(k, "backoff."); ok {
-			backoff[f] = val
+			if p.Backoff == nil {
+				p.Backoff = &queues.BackoffPatch{}
+			}
+			setPatchField(t, td, reflect.TypeFor[queues.Backoff](), reflect.ValueOf(p.Backoff).Elem(), f, v)
 			continue
 		}
-		patch[k] = val
-	}
-	if len(backoff) > 0 {
-		patch["backoff"] = backoff
-	}
-	raw, _ := json.Marshal(patch)
-	var p queues.AttributesPatch
-	dec := json.NewDecoder(strings.NewReader(string(raw)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&p); err != nil {
-		t.Fatalf("%s: attributes: %v", td.Pos, err)
+		setPatchField(t, td, reflect.TypeFor[queues.Attributes](), reflect.ValueOf(&p).Elem(), k, v)
 	}
 	info, created, err := h.e.CreateQueue(name, &p, time.UnixMilli(h.now))
 	if err != nil {
@@ -328,7 +336,7 @@ func (h *harness) send(t *testing.T, td *datadriven.TestData, q string, atomic b
 	for _, l := range lines(td.Input) {
 		f := strings.Fields(l)
 		body := f[0]
-		m := queues.SendMessage{Body: &body}
+		m := queues.SendMessage{Body: []byte(body)}
 		for _, opt := range f[1:] {
 			k, v, _ := strings.Cut(opt, "=")
 			switch k {
@@ -363,9 +371,9 @@ func (h *harness) send(t *testing.T, td *datadriven.TestData, q string, atomic b
 		case r.Duplicate:
 			out = append(out, fmt.Sprintf("%s: duplicate of %s", names[i], r.ID))
 		default:
-			s := fmt.Sprintf("%s: %s visible %s", names[i], r.ID, relRFC(r.VisibleAt))
-			if r.ExpireAt != "" {
-				s += " expires " + relRFC(r.ExpireAt)
+			s := fmt.Sprintf("%s: %s visible %s", names[i], r.ID, relTime(r.VisibleAt))
+			if !r.ExpireAt.IsZero() {
+				s += " expires " + relTime(r.ExpireAt)
 			}
 			out = append(out, s)
 		}
@@ -427,7 +435,7 @@ func (h *harness) receive(t *testing.T, td *datadriven.TestData, q string, a map
 		out = append(out, "ack "+ackNames[i]+": "+itemText(r))
 	}
 	for _, m := range msgs {
-		name := *m.Body
+		name := string(m.Body)
 		if h.receipts[q] == nil {
 			h.receipts[q] = map[string]map[uint32]string{}
 		}
@@ -437,7 +445,7 @@ func (h *harness) receive(t *testing.T, td *datadriven.TestData, q string, a map
 			h.ids[q+"/"+name] = m.ID
 		}
 		h.receipts[q][name][m.Deliveries] = m.Receipt
-		out = append(out, fmt.Sprintf("%s %s priority=%d deliveries=%d lease_until=%s", name, m.ID, m.Priority, m.Deliveries, relRFC(m.LeaseUntil)))
+		out = append(out, fmt.Sprintf("%s %s priority=%d deliveries=%d lease_until=%s", name, m.ID, m.Priority, m.Deliveries, relTime(m.LeaseUntil)))
 	}
 	if len(out) == 0 {
 		return "no messages"
@@ -450,11 +458,11 @@ func itemText(r queues.ItemResult) string {
 		return errText(r.Error)
 	}
 	s := r.Status
-	if r.VisibleAt != "" {
-		s += " visible " + relRFC(r.VisibleAt)
+	if !r.VisibleAt.IsZero() {
+		s += " visible " + relTime(r.VisibleAt)
 	}
-	if r.LeaseTill != "" {
-		s += " lease_until " + relRFC(r.LeaseTill)
+	if !r.LeaseTill.IsZero() {
+		s += " lease_until " + relTime(r.LeaseTill)
 	}
 	return s
 }
@@ -527,7 +535,7 @@ func (h *harness) dump(q string) string {
 		for _, m := range msgs {
 			body := "<no body>"
 			if m.Body != nil {
-				body = *m.Body
+				body = string(m.Body)
 			}
 			s := fmt.Sprintf("%s %s %s priority=%d deliveries=%d", m.ID, body, m.State, m.Priority, m.Deliveries)
 			if m.Nacks > 0 {
@@ -537,10 +545,10 @@ func (h *harness) dump(q string) string {
 				s += fmt.Sprintf(" expiries=%d", m.Expiries)
 			}
 			switch {
-			case m.LeaseUntil != "":
-				s += " lease_until=" + relRFC(m.LeaseUntil)
-			case m.VisibleAt != "":
-				s += " visible=" + relRFC(m.VisibleAt)
+			case !m.LeaseUntil.IsZero():
+				s += " lease_until=" + relTime(m.LeaseUntil)
+			case !m.VisibleAt.IsZero():
+				s += " visible=" + relTime(m.VisibleAt)
 			}
 			if m.LastError != "" {
 				s += fmt.Sprintf(" last_error=%q", m.LastError)

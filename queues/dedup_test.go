@@ -17,7 +17,7 @@ func (en *env) sendItems(name string, now int64, msgs ...SendMessage) []SendResu
 	return res
 }
 
-func withID(b, id string) SendMessage { return SendMessage{Body: pstr(b), DedupID: pstr(id)} }
+func withID(b, id string) SendMessage { return SendMessage{Body: []byte(b), DedupID: pstr(id)} }
 
 func itemCode(r SendResult) string {
 	switch {

@@ -11,19 +11,18 @@ import (
 
 // ReceiveRequest asks for up to MaxMessages ready messages.
 type ReceiveRequest struct {
-	MaxMessages         int    `json:"max_messages,omitempty"`
-	MaxBytes            int64  `json:"max_bytes,omitempty"`
-	VisibilityTimeoutMs *int64 `json:"visibility_timeout_ms,omitempty"`
-	WaitMs              *int64 `json:"wait_ms,omitempty"`
-	Group               string `json:"group,omitempty"`
-	Consumer            string `json:"consumer,omitempty"`
+	MaxMessages         int
+	MaxBytes            int64
+	VisibilityTimeoutMs *int64
+	WaitMs              *int64
+	Group               string
+	Consumer            string
 	// RequestID, when given, makes the receive safe to retry (memo.go):
 	// 1 to RequestIDMax characters.
-	RequestID    *string `json:"request_id,omitempty"`
-	BodyEncoding string  `json:"body_encoding,omitempty"`
+	RequestID *string
 	// Ack lists receipts to settle before leasing, in the same write
 	// (AckAndReceive); at most BatchMessagesMax.
-	Ack []string `json:"ack,omitempty"`
+	Ack []string
 }
 
 // requestID is the request's id, "" when it has none.
@@ -34,44 +33,46 @@ func (r *ReceiveRequest) requestID() string {
 	return *r.RequestID
 }
 
-// Message is a received (or browsed) message.
+// Message is a received (or browsed) message. Times that do not apply
+// are the zero time.Time.
 type Message struct {
-	ID          string            `json:"id"`
-	Partition   int32             `json:"partition"`
-	Offset      int64             `json:"offset"`
-	Receipt     string            `json:"receipt,omitempty"`
-	State       string            `json:"state,omitempty"`
-	Body        *string           `json:"body,omitempty"`
-	BodyBase64  *string           `json:"body_base64,omitempty"`
-	Key         *string           `json:"key,omitempty"`
-	KeyBase64   *string           `json:"key_base64,omitempty"`
-	Headers     map[string]string `json:"headers,omitempty"`
-	Priority    int               `json:"priority"`
-	Deliveries  uint32            `json:"deliveries"`
-	Expiries    uint32            `json:"expiries,omitempty"`
-	Nacks       uint32            `json:"nacks,omitempty"`
-	EnqueuedAt  string            `json:"enqueued_at"`
-	VisibleAt   string            `json:"visible_at,omitempty"`
-	LeaseUntil  string            `json:"lease_until,omitempty"`
-	ExpireAt    string            `json:"expire_at,omitempty"`
-	LastError   string            `json:"last_error,omitempty"`
-	DeadLetter  *DeadLetterInfo   `json:"dead_letter,omitempty"`
+	ID        string
+	Partition int32
+	Offset    int64
+	Receipt   string
+	State     string
+	Body      []byte
+	// Key is nil for a record without a key.
+	Key        []byte
+	Headers    map[string]string
+	Priority   int
+	Deliveries uint32
+	Expiries   uint32
+	Nacks      uint32
+	EnqueuedAt time.Time
+	// VisibleAt is set for an available message, LeaseUntil for a leased one.
+	VisibleAt   time.Time
+	LeaseUntil  time.Time
+	ExpireAt    time.Time
+	LastError   string
+	DeadLetter  *DeadLetterInfo
 	bodyMissing bool
 }
 
 // DeadLetterInfo is the story of a dead-lettered message, from its headers.
 type DeadLetterInfo struct {
-	Reason      string `json:"reason"`
-	Detail      string `json:"detail,omitempty"`
-	FailedAt    string `json:"failed_at,omitempty"`
-	SourceQueue string `json:"source_queue,omitempty"`
-	SourceID    string `json:"source_id,omitempty"`
-	Deliveries  int64  `json:"deliveries"`
+	Reason string
+	Detail string
+	// FailedAt is the x-q-dlq-failed-at header as the record carries it.
+	FailedAt    string
+	SourceQueue string
+	SourceID    string
+	Deliveries  int64
 }
 
 // ReceiveResult is what Receive leased.
 type ReceiveResult struct {
-	Messages []Message `json:"messages"`
+	Messages []Message
 }
 
 type leased struct {
@@ -123,11 +124,6 @@ func (e *Engine) CheckReceive(name string, req *ReceiveRequest) (int64, error) {
 	if len(req.Ack) > BatchMessagesMax {
 		return 0, rangeErr("ack", 0, BatchMessagesMax)
 	}
-	switch req.BodyEncoding {
-	case "", "auto", "base64":
-	default:
-		return 0, withField(errf(CodeInvalidEnum, "body_encoding is %q; it must be auto or base64", req.BodyEncoding), "body_encoding")
-	}
 	return wait, nil
 }
 
@@ -167,7 +163,7 @@ func (e *Engine) AckAndReceive(name string, receipts []string, req ReceiveReques
 	}
 	a := q.rec.Attributes
 	acks := &write{e: e, now: nowMs}
-	freed, settled := e.ackLocked(q, receipts, valid, results, acks, nowMs)
+	freed, settled := e.ackLocked(q, receipts, valid, results, acks)
 	b := e.store.NewBatch()
 	for _, f := range acks.ops {
 		f(b)
@@ -189,7 +185,7 @@ func (e *Engine) AckAndReceive(name string, receipts []string, req ReceiveReques
 			// still in flight.
 			r := q.memos[requestID]
 			b.Set(memoKey(q.id, requestID), r.encode())
-			return e.finishReceive(q, b, acks, nil, again, true, req, nowMs, results)
+			return e.finishReceive(receiveCommit{q: q, b: b, acks: acks, got: again, replay: true, req: req, now: nowMs, results: results})
 		}
 	}
 	inflight := q.inflight - freed
@@ -203,72 +199,14 @@ func (e *Engine) AckAndReceive(name string, receipts []string, req ReceiveReques
 	if req.VisibilityTimeoutMs != nil {
 		visibility = *req.VisibilityTimeoutMs
 	}
-	want := max(0, min(int64(req.MaxMessages), a.MaxInflight-inflight))
-	var got []leased
-	var bytes int64
-	for prio := int(a.PriorityLevels) - 1; prio >= 0 && int64(len(got)) < want; prio-- {
-		band := &q.bands[prio]
-		for int64(len(got)) < want {
-			top, ok, err := q.peekBand(prio)
-			if err != nil {
-				q.mu.Unlock()
-				b.Close()
-				return nil, nil, errStorage(err)
-			}
-			if !ok || top.due > nowMs {
-				break
-			}
-			if settled[top.m] {
-				band.pop() // acked above, in this batch
-				continue
-			}
-			sk := stateKey(q.id, top.m)
-			v, err := e.store.Get(sk)
-			if errors.Is(err, pebblestore.ErrNotFound) {
-				band.pop()
-				continue
-			}
-			if err != nil {
-				q.mu.Unlock()
-				b.Close()
-				return nil, nil, errStorage(err)
-			}
-			st, err := decodeState(v)
-			if err != nil {
-				q.mu.Unlock()
-				b.Close()
-				return nil, nil, errStorage(err)
-			}
-			if st.State != stateAvailable || st.Due != top.due || int(st.Priority) != prio || st.Deliveries != top.deliveries {
-				band.pop() // stale
-				continue
-			}
-			if exp := expiryOf(&st, &a); exp > 0 && exp <= nowMs {
-				band.pop() // expired: the expiry sweep settles it
-				continue
-			}
-			if len(got) > 0 && bytes+int64(st.Size) > req.MaxBytes {
-				want = int64(len(got))
-				break
-			}
-			band.pop()
-			old := st
-			st.State = stateInflight
-			st.Deliveries++
-			st.Deadline = nowMs + visibility
-			st.LeaseStart = nowMs
-			if st.FirstRecv == 0 {
-				st.FirstRecv = nowMs
-			}
-			if invariantsEnabled {
-				checkTransition(&old, &st, nowMs)
-			}
-			b.Delete(readyKey(q.id, old.Priority, old.Due, top.m))
-			b.Set(sk, st.encode())
-			b.Set(leaseKey(q.id, st.Deadline, top.m), u32Bytes(st.Deliveries))
-			bytes += int64(st.Size)
-			got = append(got, leased{m: top.m, st: st})
-		}
+	got, err := e.leaseReadyLocked(q, b, leaseRequest{
+		want: max(0, min(int64(req.MaxMessages), a.MaxInflight-inflight)), maxBytes: req.MaxBytes,
+		visibilityMs: visibility, now: nowMs, settled: settled,
+	})
+	if err != nil {
+		q.mu.Unlock()
+		b.Close()
+		return nil, nil, errStorage(err)
 	}
 	var memo *receiveMemo
 	if requestID != "" && len(got) > 0 {
@@ -276,14 +214,102 @@ func (e *Engine) AckAndReceive(name string, receipts []string, req ReceiveReques
 		memo = &r
 		b.Set(memoKey(q.id, requestID), r.encode())
 	}
-	return e.finishReceive(q, b, acks, memo, got, false, req, nowMs, results)
+	return e.finishReceive(receiveCommit{q: q, b: b, acks: acks, memo: memo, got: got, req: req, now: nowMs, results: results})
 }
 
-// finishReceive commits b (the acks, and the leases of got unless replay:
-// then got are a memo's existing leases) with memo, and answers the
-// messages of got. REQUIRES: q.mu held; it is released.
-func (e *Engine) finishReceive(q *queue, b *pebblestore.Batch, acks *write, memo *receiveMemo, got []leased, replay bool, req ReceiveRequest, now int64, results []ItemResult) ([]Message, []ItemResult, error) {
-	fresh := !replay
+// leaseRequest is what one receive may lease: up to want messages of at
+// most maxBytes together (the first one whatever its size), each for
+// visibilityMs, skipping the messages settled by the acks of the same call.
+type leaseRequest struct {
+	want, maxBytes int64
+	visibilityMs   int64
+	now            int64
+	settled        map[msgKey]bool
+}
+
+// leaseReadyLocked leases ready messages, highest priority first, then
+// earliest due: their rows move from the ready index to the lease index
+// in b. Stale entries of the bands (settled, gone, changed, expired) are
+// dropped on the way.
+// REQUIRES: q.mu held.
+func (e *Engine) leaseReadyLocked(q *queue, b *pebblestore.Batch, lr leaseRequest) ([]leased, error) {
+	a := &q.rec.Attributes
+	want := lr.want
+	var got []leased
+	var bytes int64
+	for prio := int(a.PriorityLevels) - 1; prio >= 0 && int64(len(got)) < want; prio-- {
+		band := &q.bands[prio]
+		for int64(len(got)) < want {
+			top, ok, err := q.peekBand(prio)
+			if err != nil {
+				return nil, err
+			}
+			if !ok || top.due > lr.now {
+				break
+			}
+			if lr.settled[top.m] {
+				band.pop() // acked above, in this batch
+				continue
+			}
+			st, ok, err := e.getState(q, top.m)
+			if err != nil {
+				return nil, err
+			}
+			if !ok || st.State != stateAvailable || st.Due != top.due || int(st.Priority) != prio || st.Deliveries != top.deliveries {
+				band.pop() // gone, or stale
+				continue
+			}
+			if exp := expiryOf(&st, a); exp > 0 && exp <= lr.now {
+				band.pop() // expired: the expiry sweep settles it
+				continue
+			}
+			if len(got) > 0 && bytes+int64(st.Size) > lr.maxBytes {
+				want = int64(len(got))
+				break
+			}
+			band.pop()
+			old := st
+			st.State = stateInflight
+			st.Deliveries++
+			st.Deadline = lr.now + lr.visibilityMs
+			st.LeaseStart = lr.now
+			if st.FirstRecv == 0 {
+				st.FirstRecv = lr.now
+			}
+			if invariantsEnabled {
+				checkTransition(&old, &st, lr.now)
+			}
+			b.Delete(readyKey(q.id, old.Priority, old.Due, top.m))
+			b.Set(stateKey(q.id, top.m), st.encode())
+			b.Set(leaseKey(q.id, st.Deadline, top.m), u32Bytes(st.Deliveries))
+			bytes += int64(st.Size)
+			got = append(got, leased{m: top.m, st: st})
+		}
+	}
+	return got, nil
+}
+
+// receiveCommit is a receive ready to commit: b holds the acks' rows (acks
+// runs their in-memory updates once applied) and, unless replay, the
+// leases of got; with replay, got are a memo's existing leases. memo, when
+// set, is the request's new memo; results are the acks' results.
+type receiveCommit struct {
+	q       *queue
+	b       *pebblestore.Batch
+	acks    *write
+	memo    *receiveMemo
+	got     []leased
+	replay  bool
+	req     ReceiveRequest
+	now     int64
+	results []ItemResult
+}
+
+// finishReceive commits c.b with the memo and answers the messages of
+// c.got. REQUIRES: c.q.mu held; it is released.
+func (e *Engine) finishReceive(c receiveCommit) ([]Message, []ItemResult, error) {
+	q, b, acks, memo, got, req, now, results := c.q, c.b, c.acks, c.memo, c.got, c.req, c.now, c.results
+	fresh := !c.replay
 	if b.Empty() {
 		topic := q.topic
 		q.mu.Unlock()
@@ -332,7 +358,7 @@ func (e *Engine) answer(q *queue, topic *topics.Topic, got []leased, req Receive
 	rr := newRecordReader(topic)
 	out := make([]Message, 0, len(got))
 	for _, l := range got {
-		msg := e.messageView(q, rr, l.m, &l.st, now, req.BodyEncoding == "base64")
+		msg := e.messageView(q, rr, l.m, &l.st, now)
 		if msg.bodyMissing {
 			continue // retention removed the record; the lease lapses and the sweep drops it
 		}
@@ -353,31 +379,28 @@ func (q *queue) resetBandsAfterFailure() {
 }
 
 // messageView builds the API view of a message, reading its record.
-func (e *Engine) messageView(q *queue, rr *recordReader, m msgKey, st *deliveryState, now int64, base64Body bool) Message {
+func (e *Engine) messageView(q *queue, rr *recordReader, m msgKey, st *deliveryState, now int64) Message {
 	msg := Message{
 		ID: fmtID(m), Partition: m.part, Offset: m.off, Priority: int(st.Priority),
 		Deliveries: st.Deliveries, Expiries: st.Expiries, Nacks: st.Nacks,
-		EnqueuedAt: FormatTime(st.Enqueued), LastError: st.LastError,
+		EnqueuedAt: time.UnixMilli(st.Enqueued), LastError: st.LastError,
 		State: stateName(st.State, st.Due, now),
 	}
 	switch st.State {
 	case stateAvailable:
-		msg.VisibleAt = FormatTime(st.Due)
+		msg.VisibleAt = time.UnixMilli(st.Due)
 	case stateInflight:
-		msg.LeaseUntil = FormatTime(st.Deadline)
+		msg.LeaseUntil = time.UnixMilli(st.Deadline)
 	}
 	if st.ExpireAt > 0 {
-		msg.ExpireAt = FormatTime(st.ExpireAt)
+		msg.ExpireAt = time.UnixMilli(st.ExpireAt)
 	}
 	rec, err := rr.read(m)
 	if err != nil {
 		msg.bodyMissing = true
 		return msg
 	}
-	setBytes(&msg.Body, &msg.BodyBase64, rec.Value, base64Body)
-	if rec.Key != nil {
-		setBytes(&msg.Key, &msg.KeyBase64, rec.Key, base64Body)
-	}
+	msg.Body, msg.Key = rec.Value, rec.Key
 	var dl *DeadLetterInfo
 	for _, h := range rec.Headers {
 		if msg.Headers == nil {
@@ -402,13 +425,13 @@ func (e *Engine) messageView(q *queue, rr *recordReader, m msgKey, st *deliveryS
 
 // ItemResult is the outcome of one receipt of an ack, nack or extend.
 type ItemResult struct {
-	Index     int    `json:"index"`
-	Receipt   string `json:"receipt,omitempty"`
-	ID        string `json:"id,omitempty"`
-	Status    string `json:"status,omitempty"` // acked, already_acked, requeued, dead_lettered, discarded, extended
-	VisibleAt string `json:"visible_at,omitempty"`
-	LeaseTill string `json:"lease_until,omitempty"`
-	Error     *Error `json:"error,omitempty"`
+	Index     int
+	Receipt   string
+	ID        string
+	Status    string    // acked, already_acked, requeued, dead_lettered, discarded, extended
+	VisibleAt time.Time // requeued: when it is ready again
+	LeaseTill time.Time // extended: the new deadline
+	Error     *Error
 }
 
 // decodeReceipts checks receipts in order: invalid_receipt, wrong_queue,
@@ -477,7 +500,7 @@ func (e *Engine) Ack(name string, receipts []string, now time.Time) ([]ItemResul
 		return nil, errf(CodeQueueDeleted, "queue %q was deleted", name)
 	}
 	w := &write{e: e, now: nowMs}
-	_, _ = e.ackLocked(q, receipts, valid, results, w, nowMs)
+	_, _ = e.ackLocked(q, receipts, valid, results, w)
 	if err := w.commitUnlock(q.checkedUnlock); err != nil {
 		return nil, err
 	}
@@ -491,8 +514,8 @@ func (e *Engine) Ack(name string, receipts []string, now time.Time) ([]ItemResul
 // settle: the late acks of lapsed leases among them are still in the ready
 // bands, and a memo replay must not answer any of them, until w is applied.
 // REQUIRES: q.mu held; decodeReceipts checked receipts[valid].
-func (e *Engine) ackLocked(q *queue, receipts []string, valid []int, results []ItemResult, w *write, now int64) (freed int64, settled map[msgKey]bool) {
-	a := q.rec.Attributes
+func (e *Engine) ackLocked(q *queue, receipts []string, valid []int, results []ItemResult, w *write) (freed int64, settled map[msgKey]bool) {
+	a, now := q.rec.Attributes, w.now
 	for _, i := range valid {
 		r, _ := e.decodeReceipt(receipts[i])
 		st, ok, err := e.getState(q, r.m)
@@ -549,10 +572,10 @@ func (e *Engine) ackLocked(q *queue, receipts []string, valid []int, results []I
 // NackRequest returns leased messages: requeued after DelayMs (nil: the
 // queue's backoff), or to the DLQ with DeadLetter (a reject).
 type NackRequest struct {
-	Receipts   []string `json:"receipts"`
-	DelayMs    *int64   `json:"delay_ms,omitempty"`
-	Reason     string   `json:"reason,omitempty"`
-	DeadLetter bool     `json:"dead_letter,omitempty"`
+	Receipts   []string
+	DelayMs    *int64
+	Reason     string
+	DeadLetter bool
 }
 
 // Nack requeues or dead-letters leased messages.
@@ -562,14 +585,8 @@ func (e *Engine) Nack(name string, req NackRequest, now time.Time) ([]ItemResult
 	if qerr != nil {
 		return nil, qerr
 	}
-	if err := checkReceiptCount(req.Receipts); err != nil {
+	if err := req.check(); err != nil {
 		return nil, err
-	}
-	if req.DelayMs != nil && (*req.DelayMs < 0 || *req.DelayMs > VisibilityMaxMs) {
-		return nil, rangeErr("delay_ms", 0, VisibilityMaxMs)
-	}
-	if len(req.Reason) > ReasonMax {
-		return nil, rangeErr("reason", 0, ReasonMax)
 	}
 	results := make([]ItemResult, len(req.Receipts))
 	valid := e.decodeReceipts(q, req.Receipts, results)
@@ -584,97 +601,17 @@ func (e *Engine) Nack(name string, req NackRequest, now time.Time) ([]ItemResult
 	if dlq != nil && dlq.deleted {
 		dlq = nil
 	}
-	a := q.rec.Attributes
-	w := &write{e: e, now: nowMs}
-	rr := newRecordReader(q.topic)
-	var inserts []func()
+	n := &nackRun{e: e, from: moveSource{q: q, dlq: dlq, rr: newRecordReader(q.topic)}, a: q.rec.Attributes,
+		req: &req, now: nowMs, w: &write{e: e, now: nowMs}}
 	for _, i := range valid {
-		r, _ := e.decodeReceipt(req.Receipts[i])
-		st, ok, err := e.getState(q, r.m)
-		if err != nil {
-			results[i].Error = errStorage(err)
-			continue
-		}
-		live := ok && st.State == stateInflight && st.Deadline > nowMs
-		reaped := ok && st.State == stateAvailable
-		switch {
-		case !ok:
-			results[i].Error = errf(CodeNotFound, "message %s is gone (acked, dead-lettered, expired or purged)", fmtID(r.m))
-			continue
-		case st.Deliveries != r.epoch:
-			results[i].Error = errf(CodeLeaseLost, "the lease of this receipt ended and message %s was received again (delivery %d)", fmtID(r.m), st.Deliveries)
-			continue
-		case req.DeadLetter && (live || reaped || st.State == stateInflight):
-			// reject: to the DLQ below
-		case !live:
-			results[i].Error = errf(CodeNotInflight, "the lease of message %s has ended; it is no longer held", fmtID(r.m))
-			continue
-		}
-		m := r.m
-		expired := expiryOf(&st, &a)
-		toDLQ := req.DeadLetter || a.MaxReceives > 0 && st.Deliveries >= uint32(a.MaxReceives) ||
-			expired > 0 && expired <= nowMs && expiryDeadLetters(&a, &st, nowMs)
-		if toDLQ && dlq != nil {
-			// Moving to the DLQ appends the message: not while the disk is
-			// almost full. The lease is left as it is.
-			if err := e.store.Space().Check(); err != nil {
-				results[i].Error = errStorage(err)
-				continue
-			}
-		}
-		switch {
-		case req.DeadLetter:
-			w.deadLetterLocked(q, dlq, m, st, ReasonRejected, req.Reason, rr)
-			results[i].Status = statusMoved(dlq)
-		case a.MaxReceives > 0 && st.Deliveries >= uint32(a.MaxReceives):
-			w.deadLetterLocked(q, dlq, m, st, ReasonMaxReceives, req.Reason, rr)
-			results[i].Status = statusMoved(dlq)
-		case expired > 0 && expired <= nowMs:
-			e.expireLocked(w, q, dlq, m, st, rr)
-			results[i].Status = "expired"
-		default:
-			delay := int64(0)
-			if req.DelayMs != nil {
-				delay = *req.DelayMs
-			} else {
-				delay = e.backoff(a.Backoff, st.Deliveries)
-			}
-			old := st
-			st.State = stateAvailable
-			st.Nacks++
-			st.Due = nowMs + delay
-			st.Deadline = 0
-			if req.Reason != "" {
-				st.LastError = req.Reason
-			}
-			nst := st
-			if invariantsEnabled {
-				checkTransition(&old, &nst, nowMs)
-			}
-			w.op(func(b *pebblestore.Batch) {
-				b.Delete(leaseKey(q.id, old.Deadline, m))
-				b.Set(stateKey(q.id, m), nst.encode())
-				b.Set(readyKey(q.id, nst.Priority, nst.Due, m), u32Bytes(nst.Deliveries))
-			})
-			w.onApplied = append(w.onApplied, func() {
-				q.inflight--
-				q.available++
-				delete(q.leases, m)
-				q.totals.Nacked++
-			})
-			inserts = append(inserts, func() {
-				q.bands[nst.Priority].insert(readyEntry{due: nst.Due, m: m, deliveries: nst.Deliveries})
-			})
-			results[i].Status = "requeued"
-			results[i].VisibleAt = FormatTime(nst.Due)
-		}
+		n.nackLocked(&results[i])
 	}
-	pw, err := w.apply()
+	pw, err := n.w.apply()
 	if err == nil {
-		for _, f := range inserts {
+		for _, f := range n.inserts {
 			f()
 		}
-		if len(inserts) > 0 {
+		if len(n.inserts) > 0 {
 			q.wakeLocked()
 		}
 	}
@@ -694,6 +631,134 @@ func (e *Engine) Nack(name string, req NackRequest, now time.Time) ([]ItemResult
 	return results, nil
 }
 
+// check validates a nack's receipt count, delay and reason.
+func (req *NackRequest) check() *Error {
+	if err := checkReceiptCount(req.Receipts); err != nil {
+		return err
+	}
+	if req.DelayMs != nil && (*req.DelayMs < 0 || *req.DelayMs > VisibilityMaxMs) {
+		return rangeErr("delay_ms", 0, VisibilityMaxMs)
+	}
+	if len(req.Reason) > ReasonMax {
+		return rangeErr("reason", 0, ReasonMax)
+	}
+	return nil
+}
+
+// nackRun is one nack: the write it builds and the band insertions of
+// requeued messages, run once the write is applied.
+type nackRun struct {
+	e       *Engine
+	from    moveSource
+	a       Attributes
+	req     *NackRequest
+	now     int64
+	w       *write
+	inserts []func()
+}
+
+// nackLocked settles the message of one valid receipt (res.Receipt): to
+// the DLQ (a reject, or past max_receives), expired, or requeued after the
+// request's delay or the queue's backoff. A receipt whose lease ended is
+// not_inflight, except for a reject.
+// REQUIRES: the locks of the queue and of its DLQ held.
+func (n *nackRun) nackLocked(res *ItemResult) {
+	a, now := &n.a, n.now
+	r, _ := n.e.decodeReceipt(res.Receipt)
+	st, ok, err := n.e.getState(n.from.q, r.m)
+	if err != nil {
+		res.Error = errStorage(err)
+		return
+	}
+	if res.Error = n.nackable(r, st, ok); res.Error != nil {
+		return
+	}
+	m := r.m
+	expired := expiryOf(&st, a)
+	toDLQ := n.req.DeadLetter || a.MaxReceives > 0 && st.Deliveries >= uint32(a.MaxReceives) ||
+		expired > 0 && expired <= now && expiryDeadLetters(a, &st, now)
+	if toDLQ && n.from.dlq != nil {
+		// Moving to the DLQ appends the message: not while the disk is
+		// almost full. The lease is left as it is.
+		if err := n.e.store.Space().Check(); err != nil {
+			res.Error = errStorage(err)
+			return
+		}
+	}
+	switch {
+	case n.req.DeadLetter:
+		n.w.deadLetterLocked(n.from, m, st, ReasonRejected, n.req.Reason)
+		res.Status = statusMoved(n.from.dlq)
+	case a.MaxReceives > 0 && st.Deliveries >= uint32(a.MaxReceives):
+		n.w.deadLetterLocked(n.from, m, st, ReasonMaxReceives, n.req.Reason)
+		res.Status = statusMoved(n.from.dlq)
+	case expired > 0 && expired <= now:
+		n.e.expireLocked(n.w, n.from, m, st)
+		res.Status = "expired"
+	default:
+		res.Status = "requeued"
+		res.VisibleAt = time.UnixMilli(n.requeueLocked(m, st))
+	}
+}
+
+// nackable is nil when receipt r's message (state st; ok false when it is
+// gone) may be nacked: its lease is live, or, for a reject, the message is
+// still in flight or was reaped but not received again.
+func (n *nackRun) nackable(r receipt, st deliveryState, ok bool) *Error {
+	live := ok && st.State == stateInflight && st.Deadline > n.now
+	reaped := ok && st.State == stateAvailable
+	switch {
+	case !ok:
+		return errf(CodeNotFound, "message %s is gone (acked, dead-lettered, expired or purged)", fmtID(r.m))
+	case st.Deliveries != r.epoch:
+		return errf(CodeLeaseLost, "the lease of this receipt ended and message %s was received again (delivery %d)", fmtID(r.m), st.Deliveries)
+	case n.req.DeadLetter && (live || reaped || st.State == stateInflight):
+		return nil // reject: to the DLQ
+	case !live:
+		return errf(CodeNotInflight, "the lease of message %s has ended; it is no longer held", fmtID(r.m))
+	}
+	return nil
+}
+
+// requeueLocked makes a nacked message available again after the
+// request's delay, else the queue's backoff; it returns when.
+func (n *nackRun) requeueLocked(m msgKey, st deliveryState) int64 {
+	q := n.from.q
+	delay := int64(0)
+	if n.req.DelayMs != nil {
+		delay = *n.req.DelayMs
+	} else {
+		delay = n.e.backoff(n.a.Backoff, st.Deliveries)
+	}
+	old := st
+	st.State = stateAvailable
+	st.Nacks++
+	st.Due = n.now + delay
+	st.Deadline = 0
+	if n.req.Reason != "" {
+		st.LastError = n.req.Reason
+	}
+	nst := st
+	if invariantsEnabled {
+		checkTransition(&old, &nst, n.now)
+	}
+	n.w.op(func(b *pebblestore.Batch) {
+		b.Delete(leaseKey(q.id, old.Deadline, m))
+		b.Set(stateKey(q.id, m), nst.encode())
+		b.Set(readyKey(q.id, nst.Priority, nst.Due, m), u32Bytes(nst.Deliveries))
+	})
+	n.w.onApplied = append(n.w.onApplied, func() {
+		q.inflight--
+		q.available++
+		delete(q.leases, m)
+		q.totals.Nacked++
+	})
+	n.inserts = append(n.inserts, func() {
+		q.bands[nst.Priority].insert(readyEntry{due: nst.Due, m: m, deliveries: nst.Deliveries})
+	})
+	return nst.Due
+}
+
 func statusMoved(dlq *queue) string {
 	if dlq == nil {
 		return "discarded"
@@ -709,8 +774,8 @@ func (e *Engine) backoff(b Backoff, deliveries uint32) int64 {
 
 // ExtendRequest extends leases to now + VisibilityTimeoutMs.
 type ExtendRequest struct {
-	Receipts            []string `json:"receipts"`
-	VisibilityTimeoutMs int64    `json:"visibility_timeout_ms"`
+	Receipts            []string
+	VisibilityTimeoutMs int64
 }
 
 // Extend moves the deadline of live leases to now + the visibility
@@ -773,7 +838,7 @@ func (e *Engine) Extend(name string, req ExtendRequest, now time.Time) ([]ItemRe
 		})
 		w.onApplied = append(w.onApplied, func() { q.setLeaseLocked(m, nst.Deliveries, nst.Deadline) })
 		results[i].Status = "extended"
-		results[i].LeaseTill = FormatTime(deadline)
+		results[i].LeaseTill = time.UnixMilli(deadline)
 	}
 	if err := w.commitUnlock(q.checkedUnlock); err != nil {
 		return nil, err

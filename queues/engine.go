@@ -127,15 +127,15 @@ type leaseInfo struct {
 
 // Totals count transitions since the broker started.
 type Totals struct {
-	Sent         int64            `json:"sent"`
-	Received     int64            `json:"received"`
-	Acked        int64            `json:"acked"`
-	Nacked       int64            `json:"nacked"`
-	Reaped       int64            `json:"reaped"`
-	Expired      int64            `json:"expired"`
-	DeadLettered map[string]int64 `json:"dead_lettered"`
-	Discarded    int64            `json:"discarded"`
-	Redriven     int64            `json:"redriven"`
+	Sent         int64
+	Received     int64
+	Acked        int64
+	Nacked       int64
+	Reaped       int64
+	Expired      int64
+	DeadLettered map[string]int64
+	Discarded    int64
+	Redriven     int64
 }
 
 // Open loads the queue catalog, rebuilds each queue's counters and leases
@@ -390,16 +390,16 @@ func (e *Engine) deadLetterQueueLocked(q *queue) *queue {
 
 // QueueInfo describes a queue.
 type QueueInfo struct {
-	Name            string     `json:"name"`
-	Kind            string     `json:"kind"`
-	Topic           string     `json:"topic"`
-	TopicID         string     `json:"topic_id"`
-	Attributes      Attributes `json:"attributes"`
-	DeadLetterQueue string     `json:"dead_letter_queue,omitempty"`
-	DeadLetterFor   string     `json:"dead_letter_for,omitempty"`
-	CreatedAt       int64      `json:"created_ms"`
-	Available       int64      `json:"available"`
-	Inflight        int64      `json:"inflight"`
+	Name            string
+	Kind            string
+	Topic           string
+	TopicID         string
+	Attributes      Attributes
+	DeadLetterQueue string
+	DeadLetterFor   string
+	CreatedAt       int64
+	Available       int64
+	Inflight        int64
 }
 
 // REQUIRES: q.mu held.
@@ -446,11 +446,11 @@ func (e *Engine) CreateQueue(name string, patch *AttributesPatch, now time.Time)
 		return QueueInfo{}, false, err
 	}
 	if createDLQ {
-		if _, err := e.createLocked(dlqName, "dlq", dlqAttributes(attrs), "", name, nowMs); err != nil {
+		if _, err := e.createLocked(queueRecord{Name: dlqName, Kind: "dlq", Attributes: dlqAttributes(attrs), DeadLetterFor: name, CreatedMs: nowMs}); err != nil {
 			return QueueInfo{}, false, err
 		}
 	}
-	q, err := e.createLocked(name, "queue", attrs, dlqName, "", nowMs)
+	q, err := e.createLocked(queueRecord{Name: name, Kind: "queue", Attributes: attrs, DeadLetterQueue: dlqName, CreatedMs: nowMs})
 	if err != nil {
 		return QueueInfo{}, false, err
 	}
@@ -505,9 +505,11 @@ func (e *Engine) resolveDeadLetter(name string, attrs Attributes) (string, bool,
 	return target, false, nil
 }
 
-// createLocked creates the topic and the catalog rows of one queue.
+// createLocked creates the topic and the catalog rows of one queue. rec is
+// the queue's catalog row but its TopicID, which the new topic gives.
 // REQUIRES: catalogMu held.
-func (e *Engine) createLocked(name, kind string, attrs Attributes, dlq, dlqFor string, now int64) (*queue, error) {
+func (e *Engine) createLocked(rec queueRecord) (*queue, error) {
+	name, attrs, now := rec.Name, rec.Attributes, rec.CreatedMs
 	retention := "-1"
 	if attrs.RetentionMs > 0 {
 		retention = strconv.FormatInt(attrs.RetentionMs, 10)
@@ -522,8 +524,7 @@ func (e *Engine) createLocked(name, kind string, attrs Attributes, dlq, dlqFor s
 		}
 		return nil, errStorage(err)
 	}
-	rec := queueRecord{Name: name, Kind: kind, TopicID: hex.EncodeToString(t.ID[:]), Attributes: attrs,
-		DeadLetterQueue: dlq, DeadLetterFor: dlqFor, CreatedMs: now}
+	rec.TopicID = hex.EncodeToString(t.ID[:])
 	e.mu.Lock()
 	qid := e.mu.nextID
 	e.mu.nextID++
@@ -545,7 +546,7 @@ func (e *Engine) createLocked(name, kind string, attrs Attributes, dlq, dlqFor s
 	e.mu.byName[name] = q
 	e.mu.byID[qid] = q
 	e.mu.Unlock()
-	e.log.Info().Str("queue", name).Str("kind", kind).Uint32("id", qid).Msg("queue created")
+	e.log.Info().Str("queue", name).Str("kind", rec.Kind).Uint32("id", qid).Msg("queue created")
 	return q, nil
 }
 
@@ -583,7 +584,7 @@ func (e *Engine) UpdateQueue(name string, patch *AttributesPatch, now time.Time)
 			return QueueInfo{}, err
 		}
 		if create {
-			if _, err := e.createLocked(dlq, "dlq", dlqAttributes(attrs), "", name, nowMs); err != nil {
+			if _, err := e.createLocked(queueRecord{Name: dlq, Kind: "dlq", Attributes: dlqAttributes(attrs), DeadLetterFor: name, CreatedMs: nowMs}); err != nil {
 				return QueueInfo{}, err
 			}
 		}

@@ -7,15 +7,16 @@ import (
 	"github.com/vibemq/broker/pebblestore"
 )
 
-// Error is a queue API error: a stable lower_snake_case code, a sentence
-// for people and optional details (the field, the bounds). Every code is
-// declared once, below; the transport maps codes to its statuses (httpapi's
-// one error table, after nats-server's errors.json); batch items reuse the
-// same codes.
+// Error is a queue error: a stable lower_snake_case code, a sentence for
+// people and optional details (the field, the bounds). Every code is
+// declared once, below. It is a typed domain error with no wire shape: the
+// transport turns it into its own error (httpapi's one error type and one
+// table of codes and statuses, after nats-server's errors.json); batch
+// items reuse the same codes.
 type Error struct {
-	Code    string         `json:"code"`
-	Message string         `json:"message"`
-	Details map[string]any `json:"details,omitempty"`
+	Code    string
+	Message string
+	Details map[string]any
 	// cause is the store failure behind storage_full and
 	// storage_unavailable (errStorage), for errors.Is and errors.As.
 	cause error

@@ -25,9 +25,9 @@ func TestDeadLetterMoveLargerThanOneBatch(t *testing.T) {
 	en.create("big", &AttributesPatch{Partitions: p32(2), DeadLetter: pstr("bigdlq"), MaxReceives: p32(1), MaxMessageBytes: p64(MessageBytesMax)})
 	large := strings.Repeat("x", 9<<20)
 	for range 2 {
-		en.send("big", t0, SendMessage{Body: &large, Partition: p32(0)})
+		en.send("big", t0, SendMessage{Body: []byte(large), Partition: p32(0)})
 	}
-	en.send("big", t0, SendMessage{Body: pstr("small"), Partition: p32(1)})
+	en.send("big", t0, SendMessage{Body: []byte("small"), Partition: p32(1)})
 	vis := int64(1000)
 	req := ReceiveRequest{MaxMessages: 3, MaxBytes: ReceiveBytesMax, VisibilityTimeoutMs: &vis}
 	if _, err := en.e.CheckReceive("big", &req); err != nil {
@@ -77,7 +77,7 @@ func TestFailedTickKeepsItsSweepCursors(t *testing.T) {
 	large := strings.Repeat("x", 9<<20)
 	ttl := int64(1000)
 	for range 2 {
-		en.send("ttl", t0, SendMessage{Body: &large, TTLMs: &ttl})
+		en.send("ttl", t0, SendMessage{Body: []byte(large), TTLMs: &ttl})
 	}
 	// The Tick starts with the disk fine; the inline probe of its 18 MiB
 	// dead-letter append reads low.

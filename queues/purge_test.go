@@ -22,14 +22,14 @@ func TestPurgeByStateAndAge(t *testing.T) {
 	t.Cleanup(func() { purgeChunk = old })
 	en := newEnv(t)
 	en.create("q", &AttributesPatch{RetainAckedMs: p64(600000), PriorityLevels: p32(2), DedupWindowMs: p64(600000)})
-	en.send("q", t0, body("old-held"), withID("old-acked", "d-1"), body("old-ready"), SendMessage{Body: pstr("old-delayed"), DelayMs: p64(100000)})
+	en.send("q", t0, body("old-held"), withID("old-acked", "d-1"), body("old-ready"), SendMessage{Body: []byte("old-delayed"), DelayMs: p64(100000)})
 	got := en.receive("q", 2, 300000, t0)
 	if bodies(got) != "old-held,old-acked" {
 		t.Fatalf("receive %s", bodies(got))
 	}
 	oldHeld := got[0].Receipt
 	en.ack("q", t0, got[1].Receipt)
-	en.send("q", t0+50000, SendMessage{Body: pstr("new-held"), Priority: p32(1)}, body("new-ready"), SendMessage{Body: pstr("new-delayed"), DelayMs: p64(100000)})
+	en.send("q", t0+50000, SendMessage{Body: []byte("new-held"), Priority: p32(1)}, body("new-ready"), SendMessage{Body: []byte("new-delayed"), DelayMs: p64(100000)})
 	got = en.receive("q", 1, 300000, t0+50000)
 	if bodies(got) != "new-held" {
 		t.Fatalf("receive %s", bodies(got))

@@ -94,7 +94,7 @@ func (en *env) send(name string, now int64, msgs ...SendMessage) []SendResult {
 	return res
 }
 
-func body(s string) SendMessage { return SendMessage{Body: &s} }
+func body(s string) SendMessage { return SendMessage{Body: []byte(s)} }
 
 func (en *env) receive(name string, n int, vis int64, now int64) []Message {
 	en.t.Helper()
@@ -115,7 +115,7 @@ func (en *env) receive(name string, n int, vis int64, now int64) []Message {
 func bodies(msgs []Message) string {
 	var out []string
 	for _, m := range msgs {
-		out = append(out, *m.Body)
+		out = append(out, string(m.Body))
 	}
 	return strings.Join(out, ",")
 }
@@ -241,7 +241,7 @@ func TestExtendBounds(t *testing.T) {
 	en.send("q", t0, body("x"))
 	m := en.receive("q", 1, 30000, t0)[0]
 	res, _ := en.e.Extend("q", ExtendRequest{Receipts: []string{m.Receipt}, VisibilityTimeoutMs: 60000}, time.UnixMilli(t0+20000))
-	if codeOf(res[0]) != "extended" || res[0].LeaseTill != FormatTime(t0+80000) {
+	if codeOf(res[0]) != "extended" || !res[0].LeaseTill.Equal(time.UnixMilli(t0+80000)) {
 		t.Fatalf("extend: %+v", res[0])
 	}
 	// The old deadline no longer reaps it.
@@ -284,9 +284,9 @@ func TestMaxReceivesDeadLetters(t *testing.T) {
 		t.Fatalf("browse dlq: %v %+v", err, msgs)
 	}
 	d := msgs[0]
-	if *d.Body != "poison" || d.DeadLetter == nil || d.DeadLetter.Reason != ReasonMaxReceives ||
+	if string(d.Body) != "poison" || d.DeadLetter == nil || d.DeadLetter.Reason != ReasonMaxReceives ||
 		d.DeadLetter.SourceQueue != "work" || d.DeadLetter.SourceID != "0:0" || d.DeadLetter.Deliveries != 3 ||
-		d.Headers[HeaderDLQExpiries] != "3" || d.DeadLetter.FailedAt != FormatTime(now) {
+		d.Headers[HeaderDLQExpiries] != "3" || d.DeadLetter.FailedAt != formatHeaderTime(now) {
 		t.Fatalf("dead letter %+v %+v", d, d.DeadLetter)
 	}
 	// Browsing takes no lease: the message is still there.
@@ -307,7 +307,7 @@ func TestRejectAndNackLimit(t *testing.T) {
 		t.Fatalf("reject: %v %+v", err, res)
 	}
 	res, _ = en.e.Nack("q", NackRequest{Receipts: []string{got[1].Receipt}}, time.UnixMilli(t0))
-	if codeOf(res[0]) != "requeued" || res[0].VisibleAt != FormatTime(t0+1000) {
+	if codeOf(res[0]) != "requeued" || !res[0].VisibleAt.Equal(time.UnixMilli(t0+1000)) {
 		t.Fatalf("first nack backs off 1 s: %+v", res[0])
 	}
 	got = en.receive("q", 1, 0, t0+1000)
@@ -332,9 +332,9 @@ func TestRejectAndNackLimit(t *testing.T) {
 func TestTTLAndPriority(t *testing.T) {
 	en := newEnv(t)
 	en.create("q", &AttributesPatch{OnExpire: pstr("dead_letter"), PriorityLevels: p32(4)})
-	en.send("q", t0, SendMessage{Body: pstr("short"), TTLMs: p64(1000)})
-	en.send("q", t0, SendMessage{Body: pstr("p3-late"), Priority: p32(3), DelayMs: p64(10000)},
-		SendMessage{Body: pstr("p0"), Priority: p32(0)}, SendMessage{Body: pstr("p3"), Priority: p32(3)})
+	en.send("q", t0, SendMessage{Body: []byte("short"), TTLMs: p64(1000)})
+	en.send("q", t0, SendMessage{Body: []byte("p3-late"), Priority: p32(3), DelayMs: p64(10000)},
+		SendMessage{Body: []byte("p0"), Priority: p32(0)}, SendMessage{Body: []byte("p3"), Priority: p32(3)})
 	rep := en.e.Tick(time.UnixMilli(t0 + 1000))
 	if rep.DeadLettered[ReasonExpired] != 1 {
 		t.Fatalf("ttl tick: %+v", rep)
@@ -342,12 +342,12 @@ func TestTTLAndPriority(t *testing.T) {
 	if got := en.receive("q", 10, 0, t0+1000); bodies(got) != "p3,p0" {
 		t.Fatalf("order: %s", bodies(got))
 	}
-	en.send("q", t0+2000, SendMessage{Body: pstr("p1"), Priority: p32(1)})
+	en.send("q", t0+2000, SendMessage{Body: []byte("p1"), Priority: p32(1)})
 	if got := en.receive("q", 10, 0, t0+10000); bodies(got) != "p3-late,p1" {
 		t.Fatalf("after the delay: %s", bodies(got))
 	}
 	msgs, _, _ := en.e.Browse("q.dlq", BrowseRequest{}, time.UnixMilli(t0+10000))
-	if len(msgs) != 1 || msgs[0].DeadLetter.Reason != ReasonExpired || *msgs[0].Body != "short" {
+	if len(msgs) != 1 || msgs[0].DeadLetter.Reason != ReasonExpired || string(msgs[0].Body) != "short" {
 		t.Fatalf("dlq %+v", msgs)
 	}
 }
@@ -357,13 +357,13 @@ func TestTTLAndPriority(t *testing.T) {
 func TestDedup(t *testing.T) {
 	en := newEnv(t)
 	en.create("q", &AttributesPatch{DedupWindowMs: p64(60000)})
-	first := en.send("q", t0, SendMessage{Body: pstr("a"), DedupID: pstr("order-1")})
-	dup := en.send("q", t0+1000, SendMessage{Body: pstr("a"), DedupID: pstr("order-1")}, SendMessage{Body: pstr("b"), DedupID: pstr("order-2")}, SendMessage{Body: pstr("b"), DedupID: pstr("order-2")})
+	first := en.send("q", t0, SendMessage{Body: []byte("a"), DedupID: pstr("order-1")})
+	dup := en.send("q", t0+1000, SendMessage{Body: []byte("a"), DedupID: pstr("order-1")}, SendMessage{Body: []byte("b"), DedupID: pstr("order-2")}, SendMessage{Body: []byte("b"), DedupID: pstr("order-2")})
 	if !dup[0].Duplicate || dup[0].ID != first[0].ID || dup[1].Duplicate || !dup[2].Duplicate || dup[2].ID != dup[1].ID {
 		t.Fatalf("dedup: %+v %+v", first, dup)
 	}
 	en.e.Tick(time.UnixMilli(t0 + 60001))
-	again := en.send("q", t0+60001, SendMessage{Body: pstr("a"), DedupID: pstr("order-1")})
+	again := en.send("q", t0+60001, SendMessage{Body: []byte("a"), DedupID: pstr("order-1")})
 	if again[0].Duplicate {
 		t.Fatalf("after the window: %+v", again)
 	}
@@ -377,7 +377,7 @@ func TestDedup(t *testing.T) {
 func TestRestartKeepsLeasesAndDLQ(t *testing.T) {
 	en := newEnv(t)
 	en.create("q", nil)
-	en.send("q", t0, body("held"), body("dead"), SendMessage{Body: pstr("later"), DelayMs: p64(60000)})
+	en.send("q", t0, body("held"), body("dead"), SendMessage{Body: []byte("later"), DelayMs: p64(60000)})
 	got := en.receive("q", 2, 30000, t0)
 	res, _ := en.e.Nack("q", NackRequest{Receipts: []string{got[1].Receipt}, DeadLetter: true}, time.UnixMilli(t0))
 	if codeOf(res[0]) != "dead_lettered" {
@@ -463,7 +463,7 @@ func TestRedriveExactlyOnce(t *testing.T) {
 			break
 		}
 		for _, m := range got {
-			seen[*m.Body]++
+			seen[string(m.Body)]++
 			if m.Headers[HeaderRedrivenFrom] != "src.dlq" || m.Headers[HeaderDLQReason] != "" || m.Deliveries != 1 {
 				t.Fatalf("redriven message %+v", m)
 			}
@@ -504,7 +504,7 @@ func TestReadyBufferRefill(t *testing.T) {
 			t.Fatalf("stuck after %d: %v", len(got), got)
 		}
 		for _, m := range msgs {
-			got = append(got, *m.Body)
+			got = append(got, string(m.Body))
 			en.ack("q", t0, m.Receipt)
 		}
 	}
@@ -556,7 +556,7 @@ func TestConcurrentReceivers(t *testing.T) {
 				mu.Lock()
 				for _, m := range got {
 					delete(held, m.ID)
-					acked[*m.Body]++
+					acked[string(m.Body)]++
 				}
 				mu.Unlock()
 				res, err := en.e.Ack("q", rs, time.UnixMilli(t0))
@@ -585,7 +585,7 @@ func TestConcurrentReceivers(t *testing.T) {
 			break
 		}
 		for _, m := range got {
-			acked[*m.Body]++
+			acked[string(m.Body)]++
 			en.ack("q", t0, m.Receipt)
 		}
 	}

@@ -72,8 +72,3 @@ func truncate(s string, n int) string {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
-
-func atoi(s string) int {
-	n, _ := strconv.Atoi(s)
-	return n
-}

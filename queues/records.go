@@ -1,10 +1,8 @@
 package queues
 
 import (
-	"encoding/base64"
 	"errors"
 	"fmt"
-	"unicode/utf8"
 
 	"github.com/vibemq/broker/topics"
 )
@@ -100,16 +98,4 @@ func encodeBatch(recs []storedRecord, now int64) ([]byte, error) {
 	return topics.EncodeBatch(topics.BatchHeader{
 		BaseTimestamp: now, MaxTimestamp: maxTS, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1,
 	}, out)
-}
-
-// setBytes sets *text to b when b is valid UTF-8 (and base64 was not
-// asked for), else *b64 to its standard base64.
-func setBytes(text, b64 **string, b []byte, forceBase64 bool) {
-	if !forceBase64 && utf8.Valid(b) {
-		s := string(b)
-		*text = &s
-		return
-	}
-	s := base64.StdEncoding.EncodeToString(b)
-	*b64 = &s
 }

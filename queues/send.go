@@ -1,7 +1,6 @@
 package queues
 
 import (
-	"encoding/base64"
 	"slices"
 	"sort"
 	"strings"
@@ -11,41 +10,48 @@ import (
 	"github.com/vibemq/broker/topics"
 )
 
-// SendMessage is one message of a send request, as the client wrote it.
+// SendMessage is one message of a send. Body is required (an empty body is
+// []byte{}); Key is nil for a record without a key. Optional fields are
+// nil when not given; DelayMs and DeliverAt, TTLMs and ExpireAt exclude
+// each other.
 type SendMessage struct {
-	Body       *string           `json:"body,omitempty"`
-	BodyBase64 *string           `json:"body_base64,omitempty"`
-	Key        *string           `json:"key,omitempty"`
-	KeyBase64  *string           `json:"key_base64,omitempty"`
-	Headers    map[string]string `json:"headers,omitempty"`
-	DelayMs    *int64            `json:"delay_ms,omitempty"`
-	DeliverAt  *string           `json:"deliver_at,omitempty"`
-	Priority   *int32            `json:"priority,omitempty"`
-	TTLMs      *int64            `json:"ttl_ms,omitempty"`
-	ExpireAt   *string           `json:"expire_at,omitempty"`
-	DedupID    *string           `json:"dedup_id,omitempty"`
-	Group      *string           `json:"group,omitempty"`
-	Partition  *int32            `json:"partition,omitempty"`
+	Body      []byte
+	Key       []byte
+	Headers   map[string]string
+	DelayMs   *int64
+	DeliverAt *time.Time
+	Priority  *int32
+	TTLMs     *int64
+	ExpireAt  *time.Time
+	DedupID   *string
+	Group     *string
+	Partition *int32
+	// Invalid, when set, is why the transport could not read this message
+	// (bad base64, a time that does not parse): Send answers the message
+	// with it, as it answers a message it refuses itself (an item error,
+	// or batch_rejected in an atomic request).
+	Invalid *Error
 }
 
 // SendRequest is a send or send-batch: 1..1000 messages. With Atomic, one
 // bad message rejects the whole request (batch_rejected) and nothing is
 // written; otherwise each message succeeds or fails alone.
 type SendRequest struct {
-	Messages []SendMessage `json:"messages"`
-	Atomic   bool          `json:"atomic,omitempty"`
+	Messages []SendMessage
+	Atomic   bool
 }
 
-// SendResult is the outcome of one message.
+// SendResult is the outcome of one message. ExpireAt is the zero time for
+// a message without a TTL.
 type SendResult struct {
-	Index     int    `json:"index"`
-	ID        string `json:"id,omitempty"`
-	Partition int32  `json:"partition"`
-	Offset    int64  `json:"offset"`
-	Duplicate bool   `json:"duplicate,omitempty"`
-	VisibleAt string `json:"visible_at,omitempty"`
-	ExpireAt  string `json:"expire_at,omitempty"`
-	Error     *Error `json:"error,omitempty"`
+	Index     int
+	ID        string
+	Partition int32
+	Offset    int64
+	Duplicate bool
+	VisibleAt time.Time
+	ExpireAt  time.Time
+	Error     *Error
 }
 
 // ReservedHeaderPrefix starts the headers the broker writes (dead-letter
@@ -64,53 +70,52 @@ type preparedMessage struct {
 	size      int
 }
 
-// FormatTime formats Unix ms as RFC 3339 UTC with milliseconds.
-func FormatTime(ms int64) string {
-	return time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.000Z07:00")
-}
-
-func parseTime(field, s string) (int64, *Error) {
-	t, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil {
-		return 0, withField(errf(CodeInvalidJSON, "%s %q is not an RFC 3339 time", field, s), field)
-	}
-	return t.UnixMilli(), nil
-}
-
-// prepare checks one message against the queue's attributes (§3.5 table).
+// prepare checks one message against the queue's attributes (§3.5 table),
+// one step per group of fields, in the order the table lists them.
 func prepare(msg *SendMessage, a *Attributes, partitions int32, now int64) (preparedMessage, *Error) {
 	p := preparedMessage{partition: -1}
-	switch {
-	case (msg.Body == nil) == (msg.BodyBase64 == nil):
-		return p, withField(errf(CodeInvalidBody, "give exactly one of body and body_base64"), "body")
-	case msg.Body != nil:
-		p.rec.Value = []byte(*msg.Body)
-	default:
-		v, err := base64.StdEncoding.DecodeString(*msg.BodyBase64)
-		if err != nil {
-			return p, withField(errf(CodeInvalidBase64, "body_base64 is not standard base64: %v", err), "body_base64")
-		}
-		p.rec.Value = v
+	if msg.Invalid != nil {
+		return p, msg.Invalid
 	}
-	if msg.Key != nil && msg.KeyBase64 != nil {
-		return p, withField(errf(CodeConflictingFields, "give at most one of key and key_base64"), "key")
+	if err := prepareRecord(msg, &p); err != nil {
+		return p, err
 	}
-	if msg.Key != nil {
-		p.rec.Key = []byte(*msg.Key)
-	} else if msg.KeyBase64 != nil {
-		v, err := base64.StdEncoding.DecodeString(*msg.KeyBase64)
-		if err != nil {
-			return p, withField(errf(CodeInvalidBase64, "key_base64 is not standard base64: %v", err), "key_base64")
-		}
-		p.rec.Key = v
+	if err := prepareSchedule(msg, a, &p, now); err != nil {
+		return p, err
 	}
+	if err := preparePriority(msg, a, &p); err != nil {
+		return p, err
+	}
+	if err := prepareExpiry(msg, a, &p, now); err != nil {
+		return p, err
+	}
+	if err := prepareDedup(msg, a, &p); err != nil {
+		return p, err
+	}
+	if err := preparePlacement(msg, &p, partitions); err != nil {
+		return p, err
+	}
+	if int64(p.size) > a.MaxMessageBytes {
+		e := withField(errf(CodeMessageTooLarge, "the message is %d bytes (key, value and headers); the queue's limit is %d", p.size, a.MaxMessageBytes), "body")
+		e.Details["max"] = a.MaxMessageBytes
+		return p, e
+	}
+	return p, nil
+}
+
+// prepareRecord builds the record: body, key and headers, and its size.
+func prepareRecord(msg *SendMessage, p *preparedMessage) *Error {
+	if msg.Body == nil {
+		return withField(errf(CodeInvalidBody, "the message has no body"), "body")
+	}
+	p.rec.Value, p.rec.Key = msg.Body, msg.Key
 	if len(p.rec.Key) > KeyMax {
-		return p, rangeErr("key", 0, KeyMax)
+		return rangeErr("key", 0, KeyMax)
 	}
 	if len(msg.Headers) > HeadersMax {
-		return p, withField(errf(CodeTooManyHeaders, "%d headers; the limit is %d", len(msg.Headers), HeadersMax), "headers")
+		return withField(errf(CodeTooManyHeaders, "%d headers; the limit is %d", len(msg.Headers), HeadersMax), "headers")
 	}
-	size := len(p.rec.Key) + len(p.rec.Value)
+	p.size = len(p.rec.Key) + len(p.rec.Value)
 	names := make([]string, 0, len(msg.Headers))
 	for k := range msg.Headers {
 		names = append(names, k)
@@ -119,72 +124,95 @@ func prepare(msg *SendMessage, a *Attributes, partitions int32, now int64) (prep
 	for _, k := range names {
 		v := msg.Headers[k]
 		if len(k) < 1 || len(k) > HeaderKeyMax {
-			return p, withField(errf(CodeOutOfRange, "header name %q must be 1 to %d bytes", k, HeaderKeyMax), "headers")
+			return withField(errf(CodeOutOfRange, "header name %q must be 1 to %d bytes", k, HeaderKeyMax), "headers")
 		}
 		if len(v) > HeaderValueMax {
-			return p, withField(errf(CodeOutOfRange, "header %q has %d bytes; the limit is %d", k, len(v), HeaderValueMax), "headers")
+			return withField(errf(CodeOutOfRange, "header %q has %d bytes; the limit is %d", k, len(v), HeaderValueMax), "headers")
 		}
 		if strings.HasPrefix(strings.ToLower(k), ReservedHeaderPrefix) {
-			return p, withField(errf(CodeReservedHeader, "header %q: names starting with %s are reserved for the broker", k, ReservedHeaderPrefix), "headers")
+			return withField(errf(CodeReservedHeader, "header %q: names starting with %s are reserved for the broker", k, ReservedHeaderPrefix), "headers")
 		}
 		p.rec.Headers = append(p.rec.Headers, topics.RecordHeader{Key: k, Value: []byte(v)})
-		size += len(k) + len(v)
+		p.size += len(k) + len(v)
 	}
-	retention := a.RetentionMs
-	if retention == 0 {
-		retention = RetentionMaxMs
+	return nil
+}
+
+// retentionOf is how long the queue keeps a message at most.
+func retentionOf(a *Attributes) int64 {
+	if a.RetentionMs == 0 {
+		return RetentionMaxMs
 	}
+	return a.RetentionMs
+}
+
+// prepareSchedule sets when the message becomes ready: the queue's default
+// delay, delay_ms or deliver_at, within the queue's retention.
+func prepareSchedule(msg *SendMessage, a *Attributes, p *preparedMessage, now int64) *Error {
+	retention := retentionOf(a)
 	p.due = now + a.DefaultDelayMs
 	switch {
 	case msg.DelayMs != nil && msg.DeliverAt != nil:
-		return p, withField(errf(CodeConflictingFields, "give at most one of delay_ms and deliver_at"), "delay_ms")
+		return withField(errf(CodeConflictingFields, "give at most one of delay_ms and deliver_at"), "delay_ms")
 	case msg.DelayMs != nil:
 		if *msg.DelayMs < 0 {
-			return p, rangeErr("delay_ms", 0, retention)
+			return rangeErr("delay_ms", 0, retention)
 		}
 		if *msg.DelayMs > retention {
-			return p, withField(errf(CodeDelayExceedsRetain, "delay_ms %d exceeds the queue's retention %d ms", *msg.DelayMs, retention), "delay_ms")
+			return withField(errf(CodeDelayExceedsRetain, "delay_ms %d exceeds the queue's retention %d ms", *msg.DelayMs, retention), "delay_ms")
 		}
 		p.due = now + *msg.DelayMs
 	case msg.DeliverAt != nil:
-		at, err := parseTime("deliver_at", *msg.DeliverAt)
-		if err != nil {
-			return p, err
-		}
+		at := msg.DeliverAt.UnixMilli()
 		if at-now > retention {
-			return p, withField(errf(CodeDelayExceedsRetain, "deliver_at is more than the queue's retention (%d ms) away", retention), "deliver_at")
+			return withField(errf(CodeDelayExceedsRetain, "deliver_at is more than the queue's retention (%d ms) away", retention), "deliver_at")
 		}
 		p.due = max(now, at)
 	}
-	if msg.Priority != nil {
-		if *msg.Priority < 0 || *msg.Priority >= a.PriorityLevels {
-			e := withField(errf(CodePriorityOutOfRange, "priority %d is outside 0..%d (the queue has %d levels)", *msg.Priority, a.PriorityLevels-1, a.PriorityLevels), "priority")
-			e.Details["min"], e.Details["max"] = 0, a.PriorityLevels-1
-			return p, e
-		}
-		p.priority = uint8(*msg.Priority)
+	return nil
+}
+
+// preparePriority checks the priority against the queue's levels.
+func preparePriority(msg *SendMessage, a *Attributes, p *preparedMessage) *Error {
+	if msg.Priority == nil {
+		return nil
 	}
+	if *msg.Priority < 0 || *msg.Priority >= a.PriorityLevels {
+		e := withField(errf(CodePriorityOutOfRange, "priority %d is outside 0..%d (the queue has %d levels)", *msg.Priority, a.PriorityLevels-1, a.PriorityLevels), "priority")
+		e.Details["min"], e.Details["max"] = 0, a.PriorityLevels-1
+		return e
+	}
+	p.priority = uint8(*msg.Priority)
+	return nil
+}
+
+// prepareExpiry sets the message's own TTL: ttl_ms or expire_at.
+func prepareExpiry(msg *SendMessage, a *Attributes, p *preparedMessage, now int64) *Error {
+	retention := retentionOf(a)
 	switch {
 	case msg.TTLMs != nil && msg.ExpireAt != nil:
-		return p, withField(errf(CodeConflictingFields, "give at most one of ttl_ms and expire_at"), "ttl_ms")
+		return withField(errf(CodeConflictingFields, "give at most one of ttl_ms and expire_at"), "ttl_ms")
 	case msg.TTLMs != nil:
 		if *msg.TTLMs < 1000 || *msg.TTLMs > retention {
-			return p, rangeErr("ttl_ms", 1000, retention)
+			return rangeErr("ttl_ms", 1000, retention)
 		}
 		p.expireAt = now + *msg.TTLMs
 	case msg.ExpireAt != nil:
-		at, err := parseTime("expire_at", *msg.ExpireAt)
-		if err != nil {
-			return p, err
-		}
+		at := msg.ExpireAt.UnixMilli()
 		if at <= now {
-			return p, withField(errf(CodeExpireInPast, "expire_at %s is not in the future", *msg.ExpireAt), "expire_at")
+			return withField(errf(CodeExpireInPast, "expire_at %s is not in the future", msg.ExpireAt.UTC().Format(time.RFC3339Nano)), "expire_at")
 		}
 		if at-now > retention {
-			return p, rangeErr("ttl_ms", 1000, retention)
+			return rangeErr("ttl_ms", 1000, retention)
 		}
 		p.expireAt = at
 	}
+	return nil
+}
+
+// prepareDedup checks the dedup_id and computes the dedup row's key: of
+// the dedup_id, else of the body when the queue has content_dedup.
+func prepareDedup(msg *SendMessage, a *Attributes, p *preparedMessage) *Error {
 	if msg.DedupID != nil {
 		id := *msg.DedupID
 		ok := len(id) >= 1 && len(id) <= DedupIDMax
@@ -192,7 +220,7 @@ func prepare(msg *SendMessage, a *Attributes, partitions int32, now int64) (prep
 			ok = id[i] >= 0x21 && id[i] <= 0x7e
 		}
 		if !ok {
-			return p, withField(errf(CodeInvalidDedupID, "dedup_id must be 1 to %d printable ASCII characters without spaces", DedupIDMax), "dedup_id")
+			return withField(errf(CodeInvalidDedupID, "dedup_id must be 1 to %d printable ASCII characters without spaces", DedupIDMax), "dedup_id")
 		}
 		if a.dedupEnabled() {
 			p.dedupHash = dedupIDHash(id)
@@ -203,27 +231,27 @@ func prepare(msg *SendMessage, a *Attributes, partitions int32, now int64) (prep
 		p.bodyHash, p.dedupHash = bodyHashes(p.rec.Value)
 		p.dedup = true
 	}
+	return nil
+}
+
+// preparePlacement checks the FIFO group and the explicit partition.
+func preparePlacement(msg *SendMessage, p *preparedMessage, partitions int32) *Error {
 	if msg.Group != nil {
-		return p, withField(errf(CodeFIFODisabled, "group is for FIFO queues; this queue is not FIFO"), "group")
+		return withField(errf(CodeFIFODisabled, "group is for FIFO queues; this queue is not FIFO"), "group")
 	}
 	if msg.Partition != nil {
 		if *msg.Partition < 0 || *msg.Partition >= partitions {
-			e := withField(errf(CodeInvalidPartition, "partition %d is outside 0..%d", *msg.Partition, partitions-1), "partition")
-			return p, e
+			return withField(errf(CodeInvalidPartition, "partition %d is outside 0..%d", *msg.Partition, partitions-1), "partition")
 		}
 		p.partition = *msg.Partition
 	}
-	if int64(size) > a.MaxMessageBytes {
-		e := withField(errf(CodeMessageTooLarge, "the message is %d bytes (key, value and headers); the queue's limit is %d", size, a.MaxMessageBytes), "body")
-		e.Details["max"] = a.MaxMessageBytes
-		return p, e
-	}
-	p.size = size
-	return p, nil
+	return nil
 }
 
 // Send appends messages to the queue's log and makes them available, all
-// in one group-committed write. It returns after the write is durable.
+// in one group-committed write through the write path of every append
+// (write.apply, then pendingWrite.finish). It returns after the write is
+// durable.
 func (e *Engine) Send(name string, req SendRequest, now time.Time) ([]SendResult, error) {
 	nowMs := now.UnixMilli()
 	q, qerr := e.queueByName(name)
@@ -236,33 +264,15 @@ func (e *Engine) Send(name string, req SendRequest, now time.Time) ([]SendResult
 	q.mu.Lock()
 	attrs := q.rec.Attributes
 	q.mu.Unlock()
-	partitions := q.topic.NumPartitions()
-	results := make([]SendResult, len(req.Messages))
-	prepared := make([]preparedMessage, len(req.Messages))
-	ok := make([]bool, len(req.Messages))
-	total := 0
-	for i := range req.Messages {
-		results[i] = SendResult{Index: i, Partition: -1, Offset: -1}
-		p, err := prepare(&req.Messages[i], &attrs, partitions, nowMs)
-		if err != nil {
-			if req.Atomic {
-				return nil, &Error{Code: CodeBatchRejected, Message: "message " + itoa(i) + ": " + err.Message,
-					Details: map[string]any{"index": i, "code": err.Code}}
-			}
-			results[i].Error = err
-			continue
-		}
-		total += p.size
-		prepared[i], ok[i] = p, true
-	}
-	if total > SendBytesMax {
-		return nil, errf(CodeRequestTooLarge, "the messages add up to %d bytes; one request may carry %d", total, SendBytesMax)
+	s, err := prepareSend(&req, &attrs, q.topic.NumPartitions(), nowMs)
+	if err != nil {
+		return nil, err
 	}
 	// The disk is almost full: refuse the whole request before any row
 	// (dedup included) is written, unless every message was invalid
-	// anyway. topics.Manager.Append refuses too, should the guard turn low
-	// between here and the append.
-	if slices.Contains(ok, true) {
+	// anyway. topics.Manager.AppendAtomic refuses too, should the guard
+	// turn low between here and the append.
+	if slices.Contains(s.ok, true) {
 		if err := e.store.Space().Check(); err != nil {
 			return nil, errStorage(err)
 		}
@@ -273,171 +283,175 @@ func (e *Engine) Send(name string, req SendRequest, now time.Time) ([]SendResult
 		q.mu.Unlock()
 		return nil, errf(CodeQueueNotFound, "queue %q does not exist", name)
 	}
-	// Deduplication: a live entry, or an earlier message of this request.
-	if err := e.dedupSendLocked(q, &attrs, req.Atomic, prepared, ok, results, nowMs); err != nil {
+	if err := e.dedupSendLocked(q, &attrs, s, nowMs); err != nil {
 		q.mu.Unlock()
 		return nil, err
 	}
-	// Partitions: explicit, else key hash, else round robin.
-	byPart := map[int32][]int{}
-	var order []int32
-	for i := range prepared {
-		if !ok[i] {
+	pw, werr := e.sendWriteLocked(q, &attrs, s, nowMs).apply()
+	q.mu.Unlock()
+	if werr == nil {
+		werr = pw.finish() // durable now: visible to receivers
+	}
+	if werr != nil {
+		s.failWritten(AsError(werr))
+	}
+	s.resolveDuplicates()
+	return s.results, nil
+}
+
+// sendBatch is a send request on its way through Send: the outcome of
+// each message, the prepared ones, which are still to be written (ok) and
+// which repeat an earlier message of the request (duplicateOf).
+type sendBatch struct {
+	atomic   bool
+	results  []SendResult
+	prepared []preparedMessage
+	ok       []bool
+	// duplicateOf[i] is the index of the earlier message of this request
+	// that message i repeats (same dedup key), -1 when it repeats none.
+	// Its id is known once that message is written (resolveDuplicates).
+	duplicateOf []int
+}
+
+// prepareSend checks every message (prepare). An invalid message is an
+// item error, or batch_rejected for the whole request when it is atomic;
+// a request over SendBytesMax is request_too_large.
+func prepareSend(req *SendRequest, a *Attributes, partitions int32, now int64) (*sendBatch, *Error) {
+	n := len(req.Messages)
+	s := &sendBatch{atomic: req.Atomic, results: make([]SendResult, n), prepared: make([]preparedMessage, n),
+		ok: make([]bool, n), duplicateOf: make([]int, n)}
+	total := 0
+	for i := range req.Messages {
+		s.results[i] = SendResult{Index: i, Partition: -1, Offset: -1}
+		s.duplicateOf[i] = -1
+		p, err := prepare(&req.Messages[i], a, partitions, now)
+		if err != nil {
+			if req.Atomic {
+				return nil, batchRejected(i, err)
+			}
+			s.results[i].Error = err
 			continue
 		}
-		p := prepared[i].partition
-		if p < 0 {
-			if len(prepared[i].rec.Key) > 0 {
-				p = int32(murmur2(prepared[i].rec.Key)&0x7fffffff) % partitions
+		total += p.size
+		s.prepared[i], s.ok[i] = p, true
+	}
+	if total > SendBytesMax {
+		return nil, errf(CodeRequestTooLarge, "the messages add up to %d bytes; one request may carry %d", total, SendBytesMax)
+	}
+	return s, nil
+}
+
+// batchRejected is the error of an atomic request whose message i failed.
+func batchRejected(i int, err *Error) *Error {
+	return &Error{Code: CodeBatchRejected, Message: "message " + itoa(i) + ": " + err.Message,
+		Details: map[string]any{"index": i, "code": err.Code}}
+}
+
+// sendWriteLocked builds the write of the messages still ok: each goes to
+// its partition (explicit, else its key's hash, else round robin) as a new
+// available message, with its dedup row; once applied, its result gets
+// its id.
+// REQUIRES: q.mu held.
+func (e *Engine) sendWriteLocked(q *queue, a *Attributes, s *sendBatch, now int64) *write {
+	w := &write{e: e, now: now}
+	partitions := q.topic.NumPartitions()
+	dedupWindowMs := a.DedupWindowMs
+	for i := range s.prepared {
+		if !s.ok[i] {
+			continue
+		}
+		p := &s.prepared[i]
+		part := p.partition
+		if part < 0 {
+			if len(p.rec.Key) > 0 {
+				part = int32(murmur2(p.rec.Key)&0x7fffffff) % partitions
 			} else {
-				p = int32(q.rr % uint32(partitions))
+				part = int32(q.rr % uint32(partitions))
 				q.rr++
 			}
 		}
-		if _, seen := byPart[p]; !seen {
-			order = append(order, p)
-		}
-		byPart[p] = append(byPart[p], i)
-	}
-	type pendingInsert struct {
-		priority uint8
-		entry    readyEntry
-	}
-	var inserts []pendingInsert
-	var appends []*topics.Append
-	var appendIdx [][]int
-	for _, part := range order {
-		idx := byPart[part]
-		recs := make([]storedRecord, len(idx))
-		for j, i := range idx {
-			recs[j] = prepared[i].rec
-		}
-		raw, err := encodeBatch(recs, nowMs)
-		if err != nil {
-			for _, i := range idx {
-				results[i].Error = errf(CodeInternal, "encoding the batch: %v", err)
+		st := deliveryState{State: stateAvailable, Priority: p.priority, Due: p.due, Enqueued: now, ExpireAt: p.expireAt, Size: uint32(p.size)}
+		var rows func(b *pebblestore.Batch, m msgKey)
+		if p.dedup {
+			rows = func(b *pebblestore.Batch, m msgKey) {
+				expires := now + dedupWindowMs
+				b.Set(dedupKey(q.id, p.dedupHash), encodeDedup(dedupEntry{m: m, expires: expires, bodyHash: p.bodyHash, hasBody: true}))
+				b.Set(dedupExpiryKey(q.id, expires, p.dedupHash), nil)
 			}
+		}
+		r := &s.results[i]
+		w.target(q, part).addRecordRows(p.rec, st, rows, func(m msgKey) {
+			r.ID, r.Partition, r.Offset = fmtID(m), m.part, m.off
+			r.VisibleAt = time.UnixMilli(p.due)
+			if p.expireAt > 0 {
+				r.ExpireAt = time.UnixMilli(p.expireAt)
+			}
+			q.totals.Sent++
+		})
+	}
+	return w
+}
+
+// failWritten reports err on every message the write carried.
+func (s *sendBatch) failWritten(err *Error) {
+	for i := range s.results {
+		if s.ok[i] {
+			s.results[i].Error = err
+		}
+	}
+}
+
+// resolveDuplicates answers each repeat of an earlier message of the
+// request with that message's id, or with its error when it failed.
+func (s *sendBatch) resolveDuplicates() {
+	for i, j := range s.duplicateOf {
+		if j < 0 {
 			continue
 		}
-		pt, _ := q.topic.Partition(part)
-		a := &topics.Append{Partition: pt, Batch: raw}
-		a.Extra = func(b *pebblestore.Batch, base int64) {
-			for j, i := range idx {
-				p := &prepared[i]
-				m := msgKey{part: part, off: base + int64(j)}
-				st := deliveryState{State: stateAvailable, Priority: p.priority, Due: p.due, Enqueued: nowMs, ExpireAt: p.expireAt, Size: uint32(p.size)}
-				b.Set(stateKey(q.id, m), st.encode())
-				b.Set(readyKey(q.id, p.priority, p.due, m), u32Bytes(0))
-				if exp := expiryOf(&st, &attrs); exp > 0 {
-					b.Set(expiryKey(q.id, exp, m), nil)
-					q.expiryFrom = min(q.expiryFrom, exp)
-				}
-				if p.dedup {
-					expires := nowMs + attrs.DedupWindowMs
-					b.Set(dedupKey(q.id, p.dedupHash), encodeDedup(dedupEntry{m: m, expires: expires, bodyHash: p.bodyHash, hasBody: true}))
-					b.Set(dedupExpiryKey(q.id, expires, p.dedupHash), nil)
-				}
-			}
-		}
-		appends = append(appends, a)
-		appendIdx = append(appendIdx, idx)
-	}
-	var pa *topics.PendingAppend
-	if len(appends) > 0 {
-		pa = e.tm.Append(appends, now)
-	}
-	for k, a := range appends {
-		for j, i := range appendIdx[k] {
-			if a.Err != nil {
-				results[i].Error = errStorage(a.Err)
-				continue
-			}
-			m := msgKey{part: a.Partition.Index, off: a.BaseOffset + int64(j)}
-			p := &prepared[i]
-			results[i].ID, results[i].Partition, results[i].Offset = fmtID(m), m.part, m.off
-			results[i].VisibleAt = FormatTime(p.due)
-			if p.expireAt > 0 {
-				results[i].ExpireAt = FormatTime(p.expireAt)
-			}
-			q.available++
-			q.totals.Sent++
-			inserts = append(inserts, pendingInsert{priority: p.priority, entry: readyEntry{due: p.due, m: m}})
+		r := &s.results[j]
+		s.results[i].ID, s.results[i].Partition, s.results[i].Offset = r.ID, r.Partition, r.Offset
+		if r.Error != nil {
+			s.results[i].Error, s.results[i].Duplicate = r.Error, false
 		}
 	}
-	q.mu.Unlock()
-
-	if pa != nil {
-		if err := pa.Wait(); err != nil {
-			for k, a := range appends {
-				for _, i := range appendIdx[k] {
-					if results[i].Error == nil && a.Err != nil {
-						results[i].Error = errStorage(a.Err)
-					}
-				}
-			}
-		}
-	}
-	// Durable now: visible to receivers.
-	q.mu.Lock()
-	if !q.deleted {
-		for _, in := range inserts {
-			q.bands[in.priority].insert(in.entry)
-		}
-		if len(inserts) > 0 {
-			q.wakeLocked()
-		}
-	}
-	q.mu.Unlock()
-	for i := range results {
-		if results[i].Duplicate && strings.HasPrefix(results[i].ID, "pending:") {
-			j := atoi(strings.TrimPrefix(results[i].ID, "pending:"))
-			r := results[j]
-			results[i].ID, results[i].Partition, results[i].Offset = r.ID, r.Partition, r.Offset
-			if r.Error != nil {
-				results[i].Error, results[i].Duplicate = r.Error, false
-			}
-		}
-	}
-	return results, nil
 }
 
 // dedupSendLocked marks the duplicates among the prepared messages: a
 // message whose dedup row is live (dedupLookupLocked) answers the
 // original's id; a repeat of an earlier message of this request answers
-// that message's id once it is written ("pending:<index>", resolved at the
-// end of Send). A duplicate dedup_id with another body is the item error
-// dedup_conflict when dedup_conflict is reject (batch_rejected, nothing
-// written, in an atomic request). Duplicates and conflicts are taken out
-// of ok.
+// that message's id once it is written (duplicateOf, resolveDuplicates).
+// A duplicate dedup_id with another body is the item error dedup_conflict
+// when dedup_conflict is reject (batch_rejected, nothing written, in an
+// atomic request). Duplicates and conflicts are taken out of ok.
 // REQUIRES: q.mu held.
-func (e *Engine) dedupSendLocked(q *queue, a *Attributes, atomic bool, prepared []preparedMessage, ok []bool, results []SendResult, now int64) *Error {
+func (e *Engine) dedupSendLocked(q *queue, a *Attributes, s *sendBatch, now int64) *Error {
 	reject := a.DedupConflict == DedupConflictReject
 	seen := map[[16]byte]int{}
-	for i := range prepared {
-		if !ok[i] || !prepared[i].dedup {
+	for i := range s.prepared {
+		if !s.ok[i] || !s.prepared[i].dedup {
 			continue
 		}
-		p := &prepared[i]
+		p := &s.prepared[i]
 		var conflict *Error
 		if j, dup := seen[p.dedupHash]; dup {
-			if reject && prepared[j].bodyHash != p.bodyHash {
+			if reject && s.prepared[j].bodyHash != p.bodyHash {
 				conflict = &Error{Code: CodeDedupConflict,
 					Message: "message " + itoa(j) + " of this request has the same dedup id and another body; the queue's dedup_conflict is reject",
 					Details: map[string]any{"field": "dedup_id", "index": j}}
 			} else {
-				results[i].Duplicate = true
-				ok[i] = false
-				results[i].ID = "pending:" + itoa(j) // resolved at the end of Send
+				s.results[i].Duplicate = true
+				s.ok[i] = false
+				s.duplicateOf[i] = j
 				continue
 			}
 		} else {
 			d, found, err := e.dedupLookupLocked(q, a, p.dedupHash, now)
 			switch {
 			case err != nil:
-				results[i].Error = errStorage(err)
-				ok[i] = false
-				if atomic {
-					return results[i].Error
+				s.results[i].Error = errStorage(err)
+				s.ok[i] = false
+				if s.atomic {
+					return s.results[i].Error
 				}
 				continue
 			case !found:
@@ -448,17 +462,16 @@ func (e *Engine) dedupSendLocked(q *queue, a *Attributes, atomic bool, prepared 
 					Message: "the dedup id was sent before (as " + fmtID(d.m) + ") with another body; the queue's dedup_conflict is reject",
 					Details: map[string]any{"field": "dedup_id", "id": fmtID(d.m)}}
 			default:
-				results[i] = SendResult{Index: i, ID: fmtID(d.m), Partition: d.m.part, Offset: d.m.off, Duplicate: true}
-				ok[i] = false
+				s.results[i] = SendResult{Index: i, ID: fmtID(d.m), Partition: d.m.part, Offset: d.m.off, Duplicate: true}
+				s.ok[i] = false
 				continue
 			}
 		}
-		if atomic {
-			return &Error{Code: CodeBatchRejected, Message: "message " + itoa(i) + ": " + conflict.Message,
-				Details: map[string]any{"index": i, "code": conflict.Code}}
+		if s.atomic {
+			return batchRejected(i, conflict)
 		}
-		results[i].Error = conflict
-		ok[i] = false
+		s.results[i].Error = conflict
+		s.ok[i] = false
 	}
 	return nil
 }

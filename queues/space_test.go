@@ -152,7 +152,7 @@ func TestQueueExpiryAndUnclaimedWaitWhileDiskLow(t *testing.T) {
 	en, setFree := newEnvWithDisk(t)
 	en.create("ttl", &AttributesPatch{OnExpire: pstr("dead_letter")})
 	en.create("stale", &AttributesPatch{MaxUnclaimedAgeMs: p64(1000)})
-	en.send("ttl", t0, SendMessage{Body: pstr("short"), TTLMs: p64(1000)})
+	en.send("ttl", t0, SendMessage{Body: []byte("short"), TTLMs: p64(1000)})
 	en.send("stale", t0, body("nobody"))
 	setFree(10 << 20)
 	rep := en.e.Tick(time.UnixMilli(t0 + 2000))

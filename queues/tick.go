@@ -95,30 +95,110 @@ func (e *Engine) tickQueue(q *queue, now int64, rep *TickReport) (retErr error) 
 	if dlq != nil && dlq.deleted {
 		dlq = nil
 	}
-	a := q.rec.Attributes
-	w := &write{e: e, now: now}
-	rr := newRecordReader(q.topic)
-	// While the disk is almost full (pebblestore.SpaceGuard), no message
-	// is copied to the DLQ: each step below that would move one leaves it
-	// where it is and tries again later. Moves without a DLQ (dead_letter
-	// none) only delete rows and go on.
-	low := dlq != nil && e.store.Space().Low()
-	touched := map[msgKey]bool{}
-	var inserts []readyEntry
-	var insertPrio []uint8
-	var popped []leaseEntry
-	dead := map[string]int{}
+	t := &tickRun{
+		e: e, from: moveSource{q: q, dlq: dlq, rr: newRecordReader(q.topic)}, a: q.rec.Attributes, now: now, rep: rep,
+		w: &write{e: e, now: now}, touched: map[msgKey]bool{}, dead: map[string]int{},
+		// While the disk is almost full (pebblestore.SpaceGuard), no
+		// message is copied to the DLQ: each step below that would move
+		// one leaves it where it is and tries again later. Moves without a
+		// DLQ (dead_letter none) only delete rows and go on.
+		low: dlq != nil && e.store.Space().Low(),
+	}
+	if err := t.stepsLocked(); err != nil {
+		q.restoreLeases(t.popped)
+		return err
+	}
+	pw, err := t.w.apply()
+	if err != nil {
+		q.restoreLeases(t.popped)
+		return err
+	}
+	t.appliedLocked()
+	unlock()
+	unlock = nil
+	return pw.finish()
+}
 
+// moveSource is where a message settled by a sweep or a nack comes from:
+// its queue, the queue's DLQ (nil with dead_letter none) and the reader of
+// the queue's records, whose copy a dead-letter move appends.
+type moveSource struct {
+	q, dlq *queue
+	rr     *recordReader
+}
+
+// tickRun is one tick of one queue: the write it builds, the messages it
+// settled (touched, so that no later step settles them twice), the lease
+// entries it popped (restored if the write fails) and the ready entries
+// to insert once it is applied.
+type tickRun struct {
+	e          *Engine
+	from       moveSource
+	a          Attributes
+	now        int64
+	low        bool // the disk is almost full: nothing is copied to the DLQ
+	rep        *TickReport
+	w          *write
+	touched    map[msgKey]bool
+	dead       map[string]int // dead-lettered per reason
+	popped     []leaseEntry
+	inserts    []readyEntry
+	insertPrio []uint8
+}
+
+// stepsLocked builds the tick's write, step by step.
+// REQUIRES: the locks of the queue and of its DLQ held.
+func (t *tickRun) stepsLocked() error {
+	q := t.from.q
 	// 1. Leases that ran out.
+	if err := t.reapLeasesLocked(); err != nil {
+		return err
+	}
+	// 2. TTL and retention expiry of available messages. While the disk is
+	// low, a queue that dead-letters expired messages waits: expired
+	// messages are never delivered meanwhile (receive skips them).
+	if q.expiryFrom <= t.now && !(t.low && t.a.OnExpire == "dead_letter") {
+		if err := t.expireAvailableLocked(); err != nil {
+			return err
+		}
+	}
+	// 3. Ready messages never received, past max_unclaimed_age_ms (not
+	// while the disk is low: they stay ready).
+	if t.a.MaxUnclaimedAgeMs > 0 && t.now >= q.unclaimedAt && !t.low {
+		q.unclaimedAt = t.now + unclaimedIntervalMs
+		if err := t.e.sweepUnclaimedLocked(t.w, t.from, t.touched, t.dead); err != nil {
+			return err
+		}
+	}
+	// 4. Dedup entries past their window, acked messages past
+	// retain_acked_ms, dead receive memos.
+	if t.now >= q.sweepAt {
+		q.sweepAt = t.now + sweepIntervalMs
+		q.sweepMemosLocked(t.w, t.now)
+		if err := t.e.sweepDedup(q, t.w, t.now, t.rep); err != nil {
+			return err
+		}
+		if err := t.e.sweepRetained(q, t.w, t.now-t.a.RetainAckedMs, t.rep); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// reapLeasesLocked settles up to tickBudget leases that ran out: each
+// message expires, goes to the DLQ past max_expiries or max_receives, or
+// becomes available again after expiry_backoff_ms.
+// REQUIRES: the locks of the queue and of its DLQ held.
+func (t *tickRun) reapLeasesLocked() error {
+	q, a, now := t.from.q, &t.a, t.now
 	for n := 0; n < tickBudget; n++ {
 		le, ok := q.nextExpiredLeaseLocked(now)
 		if !ok {
 			break
 		}
-		popped = append(popped, le)
-		st, ok, err := e.getState(q, le.m)
+		t.popped = append(t.popped, le)
+		st, ok, err := t.e.getState(q, le.m)
 		if err != nil {
-			q.restoreLeases(popped)
 			return err
 		}
 		if !ok || st.State != stateInflight || st.Deliveries != le.epoch {
@@ -128,148 +208,136 @@ func (e *Engine) tickQueue(q *queue, now int64, rep *TickReport) (retErr error) 
 		m := le.m
 		prev := st
 		st.Expiries++
-		exp := expiryOf(&st, &a)
+		exp := expiryOf(&st, a)
 		expired := exp > 0 && exp <= now
-		if low && (expired && expiryDeadLetters(&a, &st, now) ||
+		if t.low && (expired && expiryDeadLetters(a, &st, now) ||
 			!expired && a.MaxExpiries > 0 && st.Expiries >= uint32(a.MaxExpiries) ||
 			!expired && a.MaxReceives > 0 && st.Deliveries >= uint32(a.MaxReceives)) {
 			// Due for the DLQ: stays in flight (not redelivered past its
 			// limits), and the lease's late ack still works.
 			q.setLeaseLocked(m, le.epoch, now+deadLetterRetryMs)
-			rep.DeadLetterDeferred++
+			t.rep.DeadLetterDeferred++
 			continue
 		}
-		touched[le.m] = true
-		rep.Reaped++
+		t.touched[le.m] = true
+		t.rep.Reaped++
 		switch {
 		case expired:
-			if e.expireLocked(w, q, dlq, m, st, rr) {
-				dead[ReasonExpired]++
-			} else {
-				rep.Expired++
-			}
+			t.expireLocked(m, st)
 		case a.MaxExpiries > 0 && st.Expiries >= uint32(a.MaxExpiries):
-			w.deadLetterLocked(q, dlq, m, st, ReasonMaxExpiries, st.LastError, rr)
-			dead[ReasonMaxExpiries]++
+			t.w.deadLetterLocked(t.from, m, st, ReasonMaxExpiries, st.LastError)
+			t.dead[ReasonMaxExpiries]++
 		case a.MaxReceives > 0 && st.Deliveries >= uint32(a.MaxReceives):
-			w.deadLetterLocked(q, dlq, m, st, ReasonMaxReceives, st.LastError, rr)
-			dead[ReasonMaxReceives]++
+			t.w.deadLetterLocked(t.from, m, st, ReasonMaxReceives, st.LastError)
+			t.dead[ReasonMaxReceives]++
 		default:
-			old := st
-			st.State = stateAvailable
-			st.Due = now + a.ExpiryBackoffMs
-			st.Deadline = 0
-			nst := st
-			if invariantsEnabled {
-				checkTransition(&prev, &nst, now)
-			}
-			w.op(func(b *pebblestore.Batch) {
-				b.Delete(leaseKey(q.id, old.Deadline, m))
-				b.Set(stateKey(q.id, m), nst.encode())
-				b.Set(readyKey(q.id, nst.Priority, nst.Due, m), u32Bytes(nst.Deliveries))
-			})
-			w.onApplied = append(w.onApplied, func() {
-				q.inflight--
-				q.available++
-				delete(q.leases, m)
-				q.totals.Reaped++
-			})
-			inserts = append(inserts, readyEntry{due: nst.Due, m: m, deliveries: nst.Deliveries})
-			insertPrio = append(insertPrio, nst.Priority)
-			rep.Requeued++
+			t.requeueLocked(m, prev, st)
 		}
 	}
+	return nil
+}
 
-	// 2. TTL and retention expiry of available messages. While the disk is
-	// low, a queue that dead-letters expired messages waits: expired
-	// messages are never delivered meanwhile (receive skips them).
-	if q.expiryFrom <= now && !(low && a.OnExpire == "dead_letter") {
-		prefix := tablePrefix(pebblestore.PrefixQueueExpiry, q.id)
-		lower := expiryKey(q.id, q.expiryFrom, msgKey{})
-		upper := expiryKey(q.id, now+1, msgKey{})
-		it, err := e.store.NewIter(lower, upper)
-		if err != nil {
-			q.restoreLeases(popped)
-			return err
-		}
-		n, last := 0, q.expiryFrom
-		for ok := it.First(); ok && n < tickBudget; ok = it.Next() {
-			k := append([]byte(nil), it.Key()...)
-			m := msgFromKeyTail(k)
-			last = u64At(k, len(prefix))
-			n++
-			w.op(func(b *pebblestore.Batch) { b.Delete(k) })
-			if touched[m] {
-				continue
-			}
-			st, ok, err := e.getState(q, m)
-			if err != nil {
-				_ = it.Close()
-				q.restoreLeases(popped)
-				return err
-			}
-			if !ok || st.State != stateAvailable {
-				continue // gone, or inflight (the lease end decides), or acked
-			}
-			touched[m] = true
-			if exp := expiryOf(&st, &a); exp > now {
-				w.op(func(b *pebblestore.Batch) { b.Set(expiryKey(q.id, exp, m), nil) }) // retention grew
-				continue
-			}
-			if e.expireLocked(w, q, dlq, m, st, rr) {
-				dead[ReasonExpired]++
-			} else {
-				rep.Expired++
-			}
-		}
-		if err := it.Close(); err != nil {
-			q.restoreLeases(popped)
-			return err
-		}
-		if n < tickBudget {
-			q.expiryFrom = now + 1
-		} else {
-			q.expiryFrom = last
-		}
+// requeueLocked makes a message whose lease ran out available again after
+// the queue's expiry_backoff_ms. prev is its state before the tick, st
+// with the expiry counted.
+func (t *tickRun) requeueLocked(m msgKey, prev, st deliveryState) {
+	q := t.from.q
+	old := st
+	st.State = stateAvailable
+	st.Due = t.now + t.a.ExpiryBackoffMs
+	st.Deadline = 0
+	nst := st
+	if invariantsEnabled {
+		checkTransition(&prev, &nst, t.now)
 	}
+	t.w.op(func(b *pebblestore.Batch) {
+		b.Delete(leaseKey(q.id, old.Deadline, m))
+		b.Set(stateKey(q.id, m), nst.encode())
+		b.Set(readyKey(q.id, nst.Priority, nst.Due, m), u32Bytes(nst.Deliveries))
+	})
+	t.w.onApplied = append(t.w.onApplied, func() {
+		q.inflight--
+		q.available++
+		delete(q.leases, m)
+		q.totals.Reaped++
+	})
+	t.inserts = append(t.inserts, readyEntry{due: nst.Due, m: m, deliveries: nst.Deliveries})
+	t.insertPrio = append(t.insertPrio, nst.Priority)
+	t.rep.Requeued++
+}
 
-	// 3. Ready messages never received, past max_unclaimed_age_ms (not
-	// while the disk is low: they stay ready).
-	if a.MaxUnclaimedAgeMs > 0 && now >= q.unclaimedAt && !low {
-		q.unclaimedAt = now + unclaimedIntervalMs
-		if err := e.sweepUnclaimedLocked(w, q, dlq, now, rr, touched, dead); err != nil {
-			q.restoreLeases(popped)
-			return err
-		}
+// expireLocked expires one message (expireLocked of the engine) and
+// counts it.
+func (t *tickRun) expireLocked(m msgKey, st deliveryState) {
+	if t.e.expireLocked(t.w, t.from, m, st) {
+		t.dead[ReasonExpired]++
+	} else {
+		t.rep.Expired++
 	}
+}
 
-	// 4. Dedup entries past their window, acked messages past
-	// retain_acked_ms, dead receive memos.
-	if now >= q.sweepAt {
-		q.sweepAt = now + sweepIntervalMs
-		q.sweepMemosLocked(w, now)
-		if err := e.sweepDedup(q, w, now, rep); err != nil {
-			q.restoreLeases(popped)
-			return err
-		}
-		if err := e.sweepRetained(q, w, now-a.RetainAckedMs, rep); err != nil {
-			q.restoreLeases(popped)
-			return err
-		}
-	}
-
-	pw, err := w.apply()
+// expireAvailableLocked visits up to tickBudget expiry keys due by now:
+// an available message past its TTL or retention expires; one whose
+// retention grew gets a later key; the others (gone, leased, acked) only
+// lose the key. The expiry cursor moves past what was visited.
+// REQUIRES: the locks of the queue and of its DLQ held.
+func (t *tickRun) expireAvailableLocked() error {
+	q, now := t.from.q, t.now
+	prefix := tablePrefix(pebblestore.PrefixQueueExpiry, q.id)
+	lower := expiryKey(q.id, q.expiryFrom, msgKey{})
+	upper := expiryKey(q.id, now+1, msgKey{})
+	it, err := t.e.store.NewIter(lower, upper)
 	if err != nil {
-		q.restoreLeases(popped)
 		return err
 	}
-	for i, in := range inserts {
-		q.bands[insertPrio[i]].insert(in)
+	n, last := 0, q.expiryFrom
+	for ok := it.First(); ok && n < tickBudget; ok = it.Next() {
+		k := append([]byte(nil), it.Key()...)
+		m := msgFromKeyTail(k)
+		last = u64At(k, len(prefix))
+		n++
+		t.w.op(func(b *pebblestore.Batch) { b.Delete(k) })
+		if t.touched[m] {
+			continue
+		}
+		st, ok, err := t.e.getState(q, m)
+		if err != nil {
+			_ = it.Close()
+			return err
+		}
+		if !ok || st.State != stateAvailable {
+			continue // gone, or inflight (the lease end decides), or acked
+		}
+		t.touched[m] = true
+		if exp := expiryOf(&st, &t.a); exp > now {
+			t.w.op(func(b *pebblestore.Batch) { b.Set(expiryKey(q.id, exp, m), nil) }) // retention grew
+			continue
+		}
+		t.expireLocked(m, st)
 	}
-	for r, n := range dead {
-		rep.DeadLettered[r] += n
+	if err := it.Close(); err != nil {
+		return err
 	}
-	// Wake long polls when something buffered is due (or a refill may find it).
+	if n < tickBudget {
+		q.expiryFrom = now + 1
+	} else {
+		q.expiryFrom = last
+	}
+	return nil
+}
+
+// appliedLocked follows the applied write in memory: requeued messages
+// back in their bands, the report's dead-letter counts, and long polls
+// woken when something buffered is due (or a refill may find it).
+// REQUIRES: the locks of the queue and of its DLQ held.
+func (t *tickRun) appliedLocked() {
+	q, dlq := t.from.q, t.from.dlq
+	for i, in := range t.inserts {
+		q.bands[t.insertPrio[i]].insert(in)
+	}
+	for r, n := range t.dead {
+		t.rep.DeadLettered[r] += n
+	}
 	if len(q.waiters) > 0 {
 		due, found := q.nextDueLocked()
 		incomplete := false
@@ -278,7 +346,7 @@ func (e *Engine) tickQueue(q *queue, now int64, rep *TickReport) (retErr error) 
 				incomplete = true
 			}
 		}
-		if len(inserts) > 0 || (found && due <= now) || incomplete {
+		if len(t.inserts) > 0 || (found && due <= t.now) || incomplete {
 			q.wakeLocked()
 		}
 	}
@@ -288,9 +356,6 @@ func (e *Engine) tickQueue(q *queue, now int64, rep *TickReport) (retErr error) 
 			dlq.checkQueueLocked()
 		}
 	}
-	unlock()
-	unlock = nil
-	return pw.finish()
 }
 
 // sweepUnclaimedLocked dead-letters, with reason unclaimed, available
@@ -307,7 +372,8 @@ func (e *Engine) tickQueue(q *queue, now int64, rep *TickReport) (retErr error) 
 // before the sweep's; a clock stepping back resets the cursors. At most
 // tickBudget keys are examined per run.
 // REQUIRES: q.mu and dlq.mu held.
-func (e *Engine) sweepUnclaimedLocked(w *write, q, dlq *queue, now int64, rr *recordReader, touched map[msgKey]bool, dead map[string]int) error {
+func (e *Engine) sweepUnclaimedLocked(w *write, src moveSource, touched map[msgKey]bool, dead map[string]int) error {
+	q, now := src.q, w.now
 	a := &q.rec.Attributes
 	if now < q.unclaimedClock {
 		q.unclaimedFrom = [PriorityLevelsMax]readyEntry{}
@@ -351,7 +417,7 @@ func (e *Engine) sweepUnclaimedLocked(w *write, q, dlq *queue, now int64, rr *re
 				continue
 			}
 			touched[m] = true
-			w.deadLetterLocked(q, dlq, m, st, ReasonUnclaimed, detail, rr)
+			w.deadLetterLocked(src, m, st, ReasonUnclaimed, detail)
 			dead[ReasonUnclaimed]++
 		}
 		if valid {
@@ -381,10 +447,11 @@ func (q *queue) restoreLeases(popped []leaseEntry) {
 // when it had an explicit TTL and on_expire is dead_letter, else dropped.
 // It reports whether the message goes to the DLQ.
 // REQUIRES: q.mu and dlq.mu held.
-func (e *Engine) expireLocked(w *write, q, dlq *queue, m msgKey, st deliveryState, rr *recordReader) bool {
+func (e *Engine) expireLocked(w *write, from moveSource, m msgKey, st deliveryState) bool {
+	q := from.q
 	a := q.rec.Attributes
-	if expiryDeadLetters(&a, &st, w.now) && dlq != nil {
-		w.deadLetterLocked(q, dlq, m, st, ReasonExpired, "the message's TTL passed", rr)
+	if expiryDeadLetters(&a, &st, w.now) && from.dlq != nil {
+		w.deadLetterLocked(from, m, st, ReasonExpired, "the message's TTL passed")
 		return true
 	}
 	w.op(func(b *pebblestore.Batch) { q.removeRows(b, m, &st) })
@@ -501,10 +568,10 @@ func (r *rateWindow) sample(now int64, t *Totals) {
 
 // Rates are messages per second over the last ~10 seconds.
 type Rates struct {
-	Sent         float64 `json:"sent"`
-	Received     float64 `json:"received"`
-	Acked        float64 `json:"acked"`
-	DeadLettered float64 `json:"dead_lettered"`
+	Sent         float64
+	Received     float64
+	Acked        float64
+	DeadLettered float64
 }
 
 func (r *rateWindow) rates() Rates {

@@ -13,7 +13,7 @@ import (
 func TestUnclaimed(t *testing.T) {
 	en := newEnv(t)
 	en.create("q", &AttributesPatch{MaxUnclaimedAgeMs: p64(60000), PriorityLevels: p32(2), MaxReceives: p32(0)})
-	en.send("q", t0, body("nacked"), body("reaped"), body("never"), SendMessage{Body: pstr("delayed"), DelayMs: p64(30000)})
+	en.send("q", t0, body("nacked"), body("reaped"), body("never"), SendMessage{Body: []byte("delayed"), DelayMs: p64(30000)})
 	got := en.receive("q", 2, 1000, t0)
 	if bodies(got) != "nacked,reaped" {
 		t.Fatalf("receive %s", bodies(got))
@@ -28,7 +28,7 @@ func TestUnclaimed(t *testing.T) {
 			en.restart(now) // the cursors start over; nothing is moved twice
 		}
 		if now == t0+30000 {
-			en.send("q", now, SendMessage{Body: pstr("late-p1"), Priority: p32(1)})
+			en.send("q", now, SendMessage{Body: []byte("late-p1"), Priority: p32(1)})
 		}
 		en.e.Tick(time.UnixMilli(now))
 		msgs, _, err := en.e.Browse("q.dlq", BrowseRequest{}, time.UnixMilli(now))
@@ -36,7 +36,7 @@ func TestUnclaimed(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, m := range msgs[seen:] {
-			deadAt[*m.Body] = now - t0
+			deadAt[string(m.Body)] = now - t0
 			if m.DeadLetter == nil || m.DeadLetter.Reason != ReasonUnclaimed || m.DeadLetter.Deliveries != 0 || m.DeadLetter.Detail == "" {
 				t.Fatalf("dead letter %+v %+v", m, m.DeadLetter)
 			}

@@ -53,6 +53,9 @@ type appendTarget struct {
 	part int32
 	recs []storedRecord
 	sts  []deliveryState
+	// rows[i], when set, adds rows of recs[i] that need its message key
+	// (a send's dedup row) to the batch that appends it.
+	rows []func(b *pebblestore.Batch, m msgKey)
 	// after is called per record with its new message key once applied.
 	after []func(m msgKey)
 	// chunks are the record batches recs were split into (moveBatchBytes).
@@ -87,8 +90,14 @@ func (w *write) target(q *queue, part int32) *appendTarget {
 
 // addRecord appends rec to q (partition part) as a new available message.
 func (t *appendTarget) addRecord(rec storedRecord, st deliveryState, after func(m msgKey)) {
+	t.addRecordRows(rec, st, nil, after)
+}
+
+// addRecordRows is addRecord with rows that need the message key.
+func (t *appendTarget) addRecordRows(rec storedRecord, st deliveryState, rows func(b *pebblestore.Batch, m msgKey), after func(m msgKey)) {
 	t.recs = append(t.recs, rec)
 	t.sts = append(t.sts, st)
+	t.rows = append(t.rows, rows)
 	t.after = append(t.after, after)
 }
 
@@ -169,6 +178,9 @@ func (w *write) apply() (*pendingWrite, error) {
 					if exp := expiryOf(st, &attrs); exp > 0 {
 						b.Set(expiryKey(t.q.id, exp, m), nil)
 						t.q.expiryFrom = min(t.q.expiryFrom, exp)
+					}
+					if t.rows[i] != nil {
+						t.rows[i](b, m)
 					}
 				}
 			}}
@@ -260,11 +272,13 @@ func (q *queue) forgetLocked(m msgKey, st *deliveryState) {
 	}
 }
 
-// deadLetterLocked moves a message of q to dlq within w: the record is
-// copied with the dead-letter headers, q's rows are deleted. With dlq nil
-// (dead_letter none), or when the record is gone, the message is discarded.
-// REQUIRES: q.mu and dlq.mu held.
-func (w *write) deadLetterLocked(q, dlq *queue, m msgKey, st deliveryState, reason, detail string, rr *recordReader) {
+// deadLetterLocked moves a message of from.q to from.dlq within w: the
+// record is copied with the dead-letter headers, the queue's rows are
+// deleted. With no DLQ (dead_letter none), or when the record is gone, the
+// message is discarded.
+// REQUIRES: the locks of from.q and from.dlq held.
+func (w *write) deadLetterLocked(from moveSource, m msgKey, st deliveryState, reason, detail string) {
+	q, dlq, rr := from.q, from.dlq, from.rr
 	w.op(func(b *pebblestore.Batch) { q.removeRows(b, m, &st) })
 	w.onApplied = append(w.onApplied, func() { q.forgetLocked(m, &st) })
 	if dlq == nil || dlq.deleted {
@@ -295,8 +309,8 @@ func (w *write) deadLetterLocked(q, dlq *queue, m msgKey, st deliveryState, reas
 	hv(HeaderDLQSourceOff, strconv.FormatInt(m.off, 10))
 	hv(HeaderDLQDeliveries, strconv.FormatUint(uint64(st.Deliveries), 10))
 	hv(HeaderDLQExpiries, strconv.FormatUint(uint64(st.Expiries), 10))
-	hv(HeaderDLQFailedAt, FormatTime(w.now))
-	hv(HeaderDLQEnqueuedAt, FormatTime(st.Enqueued))
+	hv(HeaderDLQFailedAt, formatHeaderTime(w.now))
+	hv(HeaderDLQEnqueuedAt, formatHeaderTime(st.Enqueued))
 	out := storedRecord{Key: rec.Key, Value: rec.Value, Headers: headers}
 	size := len(out.Key) + len(out.Value)
 	for _, h := range headers {
@@ -305,6 +319,23 @@ func (w *write) deadLetterLocked(q, dlq *queue, m msgKey, st deliveryState, reas
 	part := m.part % dlq.topic.NumPartitions()
 	w.target(dlq, part).addRecord(out, deliveryState{State: stateAvailable, Due: w.now, Enqueued: w.now, Size: uint32(size)}, nil)
 	w.onApplied = append(w.onApplied, func() { q.totals.DeadLettered[reason]++ })
+}
+
+// formatHeaderTime formats Unix ms as the dead-letter headers carry times
+// (x-q-dlq-failed-at, x-q-dlq-enqueued-at): RFC 3339 UTC with
+// milliseconds. It is a format of the stored records, which Kafka
+// consumers of a DLQ read, not of the native API (httpapi formats its own).
+func formatHeaderTime(ms int64) string {
+	return time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.000Z07:00")
+}
+
+// parseHeaderTime reads a time of a dead-letter header in Unix ms.
+func parseHeaderTime(s string) (int64, bool) {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return 0, false
+	}
+	return t.UnixMilli(), true
 }
 
 // size is the record's key, value and header bytes.

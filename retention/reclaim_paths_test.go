@@ -91,7 +91,7 @@ func TestEveryDeletionQueuesItsRanges(t *testing.T) {
 	if _, _, err := qe.CreateQueue("q", nil, time.UnixMilli(now)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := qe.Send("q", queues.SendRequest{Messages: []queues.SendMessage{{Body: &body}}}, time.UnixMilli(now)); err != nil {
+	if _, err := qe.Send("q", queues.SendRequest{Messages: []queues.SendMessage{{Body: []byte(body)}}}, time.UnixMilli(now)); err != nil {
 		t.Fatal(err)
 	}
 	drained("DeleteQueue", func() {

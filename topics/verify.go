@@ -39,25 +39,25 @@ func VerifyStoredBatch(key, value []byte) (BatchHeader, error) {
 
 // Damage is one problem VerifyLog found.
 type Damage struct {
-	Topic     string `json:"topic"`
-	TopicID   string `json:"topic_id"`
-	Partition int32  `json:"partition"`
+	Topic     string
+	TopicID   string
+	Partition int32
 	// Offset is the base offset of the damaged batch (or index row).
-	Offset int64  `json:"offset"`
-	Key    string `json:"key"` // hex
-	Reason string `json:"reason"`
+	Offset int64
+	Key    string // hex
+	Reason string
 }
 
 // VerifyResult is what VerifyLog checked and found.
 type VerifyResult struct {
-	Topics     int      `json:"topics"`
-	Partitions int      `json:"partitions"`
-	Batches    int64    `json:"batches"`
-	Bytes      int64    `json:"bytes"`
-	Damaged    []Damage `json:"damaged"`
+	Topics     int
+	Partitions int
+	Batches    int64
+	Bytes      int64
+	Damaged    []Damage
 	// DamagedTotal counts every problem; Damaged keeps the first
 	// VerifyOptions.MaxReported.
-	DamagedTotal int64 `json:"damaged_total"`
+	DamagedTotal int64
 }
 
 // VerifyOptions tune VerifyLog.

@@ -198,7 +198,7 @@ func run(ctx context.Context, cfg *Config, log zerolog.Logger) error {
 		web.Handle("GET /debug/pprof/profile", http.HandlerFunc(pprof.Profile))
 		web.Handle("GET /debug/pprof/trace", http.HandlerFunc(pprof.Trace))
 		web.Handle("GET /debug/pprof/symbol", http.HandlerFunc(pprof.Symbol))
-		httpapi.RegisterQueues(web, qe, nil)
+		web.RegisterQueues(httpapi.QueuesConfig{Engine: qe})
 		web.RegisterEvents(httpapi.EventsConfig{Events: es})
 		web.RegisterStorage(httpapi.StorageConfig{Store: store, Topics: tm, Events: es, QueueCounts: queueCounts(qe)})
 		web.RegisterOpenAPI()

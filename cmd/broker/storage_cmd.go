@@ -185,7 +185,7 @@ func storageBackup(cCtx *cli.Context) error {
 		if err != nil {
 			return err
 		}
-		res = httpapi.BackupResult{BackupInfo: info, DurationMs: time.Since(start).Milliseconds()}
+		res = httpapi.BackupResult{BackupInfo: httpapi.BackupInfo(info), DurationMs: time.Since(start).Milliseconds()}
 	} else {
 		c, err := newAPIClient(cCtx)
 		if err != nil {
@@ -343,7 +343,7 @@ func storageVerify(cCtx *cli.Context) error {
 		if err != nil {
 			return &exitError{code: exitDamaged, err: fmt.Errorf("the store could not be read to the end: %w", err)}
 		}
-		res = httpapi.VerifyResult{OK: r.DamagedTotal == 0, VerifyResult: r, DurationMs: time.Since(start).Milliseconds()}
+		res = httpapi.VerifyResult{OK: r.DamagedTotal == 0, VerifyReport: httpapi.NewVerifyReport(r), DurationMs: time.Since(start).Milliseconds()}
 	} else {
 		if err := storageOnline(cCtx, "/v1/admin/verify", bar, &res); err != nil {
 			var ee *exitError
