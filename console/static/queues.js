@@ -46,6 +46,22 @@ export async function queuePage(root, { arg, ctx }) {
   info = await api('GET', `/v1/queues/${enc(arg)}`);
   await loadStats();
   ctx.every(2000, loadStats);
+  // Purge (as `broker queue purge` / `broker dlq purge`): every message,
+  // or those in the chosen states, after a typed confirmation.
+  const purgeMsg = h('div', {});
+  const purgeStates = h('select', { name: 'purge_states' }, [['', 'every state'], ['ready', 'ready'], ['delayed', 'delayed'], ['ready,delayed', 'ready and delayed']].map(([v, l]) => h('option', { value: v }, l)));
+  root.append(h('h2', {}, 'Purge'),
+    h('form', { class: 'inline', id: 'purge', onsubmit: async (ev) => {
+      ev.preventDefault();
+      if (!await confirmAction('Purge', `Delete ${purgeStates.value ? 'the ' + purgeStates.value + ' messages' : 'every message'} of ${arg}? This cannot be undone.`, arg)) return;
+      try {
+        const body = purgeStates.value ? { states: purgeStates.value.split(',') } : {};
+        const r = await api('POST', `/v1/queues/${enc(arg)}/purge`, body);
+        purgeMsg.replaceChildren(notice(`${r.deleted} messages deleted.`));
+        await loadStats();
+      } catch (e) { purgeMsg.replaceChildren(errorBox(e)); }
+    } }, h('label', {}, 'Messages', purgeStates), h('button', { type: 'submit', class: 'danger' }, 'Purge…')), purgeMsg);
+
   const dlq = info.kind === 'dlq' ? info.name : info.dead_letter_queue;
   if (!dlq) {
     root.append(h('p', { class: 'muted' }, 'This queue has no dead-letter queue.'));
