@@ -390,6 +390,16 @@ func TestConsoleBrowser(t *testing.T) {
 	br.run("wait for the redrive", chromedp.WaitVisible(`#redrive-task [data-state="done"]`, chromedp.ByQuery))
 	br.run("wait for the empty DLQ", chromedp.WaitVisible(`//div[@id="dlq-list"][contains(., "empty")]`, chromedp.BySearch))
 	br.screenshot("queue-redriven")
+
+	// An event store's streams: listed, and read from the list.
+	br.open("stores/console-store", "#stream-list table")
+	br.run("read a stream", chromedp.Click(`#stream-list button`, chromedp.ByQuery),
+		chromedp.WaitVisible(`#stream-events table`, chromedp.ByQuery))
+	if got := br.text("#stream-events"); !strings.Contains(got, "ItemAdded") || !strings.Contains(got, "revisions 0 to 1") {
+		t.Errorf("stream read from the list: %q", got)
+	}
+	br.screenshot("store-stream")
+	br.checkClean("stream")
 	br.checkClean("redrive")
 	st := qStats(t, b, queue)
 	if st["dead_letter_depth"] != float64(0) || st["available"] != float64(3) {

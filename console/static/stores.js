@@ -1,6 +1,6 @@
 // Event stores: the list, one store (read forward or backward by position,
 // follow), and one stream (read forward or backward by revision).
-import { api, h, table, errorBox, count, time, qs } from './lib.js';
+import { api, h, table, errorBox, count, time, qs, Pager } from './lib.js';
 
 const enc = encodeURIComponent;
 
@@ -67,6 +67,25 @@ export async function storePage(root, { arg, ctx }) {
     msg, out);
   await read();
 
+  // The store's streams, by name, paginated.
+  const streamList = h('div', { id: 'stream-list' });
+  const streamPrefix = h('input', { name: 'stream_prefix', placeholder: 'name prefix' });
+  const streamPager = new Pager(listStreams);
+  async function listStreams() {
+    try {
+      const r = await api('GET', `/v1/stores/${enc(arg)}/streams` + qs({ after: streamPager.after, prefix: streamPrefix.value, limit: 20 }));
+      streamPager.next = r.next || '';
+      streamList.replaceChildren(table(['Stream', 'State', '#First revision', '#Head revision', '#Head position', ''], r.streams.map((x) => [
+        h('code', {}, x.stream), x.state, count(x.first_revision), count(x.head_revision), x.head_position === undefined ? '–' : count(x.head_position),
+        h('button', { class: 'secondary', onclick: () => { stream.value = x.stream; sfrom.value = ''; readStream(); } }, 'read'),
+      ]), 'No streams.'), streamPager.controls());
+    } catch (e) { streamList.replaceChildren(errorBox(e)); }
+  }
+  root.append(h('h2', {}, 'Streams'),
+    h('form', { class: 'inline', onsubmit: (ev) => { ev.preventDefault(); streamPager.stack = []; streamPager.after = ''; listStreams(); } },
+      h('label', {}, 'Prefix', streamPrefix), h('button', { type: 'submit', class: 'secondary' }, 'Filter')),
+    streamList);
+
   // One stream, by revision.
   const stream = h('input', { name: 'stream', placeholder: 'stream name', required: true });
   const sdir = h('select', { name: 'stream_direction' }, h('option', { value: 'forward' }, 'forward'), h('option', { value: 'backward' }, 'backward'));
@@ -86,4 +105,5 @@ export async function storePage(root, { arg, ctx }) {
     h('form', { class: 'inline', onsubmit: (ev) => { ev.preventDefault(); readStream(); } },
       h('label', {}, 'Stream', stream), h('label', {}, 'Direction', sdir), h('label', {}, 'From revision', sfrom), h('button', { type: 'submit' }, 'Read stream')),
     sout, smore);
+  await listStreams();
 }
