@@ -116,6 +116,13 @@ type adminRequest struct {
 func adminRoute(fn func(r adminRequest) (int, any, error)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		decode := func(v any) error {
+			// Unlike decodeJSONBody, a body without a Content-Type is
+			// refused: a browser sends such a POST from any site without
+			// asking (a CORS simple request), one with application/json
+			// only after a preflight this listener never answers.
+			if r.Header.Get("Content-Type") == "" {
+				return adminErrorf("unsupported_media_type", "", "send the body with Content-Type: application/json")
+			}
 			if ne := decodeJSONBody(w, r, adminBodyMax, v); ne != nil {
 				return ne
 			}

@@ -118,6 +118,17 @@ func TestAdminTopics(t *testing.T) {
 		}
 	}
 
+	// A body without a Content-Type could come from another site's page.
+	if got := env.call("POST", "/v1/admin/topics", "", []byte(`{"name":"csrf"}`)); got.status != 415 || got.code(t) != "unsupported_media_type" {
+		t.Errorf("create without a Content-Type: %d %s", got.status, got.body)
+	}
+	if got := env.call("POST", "/v1/admin/topics", "text/plain", []byte(`{"name":"csrf"}`)); got.status != 415 {
+		t.Errorf("create as text/plain: %d %s", got.status, got.body)
+	}
+	if _, ok := env.tm.Topic("csrf"); ok {
+		t.Fatal("a request without a JSON Content-Type created a topic")
+	}
+
 	// Pages of one, internal topics left out by default.
 	var page struct {
 		Topics []TopicSummary `json:"topics"`
