@@ -263,7 +263,8 @@ func TestConsoleBrowser(t *testing.T) {
 			t.Errorf("page %s does not show %q:\n%.1500s", p.name, p.want, got)
 		}
 		if p.name == "overview" {
-			// Traffic across three polls: the throughput sparkline draws it.
+			// Traffic across a few polls (every 2 s): the throughput
+			// sparkline draws a line once it has two rates.
 			for i := range 3 {
 				batch := make([]*kgo.Record, 50*(i+1))
 				for j := range batch {
@@ -272,10 +273,11 @@ func TestConsoleBrowser(t *testing.T) {
 				if err := cl.ProduceSync(ctx, batch...).FirstErr(); err != nil {
 					t.Fatal(err)
 				}
-				br.run("wait for a poll", chromedp.Sleep(2100*time.Millisecond))
+				br.run("let a poll see it", chromedp.Sleep(2100*time.Millisecond))
 			}
 			var points string
-			br.run("read the sparkline", chromedp.AttributeValue(`.card.wide svg.spark polyline`, "points", &points, nil, chromedp.ByQuery))
+			br.run("read the sparkline", chromedp.WaitReady(`#spark-throughput polyline`, chromedp.ByQuery),
+				chromedp.AttributeValue(`#spark-throughput polyline`, "points", &points, nil, chromedp.ByQuery))
 			if strings.Count(points, ",") < 2 {
 				t.Errorf("the throughput sparkline has points %q", points)
 			}

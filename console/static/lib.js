@@ -91,10 +91,11 @@ export function time(ms) {
 }
 
 // sparkline draws values as an SVG polyline scaled to their range.
-export function sparkline(values) {
+export function sparkline(values, id) {
   const ns = 'http://www.w3.org/2000/svg';
   const svg = document.createElementNS(ns, 'svg');
   svg.setAttribute('class', 'spark');
+  if (id) svg.setAttribute('id', id);
   svg.setAttribute('viewBox', '0 0 100 30');
   svg.setAttribute('preserveAspectRatio', 'none');
   if (values.length > 1) {

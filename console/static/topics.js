@@ -126,7 +126,7 @@ export async function browsePage(root, { query, ctx }) {
 
   function renderRows() {
     rowsBody.replaceChildren(...rows.map((r) => h('tr', { 'data-offset': r.offset },
-      h('td', { class: 'num' }, String(r.offset)),
+      h('td', { class: 'num' }, String(r.offset), r.transactional ? h('div', {}, h('span', { class: 'tag', title: 'written in a transaction (shown whether committed or aborted)' }, 'txn')) : null),
       h('td', {}, time(r.timestamp_ms)),
       h('td', {}, renderBytes(b64bytes(r.key), format.value)),
       h('td', { class: 'value' }, renderBytes(b64bytes(r.value), format.value)),
