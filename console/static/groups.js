@@ -48,7 +48,7 @@ export async function groupPage(root, { arg, ctx }) {
   await load();
   ctx.every(5000, load);
 
-  const topicsIn = h('input', { name: 'topics', placeholder: 'orders or orders:0,1 (comma separated)', size: 40 });
+  const topicsIn = h('input', { name: 'topics', placeholder: 'orders orders2:0,1 (space separated)', size: 40 });
   const all = h('input', { type: 'checkbox', name: 'all_topics' });
   const target = h('select', { name: 'target' }, ['earliest', 'latest', 'datetime', 'offset'].map((t) => h('option', { value: t }, 'to ' + t)));
   const value = h('input', { name: 'target_value', placeholder: 'offset or 2026-01-02T15:04:05Z' });
