@@ -106,6 +106,14 @@ var nativeCodeStatus = map[string]int{
 	"task_already_running": http.StatusConflict,
 	"storage_corrupt":      http.StatusInternalServerError,
 
+	// Admin routes over topics, consumer groups and transactions
+	// (admin*.go).
+	"topic_not_found":    http.StatusNotFound,
+	"invalid_partitions": http.StatusBadRequest,
+	"invalid_config":     http.StatusBadRequest,
+	"topic_owned":        http.StatusConflict,
+	"group_not_empty":    http.StatusConflict,
+
 	// Limits of the HTTP listener (limits.go), on every native route.
 	"too_many_streams":      http.StatusServiceUnavailable,
 	"body_memory_exhausted": http.StatusServiceUnavailable,

@@ -86,6 +86,7 @@ func (s *Server) RegisterEvents(cfg EventsConfig) {
 	s.Handle("DELETE /v1/stores/{store}", http.HandlerFunc(api.handleDeleteStore))
 	s.Handle("POST /v1/stores/{store}/streams/{stream}/events", http.HandlerFunc(api.handleAppend))
 	s.Handle("GET /v1/stores/{store}/streams/{stream}/events", http.HandlerFunc(api.handleReadStream))
+	s.Handle("GET /v1/stores/{store}/streams", http.HandlerFunc(api.handleListStreams))
 	s.Handle("GET /v1/stores/{store}/streams/{stream}", http.HandlerFunc(api.handleGetStream))
 	s.Handle("DELETE /v1/stores/{store}/streams/{stream}", http.HandlerFunc(api.handleDeleteStream))
 	s.Handle("GET /v1/stores/{store}/events", http.HandlerFunc(api.handleReadAll))

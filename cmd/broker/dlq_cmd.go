@@ -1,9 +1,11 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/url"
 	"strconv"
+	"time"
 
 	"github.com/urfave/cli/v2"
 )
@@ -35,6 +37,7 @@ func dlqCommand() *cli.Command {
 					&cli.StringFlag{Name: "reason", Usage: "only this dead-letter reason"},
 					&cli.Int64Flag{Name: "limit", Usage: "move at most this many"},
 					&cli.BoolFlag{Name: "keep-deliveries", Usage: "keep the delivery count instead of starting at 0"},
+					&cli.BoolFlag{Name: "wait", Usage: "wait until the redrive ends, with a progress bar when stderr is a terminal; exit 1 if it failed"},
 				),
 				Action: dlqRedrive,
 			},
@@ -146,15 +149,87 @@ func dlqRedrive(cCtx *cli.Context) error {
 	if l := cCtx.Int64("limit"); l > 0 {
 		body["limit"] = l
 	}
-	var task map[string]any
-	if _, err := c.call(cCtx.Context, "POST", queuePath(dlq, "redrive"), nil, body, &task); err != nil {
+	var raw json.RawMessage
+	if _, err := c.call(cCtx.Context, "POST", queuePath(dlq, "redrive"), nil, body, &raw); err != nil {
 		return err
+	}
+	var task map[string]any
+	if err := json.Unmarshal(raw, &task); err != nil {
+		return err
+	}
+	if cCtx.Bool("wait") {
+		var started redriveTask
+		if err := json.Unmarshal(raw, &started); err != nil {
+			return err
+		}
+		return waitRedrive(cCtx, c, dlq, started, out)
 	}
 	if out == "json" {
 		return printJSON(cCtx.App.Writer, task)
 	}
 	_, err = fmt.Fprintf(cCtx.App.Writer, "redrive task %v started on %s at %v messages/s; follow it with GET /v1/tasks/%v\n", task["id"], dlq, task["rate_per_sec"], task["id"])
 	return err
+}
+
+// redriveTask is what `dlq redrive --wait` reads of a task (GET /v1/tasks/ID).
+type redriveTask struct {
+	ID              int64   `json:"id"`
+	State           string  `json:"state"`
+	Moved           int64   `json:"moved"`
+	Failed          int64   `json:"failed"`
+	SkippedInflight int64   `json:"skipped_inflight"`
+	Cursor          []int64 `json:"cursor"`
+	End             []int64 `json:"end"`
+	Error           string  `json:"error"`
+}
+
+// redriveTaskPoll is how often `dlq redrive --wait` asks for the task.
+const redriveTaskPoll = 250 * time.Millisecond
+
+// waitRedrive follows the task until it is no longer running. The bar
+// counts the DLQ offsets the task went through, per partition from its
+// cursor at the start to the end it was given (fixed when it started).
+func waitRedrive(cCtx *cli.Context, c *apiClient, dlq string, t redriveTask, out string) error {
+	start := append([]int64(nil), t.Cursor...)
+	var total int64
+	for i := range t.End {
+		if i < len(start) {
+			total += max(t.End[i]-start[i], 0)
+		}
+	}
+	bar := newProgressBar(stderrOf(cCtx), "redrive", "messages")
+	for t.State == "running" {
+		var done int64
+		for i := range t.Cursor {
+			if i < len(start) {
+				done += max(t.Cursor[i]-start[i], 0)
+			}
+		}
+		bar.update(done, total)
+		select {
+		case <-cCtx.Context.Done():
+			bar.done()
+			return cCtx.Context.Err()
+		case <-time.After(redriveTaskPoll):
+		}
+		if _, err := c.call(cCtx.Context, "GET", fmt.Sprintf("/v1/tasks/%d", t.ID), nil, nil, &t); err != nil {
+			bar.done()
+			return err
+		}
+	}
+	bar.update(total, total)
+	bar.done()
+	if out == "json" {
+		if err := printJSON(cCtx.App.Writer, t); err != nil {
+			return err
+		}
+	} else if _, err := fmt.Fprintf(cCtx.App.Writer, "redrive task %d on %s %s: moved %d, failed %d, skipped in flight %d\n", t.ID, dlq, t.State, t.Moved, t.Failed, t.SkippedInflight); err != nil {
+		return err
+	}
+	if t.State != "done" {
+		return fmt.Errorf("redrive task %d on %s ended %s: %s", t.ID, dlq, t.State, t.Error)
+	}
+	return nil
 }
 
 func dlqPurge(cCtx *cli.Context) error {

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/rs/zerolog"
+	"github.com/vibemq/broker/console"
 	"github.com/vibemq/broker/events"
 	"github.com/vibemq/broker/groups"
 	"github.com/vibemq/broker/httpapi"
@@ -201,6 +202,8 @@ func run(ctx context.Context, cfg *Config, log zerolog.Logger) error {
 		web.RegisterQueues(httpapi.QueuesConfig{Engine: qe})
 		web.RegisterEvents(httpapi.EventsConfig{Events: es})
 		web.RegisterStorage(httpapi.StorageConfig{Store: store, Topics: tm, Events: es, QueueCounts: queueCounts(qe)})
+		web.RegisterAdmin(httpapi.AdminConfig{Topics: tm, Groups: gc, Txns: tc, Version: info.version, Started: start, NodeID: cfg.NodeID})
+		web.Handle("GET /ui/", console.Handler()) // the web console (console/)
 		web.RegisterOpenAPI()
 		if err := web.Start(); err != nil {
 			_ = ln.Close()
