@@ -34,10 +34,10 @@
 package txns
 
 import (
-	"slices"
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"sync"
 	"time"
