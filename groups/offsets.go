@@ -365,6 +365,9 @@ func validateOffsetCommit(g *group, req CommitRequest) error {
 	if g.is(StateDead) {
 		return ErrCoordinatorNotAvailable
 	}
+	if g.cg != nil {
+		return validateConsumerOffsetCommit(g, req.MemberID, req.Generation)
+	}
 	if req.Generation < 0 && g.is(StateEmpty) {
 		return nil // admin tools and manual assignment commit to Empty groups
 	}
@@ -409,6 +412,12 @@ func (c *Coordinator) FetchOffsets(req FetchOffsetsRequest) FetchOffsetsResult {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	g := c.mu.groups[req.Group]
+	if g != nil && g.cg != nil && req.MemberID != nil {
+		if err := validateConsumerOffsetCommit(g, *req.MemberID, req.MemberEpoch); err != nil {
+			res.Err = err
+			return res
+		}
+	}
 	visible := func(tp topicPartition) *offsetEntry {
 		if g == nil {
 			return nil
@@ -523,7 +532,7 @@ func (c *Coordinator) DeleteOffsets(groupName string, req []OffsetDeleteTopic, n
 	case g == nil || g.is(StateDead):
 		f.ch <- OffsetDeleteResult{Err: ErrGroupIDNotFound}
 		return f
-	case !g.is(StateEmpty) && !g.usesConsumerProtocol():
+	case !g.is(StateEmpty) && !g.usesConsumerProtocol() && g.cg == nil:
 		f.ch <- OffsetDeleteResult{Err: ErrNonEmptyGroup}
 		return f
 	}
@@ -620,6 +629,12 @@ func (c *Coordinator) expireOffsetsLocked(o *op) {
 func (c *Coordinator) offsetExpired(g *group, tp topicPartition, e *offsetEntry, now time.Time) bool {
 	var base time.Time
 	switch {
+	case g.cg != nil:
+		// Kafka ConsumerGroup: from the commit, unless subscribed.
+		if g.cg.isSubscribed(tp.topic) {
+			return false
+		}
+		base = e.commitTime
 	case g.protocolType == nil:
 		base = e.commitTime // a simple group: from each commit
 	case g.is(StateEmpty):
