@@ -265,7 +265,9 @@ func TestKIP848Errors(t *testing.T) {
 		return resp
 	}
 	bad := "a[("
-	if r := hb(func(r *kmsg.ConsumerGroupHeartbeatRequest) { r.SubscribedTopicNames, r.SubscribedTopicRegex = nil, &bad }); r.ErrorCode != kerr.InvalidRegularExpression.Code {
+	if r := hb(func(r *kmsg.ConsumerGroupHeartbeatRequest) {
+		r.SubscribedTopicNames, r.SubscribedTopicRegex = nil, &bad
+	}); r.ErrorCode != kerr.InvalidRegularExpression.Code {
 		t.Errorf("bad regex: error %d, want INVALID_REGULAR_EXPRESSION", r.ErrorCode)
 	}
 	sticky := "sticky"
