@@ -10,6 +10,9 @@ package compattests
 
 import (
 	"context"
+	"encoding/json"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -134,6 +137,25 @@ func TestKIP848FranzGroup(t *testing.T) {
 			if d.State != "Stable" || d.ProtocolType != "consumer" || len(d.Members) != 2 || len(d.AssignedPartitions()[s.topic]) != groupPartitions {
 				t.Errorf("DescribeGroups: state %s protocol type %s, %d members owning %d partitions; want Stable, consumer, 2, %d",
 					d.State, d.ProtocolType, len(d.Members), len(d.AssignedPartitions()[s.topic]), groupPartitions)
+			}
+
+			// The CLI shows the group through the same classic views.
+			bs := "--bootstrap-server=" + b.Addr()
+			out, errOut, code := runCLI(t, "list", bs, "-o", "json")
+			var rows []struct{ Group, State, Type string }
+			if code != 0 || json.Unmarshal([]byte(out), &rows) != nil {
+				t.Fatalf("broker groups list: exit %d, %s %s", code, out, errOut)
+			}
+			if !slices.Contains(rows, struct{ Group, State, Type string }{s.group, "Stable", "consumer"}) {
+				t.Errorf("broker groups list does not show %s as a Stable consumer group: %s", s.group, out)
+			}
+			out, _, code = runCLI(t, "describe", bs, s.group)
+			if code != 0 || !strings.Contains(out, "Stable") || !strings.Contains(out, "compat-m1") || !strings.Contains(out, s.topic+":") {
+				t.Errorf("broker groups describe: exit %d:\n%s", code, out)
+			}
+			out, _, code = runCLI(t, "lag", bs, s.group)
+			if code != 0 || !strings.Contains(out, s.topic) {
+				t.Errorf("broker groups lag: exit %d:\n%s", code, out)
 			}
 		})
 	}

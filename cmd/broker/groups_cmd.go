@@ -38,9 +38,9 @@ func groupsCommand() *cli.Command {
 		Subcommands: []*cli.Command{
 			{
 				Name:        "list",
-				Usage:       "list consumer groups with their state and protocol type",
+				Usage:       "list consumer groups with their state, protocol type and type (classic, or consumer for group.protocol=consumer)",
 				Description: groupsExitCodes,
-				Flags:       flags(&cli.StringSliceFlag{Name: "state", Usage: "only groups in this state (Empty, Stable, PreparingRebalance, CompletingRebalance), repeatable"}),
+				Flags:       flags(&cli.StringSliceFlag{Name: "state", Usage: "only groups in this state (Empty, Stable, PreparingRebalance, CompletingRebalance; Assigning, Reconciling for consumer-protocol groups), repeatable"}),
 				Action:      groupsList,
 			},
 			{
@@ -156,18 +156,20 @@ func groupsList(cCtx *cli.Context) error {
 		State        string `json:"state"`
 		ProtocolType string `json:"protocol_type"`
 		Coordinator  int32  `json:"coordinator"`
+		// Type is "classic" or "consumer" (KIP-848, group.protocol=consumer).
+		Type string `json:"type"`
 	}
 	rows := []row{}
 	for _, g := range listed.Sorted() {
-		rows = append(rows, row{g.Group, g.State, g.ProtocolType, g.Coordinator})
+		rows = append(rows, row{g.Group, g.State, g.ProtocolType, g.Coordinator, g.GroupType})
 	}
 	if cCtx.String(outputFlag) == "json" {
 		return printJSON(cCtx.App.Writer, rows)
 	}
 	w := newTable(cCtx.App.Writer)
-	fmt.Fprintln(w, "GROUP\tSTATE\tPROTOCOL TYPE\tCOORDINATOR")
+	fmt.Fprintln(w, "GROUP\tSTATE\tPROTOCOL TYPE\tCOORDINATOR\tTYPE")
 	for _, r := range rows {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%d\n", r.Group, r.State, dash(r.ProtocolType), r.Coordinator)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\n", r.Group, r.State, dash(r.ProtocolType), r.Coordinator, dash(r.Type))
 	}
 	return w.Flush()
 }
