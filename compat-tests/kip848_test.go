@@ -11,11 +11,13 @@ package compattests
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -70,7 +72,8 @@ func (s *groupScenario) waitConsumerStable(n int, what string) kmsg.ConsumerGrou
 // TestKIP848FranzGroup: four franz-go members of a consumer-protocol group
 // join one by one while records are produced, one leaves, one is killed
 // mid-stream (its partitions move once its session expires); then the
-// classic views (ListGroups, DescribeGroups) show the group as Kafka 4 does.
+// classic views (ListGroups, DescribeGroups) and the CLI show the group as
+// Kafka 4 does. Also against Apache Kafka.
 func TestKIP848FranzGroup(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -83,82 +86,93 @@ func TestKIP848FranzGroup(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			b := kip848Broker(t)
-			s := newGroupScenario(t, b)
-			start := func(name string) *franzMember {
-				return startFranzMember(t, s, name, tc.balancer(), kgo.ServerSideBalancer())
-			}
-			start("m1")
-			s.produce(100)
-			s.waitConsumed("one member")
-			if d := s.waitConsumerStable(1, "one member"); d.AssignorName != tc.assignor || d.Members[0].MemberType != 1 {
-				t.Errorf("assignor %q member type %d, want %q and 1 (consumer protocol)", d.AssignorName, d.Members[0].MemberType, tc.assignor)
-			}
-
-			producing := make(chan struct{})
-			go func() {
-				defer close(producing)
-				for range 30 {
-					s.produce(80)
-					time.Sleep(100 * time.Millisecond)
+			bothKIP848(t, func(t *testing.T, b *brokerProc, ref bool) {
+				s := newGroupScenario(t, b)
+				start := func(name string) *franzMember {
+					return startFranzMember(t, s, name, tc.balancer(), kgo.ServerSideBalancer())
 				}
-			}()
-			time.Sleep(300 * time.Millisecond)
-			m2 := start("m2")
-			time.Sleep(300 * time.Millisecond)
-			m3 := start("m3")
-			time.Sleep(300 * time.Millisecond)
-			start("m4")
-			time.Sleep(time.Second)
-			m2.leave()
-			time.Sleep(500 * time.Millisecond)
-			m3.kill()
-			<-producing
-			s.waitConsumed("after joins, a leave and a kill")
-			s.led.check(t, s.produced)
-			if n := len(s.led.members()); n != 4 {
-				t.Errorf("records consumed by %d members, want all 4: %v", n, s.led.members())
-			}
-			s.waitConsumerStable(2, "after the killed member expired")
+				start("m1")
+				s.produce(100)
+				s.waitConsumed("one member")
+				if d := s.waitConsumerStable(1, "one member"); d.AssignorName != tc.assignor || d.Members[0].MemberType != 1 {
+					t.Errorf("assignor %q member type %d, want %q and 1 (consumer protocol)", d.AssignorName, d.Members[0].MemberType, tc.assignor)
+				}
 
-			ctx := testCtx(t, opTimeout)
-			listed, err := s.adm.ListGroups(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if l, ok := listed[s.group]; !ok || l.ProtocolType != "consumer" || l.State != "Stable" || l.GroupType != "consumer" {
-				t.Errorf("ListGroups: %+v, want protocol type consumer, type consumer, Stable", listed[s.group])
-			}
-			described, err := s.adm.DescribeGroups(ctx, s.group)
-			if err != nil {
-				t.Fatal(err)
-			}
-			d := described[s.group]
-			if d.State != "Stable" || d.ProtocolType != "consumer" || len(d.Members) != 2 || len(d.AssignedPartitions()[s.topic]) != groupPartitions {
-				t.Errorf("DescribeGroups: state %s protocol type %s, %d members owning %d partitions; want Stable, consumer, 2, %d",
-					d.State, d.ProtocolType, len(d.Members), len(d.AssignedPartitions()[s.topic]), groupPartitions)
-			}
+				producing := make(chan struct{})
+				go func() {
+					defer close(producing)
+					for range 30 {
+						s.produce(80)
+						time.Sleep(100 * time.Millisecond)
+					}
+				}()
+				time.Sleep(300 * time.Millisecond)
+				m2 := start("m2")
+				time.Sleep(300 * time.Millisecond)
+				m3 := start("m3")
+				time.Sleep(300 * time.Millisecond)
+				start("m4")
+				time.Sleep(time.Second)
+				m2.leave()
+				time.Sleep(500 * time.Millisecond)
+				m3.kill()
+				<-producing
+				s.waitConsumed("after joins, a leave and a kill")
+				s.led.check(t, s.produced)
+				if n := len(s.led.members()); n != 4 {
+					t.Errorf("records consumed by %d members, want all 4: %v", n, s.led.members())
+				}
+				s.waitConsumerStable(2, "after the killed member expired")
 
-			// The CLI shows the group through the same classic views.
-			bs := "--bootstrap-server=" + b.Addr()
-			out, errOut, code := runCLI(t, "list", bs, "-o", "json")
-			var rows []struct{ Group, State, Type string }
-			if code != 0 || json.Unmarshal([]byte(out), &rows) != nil {
-				t.Fatalf("broker groups list: exit %d, %s %s", code, out, errOut)
-			}
-			if !slices.Contains(rows, struct{ Group, State, Type string }{s.group, "Stable", "consumer"}) {
-				t.Errorf("broker groups list does not show %s as a Stable consumer group: %s", s.group, out)
-			}
-			out, _, code = runCLI(t, "describe", bs, s.group)
-			if code != 0 || !strings.Contains(out, "Stable") || !strings.Contains(out, "compat-m1") || !strings.Contains(out, s.topic+":") {
-				t.Errorf("broker groups describe: exit %d:\n%s", code, out)
-			}
-			out, _, code = runCLI(t, "lag", bs, s.group)
-			if code != 0 || !strings.Contains(out, s.topic) {
-				t.Errorf("broker groups lag: exit %d:\n%s", code, out)
-			}
+				ctx := testCtx(t, opTimeout)
+				listed, err := s.adm.ListGroups(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if l, ok := listed[s.group]; !ok || l.ProtocolType != "consumer" || l.State != "Stable" || l.GroupType != "consumer" {
+					t.Errorf("ListGroups: %+v, want protocol type consumer, type consumer, Stable", listed[s.group])
+				}
+				// DescribeGroups (v0-v5) describes a consumer group as Dead, as
+				// Apache Kafka 4 does; ConsumerGroupDescribe describes it.
+				described, err := s.adm.DescribeGroups(ctx, s.group)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if d := described[s.group]; d.State != "Dead" || len(d.Members) != 0 {
+					t.Errorf("DescribeGroups: state %s with %d members (error %v); want Dead and none, as Kafka 4", d.State, len(d.Members), d.Err)
+				}
+
+				if ref {
+					return
+				}
+				// The CLI shows the group through the same classic views.
+				bs := "--bootstrap-server=" + b.Addr()
+				out, errOut, code := runCLI(t, "list", bs, "-o", "json")
+				var rows []struct{ Group, State, Type string }
+				if code != 0 || json.Unmarshal([]byte(out), &rows) != nil {
+					t.Fatalf("broker groups list: exit %d, %s %s", code, out, errOut)
+				}
+				if !slices.Contains(rows, struct{ Group, State, Type string }{s.group, "Stable", "consumer"}) {
+					t.Errorf("broker groups list does not show %s as a Stable consumer group: %s", s.group, out)
+				}
+				out, _, code = runCLI(t, "describe", bs, s.group)
+				if code != 0 || !strings.Contains(out, "Stable") || !strings.Contains(out, "compat-m1") || !strings.Contains(out, s.topic+":") {
+					t.Errorf("broker groups describe: exit %d:\n%s", code, out)
+				}
+				out, _, code = runCLI(t, "lag", bs, s.group)
+				if code != 0 || !strings.Contains(out, s.topic) {
+					t.Errorf("broker groups lag: exit %d:\n%s", code, out)
+				}
+			})
 		})
 	}
+}
+
+// bothKIP848 runs body against our broker (consumer-protocol sessions of
+// 6s) and against Apache Kafka (reference/run-kafka.sh sets the same).
+func bothKIP848(t *testing.T, body func(t *testing.T, b *brokerProc, ref bool)) {
+	t.Run("broker", func(t *testing.T) { body(t, kip848Broker(t), false) })
+	t.Run("apache-kafka", func(t *testing.T) { body(t, &brokerProc{t: t, kafkaAddr: referenceKafka(t)}, true) })
 }
 
 // TestKIP848RegexNewTopic: a member subscribed by regular expression
@@ -166,7 +180,10 @@ func TestKIP848FranzGroup(t *testing.T) {
 // a matching topic created after it joined, and consumes its records.
 func TestKIP848RegexNewTopic(t *testing.T) {
 	t.Parallel()
-	b := kip848Broker(t)
+	bothKIP848(t, testKIP848RegexNewTopic)
+}
+
+func testKIP848RegexNewTopic(t *testing.T, b *brokerProc, _ bool) {
 	adm := newAdmin(t, b.Addr())
 	prefix := topicName(t, "")
 	first, later := prefix+"-a", prefix+"-b"
@@ -186,8 +203,17 @@ func TestKIP848RegexNewTopic(t *testing.T) {
 	produce := func(topic string, n int) {
 		for i := range n {
 			r := &kgo.Record{Topic: topic, Value: []byte(topic + "/" + groupValue(i))}
-			if err := prod.ProduceSync(testCtx(t, opTimeout), r).FirstErr(); err != nil {
-				t.Fatal(err)
+			deadline := time.Now().Add(groupWait)
+			for {
+				// Apache Kafka may not know a new topic's leader yet.
+				err := prod.ProduceSync(testCtx(t, opTimeout), r).FirstErr()
+				if err == nil {
+					break
+				}
+				if !errors.Is(err, kerr.UnknownTopicOrPartition) || time.Now().After(deadline) {
+					t.Fatal(err)
+				}
+				time.Sleep(200 * time.Millisecond)
 			}
 		}
 	}
@@ -265,7 +291,10 @@ func TestKIP848RestartKeepsGroup(t *testing.T) {
 // GROUP_ID_NOT_FOUND.
 func TestKIP848Errors(t *testing.T) {
 	t.Parallel()
-	b := kip848Broker(t)
+	bothKIP848(t, testKIP848Errors)
+}
+
+func testKIP848Errors(t *testing.T, b *brokerProc, _ bool) {
 	adm := newAdmin(t, b.Addr())
 	topic := topicName(t, "")
 	createTopic(t, adm, topic, 1, nil)
@@ -280,11 +309,22 @@ func TestKIP848Errors(t *testing.T) {
 		req.SubscribedTopicNames = []string{topic}
 		req.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
 		mutate(req)
-		resp, err := req.RequestWith(testCtx(t, opTimeout), cl)
-		if err != nil {
-			t.Fatal(err)
+		deadline := time.Now().Add(groupWait)
+		for {
+			resp, err := req.RequestWith(testCtx(t, opTimeout), cl)
+			if err != nil {
+				if errors.Is(err, kerr.CoordinatorNotAvailable) && time.Now().Before(deadline) {
+					time.Sleep(200 * time.Millisecond)
+					continue
+				}
+				t.Fatal(err)
+			}
+			// Apache Kafka creates __consumer_offsets on first use.
+			if (resp.ErrorCode != kerr.CoordinatorNotAvailable.Code && resp.ErrorCode != kerr.NotCoordinator.Code && resp.ErrorCode != kerr.CoordinatorLoadInProgress.Code) || time.Now().After(deadline) {
+				return resp
+			}
+			time.Sleep(200 * time.Millisecond)
 		}
-		return resp
 	}
 	bad := "a[("
 	if r := hb(func(r *kmsg.ConsumerGroupHeartbeatRequest) {
@@ -296,8 +336,8 @@ func TestKIP848Errors(t *testing.T) {
 	if r := hb(func(r *kmsg.ConsumerGroupHeartbeatRequest) { r.ServerAssignor = &sticky }); r.ErrorCode != kerr.UnsupportedAssignor.Code {
 		t.Errorf("unknown assignor: error %d, want UNSUPPORTED_ASSIGNOR", r.ErrorCode)
 	}
-	if r := hb(func(r *kmsg.ConsumerGroupHeartbeatRequest) { r.MemberEpoch = 5 }); r.ErrorCode != kerr.UnknownMemberID.Code {
-		t.Errorf("unknown member: error %d, want UNKNOWN_MEMBER_ID", r.ErrorCode)
+	if r := hb(func(r *kmsg.ConsumerGroupHeartbeatRequest) { r.MemberEpoch = 5 }); r.ErrorCode != kerr.GroupIDNotFound.Code {
+		t.Errorf("heartbeat to a missing group: error %d, want GROUP_ID_NOT_FOUND", r.ErrorCode)
 	}
 	joined := hb(func(*kmsg.ConsumerGroupHeartbeatRequest) {})
 	if joined.ErrorCode != 0 || joined.MemberEpoch != 1 || joined.Assignment == nil {
@@ -306,11 +346,15 @@ func TestKIP848Errors(t *testing.T) {
 	if r := hb(func(r *kmsg.ConsumerGroupHeartbeatRequest) { r.MemberEpoch = 7; r.Topics = nil }); r.ErrorCode != kerr.FencedMemberEpoch.Code {
 		t.Errorf("epoch from the future: error %d, want FENCED_MEMBER_EPOCH", r.ErrorCode)
 	}
+	if r := hb(func(r *kmsg.ConsumerGroupHeartbeatRequest) { r.MemberID, r.MemberEpoch, r.Topics = "nobody", 1, nil }); r.ErrorCode != kerr.UnknownMemberID.Code {
+		t.Errorf("unknown member: error %d, want UNKNOWN_MEMBER_ID", r.ErrorCode)
+	}
 	commit := kmsg.NewPtrOffsetCommitRequest()
 	commit.Version = 9
 	commit.Group, commit.MemberID, commit.Generation = "group."+topic, "member-1", 0
 	ct := kmsg.NewOffsetCommitRequestTopic()
 	ct.Topic = topic
+	ct.TopicID = topicID(t, adm, topic) // v10 (Apache Kafka 4.1+) names topics by ID
 	cp := kmsg.NewOffsetCommitRequestTopicPartition()
 	cp.Offset = 1
 	ct.Partitions = append(ct.Partitions, cp)
@@ -325,4 +369,14 @@ func TestKIP848Errors(t *testing.T) {
 	if d := describeConsumerGroup(t, b.Addr(), "no-such-group"); d.ErrorCode != kerr.GroupIDNotFound.Code {
 		t.Errorf("ConsumerGroupDescribe of a missing group: error %d, want GROUP_ID_NOT_FOUND", d.ErrorCode)
 	}
+}
+
+// topicID is the ID of topic.
+func topicID(t *testing.T, adm *kadm.Client, topic string) [16]byte {
+	t.Helper()
+	td, err := adm.ListTopics(testCtx(t, opTimeout), topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return td[topic].ID
 }

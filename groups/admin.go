@@ -47,8 +47,9 @@ func (c *Coordinator) ListGroups(states, types []string) []GroupListing {
 	return out
 }
 
-// DescribeGroups describes each named group; an unknown one is Dead
-// without error, as Kafka answers DescribeGroups before v6.
+// DescribeGroups describes each named group; an unknown one, and a
+// consumer group (KIP-848), is Dead without error, as Kafka 4 answers
+// DescribeGroups before v6.
 func (c *Coordinator) DescribeGroups(names []string) []GroupDescription {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -60,7 +61,10 @@ func (c *Coordinator) DescribeGroups(names []string) []GroupDescription {
 			continue
 		}
 		if g.cg != nil {
-			out = append(out, c.describeConsumerAsClassicLocked(g))
+			// Kafka 4 describes a consumer group (KIP-848) to DescribeGroups
+			// v0-v5 as it does a missing one: Dead, no error.
+			// ConsumerGroupDescribe describes it.
+			out = append(out, GroupDescription{Group: name, State: StateDead.String()})
 			continue
 		}
 		d := GroupDescription{Group: name, State: g.state.String()}

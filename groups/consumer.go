@@ -282,13 +282,14 @@ func (c *Coordinator) consumerHeartbeatLocked(o *op, req *ConsumerHeartbeatReque
 	g := c.mu.groups[req.Group]
 	if req.MemberEpoch < 0 {
 		if g == nil || g.cg == nil {
-			return failed(fmt.Errorf("%w: member %s is not in consumer group %s", ErrUnknownMemberID, req.MemberID, req.Group))
+			return failed(fmt.Errorf("%w: consumer group %s not found", ErrGroupIDNotFound, req.Group))
 		}
 		return c.consumerLeaveLocked(o, g, req)
 	}
 	if g == nil {
 		if req.MemberEpoch != joinGroupMemberEpoch {
-			return failed(fmt.Errorf("%w: consumer group %s not found; rejoin with member epoch 0", ErrUnknownMemberID, req.Group))
+			// Kafka 4 (getOrMaybeCreateConsumerGroup): GROUP_ID_NOT_FOUND.
+			return failed(fmt.Errorf("%w: consumer group %s not found; rejoin with member epoch 0", ErrGroupIDNotFound, req.Group))
 		}
 		g = c.newGroupLocked(req.Group)
 		g.cg = newConsumerGroup()
@@ -298,7 +299,7 @@ func (c *Coordinator) consumerHeartbeatLocked(o *op, req *ConsumerHeartbeatReque
 			return failed(fmt.Errorf("%w: group %s is a classic group with members; it becomes a consumer group once empty", ErrGroupIDNotFound, req.Group))
 		}
 		if req.MemberEpoch != joinGroupMemberEpoch {
-			return failed(fmt.Errorf("%w: member %s is not in group %s", ErrUnknownMemberID, req.MemberID, req.Group))
+			return failed(fmt.Errorf("%w: group %s is not a consumer group", ErrGroupIDNotFound, req.Group))
 		}
 		c.convertToConsumerLocked(g)
 	}

@@ -1,13 +1,9 @@
 package groups
 
-// Administrative views of consumer groups (KIP-848): ConsumerGroupDescribe,
-// and the classic DescribeGroups answer Kafka 4 gives for them
-// (ConsumerGroup.asDescribedGroup).
+// Administrative views of consumer groups (KIP-848): ConsumerGroupDescribe.
 
 import (
 	"slices"
-
-	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // TopicPartitionsDescription is a topic of a member's assignment, by ID and
@@ -121,34 +117,4 @@ func (c *Coordinator) describeAssignment(a assignment) []TopicPartitionsDescript
 		out = append(out, d)
 	}
 	return out
-}
-
-// describeConsumerAsClassicLocked is the DescribeGroups answer for a
-// consumer group, as Kafka 4 gives it: protocol type "consumer", the
-// assignor as the protocol, each member's subscription and assignment in
-// the classic consumer protocol's encoding. REQUIRES: c.mu held.
-func (c *Coordinator) describeConsumerAsClassicLocked(g *group) GroupDescription {
-	cg := g.cg
-	d := GroupDescription{Group: g.name, State: cg.state(), ProtocolType: "consumer", Protocol: cg.preferredAssignor()}
-	for _, m := range cg.sortedMembers() {
-		md := kmsg.NewConsumerMemberMetadata()
-		md.Version = 3
-		md.Topics = nonNilStrings(m.topicNames)
-		md.Rack = m.rackID
-		ma := kmsg.NewConsumerMemberAssignment()
-		ma.Version = 3
-		for _, t := range c.describeAssignment(m.assigned) {
-			if t.Topic == "" {
-				continue
-			}
-			at := kmsg.NewConsumerMemberAssignmentTopic()
-			at.Topic, at.Partitions = t.Topic, t.Partitions
-			ma.Topics = append(ma.Topics, at)
-		}
-		d.Members = append(d.Members, MemberDescription{
-			MemberID: m.id, InstanceID: m.instanceID, ClientID: m.clientID, ClientHost: m.clientHost,
-			Metadata: md.AppendTo(nil), Assignment: ma.AppendTo(nil),
-		})
-	}
-	return d
 }

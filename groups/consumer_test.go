@@ -300,7 +300,7 @@ func TestConsumerGroupRequestErrors(t *testing.T) {
 		{"bad regex", ConsumerHeartbeatRequest{Group: "g", MemberID: "m", RebalanceTimeoutMillis: 1, SubscribedTopicRegex: strPtr("t[("), Owned: []TopicIDPartitions{}}, ErrInvalidRegularExpression},
 		{"unknown assignor", ConsumerHeartbeatRequest{Group: "g", MemberID: "m", RebalanceTimeoutMillis: 1, SubscribedTopicNames: []string{"t"}, ServerAssignor: strPtr("sticky"), Owned: []TopicIDPartitions{}}, ErrUnsupportedAssignor},
 		{"static leave without instance", ConsumerHeartbeatRequest{Group: "g", MemberID: "m", MemberEpoch: -2}, ErrInvalidRequest},
-		{"unknown group", ConsumerHeartbeatRequest{Group: "nope", MemberID: "m", MemberEpoch: 3}, ErrUnknownMemberID},
+		{"unknown group", ConsumerHeartbeatRequest{Group: "nope", MemberID: "m", MemberEpoch: 3}, ErrGroupIDNotFound},
 	}
 	for _, tc := range cases {
 		if r := h.hb(tc.req); !errors.Is(r.Err, tc.want) {

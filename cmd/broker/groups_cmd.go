@@ -207,6 +207,13 @@ func groupsDescribe(cCtx *cli.Context) error {
 	if err != nil {
 		return groupsError("describing groups", err)
 	}
+	var dead []string
+	for _, name := range names {
+		if d, ok := described[name]; ok && d.Err == nil && d.State == "Dead" {
+			dead = append(dead, name)
+		}
+	}
+	consumerGroups := describeConsumerGroups(ctx, adm, dead)
 	var out []describedGroup
 	var missing []string
 	for _, name := range names {
@@ -216,6 +223,10 @@ func groupsDescribe(cCtx *cli.Context) error {
 				return groupsError("describing group "+name, errors.New("no answer"))
 			}
 			return groupsError("describing group "+name, d.Err)
+		}
+		if cg, ok := consumerGroups[name]; ok {
+			out = append(out, consumerGroupDescribed(cg))
+			continue
 		}
 		if d.State == "Dead" {
 			missing = append(missing, name)
@@ -334,6 +345,13 @@ func groupsLag(cCtx *cli.Context) error {
 	if err != nil {
 		return groupsError("computing lag", err)
 	}
+	var dead []string
+	for _, name := range names {
+		if l, ok := lags[name]; ok && l.Error() == nil && l.State == "Dead" {
+			dead = append(dead, name)
+		}
+	}
+	consumerGroups := describeConsumerGroups(ctx, adm, dead)
 	rows := []lagRow{}
 	var missing []string
 	for _, name := range names {
@@ -343,6 +361,14 @@ func groupsLag(cCtx *cli.Context) error {
 		}
 		if err := l.Error(); err != nil {
 			return groupsError("computing the lag of "+name, err)
+		}
+		if cg, ok := consumerGroups[name]; ok {
+			crows, err := consumerGroupLag(ctx, adm, cg)
+			if err != nil {
+				return groupsError("computing the lag of "+name, err)
+			}
+			rows = append(rows, crows...)
+			continue
 		}
 		if l.State == "Dead" {
 			missing = append(missing, name)
@@ -503,6 +529,8 @@ func groupsResetOffsets(cCtx *cli.Context) error {
 		return groupsError("describing group "+group, d.Err)
 	} else if d.State != "Empty" && d.State != "Dead" {
 		return &exitError{code: exitConflict, err: fmt.Errorf("group %s is %s with %d members; stop its consumers first (offsets can only be reset while the group is empty)", group, d.State, len(d.Members))}
+	} else if cg, ok := describeConsumerGroups(ctx, adm, []string{group})[group]; ok && len(cg.Members) > 0 {
+		return &exitError{code: exitConflict, err: fmt.Errorf("consumer group %s is %s with %d members; stop its consumers first (offsets can only be reset while the group is empty)", group, cg.State, len(cg.Members))}
 	}
 	current, err := adm.FetchOffsets(ctx, group)
 	if err != nil {
