@@ -397,3 +397,42 @@ func TestConsumerGroupConversion(t *testing.T) {
 		t.Fatal("the group is a consumer group again after a restart")
 	}
 }
+
+func TestConsumerGroupAdminLeaveAndTxnCommit(t *testing.T) {
+	h := newHarness(t, Config{})
+	h.createTopic("t", 2)
+	inst := "i1"
+	r := h.hb(ConsumerHeartbeatRequest{Group: "g", MemberID: "a", InstanceID: &inst, RebalanceTimeoutMillis: 1000, SubscribedTopicNames: []string{"t"}, Owned: []TopicIDPartitions{}})
+	if r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	h.join("g", "b", "t")
+	// TxnOffsetCommit is held to the member epoch too.
+	if err := h.c.ValidateCommit(CommitRequest{Group: "g", MemberID: "a", Generation: r.MemberEpoch + 5}); !errors.Is(err, ErrStaleMemberEpoch) {
+		t.Fatalf("transactional commit at a wrong epoch: %v, want STALE_MEMBER_EPOCH", err)
+	}
+	if err := h.c.ValidateCommit(CommitRequest{Group: "g", MemberID: "a", Generation: r.MemberEpoch}); err != nil {
+		t.Fatalf("transactional commit at the member epoch: %v", err)
+	}
+	// Admin removal by instance ID (Admin.removeMembersFromConsumerGroup).
+	res := h.c.Leave("g", []LeaveMember{{InstanceID: &inst}, {MemberID: "nobody"}}, h.now).Wait(nil)
+	if res.Err != nil || res.Members[0] != nil || !errors.Is(res.Members[1], ErrUnknownMemberID) {
+		t.Fatalf("LeaveGroup: %+v", res)
+	}
+	cg := h.consumerGroup("g")
+	if _, ok := cg.members["a"]; ok || len(cg.staticMembers) != 0 {
+		t.Fatalf("the static member is still there: %+v", cg.members)
+	}
+	// The group cannot be deleted while b is in it.
+	if errs := h.c.DeleteGroups([]string{"g"}, h.now).Wait(nil); !errors.Is(errs[0], ErrNonEmptyGroup) {
+		t.Fatalf("DeleteGroups of a consumer group with a member: %v, want NON_EMPTY_GROUP", errs[0])
+	}
+	h.hb(ConsumerHeartbeatRequest{Group: "g", MemberID: "b", MemberEpoch: -1})
+	if errs := h.c.DeleteGroups([]string{"g"}, h.now).Wait(nil); errs[0] != nil {
+		t.Fatalf("DeleteGroups of an empty consumer group: %v", errs[0])
+	}
+	h.reopen()
+	if h.consumerGroup("g") != nil {
+		t.Fatal("a deleted consumer group came back after a restart")
+	}
+}
