@@ -1,5 +1,7 @@
 package groups
 
+import "fmt"
+
 // Reconciliation of one member of a consumer group (KIP-848), after Apache
 // Kafka's CurrentAssignmentBuilder: the member moves from its current
 // assignment towards its target one epoch at a time, and a partition goes
@@ -31,8 +33,10 @@ func (s memberState) String() string {
 		return "UNREVOKED_PARTITIONS"
 	case memberUnreleasedPartitions:
 		return "UNRELEASED_PARTITIONS"
+	case memberUnknown:
+		return "UNKNOWN"
 	}
-	return "UNKNOWN"
+	return fmt.Sprintf("MemberState(%d)", int8(s))
 }
 
 // reconcileInput is what a member's next state depends on.
