@@ -14,6 +14,7 @@ package groups
 import (
 	"cmp"
 	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"hash/fnv"
@@ -64,14 +65,18 @@ func newConsumerGroup() *consumerGroup {
 
 // consumerMember is one member of a consumer group.
 type consumerMember struct {
-	id             string
-	instanceID     *string
-	rackID         *string
-	clientID       string
-	clientHost     string
-	topicNames     []string
-	regex          *string
-	re             *regexp.Regexp // compiled regex, nil without one
+	id         string
+	instanceID *string
+	rackID     *string
+	clientID   string
+	clientHost string
+	topicNames []string
+	regex      *string
+	re         *regexp.Regexp // compiled regex, nil without one
+	// resolved caches the topic IDs the subscription resolves to over the
+	// topics whose hash is resolvedKey; nil when not computed.
+	resolved       map[[16]byte]bool
+	resolvedKey    uint64
 	serverAssignor *string
 	// rebalanceTimeout bounds how long the member may take to revoke
 	// partitions.
@@ -218,11 +223,17 @@ func (c *Coordinator) validateConsumerHeartbeat(req *ConsumerHeartbeatRequest) e
 		return fmt.Errorf("%w: ServerAssignor %q is not supported; supported assignors: uniform, range", ErrUnsupportedAssignor, *req.ServerAssignor)
 	}
 	if req.SubscribedTopicRegex != nil {
+		if len(*req.SubscribedTopicRegex) > maxTopicRegexBytes {
+			return fmt.Errorf("%w: SubscribedTopicRegex is %d bytes, over the broker's %d", ErrInvalidRegularExpression, len(*req.SubscribedTopicRegex), maxTopicRegexBytes)
+		}
 		if _, err := compileTopicRegex(*req.SubscribedTopicRegex); err != nil {
 			return err
 		}
 	}
 	n := len(req.Group) + len(req.MemberID)
+	if req.SubscribedTopicRegex != nil {
+		n += len(*req.SubscribedTopicRegex)
+	}
 	for _, t := range req.SubscribedTopicNames {
 		n += len(t)
 	}
@@ -231,6 +242,10 @@ func (c *Coordinator) validateConsumerHeartbeat(req *ConsumerHeartbeatRequest) e
 	}
 	return nil
 }
+
+// maxTopicRegexBytes bounds a subscription regex (a broker limit Kafka
+// lacks): it is compiled, and matched against every topic.
+const maxTopicRegexBytes = 16 << 10
 
 // compileTopicRegex compiles a subscription regex (RE2J syntax, which Go's
 // RE2 shares) matched against whole topic names, as Kafka matches it.
@@ -481,15 +496,22 @@ func (c *Coordinator) updateConsumerMemberLocked(m *consumerMember, req *Consume
 	}
 	set(subscription || isNew)
 	if subscription {
+		m.resolved = nil
 		w.memberMetadata(m.id)
 	}
 	return changed
 }
 
-// subscribedTopicIDs resolves m's subscription against the topics that
-// exist now: names, and the regex over every topic but internal ones.
-func (c *Coordinator) subscribedTopicsLocked(m *consumerMember, all []assignTopic) map[[16]byte]bool {
+// subscribedTopicsLocked resolves m's subscription against the topics that
+// exist now (all, whose hash is key): names, and the regex over every topic
+// but internal ones. The result is cached until the topics or the
+// subscription change; callers must not modify it.
+func (c *Coordinator) subscribedTopicsLocked(m *consumerMember, all []assignTopic, key uint64) map[[16]byte]bool {
+	if m.resolved != nil && m.resolvedKey == key {
+		return m.resolved
+	}
 	out := map[[16]byte]bool{}
+	defer func() { m.resolved, m.resolvedKey = out, key }()
 	for _, t := range all {
 		if _, ok := slices.BinarySearch(m.topicNames, t.name); ok {
 			out[t.id] = true
@@ -508,31 +530,44 @@ func isInternalTopic(name string) bool {
 	return name == OffsetsTopic || name == "__transaction_state" || name == "__share_group_state"
 }
 
-// allTopicsLocked lists the topics a subscription may resolve to.
-func (c *Coordinator) allTopicsLocked() []assignTopic {
+// allTopicsLocked lists the topics a subscription may resolve to, with a
+// hash of their names, IDs and partition counts.
+func (c *Coordinator) allTopicsLocked() ([]assignTopic, uint64) {
 	ts := c.tm.Topics()
 	out := make([]assignTopic, 0, len(ts))
+	h := fnv.New64a()
+	var buf []byte
 	for _, t := range ts {
 		out = append(out, assignTopic{id: t.ID, name: t.Name, partitions: t.NumPartitions()})
+		buf = append(buf[:0], t.Name...)
+		buf = append(buf, 0)
+		buf = append(buf, t.ID[:]...)
+		buf = binary.BigEndian.AppendUint32(buf, uint32(t.NumPartitions()))
+		_, _ = h.Write(buf)
 	}
-	return out
+	return out, h.Sum64()
 }
 
 // subscriptionHashLocked hashes the topics the group's members subscribe
 // to as they exist now; a new matching topic or a partition count change
 // changes it (Kafka's metadata hash, KIP-1101).
 func (c *Coordinator) subscriptionHashLocked(cg *consumerGroup) uint64 {
-	all := c.allTopicsLocked()
+	all, key := c.allTopicsLocked()
 	used := map[[16]byte]bool{}
 	for _, m := range cg.members {
-		for id := range c.subscribedTopicsLocked(m, all) {
+		for id := range c.subscribedTopicsLocked(m, all, key) {
 			used[id] = true
 		}
 	}
 	h := fnv.New64a()
+	var buf []byte
 	for _, t := range all {
 		if used[t.id] {
-			fmt.Fprintf(h, "%s/%x/%d;", t.name, t.id, t.partitions)
+			buf = append(buf[:0], t.name...)
+			buf = append(buf, 0)
+			buf = append(buf, t.id[:]...)
+			buf = binary.BigEndian.AppendUint32(buf, uint32(t.partitions))
+			_, _ = h.Write(buf)
 		}
 	}
 	return h.Sum64()
@@ -560,7 +595,7 @@ func (cg *consumerGroup) preferredAssignor() string {
 // REQUIRES: c.mu held.
 func (c *Coordinator) computeTargetLocked(g *group, w *consumerWrite) {
 	cg := g.cg
-	all := c.allTopicsLocked()
+	all, key := c.allTopicsLocked()
 	ids := make([]string, 0, len(cg.members))
 	for id := range cg.members {
 		ids = append(ids, id)
@@ -570,7 +605,7 @@ func (c *Coordinator) computeTargetLocked(g *group, w *consumerWrite) {
 	used := map[[16]byte]bool{}
 	for _, id := range ids {
 		m := cg.members[id]
-		sub := c.subscribedTopicsLocked(m, all)
+		sub := c.subscribedTopicsLocked(m, all, key)
 		for t := range sub {
 			used[t] = true
 		}

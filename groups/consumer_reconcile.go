@@ -1,11 +1,11 @@
 package groups
 
-import "fmt"
-
 // Reconciliation of one member of a consumer group (KIP-848), after Apache
 // Kafka's CurrentAssignmentBuilder: the member moves from its current
 // assignment towards its target one epoch at a time, and a partition goes
 // to its new owner only once its previous owner no longer holds it.
+
+import "fmt"
 
 // memberState is a consumer group member's reconciliation state, with
 // Kafka's MemberState codes (stored in ConsumerGroupCurrentMemberAssignment
