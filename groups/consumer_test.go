@@ -212,6 +212,19 @@ func TestConsumerGroupTwoMembersHandOver(t *testing.T) {
 	if err := commit("m1", 2); err != nil {
 		t.Fatalf("commit at the current epoch: %v", err)
 	}
+	fetch := func(member string, epoch int32) error {
+		return h.c.FetchOffsets(FetchOffsetsRequest{Group: "g", MemberID: &member, MemberEpoch: epoch,
+			Topics: []FetchOffsetsTopic{{Topic: "t", Partitions: []int32{0}}}}).Err
+	}
+	if err := fetch("m1", 1); !errors.Is(err, ErrStaleMemberEpoch) {
+		t.Fatalf("OffsetFetch at an old epoch: %v, want STALE_MEMBER_EPOCH", err)
+	}
+	if err := fetch("nobody", 2); !errors.Is(err, ErrUnknownMemberID) {
+		t.Fatalf("OffsetFetch of an unknown member: %v, want UNKNOWN_MEMBER_ID", err)
+	}
+	if err := fetch("m1", 2); err != nil {
+		t.Fatalf("OffsetFetch at the current epoch: %v", err)
+	}
 
 	// m2 leaves: m1 gets everything at the next epoch.
 	if r := h.hb(ConsumerHeartbeatRequest{Group: "g", MemberID: "m2", MemberEpoch: -1}); r.Err != nil || r.MemberEpoch != -1 {
