@@ -260,8 +260,9 @@ func compileTopicRegex(s string) (*regexp.Regexp, error) {
 	return re, nil
 }
 
-// generateConsumerMemberID is a random UUID in Kafka's base64 form would
-// do as well; clients treat member IDs as opaque. v0 requests get one.
+// generateConsumerMemberID is the member ID a ConsumerGroupHeartbeat v0
+// join without one gets: 16 random bytes in hex (Kafka uses a base64 UUID;
+// clients treat member IDs as opaque).
 func generateConsumerMemberID() string {
 	var u [16]byte
 	_, _ = rand.Read(u[:])
@@ -452,13 +453,7 @@ func (c *Coordinator) replaceStaticConsumerLocked(g *group, old *consumerMember,
 // its subscription changed (or it is new), which bumps the group epoch.
 // REQUIRES: c.mu held.
 func (c *Coordinator) updateConsumerMemberLocked(m *consumerMember, req *ConsumerHeartbeatRequest, w *consumerWrite) bool {
-	changed := false
 	isNew := m.epoch == 0 && len(m.assigned) == 0 && m.clientID == "" && m.topicNames == nil && m.regex == nil
-	set := func(cond bool) {
-		if cond {
-			changed = true
-		}
-	}
 	if m.clientID != req.ClientID || m.clientHost != req.ClientHost {
 		m.clientID, m.clientHost = req.ClientID, req.ClientHost
 		w.memberMetadata(m.id)
@@ -494,12 +489,11 @@ func (c *Coordinator) updateConsumerMemberLocked(m *consumerMember, req *Consume
 		m.serverAssignor = &a
 		subscription = true
 	}
-	set(subscription || isNew)
 	if subscription {
 		m.resolved = nil
 		w.memberMetadata(m.id)
 	}
-	return changed
+	return subscription || isNew
 }
 
 // subscribedTopicsLocked resolves m's subscription against the topics that
