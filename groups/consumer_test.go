@@ -482,3 +482,22 @@ func FuzzConsumerRecord(f *testing.F) {
 		}
 	})
 }
+
+func TestConsumerGroupOffsetRetention(t *testing.T) {
+	h := newHarness(t, Config{OffsetsRetention: time.Hour, OffsetsRetentionCheckInterval: time.Minute,
+		ConsumerSessionTimeout: 10 * time.Hour, ConsumerHeartbeatInterval: time.Second})
+	h.createTopic("t", 1)
+	h.createTopic("u", 1)
+	r := h.join("g", "m", "t")
+	for _, topic := range []string{"t", "u"} {
+		if err := h.c.Commit(CommitRequest{Group: "g", MemberID: "m", Generation: r.MemberEpoch, Version: 9,
+			Topics: []CommitTopic{{Topic: topic, Partitions: []CommitPartition{{Partition: 0, Offset: 1, LeaderEpoch: -1}}}}}, h.now).Wait(nil).Topics[0][0]; err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.advance(2 * time.Hour)
+	got := h.c.FetchOffsets(FetchOffsetsRequest{Group: "g", Topics: []FetchOffsetsTopic{{Topic: "t", Partitions: []int32{0}}, {Topic: "u", Partitions: []int32{0}}}})
+	if tOff, uOff := got.Topics[0].Partitions[0].Offset, got.Topics[1].Partitions[0].Offset; tOff != 1 || uOff != -1 {
+		t.Fatalf("after the retention: subscribed t at %d (want 1, kept), unsubscribed u at %d (want -1, expired)", tOff, uOff)
+	}
+}
