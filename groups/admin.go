@@ -12,31 +12,34 @@ import (
 
 // ListGroups lists the groups whose state is one of states (any when
 // empty; case-insensitive, as Kafka compares) and whose type is one of
-// types (any when empty; every group here is "classic").
+// types (any when empty; "classic" or "consumer", case-insensitive).
+// Consumer groups (KIP-848) are listed with protocol type "consumer" and
+// their own states (Empty, Assigning, Reconciling, Stable), as Kafka 4.
 func (c *Coordinator) ListGroups(states, types []string) []GroupListing {
 	wantState := map[string]bool{}
 	for _, s := range states {
 		wantState[strings.ToLower(strings.TrimSpace(s))] = true
 	}
-	classic := len(types) == 0
+	wantType := map[string]bool{}
 	for _, t := range types {
-		if strings.EqualFold(strings.TrimSpace(t), "classic") {
-			classic = true
-		}
-	}
-	if !classic {
-		return nil
+		wantType[strings.ToLower(strings.TrimSpace(t))] = true
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := make([]GroupListing, 0, len(c.mu.groups))
 	for _, g := range c.mu.groups {
-		if len(wantState) > 0 && !wantState[strings.ToLower(g.state.String())] {
-			continue
-		}
 		l := GroupListing{Group: g.name, State: g.state.String(), Type: "classic"}
 		if g.protocolType != nil {
 			l.ProtocolType = *g.protocolType
+		}
+		if g.cg != nil {
+			l = GroupListing{Group: g.name, State: g.cg.state(), Type: "consumer", ProtocolType: "consumer"}
+		}
+		if len(wantState) > 0 && !wantState[strings.ToLower(l.State)] {
+			continue
+		}
+		if len(wantType) > 0 && !wantType[l.Type] {
+			continue
 		}
 		out = append(out, l)
 	}
@@ -44,8 +47,9 @@ func (c *Coordinator) ListGroups(states, types []string) []GroupListing {
 	return out
 }
 
-// DescribeGroups describes each named group; an unknown one is Dead
-// without error, as Kafka answers DescribeGroups before v6.
+// DescribeGroups describes each named group; an unknown one, and a
+// consumer group (KIP-848), is Dead without error, as Kafka 4 answers
+// DescribeGroups before v6.
 func (c *Coordinator) DescribeGroups(names []string) []GroupDescription {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -53,6 +57,13 @@ func (c *Coordinator) DescribeGroups(names []string) []GroupDescription {
 	for _, name := range names {
 		g := c.mu.groups[name]
 		if g == nil {
+			out = append(out, GroupDescription{Group: name, State: StateDead.String()})
+			continue
+		}
+		if g.cg != nil {
+			// Kafka 4 describes a consumer group (KIP-848) to DescribeGroups
+			// v0-v5 as it does a missing one: Dead, no error.
+			// ConsumerGroupDescribe describes it.
 			out = append(out, GroupDescription{Group: name, State: StateDead.String()})
 			continue
 		}
@@ -140,6 +151,9 @@ func (c *Coordinator) Offsets() []GroupOffsets {
 	out := make([]GroupOffsets, 0, len(c.mu.groups))
 	for _, g := range c.mu.groups {
 		gos := GroupOffsets{Group: g.name, State: g.state.String()}
+		if g.cg != nil {
+			gos.State = g.cg.state()
+		}
 		for _, tp := range sortedOffsets(g) {
 			e := g.offsets[tp]
 			if id, ok := c.currentTopicID(tp.topic, ids); !ok || id != e.topicID {

@@ -157,6 +157,10 @@ type FetchOffsetsRequest struct {
 	Group         string
 	Topics        []FetchOffsetsTopic
 	RequireStable bool
+	// MemberID and MemberEpoch (OffsetFetch v9+) are checked against a
+	// consumer group (KIP-848) when MemberID is set.
+	MemberID    *string
+	MemberEpoch int32
 }
 
 // FetchOffsetsTopic is one topic of an OffsetFetch request.
@@ -192,7 +196,7 @@ type GroupListing struct {
 	Group        string
 	ProtocolType string
 	State        string
-	Type         string // always "classic"
+	Type         string // "classic" or "consumer"
 }
 
 // GroupDescription is one group of a DescribeGroups result.

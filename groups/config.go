@@ -57,6 +57,14 @@ type Config struct {
 	// when the coordinator creates it (Kafka offsets.topic.num.partitions);
 	// default 50. An existing topic keeps its count.
 	OffsetsTopicPartitions int32
+	// ConsumerSessionTimeout is how long a member of a consumer group
+	// (KIP-848) stays without heartbeating (Kafka
+	// group.consumer.session.timeout.ms); default 45s.
+	ConsumerSessionTimeout time.Duration
+	// ConsumerHeartbeatInterval is the heartbeat interval given to members
+	// of consumer groups (Kafka group.consumer.heartbeat.interval.ms);
+	// default 5s.
+	ConsumerHeartbeatInterval time.Duration
 }
 
 func (c *Config) setDefaults() {
@@ -87,6 +95,12 @@ func (c *Config) setDefaults() {
 	if c.OffsetsTopicPartitions == 0 {
 		c.OffsetsTopicPartitions = 50
 	}
+	if c.ConsumerSessionTimeout == 0 {
+		c.ConsumerSessionTimeout = 45 * time.Second
+	}
+	if c.ConsumerHeartbeatInterval == 0 {
+		c.ConsumerHeartbeatInterval = 5 * time.Second
+	}
 }
 
 // Validate checks the config after defaults are applied.
@@ -106,6 +120,9 @@ func (c *Config) Validate() error {
 	}
 	if c.OffsetsTopicPartitions < 0 || c.OffsetsTopicPartitions > 1000 {
 		errs = append(errs, fmt.Errorf("groups: %d partitions for __consumer_offsets; use 1 to 1000", c.OffsetsTopicPartitions))
+	}
+	if c.ConsumerSessionTimeout < 0 || c.ConsumerHeartbeatInterval < 0 || c.ConsumerHeartbeatInterval >= c.ConsumerSessionTimeout {
+		errs = append(errs, fmt.Errorf("groups: the consumer heartbeat interval %v must be positive and below the consumer session timeout %v", c.ConsumerHeartbeatInterval, c.ConsumerSessionTimeout))
 	}
 	return errors.Join(errs...)
 }

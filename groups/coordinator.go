@@ -217,7 +217,10 @@ func (c *Coordinator) Tick(now time.Time) {
 	o := &op{now: now}
 	c.mu.Lock()
 	for _, g := range c.mu.groups {
-		if g.hasTimers() {
+		switch {
+		case g.cg != nil && g.hasTimers():
+			c.runConsumerTimersLocked(o, g)
+		case g.hasTimers():
 			c.runTimersLocked(o, g)
 		}
 	}

@@ -24,6 +24,12 @@ var (
 	ErrInvalidCommitOffsetSize   = errors.New("groups: offset commit too large to store")
 	ErrUnstableOffsetCommit      = errors.New("groups: an offset commit is not yet durable")
 	ErrInvalidRequest            = errors.New("groups: invalid request")
+	// Consumer group protocol (KIP-848).
+	ErrFencedMemberEpoch        = errors.New("groups: fenced member epoch; rejoin with member epoch 0")
+	ErrStaleMemberEpoch         = errors.New("groups: stale member epoch")
+	ErrUnreleasedInstanceID     = errors.New("groups: unreleased instance id")
+	ErrUnsupportedAssignor      = errors.New("groups: unsupported assignor")
+	ErrInvalidRegularExpression = errors.New("groups: invalid regular expression")
 	// ErrUnknownServer is an error Kafka answers as UNKNOWN_SERVER_ERROR:
 	// the group's metadata record was too large to store.
 	ErrUnknownServer = errors.New("groups: group metadata too large to store")

@@ -190,6 +190,11 @@ type group struct {
 	// metadataPersist is the write of lastMetadata, which SyncGroup
 	// answers in Stable must not overtake.
 	metadataPersist *persist
+
+	// cg is set for a consumer group (KIP-848, consumer.go); the classic
+	// membership fields above are then empty, and state is Empty or Stable
+	// as the group has members or not (cg.state() is the real state).
+	cg *consumerGroup
 }
 
 func newGroup(name string, id uint64, partition int32) *group {
@@ -466,6 +471,9 @@ func (g *group) usesConsumerProtocol() bool {
 // isSubscribedToTopic is Kafka's ClassicGroup.isSubscribedToTopic: when
 // the subscriptions are unknown a "consumer" group counts as subscribed.
 func (g *group) isSubscribedToTopic(topic string) bool {
+	if g.cg != nil {
+		return g.cg.isSubscribed(topic)
+	}
 	if g.subscribedTopics != nil {
 		return g.subscribedTopics[topic]
 	}
@@ -499,6 +507,9 @@ func (g *group) computeSubscribedTopics() map[string]bool {
 
 // hasTimers reports whether Tick has anything to check in the group.
 func (g *group) hasTimers() bool {
+	if g.cg != nil {
+		return len(g.cg.members) > 0
+	}
 	return g.joinTimer.active || g.syncTimer.active || len(g.pending) > 0 || len(g.members) > 0
 }
 

@@ -6,6 +6,7 @@ package groups
 // completeClassicGroupJoin, classicGroupSync, ...).
 
 import (
+	"fmt"
 	"time"
 )
 
@@ -47,6 +48,16 @@ func (c *Coordinator) Join(req JoinRequest, now time.Time) *Future[JoinResult] {
 			return fail(ErrUnknownMemberID)
 		}
 		g = c.newGroupLocked(req.Group)
+	}
+	if g.cg != nil {
+		if len(g.cg.members) > 0 {
+			c.mu.Unlock()
+			return fail(fmt.Errorf("%w: group %s is a consumer group (KIP-848) with members; use group.protocol=consumer or another group", ErrInconsistentGroupProtocol, req.Group))
+		}
+		if err := c.convertToClassicLocked(o, g); err != nil {
+			c.mu.Unlock()
+			return fail(err)
+		}
 	}
 	c.joinLocked(o, g, req, f.ch)
 	c.dropIfUnusedLocked(g)
@@ -605,6 +616,9 @@ func (c *Coordinator) Leave(groupName string, members []LeaveMember, now time.Ti
 }
 
 func (c *Coordinator) leaveLocked(o *op, g *group, members []LeaveMember) LeaveResult {
+	if g.cg != nil {
+		return c.consumerAdminLeaveLocked(o, g, members)
+	}
 	res := LeaveResult{Members: make([]error, len(members))}
 	left := 0
 	for i, lm := range members {

@@ -18,10 +18,69 @@ type pendingCommit struct {
 
 // Commit handles an OffsetCommit request. Partitions of unknown topics get
 // topics.ErrUnknownTopic; the others are checked against the group
-// (generation, member, state) and appended to __consumer_offsets. The
-// offsets become visible to FetchOffsets once durable, and Wait returns
-// after that.
+// (generation, member, state; member epoch for a consumer group) and
+// appended to __consumer_offsets. The offsets become visible to
+// FetchOffsets once durable, and Wait returns after that.
 func (c *Coordinator) Commit(req CommitRequest, now time.Time) *Future[CommitResult] {
+	res, topicIDs, valid := c.checkCommitTopics(req)
+	// written marks the partitions whose records were appended: a failed
+	// write turns exactly those into errors.
+	var written [][2]int
+	failed := func(r CommitResult, err error) CommitResult {
+		for _, w := range written {
+			r.Topics[w[0]][w[1]] = err
+		}
+		return r
+	}
+	f := newFuture(failed)
+	f.mapErr = commitAppendError
+	if valid == 0 {
+		f.ch <- res
+		return f
+	}
+	o := &op{now: now}
+	c.mu.Lock()
+	defer func() {
+		c.mu.Unlock()
+		f.persists = o.persists
+		f.ch <- res
+	}()
+	g, err := c.commitGroupLocked(req, now)
+	if err != nil {
+		res.setAll(err)
+		return f
+	}
+	cw := c.commitRecordsLocked(g, req, res, topicIDs, now)
+	written = cw.written
+	if len(cw.recs) == 0 {
+		c.dropIfUnusedLocked(g)
+		return f
+	}
+	if err := c.appendCommitLocked(o, g, cw); err != nil {
+		for _, w := range written {
+			res.Topics[w[0]][w[1]] = err
+		}
+		written = nil
+		c.dropIfUnusedLocked(g)
+	}
+	return f
+}
+
+// setAll sets err on every partition that has no error yet.
+func (r CommitResult) setAll(err error) {
+	for i := range r.Topics {
+		for j := range r.Topics[i] {
+			if r.Topics[i][j] == nil {
+				r.Topics[i][j] = err
+			}
+		}
+	}
+}
+
+// checkCommitTopics is the first step of Commit: a result with
+// topics.ErrUnknownTopic for the partitions of unknown topics, the topic
+// IDs, and how many partitions remain.
+func (c *Coordinator) checkCommitTopics(req CommitRequest) (CommitResult, [][16]byte, int) {
 	res := CommitResult{Topics: make([][]error, len(req.Topics))}
 	topicIDs := make([][16]byte, len(req.Topics))
 	valid := 0
@@ -39,38 +98,13 @@ func (c *Coordinator) Commit(req CommitRequest, now time.Time) *Future[CommitRes
 			valid++
 		}
 	}
-	// written marks the partitions whose records were appended: a failed
-	// write turns exactly those into errors.
-	var written [][2]int
-	failed := func(r CommitResult, err error) CommitResult {
-		for _, w := range written {
-			r.Topics[w[0]][w[1]] = err
-		}
-		return r
-	}
-	f := newFuture(failed)
-	f.mapErr = commitAppendError
-	if valid == 0 {
-		f.ch <- res
-		return f
-	}
-	setAll := func(err error) {
-		for i := range res.Topics {
-			for j := range res.Topics[i] {
-				if res.Topics[i][j] == nil {
-					res.Topics[i][j] = err
-				}
-			}
-		}
-	}
+	return res, topicIDs, valid
+}
 
-	o := &op{now: now}
-	c.mu.Lock()
-	defer func() {
-		c.mu.Unlock()
-		f.persists = o.persists
-		f.ch <- res
-	}()
+// commitGroupLocked is the group a commit goes to, validated against the
+// request (created for a commit outside group management).
+// REQUIRES: c.mu held.
+func (c *Coordinator) commitGroupLocked(req CommitRequest, now time.Time) (*group, error) {
 	g := c.mu.groups[req.Group]
 	if g == nil {
 		switch {
@@ -79,27 +113,36 @@ func (c *Coordinator) Commit(req CommitRequest, now time.Time) *Future[CommitRes
 			// group (Kafka: admin clients, manual assignment).
 			g = c.newGroupLocked(req.Group)
 		case req.Version >= 9:
-			setAll(ErrGroupIDNotFound)
-			return f
+			return nil, ErrGroupIDNotFound
 		default:
-			setAll(ErrIllegalGeneration)
-			return f
+			return nil, ErrIllegalGeneration
 		}
 	}
 	if err := validateOffsetCommit(g, req); err != nil {
-		setAll(err)
 		c.dropIfUnusedLocked(g)
-		return f
+		return nil, err
 	}
 	if g.is(StateStable) || g.is(StatePreparingRebalance) {
 		if m := g.members[req.MemberID]; m != nil {
 			m.heartbeatDeadline = now.Add(m.sessionTimeout) // commits keep the session
 		}
 	}
+	return g, nil
+}
 
-	var recs []topics.Record
-	var rows []rowOp
-	var commits []pendingCommit
+// commitWrite is what one OffsetCommit appends.
+type commitWrite struct {
+	recs    []topics.Record
+	rows    []rowOp
+	commits []pendingCommit
+	written [][2]int // request topic and partition index of each record
+}
+
+// commitRecordsLocked builds the records and index rows of a commit's
+// valid partitions; metadata over the limit is refused in res.
+// REQUIRES: c.mu held.
+func (c *Coordinator) commitRecordsLocked(g *group, req CommitRequest, res CommitResult, topicIDs [][16]byte, now time.Time) commitWrite {
+	var w commitWrite
 	for i, t := range req.Topics {
 		for j, p := range t.Partitions {
 			if res.Topics[i][j] != nil {
@@ -117,31 +160,38 @@ func (c *Coordinator) Commit(req CommitRequest, now time.Time) *Future[CommitRes
 			if req.Retention != nil {
 				e.expireTime = now.Add(*req.Retention)
 			}
-			tp := topicPartition{t.Topic, p.Partition}
-			value := encodeOffsetCommitValue(e)
-			recs = append(recs, topics.Record{Key: offsetCommitKey(g.name, t.Topic, p.Partition), Value: value})
-			if old := g.offsets[tp]; old != nil && old.topicID != e.topicID {
-				rows = append(rows, rowOp{key: offsetRowKey(g.id, old.topicID, p.Partition), del: true})
-			}
-			rows = append(rows, rowOp{key: offsetRowKey(g.id, e.topicID, p.Partition), value: encodeNamed(t.Topic, value)})
-			commits = append(commits, pendingCommit{tp, e})
-			written = append(written, [2]int{i, j})
+			rec, rows, pc := c.offsetRecordLocked(g, t.Topic, p.Partition, e)
+			w.recs = append(w.recs, rec)
+			w.rows = append(w.rows, rows...)
+			w.commits = append(w.commits, pc)
+			w.written = append(w.written, [2]int{i, j})
 		}
 	}
-	if len(recs) == 0 {
-		c.dropIfUnusedLocked(g)
-		return f
+	return w
+}
+
+// offsetRecordLocked is the record, index rows and pending commit of one
+// offset. REQUIRES: c.mu held.
+func (c *Coordinator) offsetRecordLocked(g *group, topic string, partition int32, e *offsetEntry) (topics.Record, []rowOp, pendingCommit) {
+	tp := topicPartition{topic, partition}
+	value := encodeOffsetCommitValue(e)
+	var rows []rowOp
+	if old := g.offsets[tp]; old != nil && old.topicID != e.topicID {
+		rows = append(rows, rowOp{key: offsetRowKey(g.id, old.topicID, partition), del: true})
 	}
-	ps, base, err := c.appendLocked(o, g, recs, rows)
+	rows = append(rows, rowOp{key: offsetRowKey(g.id, e.topicID, partition), value: encodeNamed(topic, value)})
+	return topics.Record{Key: offsetCommitKey(g.name, topic, partition), Value: value}, rows, pendingCommit{tp, e}
+}
+
+// appendCommitLocked appends a commit's records; its offsets become
+// visible once durable. REQUIRES: c.mu held.
+func (c *Coordinator) appendCommitLocked(o *op, g *group, cw commitWrite) error {
+	ps, base, err := c.appendLocked(o, g, cw.recs, cw.rows)
 	if err != nil {
 		c.log.Warn().Err(err).Str("group", g.name).Msg("storing offsets failed")
-		for _, w := range written {
-			res.Topics[w[0]][w[1]] = commitAppendError(err)
-		}
-		written = nil
-		c.dropIfUnusedLocked(g)
-		return f
+		return commitAppendError(err)
 	}
+	commits := cw.commits
 	for i := range commits {
 		commits[i].entry.logOffset = base + int64(i)
 		g.pendingTPs[commits[i].tp]++
@@ -153,7 +203,7 @@ func (c *Coordinator) Commit(req CommitRequest, now time.Time) *Future[CommitRes
 		defer c.mu.Unlock()
 		c.finishCommitsLocked(g, commits, err)
 	}
-	return f
+	return nil
 }
 
 // finishCommitsLocked ends one pending commit of g whose write completed
@@ -209,18 +259,9 @@ const txnChunkBytes = 256 << 10
 // Lock order: c.mu, then the partitions' locks (AppendAtomic); extra runs
 // under both and must take no lock. c.mu is released before the sync.
 func (c *Coordinator) CommitTransaction(commits []TxnCommit, with []*topics.Append, extra func(b *pebblestore.Batch), now time.Time) error {
-	type chunk struct {
-		a       *topics.Append
-		commits []pendingCommit
-	}
-	type groupWrite struct {
-		g      *group
-		chunks []chunk
-	}
 	all := append([]*topics.Append(nil), with...)
-	var writes []*groupWrite
+	var writes []*txnGroupWrite
 	var created []*group
-	records := 0
 
 	c.mu.Lock()
 	abandon := func(err error) error {
@@ -236,84 +277,20 @@ func (c *Coordinator) CommitTransaction(commits []TxnCommit, with []*topics.Appe
 			g = c.newGroupLocked(tc.Group)
 			created = append(created, g)
 		}
-		w := &groupWrite{g: g}
-		writes = append(writes, w)
-		var recs []topics.Record
-		var rows []rowOp
-		var pcs []pendingCommit
-		size := 0
-		flush := func() error {
-			if len(recs) == 0 {
-				return nil
-			}
-			a, err := c.offsetsAppendLocked(g, recs, rows, now)
-			if err != nil {
-				return err
-			}
-			all = append(all, a)
-			w.chunks = append(w.chunks, chunk{a, pcs})
-			records += len(recs)
-			recs, rows, pcs, size = nil, nil, nil, 0
-			return nil
-		}
-		for _, t := range tc.Topics {
-			topic, ok := c.tm.Topic(t.Topic)
-			for _, p := range t.Partitions {
-				if !ok || p.Partition < 0 || p.Partition >= topic.NumPartitions() {
-					continue // deleted since the offset was staged: dropped
-				}
-				md := ""
-				if p.Metadata != nil {
-					md = *p.Metadata
-				}
-				if len(md) > c.cfg.MaxOffsetMetadataBytes {
-					// TxnOffsetCommit refuses such offsets; only a row
-					// staged by an older broker can hold one.
-					c.log.Warn().Str("group", g.name).Str("topic", t.Topic).Int32("partition", p.Partition).
-						Msg("a transactional offset with metadata over the limit is dropped")
-					continue
-				}
-				e := &offsetEntry{offset: p.Offset, leaderEpoch: p.LeaderEpoch, metadata: md, commitTime: now, topicID: topic.ID}
-				tp := topicPartition{t.Topic, p.Partition}
-				value := encodeOffsetCommitValue(e)
-				key := offsetCommitKey(g.name, t.Topic, p.Partition)
-				recs = append(recs, topics.Record{Key: key, Value: value})
-				if old := g.offsets[tp]; old != nil && old.topicID != e.topicID {
-					rows = append(rows, rowOp{key: offsetRowKey(g.id, old.topicID, p.Partition), del: true})
-				}
-				rows = append(rows, rowOp{key: offsetRowKey(g.id, e.topicID, p.Partition), value: encodeNamed(t.Topic, value)})
-				pcs = append(pcs, pendingCommit{tp, e})
-				if size += len(key) + len(value); size >= txnChunkBytes {
-					if err := flush(); err != nil {
-						return abandon(err)
-					}
-				}
-			}
-		}
-		if err := flush(); err != nil {
+		w, err := c.txnGroupAppendsLocked(g, tc, now)
+		if err != nil {
 			return abandon(err)
+		}
+		writes = append(writes, w)
+		for _, ch := range w.chunks {
+			all = append(all, ch.a)
 		}
 	}
 	pa, err := c.tm.AppendAtomic(all, extra, now)
 	if err != nil {
 		return abandon(err)
 	}
-	for _, w := range writes {
-		if len(w.chunks) == 0 {
-			c.dropIfUnusedLocked(w.g)
-			continue
-		}
-		w.g.rowWritten = true
-		w.g.pendingCommits++
-		for _, ch := range w.chunks {
-			for i := range ch.commits {
-				ch.commits[i].entry.logOffset = ch.a.BaseOffset + int64(i)
-				w.g.pendingTPs[ch.commits[i].tp]++
-			}
-			c.metrics.offsetCommits.Add(float64(len(ch.commits)))
-		}
-	}
-	c.metrics.recordsAppended.Add(float64(records))
+	c.startTxnCommitsLocked(writes)
 	c.mu.Unlock()
 
 	err = pa.Wait()
@@ -332,6 +309,96 @@ func (c *Coordinator) CommitTransaction(commits []TxnCommit, with []*topics.Appe
 		return commitAppendError(err)
 	}
 	return nil
+}
+
+// txnChunk is one record batch of a transaction's offsets for one group.
+type txnChunk struct {
+	a       *topics.Append
+	commits []pendingCommit
+}
+
+// txnGroupWrite is what a transaction's commit appends for one group.
+type txnGroupWrite struct {
+	g      *group
+	chunks []txnChunk
+}
+
+// txnGroupAppendsLocked builds the appends of one group's staged offsets,
+// in batches of at most txnChunkBytes. REQUIRES: c.mu held.
+func (c *Coordinator) txnGroupAppendsLocked(g *group, tc TxnCommit, now time.Time) (*txnGroupWrite, error) {
+	w := &txnGroupWrite{g: g}
+	var recs []topics.Record
+	var rows []rowOp
+	var pcs []pendingCommit
+	size := 0
+	flush := func() error {
+		if len(recs) == 0 {
+			return nil
+		}
+		a, err := c.offsetsAppendLocked(g, recs, rows, now)
+		if err != nil {
+			return err
+		}
+		w.chunks = append(w.chunks, txnChunk{a, pcs})
+		recs, rows, pcs, size = nil, nil, nil, 0
+		return nil
+	}
+	for _, t := range tc.Topics {
+		topic, ok := c.tm.Topic(t.Topic)
+		for _, p := range t.Partitions {
+			if !ok || p.Partition < 0 || p.Partition >= topic.NumPartitions() {
+				continue // deleted since the offset was staged: dropped
+			}
+			md := ""
+			if p.Metadata != nil {
+				md = *p.Metadata
+			}
+			if len(md) > c.cfg.MaxOffsetMetadataBytes {
+				// TxnOffsetCommit refuses such offsets; only a row
+				// staged by an older broker can hold one.
+				c.log.Warn().Str("group", g.name).Str("topic", t.Topic).Int32("partition", p.Partition).
+					Msg("a transactional offset with metadata over the limit is dropped")
+				continue
+			}
+			e := &offsetEntry{offset: p.Offset, leaderEpoch: p.LeaderEpoch, metadata: md, commitTime: now, topicID: topic.ID}
+			rec, rs, pc := c.offsetRecordLocked(g, t.Topic, p.Partition, e)
+			recs = append(recs, rec)
+			rows = append(rows, rs...)
+			pcs = append(pcs, pc)
+			if size += len(rec.Key) + len(rec.Value); size >= txnChunkBytes {
+				if err := flush(); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	if err := flush(); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// startTxnCommitsLocked marks the offsets of an applied transaction commit
+// pending until its write is durable. REQUIRES: c.mu held.
+func (c *Coordinator) startTxnCommitsLocked(writes []*txnGroupWrite) {
+	records := 0
+	for _, w := range writes {
+		if len(w.chunks) == 0 {
+			c.dropIfUnusedLocked(w.g)
+			continue
+		}
+		w.g.rowWritten = true
+		w.g.pendingCommits++
+		for _, ch := range w.chunks {
+			for i := range ch.commits {
+				ch.commits[i].entry.logOffset = ch.a.BaseOffset + int64(i)
+				w.g.pendingTPs[ch.commits[i].tp]++
+			}
+			c.metrics.offsetCommits.Add(float64(len(ch.commits)))
+			records += len(ch.commits)
+		}
+	}
+	c.metrics.recordsAppended.Add(float64(records))
 }
 
 // validateOffsetCommit is Kafka's ClassicGroup.validateOffsetCommit.
@@ -364,6 +431,9 @@ func (c *Coordinator) CheckOffsetMetadata(metadata *string) error {
 func validateOffsetCommit(g *group, req CommitRequest) error {
 	if g.is(StateDead) {
 		return ErrCoordinatorNotAvailable
+	}
+	if g.cg != nil {
+		return validateConsumerOffsetCommit(g, req.MemberID, req.Generation)
 	}
 	if req.Generation < 0 && g.is(StateEmpty) {
 		return nil // admin tools and manual assignment commit to Empty groups
@@ -409,6 +479,12 @@ func (c *Coordinator) FetchOffsets(req FetchOffsetsRequest) FetchOffsetsResult {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	g := c.mu.groups[req.Group]
+	if g != nil && g.cg != nil && req.MemberID != nil {
+		if err := validateConsumerOffsetCommit(g, *req.MemberID, req.MemberEpoch); err != nil {
+			res.Err = err
+			return res
+		}
+	}
 	visible := func(tp topicPartition) *offsetEntry {
 		if g == nil {
 			return nil
@@ -523,7 +599,7 @@ func (c *Coordinator) DeleteOffsets(groupName string, req []OffsetDeleteTopic, n
 	case g == nil || g.is(StateDead):
 		f.ch <- OffsetDeleteResult{Err: ErrGroupIDNotFound}
 		return f
-	case !g.is(StateEmpty) && !g.usesConsumerProtocol():
+	case !g.is(StateEmpty) && !g.usesConsumerProtocol() && g.cg == nil:
 		f.ch <- OffsetDeleteResult{Err: ErrNonEmptyGroup}
 		return f
 	}
@@ -620,6 +696,12 @@ func (c *Coordinator) expireOffsetsLocked(o *op) {
 func (c *Coordinator) offsetExpired(g *group, tp topicPartition, e *offsetEntry, now time.Time) bool {
 	var base time.Time
 	switch {
+	case g.cg != nil:
+		// Kafka ConsumerGroup: from the commit, unless subscribed.
+		if g.cg.isSubscribed(tp.topic) {
+			return false
+		}
+		base = e.commitTime
 	case g.protocolType == nil:
 		base = e.commitTime // a simple group: from each commit
 	case g.is(StateEmpty):

@@ -222,6 +222,11 @@ func (c *Coordinator) deleteGroupLocked(o *op, g *group) error {
 	if g.rowWritten {
 		prefix := groupOffsetsPrefix(g.id)
 		ops := []rowOp{{key: prefix, del: true, rangeEnd: pebblestore.PrefixEnd(prefix)}, {key: groupRowKey(g.id), del: true}}
+		if g.cg != nil {
+			crecs, cops := consumerDeleteRecords(g)
+			recs = append(recs, crecs...)
+			ops = append(ops, cops...)
+		}
 		if _, _, err := c.appendLocked(o, g, recs, ops); err != nil {
 			return metadataAppendError(err)
 		}
@@ -278,6 +283,9 @@ func (c *Coordinator) recoverLocked(now time.Time) error {
 		c.mu.nextGroupID = max(c.mu.nextGroupID, id+1)
 	}
 	if err := it.Close(); err != nil {
+		return err
+	}
+	if err := c.recoverConsumerGroupsLocked(byID, now); err != nil {
 		return err
 	}
 

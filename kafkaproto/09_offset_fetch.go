@@ -15,8 +15,10 @@ package kafkaproto
 //   - v0 (ZooKeeper storage in Kafka) reads the same offsets.
 //   - v8 batches groups (KIP-709); v0-v7 carry one group and its error at
 //     the top level (v2+).
-//   - v9's member ID and epoch (KIP-848) are ignored: classic groups do
-//     not check them. v10 (topic IDs) is not served.
+//   - v9's member ID and epoch (KIP-848) are checked against a consumer
+//     group when the member ID is set (UNKNOWN_MEMBER_ID,
+//     STALE_MEMBER_EPOCH); classic groups do not check them. v10 (topic
+//     IDs) is not served.
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -42,7 +44,7 @@ func (s *Server) handleOffsetFetch(r *request) (reply, error) {
 		asks = append(asks, ask)
 	} else {
 		for _, g := range req.Groups {
-			ask := groups.FetchOffsetsRequest{Group: g.Group, RequireStable: req.RequireStable}
+			ask := groups.FetchOffsetsRequest{Group: g.Group, RequireStable: req.RequireStable, MemberID: g.MemberID, MemberEpoch: g.MemberEpoch}
 			if g.Topics != nil {
 				ask.Topics = make([]groups.FetchOffsetsTopic, 0, len(g.Topics))
 				for _, t := range g.Topics {

@@ -6,8 +6,10 @@ package kafkaproto
 //   - State, protocol type and members of each group. The selected
 //     protocol and each member's metadata and assignment (byte for byte)
 //     are given only when the group is Stable, as Kafka does.
-//   - An unknown group is described as Dead, without error (v6 would
-//     answer GROUP_ID_NOT_FOUND; it is not served).
+//   - An unknown group, and a consumer group of the KIP-848 protocol, is
+//     described as Dead, without error, as Kafka 4 answers (v6 would
+//     answer GROUP_ID_NOT_FOUND; it is not served). ConsumerGroupDescribe
+//     describes consumer groups.
 //   - include_authorized_operations (v3+): without ACLs every operation on
 //     a group is allowed: READ, DELETE and DESCRIBE. Otherwise Kafka's
 //     "not requested" value, INT32_MIN.

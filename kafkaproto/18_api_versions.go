@@ -14,8 +14,11 @@ package kafkaproto
 //
 // Version notes:
 //   - The response header is never flexible, even at v3+ (KIP-511).
-//   - No feature flags are advertised: transaction.version 2 (KIP-890) is
-//     not implemented.
+//   - v3+: one feature is supported and finalized, group.version 1: the
+//     consumer group protocol of KIP-848 (ConsumerGroupHeartbeat,
+//     ConsumerGroupDescribe), as a Kafka 4 cluster advertises it.
+//     transaction.version 2 (KIP-890) and share.version (KIP-932) are not
+//     advertised: they are not implemented.
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -27,6 +30,9 @@ func init() { register(kmsg.ApiVersions, 0, 4, (*Server).handleApiVersions) }
 func (s *Server) handleApiVersions(r *request) (reply, error) {
 	req := r.kreq.(*kmsg.ApiVersionsRequest)
 	resp := apiVersionsList(req.ResponseKind().(*kmsg.ApiVersionsResponse))
+	if req.Version >= 3 {
+		addFeatures(resp)
+	}
 	if req.Version >= 3 && (!validSoftwareField(req.ClientSoftwareName) || !validSoftwareField(req.ClientSoftwareVersion)) {
 		resp.ErrorCode = kerr.InvalidRequest.Code
 	}
@@ -72,4 +78,24 @@ func validSoftwareField(s string) bool {
 		}
 	}
 	return true
+}
+
+// Feature levels this broker serves (KIP-584 feature flags).
+const (
+	// groupVersion 1: the consumer group protocol of KIP-848.
+	groupVersion = 1
+	// featuresEpoch is the epoch of the finalized features; they never
+	// change while a broker runs.
+	featuresEpoch = 1
+)
+
+// addFeatures lists the supported and finalized features (ApiVersions v3+).
+func addFeatures(resp *kmsg.ApiVersionsResponse) {
+	sf := kmsg.NewApiVersionsResponseSupportedFeature()
+	sf.Name, sf.MinVersion, sf.MaxVersion = "group.version", 0, groupVersion
+	resp.SupportedFeatures = append(resp.SupportedFeatures, sf)
+	ff := kmsg.NewApiVersionsResponseFinalizedFeature()
+	ff.Name, ff.MinVersionLevel, ff.MaxVersionLevel = "group.version", groupVersion, groupVersion
+	resp.FinalizedFeatures = append(resp.FinalizedFeatures, ff)
+	resp.FinalizedFeaturesEpoch = featuresEpoch
 }

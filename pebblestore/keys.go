@@ -26,7 +26,8 @@ import (
 //	0x14    topicID [16] | partition u32 | base u64      segment summary (below)
 //	0x20    groupID u64                                  consumer group row: u16 name length | name | last GroupMetadataValue (see groups/store.go)
 //	0x21    groupID u64 | topicID [16] | partition u32   committed offset: u16 topic length | topic | OffsetCommitValue (see groups/store.go)
-//	0x22-2f reserved: consumer groups
+//	0x22    groupID u64 | record key                     consumer group (KIP-848) record: latest value of that __consumer_offsets key (see groups/consumer_records.go)
+//	0x23-2f reserved: consumer groups
 //	0x30    queue name                                   queue ID u32 (queue catalog; the name is the whole suffix)
 //	0x31    queueID u32                                  queue record (JSON: name, kind, topic ID, attributes)
 //	0x32    "next-queue-id" | "receipt-key"              u32 next queue ID (never reused) | 32-byte receipt HMAC key
@@ -118,6 +119,9 @@ const (
 	// Consumer groups (groups/store.go builds these keys).
 	PrefixGroup       byte = 0x20
 	PrefixGroupOffset byte = 0x21
+	// PrefixConsumerGroupRecord: the latest value of each KIP-848 record
+	// of a consumer group (groups/consumer_records.go).
+	PrefixConsumerGroupRecord byte = 0x22
 
 	// Native queues and dead-letter queues (package queues).
 	PrefixQueueName      byte = 0x30

@@ -104,6 +104,11 @@ type Config struct {
 	// GroupInitialRebalanceDelay is how long a new consumer group waits
 	// for more members before its first rebalance.
 	GroupInitialRebalanceDelay time.Duration
+	// GroupConsumerSessionTimeout and GroupConsumerHeartbeatInterval are
+	// the session timeout and heartbeat interval of consumer groups
+	// (KIP-848 group.protocol=consumer).
+	GroupConsumerSessionTimeout    time.Duration
+	GroupConsumerHeartbeatInterval time.Duration
 	// OffsetsRetention is how long committed offsets of an empty group are
 	// kept.
 	OffsetsRetention time.Duration
@@ -342,6 +347,14 @@ var configKeys = append([]configKey{
 		"how long a new consumer group waits for more members before its first rebalance",
 		"Kafka group.initial.rebalance.delay.ms.",
 		func(c *Config) *time.Duration { return &c.GroupInitialRebalanceDelay }, 0, 10*time.Minute),
+	durationKey("group-consumer-session-timeout", "45s",
+		"how long a member of a consumer group using the new protocol (KIP-848) may go without a heartbeat",
+		"Kafka group.consumer.session.timeout.ms. Must exceed group-consumer-heartbeat-interval.",
+		func(c *Config) *time.Duration { return &c.GroupConsumerSessionTimeout }, time.Second, time.Hour),
+	durationKey("group-consumer-heartbeat-interval", "5s",
+		"how often members of a consumer group using the new protocol (KIP-848) heartbeat",
+		"Kafka group.consumer.heartbeat.interval.ms.",
+		func(c *Config) *time.Duration { return &c.GroupConsumerHeartbeatInterval }, 100*time.Millisecond, 10*time.Minute),
 	durationKey("offsets-retention", "168h", "how long committed offsets of an empty consumer group are kept",
 		"Kafka offsets.retention.minutes.",
 		func(c *Config) *time.Duration { return &c.OffsetsRetention }, time.Minute, math.MaxInt64),
@@ -543,6 +556,10 @@ func (c *Config) Validate() error {
 	if c.HTTPMaxInflightBodyBytes != 0 && c.HTTPMaxInflightBodyBytes < httpapi.QueueSendBodyMax {
 		errs = append(errs, fmt.Errorf("http-max-inflight-body-bytes (%d)%s is smaller than the largest HTTP request body (%s, a queue send), which could then never be read; raise it, or set it to 0 to derive it from memory",
 			c.HTTPMaxInflightBodyBytes, c.from("http-max-inflight-body-bytes"), formatByteSize(httpapi.QueueSendBodyMax, 10)))
+	}
+	if c.GroupConsumerHeartbeatInterval >= c.GroupConsumerSessionTimeout {
+		errs = append(errs, fmt.Errorf("group-consumer-heartbeat-interval (%v)%s is not below group-consumer-session-timeout (%v), so members would expire between heartbeats; lower the interval or raise the timeout",
+			c.GroupConsumerHeartbeatInterval, c.from("group-consumer-heartbeat-interval"), c.GroupConsumerSessionTimeout))
 	}
 	if c.HTTPAddr != "" && sameListenAddr(c.HTTPAddr, c.KafkaAddr) {
 		errs = append(errs, fmt.Errorf("http-addr %q%s is the address of the Kafka listener; give the HTTP listener its own port, e.g. localhost:8080",

@@ -38,9 +38,9 @@ func groupsCommand() *cli.Command {
 		Subcommands: []*cli.Command{
 			{
 				Name:        "list",
-				Usage:       "list consumer groups with their state and protocol type",
+				Usage:       "list consumer groups with their state, protocol type and type (classic, or consumer for group.protocol=consumer)",
 				Description: groupsExitCodes,
-				Flags:       flags(&cli.StringSliceFlag{Name: "state", Usage: "only groups in this state (Empty, Stable, PreparingRebalance, CompletingRebalance), repeatable"}),
+				Flags:       flags(&cli.StringSliceFlag{Name: "state", Usage: "only groups in this state (Empty, Stable, PreparingRebalance, CompletingRebalance; Assigning, Reconciling for consumer-protocol groups), repeatable"}),
 				Action:      groupsList,
 			},
 			{
@@ -156,18 +156,20 @@ func groupsList(cCtx *cli.Context) error {
 		State        string `json:"state"`
 		ProtocolType string `json:"protocol_type"`
 		Coordinator  int32  `json:"coordinator"`
+		// Type is "classic" or "consumer" (KIP-848, group.protocol=consumer).
+		Type string `json:"type"`
 	}
 	rows := []row{}
 	for _, g := range listed.Sorted() {
-		rows = append(rows, row{g.Group, g.State, g.ProtocolType, g.Coordinator})
+		rows = append(rows, row{g.Group, g.State, g.ProtocolType, g.Coordinator, g.GroupType})
 	}
 	if cCtx.String(outputFlag) == "json" {
 		return printJSON(cCtx.App.Writer, rows)
 	}
 	w := newTable(cCtx.App.Writer)
-	fmt.Fprintln(w, "GROUP\tSTATE\tPROTOCOL TYPE\tCOORDINATOR")
+	fmt.Fprintln(w, "GROUP\tSTATE\tPROTOCOL TYPE\tCOORDINATOR\tTYPE")
 	for _, r := range rows {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%d\n", r.Group, r.State, dash(r.ProtocolType), r.Coordinator)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\n", r.Group, r.State, dash(r.ProtocolType), r.Coordinator, dash(r.Type))
 	}
 	return w.Flush()
 }
@@ -205,6 +207,13 @@ func groupsDescribe(cCtx *cli.Context) error {
 	if err != nil {
 		return groupsError("describing groups", err)
 	}
+	var dead []string
+	for _, name := range names {
+		if d, ok := described[name]; ok && d.Err == nil && d.State == "Dead" {
+			dead = append(dead, name)
+		}
+	}
+	consumerGroups := describeConsumerGroups(ctx, adm, dead)
 	var out []describedGroup
 	var missing []string
 	for _, name := range names {
@@ -214,6 +223,10 @@ func groupsDescribe(cCtx *cli.Context) error {
 				return groupsError("describing group "+name, errors.New("no answer"))
 			}
 			return groupsError("describing group "+name, d.Err)
+		}
+		if cg, ok := consumerGroups[name]; ok {
+			out = append(out, consumerGroupDescribed(cg))
+			continue
 		}
 		if d.State == "Dead" {
 			missing = append(missing, name)
@@ -332,6 +345,13 @@ func groupsLag(cCtx *cli.Context) error {
 	if err != nil {
 		return groupsError("computing lag", err)
 	}
+	var dead []string
+	for _, name := range names {
+		if l, ok := lags[name]; ok && l.Error() == nil && l.State == "Dead" {
+			dead = append(dead, name)
+		}
+	}
+	consumerGroups := describeConsumerGroups(ctx, adm, dead)
 	rows := []lagRow{}
 	var missing []string
 	for _, name := range names {
@@ -341,6 +361,14 @@ func groupsLag(cCtx *cli.Context) error {
 		}
 		if err := l.Error(); err != nil {
 			return groupsError("computing the lag of "+name, err)
+		}
+		if cg, ok := consumerGroups[name]; ok {
+			crows, err := consumerGroupLag(ctx, adm, cg)
+			if err != nil {
+				return groupsError("computing the lag of "+name, err)
+			}
+			rows = append(rows, crows...)
+			continue
 		}
 		if l.State == "Dead" {
 			missing = append(missing, name)
@@ -501,6 +529,8 @@ func groupsResetOffsets(cCtx *cli.Context) error {
 		return groupsError("describing group "+group, d.Err)
 	} else if d.State != "Empty" && d.State != "Dead" {
 		return &exitError{code: exitConflict, err: fmt.Errorf("group %s is %s with %d members; stop its consumers first (offsets can only be reset while the group is empty)", group, d.State, len(d.Members))}
+	} else if cg, ok := describeConsumerGroups(ctx, adm, []string{group})[group]; ok && len(cg.Members) > 0 {
+		return &exitError{code: exitConflict, err: fmt.Errorf("consumer group %s is %s with %d members; stop its consumers first (offsets can only be reset while the group is empty)", group, cg.State, len(cg.Members))}
 	}
 	current, err := adm.FetchOffsets(ctx, group)
 	if err != nil {

@@ -104,9 +104,11 @@ func run(ctx context.Context, cfg *Config, log zerolog.Logger) error {
 		PendingTxnOffset: func(group, topic string, partition int32) bool {
 			return tc != nil && tc.PendingOffset(group, topic, partition)
 		},
-		Registerer:            reg,
-		InitialRebalanceDelay: cfg.GroupInitialRebalanceDelay,
-		OffsetsRetention:      cfg.OffsetsRetention,
+		Registerer:                reg,
+		InitialRebalanceDelay:     cfg.GroupInitialRebalanceDelay,
+		ConsumerSessionTimeout:    cfg.GroupConsumerSessionTimeout,
+		ConsumerHeartbeatInterval: cfg.GroupConsumerHeartbeatInterval,
+		OffsetsRetention:          cfg.OffsetsRetention,
 	}, time.Now())
 	if err != nil {
 		return fmt.Errorf("recovering the consumer groups in %s: %w", cfg.DataDir, err)

@@ -40,6 +40,10 @@ transaction.state.log.min.isr=1
 share.coordinator.state.topic.replication.factor=1
 share.coordinator.state.topic.min.isr=1
 group.initial.rebalance.delay.ms=0
+group.consumer.min.session.timeout.ms=6000
+group.consumer.session.timeout.ms=6000
+group.consumer.min.heartbeat.interval.ms=500
+group.consumer.heartbeat.interval.ms=500
 PROPS
 for kv in "$@"; do echo "$kv" >>"$props"; done
 cp="$lib/*"

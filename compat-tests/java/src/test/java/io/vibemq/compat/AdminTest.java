@@ -281,15 +281,18 @@ class AdminTest extends BrokerTestBase {
     }
 
     /**
-     * describeFeatures (ApiVersions v3+ features): answered, with no
-     * finalized features (transaction.version 2, group.version etc. are not
-     * advertised).
+     * describeFeatures (ApiVersions v3+ features): group.version 1 (KIP-848
+     * consumer groups) is supported and finalized; transaction.version 2 and
+     * share.version are not advertised.
      */
     @Test
     void describeFeatures() throws Exception {
         FeatureMetadata f = admin.describeFeatures().featureMetadata().get(10, TimeUnit.SECONDS);
-        assertEquals(Map.of(), f.finalizedFeatures(), "finalized features");
-        assertEquals(Map.of(), f.supportedFeatures(), "supported features");
+        assertEquals(Set.of("group.version"), f.finalizedFeatures().keySet(), "finalized features");
+        assertEquals((short) 1, f.finalizedFeatures().get("group.version").maxVersionLevel());
+        assertEquals((short) 1, f.finalizedFeatures().get("group.version").minVersionLevel());
+        assertEquals(Set.of("group.version"), f.supportedFeatures().keySet(), "supported features");
+        assertEquals((short) 1, f.supportedFeatures().get("group.version").maxVersion());
     }
 
 }

@@ -326,38 +326,6 @@ class ConsumerGroupTest extends BrokerTestBase {
     }
 
     /**
-     * Gap: the KIP-848 consumer protocol (group.protocol=consumer, the
-     * ConsumerGroupHeartbeat API) is not served. Pins what a user of it sees:
-     * poll() throws UnsupportedVersionException; 4.x says to set
-     * group.protocol=classic, 3.9 "The node does not support
-     * CONSUMER_GROUP_HEARTBEAT".
-     */
-    @Test
-    void consumerGroupProtocolIsNotServed() throws Exception {
-        String topic = createTopic("kip848", 1);
-        Map<String, Object> o = new HashMap<>();
-        o.put("group.protocol", "consumer");
-        Throwable got = null;
-        try (KafkaConsumer<String, String> c = consumer(unique("kip848"), o)) {
-            c.subscribe(List.of(topic));
-            Instant deadline = Instant.now().plus(DEADLINE);
-            while (got == null && Instant.now().isBefore(deadline)) {
-                try {
-                    c.poll(Duration.ofMillis(200));
-                } catch (Exception e) {
-                    got = e;
-                }
-            }
-        }
-        System.out.printf("GAP group.protocol=consumer -> %s%n", got);
-        assertInstanceOf(org.apache.kafka.common.errors.UnsupportedVersionException.class, got,
-                "poll() with group.protocol=consumer");
-        // 4.x explains; 3.9 names the missing API.
-        String want = AdminGapsTest.clientAtLeast(4, 0) ? "group.protocol=classic" : "CONSUMER_GROUP_HEARTBEAT";
-        assertTrue(got.getMessage().contains(want), got.getMessage());
-    }
-
-    /**
      * A dynamic member's close() sends LeaveGroup: the other member gets its
      * partitions at the next heartbeat, long before the session timeout.
      * Auto-commit commits what was consumed on close.

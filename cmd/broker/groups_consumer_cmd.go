@@ -1,0 +1,107 @@
+package main
+
+// Consumer groups of the KIP-848 protocol in `broker groups`: DescribeGroups
+// answers them as Dead (as Apache Kafka 4 does), so describe, lag and
+// reset-offsets ask ConsumerGroupDescribe for the groups DescribeGroups did
+// not know.
+
+import (
+	"cmp"
+	"context"
+	"slices"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+)
+
+// describeConsumerGroups describes names with ConsumerGroupDescribe and
+// returns the consumer groups among them. A broker without the API, or a
+// group it does not know, gives nothing.
+func describeConsumerGroups(ctx context.Context, adm *kadm.Client, names []string) map[string]kadm.DescribedConsumerGroup {
+	out := map[string]kadm.DescribedConsumerGroup{}
+	if len(names) == 0 {
+		return out
+	}
+	described, _ := adm.DescribeConsumerGroups(ctx, names...) // partial answers are kept
+	for name, d := range described {
+		if d.Err == nil && d.State != "" && d.State != "Dead" {
+			out[name] = d
+		}
+	}
+	return out
+}
+
+// consumerGroupDescribed is a consumer group in `groups describe` form:
+// protocol type "consumer", the assignor as the protocol.
+func consumerGroupDescribed(d kadm.DescribedConsumerGroup) describedGroup {
+	g := describedGroup{Group: d.Group, State: d.State, ProtocolType: "consumer", Protocol: d.AssignorName, Members: []describedMember{}}
+	for _, m := range d.Members {
+		dm := describedMember{MemberID: m.MemberID, InstanceID: m.InstanceID, ClientID: m.ClientID, ClientHost: m.ClientHost, Assigned: map[string][]int{}}
+		m.Assignment.Each(func(t string, p int32) { dm.Assigned[t] = append(dm.Assigned[t], int(p)) })
+		for t := range dm.Assigned {
+			slices.Sort(dm.Assigned[t])
+		}
+		g.Members = append(g.Members, dm)
+	}
+	return g
+}
+
+// consumerGroupLag is the lag of a consumer group: every partition that is
+// assigned or has a committed offset, with its committed offset (-1 when
+// none), end offset, lag (from the start offset when nothing is
+// committed) and the member it is assigned to.
+func consumerGroupLag(ctx context.Context, adm *kadm.Client, d kadm.DescribedConsumerGroup) ([]lagRow, error) {
+	committed, err := adm.FetchOffsets(ctx, d.Group)
+	if err != nil {
+		return nil, err
+	}
+	owner := map[string]map[int32]kadm.ConsumerGroupMember{}
+	parts := kadm.TopicsSet{}
+	for _, m := range d.Members {
+		m.Assignment.Each(func(t string, p int32) {
+			if owner[t] == nil {
+				owner[t] = map[int32]kadm.ConsumerGroupMember{}
+			}
+			owner[t][p] = m
+			parts.Add(t, p)
+		})
+	}
+	committed.Each(func(o kadm.OffsetResponse) { parts.Add(o.Topic, o.Partition) })
+	topics := parts.Topics()
+	var starts, ends kadm.ListedOffsets
+	if len(topics) > 0 {
+		if starts, err = adm.ListStartOffsets(ctx, topics...); err != nil {
+			return nil, err
+		}
+		if ends, err = adm.ListEndOffsets(ctx, topics...); err != nil {
+			return nil, err
+		}
+	}
+	var rows []lagRow
+	parts.Each(func(t string, p int32) {
+		r := lagRow{Group: d.Group, Topic: t, Partition: p, Committed: -1}
+		from := int64(0)
+		if s, ok := starts.Lookup(t, p); ok && s.Err == nil {
+			from = s.Offset
+		}
+		if c, ok := committed.Lookup(t, p); ok && c.Err == nil && c.At >= 0 {
+			r.Committed, from = c.At, c.At
+		}
+		if e, ok := ends.Lookup(t, p); ok && e.Err == nil {
+			r.End = e.Offset
+			r.Lag = max(r.End-from, 0)
+		} else if ok && e.Err != nil {
+			r.Error = e.Err.Error()
+		}
+		if m, ok := owner[t][p]; ok {
+			r.MemberID, r.ClientID = m.MemberID, m.ClientID
+		}
+		rows = append(rows, r)
+	})
+	slices.SortFunc(rows, func(a, b lagRow) int {
+		if c := cmp.Compare(a.Topic, b.Topic); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Partition, b.Partition)
+	})
+	return rows, nil
+}
