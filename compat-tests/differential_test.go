@@ -78,18 +78,19 @@ func (e *diffEnv) do(label string, req kmsg.Request) kmsg.Response {
 	return e.doFilter(label, req, nil)
 }
 
-// doRetry is do, repeating the request (unrecorded) while retry says its
-// answer is one a client retries.
+// doRetry is do, repeating the request while retry says its answer is
+// one a client retries (not yet served: nothing changed); the first other
+// answer is recorded.
 func (e *diffEnv) doRetry(label string, req kmsg.Request, retry func(kmsg.Response) bool) kmsg.Response {
 	e.t.Helper()
 	deadline := time.Now().Add(opTimeout)
-	for time.Now().Before(deadline) {
-		if resp := e.conn.roundTrip(req); !retry(resp) {
-			break
-		}
+	resp := e.conn.roundTrip(req)
+	for retry(resp) && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
+		resp = e.conn.roundTrip(req)
 	}
-	return e.do(label, req)
+	e.record(label, req, resp)
+	return resp
 }
 
 // doFilter is do with filter applied to the response before it is
@@ -100,6 +101,12 @@ func (e *diffEnv) doFilter(label string, req kmsg.Request, filter func(kmsg.Resp
 	if filter != nil {
 		filter(resp)
 	}
+	e.record(label, req, resp)
+	return resp
+}
+
+// record notes resp's normalized fields under label.
+func (e *diffEnv) record(label string, req kmsg.Request, resp kmsg.Response) {
 	if m, ok := resp.(*kmsg.MetadataResponse); ok {
 		for _, t := range m.Topics {
 			if t.Topic != nil && t.TopicID != ([16]byte{}) {
@@ -113,7 +120,6 @@ func (e *diffEnv) doFilter(label string, req kmsg.Request, filter func(kmsg.Resp
 	if e.name == "broker" {
 		diffCovered.add(req.Key(), req.GetVersion(), e.common)
 	}
-	return resp
 }
 
 // each calls fn for every version of key that both brokers serve.
@@ -355,6 +361,8 @@ func diffAllowed(allow map[string]string, label, path string) bool {
 
 var _ = slices.Contains[[]string]
 
+const diffGroupOps = "Kafka 4 lists DESCRIBE_CONFIGS and ALTER_CONFIGS for groups (group configs, KIP-848); we serve no GROUP config resource yet, so we do not claim them"
+
 const diffMinISRSource = "min.insync.replicas: Kafka 4's KRaft format writes a cluster-wide dynamic default (source DYNAMIC_DEFAULT_BROKER_CONFIG); we have no dynamic broker configs, so it is DEFAULT_CONFIG with the same value"
 
 // TestDifferential runs every scenario against our broker and Apache
@@ -368,6 +376,7 @@ func TestDifferential(t *testing.T) {
 		"Groups":            diffScenarioGroups,
 		"Transactions":      diffScenarioTransactions,
 		"Hostile":           diffScenarioHostile,
+		"ConsumerGroups":    diffScenarioConsumerGroups,
 	}
 	t.Run("scenarios", func(t *testing.T) {
 		for name, fn := range scenarios {
@@ -647,6 +656,24 @@ func diffScenarioConfigsAndCluster(t *testing.T) {
 			req.Resources = append(req.Resources, missing)
 			e.do(label, req)
 		}
+		// Kafka applies a config change when its metadata image catches
+		// up, a little after the alter answered: describe (unrecorded)
+		// until retention.ms shows the value the alters left.
+		describeSettled := func(label, retention string, names ...string) {
+			req := kmsg.NewPtrDescribeConfigsRequest()
+			req.Version, req.IncludeSynonyms = e.common[int16(kmsg.DescribeConfigs)][1], true
+			rr := kmsg.NewDescribeConfigsRequestResource()
+			rr.ResourceType, rr.ResourceName, rr.ConfigNames = kmsg.ConfigResourceTypeTopic, topic, names
+			req.Resources = append(req.Resources, rr)
+			e.doRetry(label, req, func(r kmsg.Response) bool {
+				for _, c := range r.(*kmsg.DescribeConfigsResponse).Resources[0].Configs {
+					if c.Name == "retention.ms" {
+						return c.Value == nil || *c.Value != retention
+					}
+				}
+				return true
+			})
+		}
 		names := []string{"cleanup.policy", "segment.bytes", "retention.ms", "max.message.bytes", "message.timestamp.type", "min.cleanable.dirty.ratio", "compression.type", "delete.retention.ms"}
 		e.each(kmsg.DescribeConfigs, func(v int16) {
 			describe(v, "named topic configs, a missing topic", v >= 1, v >= 3, names...)
@@ -671,7 +698,7 @@ func diffScenarioConfigsAndCluster(t *testing.T) {
 				e.do(fmt.Sprintf("set %s=%s on %s", q.key, q.value, q.name[:4]), req)
 				req.Resources = req.Resources[:0]
 			}
-			describe(e.common[int16(kmsg.DescribeConfigs)][1], "after AlterConfigs", true, false, names...)
+			describeSettled("after AlterConfigs", "7200000", names...)
 		})
 		e.each(kmsg.IncrementalAlterConfigs, func(v int16) {
 			for _, q := range []struct {
@@ -708,7 +735,7 @@ func diffScenarioConfigsAndCluster(t *testing.T) {
 			rr.Configs = append(rr.Configs, c)
 			req.Resources = append(req.Resources, rr)
 			e.do("validate only", req)
-			describe(e.common[int16(kmsg.DescribeConfigs)][1], "after IncrementalAlterConfigs", true, false, names...)
+			describeSettled("after IncrementalAlterConfigs", "600000", names...)
 		})
 		e.each(kmsg.DescribeCluster, func(v int16) {
 			req := kmsg.NewPtrDescribeClusterRequest()
@@ -1014,7 +1041,7 @@ func diffScenarioGroups(t *testing.T) {
 		})
 	}, map[string]string{
 		"|Configs[min.insync.replicas]":       diffMinISRSource,
-		"DescribeGroups|AuthorizedOperations": "Kafka 4 lists DESCRIBE_CONFIGS and ALTER_CONFIGS for groups (group configs, KIP-848); we serve no GROUP config resource yet, so we do not claim them",
+		"DescribeGroups|AuthorizedOperations": diffGroupOps,
 	}, withArgs("--group-initial-rebalance-delay", "0s"))
 }
 
@@ -1046,7 +1073,13 @@ func diffScenarioTransactions(t *testing.T) {
 			init := kmsg.NewPtrInitProducerIDRequest()
 			init.Version = e.common[int16(kmsg.InitProducerID)][1]
 			init.TransactionalID, init.TransactionTimeoutMillis, init.ProducerID, init.ProducerEpoch = kmsg.StringPtr(txnID), 60000, -1, -1
-			ir := e.do("transactional", init).(*kmsg.InitProducerIDResponse)
+			// Retried while Kafka loads the ID's __transaction_state
+			// partition (clients retry these codes).
+			ir := e.doRetry("transactional", init, func(r kmsg.Response) bool {
+				c := r.(*kmsg.InitProducerIDResponse).ErrorCode
+				return c == kerr.NotCoordinator.Code || c == kerr.CoordinatorNotAvailable.Code ||
+					c == kerr.CoordinatorLoadInProgress.Code || c == kerr.ConcurrentTransactions.Code
+			}).(*kmsg.InitProducerIDResponse)
 			pid, epoch := ir.ProducerID, ir.ProducerEpoch
 
 			if r, ok := e.common[int16(kmsg.AddPartitionsToTxn)]; ok {
@@ -1100,7 +1133,8 @@ func diffScenarioTransactions(t *testing.T) {
 				// coordinator has loaded the transaction's offsets
 				// partition; clients retry.
 				e.doRetry("offset 1 of partition 0", req, func(r kmsg.Response) bool {
-					return r.(*kmsg.TxnOffsetCommitResponse).Topics[0].Partitions[0].ErrorCode == kerr.NotCoordinator.Code
+					c := r.(*kmsg.TxnOffsetCommitResponse).Topics[0].Partitions[0].ErrorCode
+					return c == kerr.NotCoordinator.Code || c == kerr.CoordinatorNotAvailable.Code || c == kerr.CoordinatorLoadInProgress.Code
 				})
 			}
 			if r, ok := e.common[int16(kmsg.DescribeTransactions)]; ok {
@@ -1270,4 +1304,106 @@ func diffScenarioHostile(t *testing.T) {
 	}, map[string]string{
 		"|Configs[min.insync.replicas]": diffMinISRSource,
 	})
+}
+
+// waitConsumerGroupSees joins a throwaway consumer group until its
+// assignment holds all of topic's partitions, then leaves: Kafka's group
+// coordinator learns of a new topic from its metadata image a little after
+// the topic is served, and until then assigns nothing. Nothing is recorded.
+func (e *diffEnv) waitConsumerGroupSees(topic string, partitions int) {
+	e.t.Helper()
+	group, member := "warm-"+topic, "warm-member"
+	deadline := time.Now().Add(opTimeout)
+	epoch := int32(0)
+	for {
+		req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+		req.Version, req.Group, req.MemberID, req.MemberEpoch = 1, group, member, epoch
+		req.RebalanceTimeoutMillis, req.SubscribedTopicNames = 30000, []string{topic}
+		req.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+		resp := e.conn.roundTrip(req).(*kmsg.ConsumerGroupHeartbeatResponse)
+		if resp.ErrorCode == 0 {
+			epoch = resp.MemberEpoch
+			if a := resp.Assignment; a != nil && len(a.Topics) == 1 && len(a.Topics[0].Partitions) == partitions {
+				req.MemberEpoch = -1
+				e.conn.roundTrip(req)
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("%s: a consumer group never got the %d partitions of %s", e.name, partitions, topic)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// diffScenarioConsumerGroups: the consumer group protocol (KIP-848) at
+// every common version: a member joins (the broker names it at v0, the
+// client at v1), heartbeats at its epoch, heartbeats at a wrong epoch,
+// an unknown member, a bad regex (v1), ConsumerGroupDescribe of the group
+// and of a missing one, then the member leaves.
+func diffScenarioConsumerGroups(t *testing.T) {
+	sfx := diffSuffix(t)
+	diffRun(t, func(e *diffEnv) {
+		topic := "cg-" + sfx
+		e.createTopic(topic, 3, nil)
+		e.waitCoordinator("g-"+sfx, 0)
+		e.waitConsumerGroupSees(topic, 3)
+		e.each(kmsg.ConsumerGroupHeartbeat, func(v int16) {
+			group := fmt.Sprintf("cg-v%d-%s", v, sfx)
+			hb := func(label, member string, epoch int32, join bool) *kmsg.ConsumerGroupHeartbeatResponse {
+				req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+				req.Version, req.Group, req.MemberID, req.MemberEpoch = v, group, member, epoch
+				if join {
+					req.RebalanceTimeoutMillis = 30000
+					req.SubscribedTopicNames = []string{topic}
+					req.ServerAssignor = kmsg.StringPtr("uniform")
+					req.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+				}
+				// Kafka answers NOT_COORDINATOR and COORDINATOR_LOAD_IN_PROGRESS
+				// while the group's __consumer_offsets partition loads;
+				// clients retry (nothing changed).
+				return e.doRetry(label, req, func(r kmsg.Response) bool {
+					c := r.(*kmsg.ConsumerGroupHeartbeatResponse).ErrorCode
+					return c == kerr.NotCoordinator.Code || c == kerr.CoordinatorLoadInProgress.Code
+				}).(*kmsg.ConsumerGroupHeartbeatResponse)
+			}
+			member := ""
+			if v >= 1 {
+				member = "m-" + sfx // KIP-1082: the client names itself
+			}
+			resp := hb("join", member, 0, true)
+			if resp.MemberID != nil {
+				member = *resp.MemberID
+			}
+			hb("heartbeat at the member's epoch", member, resp.MemberEpoch, false)
+			hb("heartbeat at a future epoch", member, resp.MemberEpoch+5, false)
+			hb("an unknown member", "nobody-"+sfx, 1, false)
+			if v >= 1 {
+				req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+				req.Version, req.Group, req.MemberID, req.MemberEpoch = v, group+"-re", "m2-"+sfx, 0
+				req.RebalanceTimeoutMillis = 30000
+				req.SubscribedTopicRegex = kmsg.StringPtr("cg-[")
+				req.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+				e.do("a bad regex", req)
+			}
+			if r, ok := e.common[int16(kmsg.ConsumerGroupDescribe)]; ok {
+				dv := min(max(v, r[0]), r[1])
+				req := kmsg.NewPtrConsumerGroupDescribeRequest()
+				req.Version, req.Groups, req.IncludeAuthorizedOperations = dv, []string{group, "none-" + sfx}, true
+				e.doFilter("the group and a missing one", req, func(r kmsg.Response) {
+					for i := range r.(*kmsg.ConsumerGroupDescribeResponse).Groups {
+						g := &r.(*kmsg.ConsumerGroupDescribeResponse).Groups[i]
+						for j := range g.Members {
+							// Client host and ID are the connection's.
+							g.Members[j].ClientHost, g.Members[j].ClientID = "", ""
+						}
+					}
+				})
+			}
+			hb("leave", member, -1, false)
+		})
+	}, map[string]string{
+		"|Configs[min.insync.replicas]":              diffMinISRSource,
+		"ConsumerGroupDescribe|AuthorizedOperations": diffGroupOps,
+	}, withArgs("--group-consumer-session-timeout", "6s", "--group-consumer-heartbeat-interval", "500ms"))
 }

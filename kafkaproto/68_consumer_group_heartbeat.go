@@ -78,13 +78,10 @@ func (s *Server) handleConsumerGroupHeartbeat(r *request) (reply, error) {
 	finish := func() {
 		res := fut.Wait(s.closing)
 		if res.Err != nil {
+			// Only the code and message: Kafka leaves the member ID null
+			// and the epoch 0 in an error answer.
 			resp.ErrorCode = errorCode(res.Err)
 			resp.ErrorMessage = errorMessage(res.Err)
-			if res.MemberID != "" {
-				id := res.MemberID
-				resp.MemberID = &id
-			}
-			resp.MemberEpoch = res.MemberEpoch
 			return
 		}
 		id := res.MemberID

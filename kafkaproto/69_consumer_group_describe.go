@@ -67,6 +67,10 @@ func (s *Server) handleConsumerGroupDescribe(r *request) (reply, error) {
 			rm.ClientHost = m.ClientHost
 			rm.SubscribedTopics = m.SubscribedTopicNames
 			rm.SubscribedTopicRegex = m.SubscribedTopicRegex
+			if rm.SubscribedTopicRegex == nil {
+				// Kafka answers "" for a member without a regex.
+				rm.SubscribedTopicRegex = new(string)
+			}
 			rm.Assignment = describedAssignment(m.Assignment)
 			rm.TargetAssignment = describedAssignment(m.TargetAssignment)
 			rm.MemberType = 1
