@@ -243,7 +243,13 @@ func sortByPartition(ok []checkedAppend) {
 // ok (sortByPartition), and snapshots it before any change: the undo log
 // of the write, in lock order.
 func lockPartitions(ok []checkedAppend) appendUndo {
-	var undo appendUndo
+	n := 0
+	for i, c := range ok {
+		if i == 0 || ok[i-1].a.Partition != c.a.Partition {
+			n++
+		}
+	}
+	undo := make(appendUndo, 0, n)
 	for _, c := range ok {
 		if p := c.a.Partition; len(undo) == 0 || undo[len(undo)-1].p != p {
 			p.mu.Lock()
