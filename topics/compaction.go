@@ -581,7 +581,10 @@ func (r *stepRewrite) rewriteBatch(base int64, seg segment, raw []byte, nowMs in
 	c, b := r.c, r.b
 	p := c.p
 	t := p.Topic
-	out, err := cleanBatch(raw, c.latestOffset, c.isAborted, c.markerRemovable, nowMs, s.deleteRetentionMs)
+	out, err := cleanBatch(raw, cleanRules{
+		latest: c.latestOffset, aborted: c.isAborted, removable: c.markerRemovable,
+		nowMs: nowMs, deleteRetentionMs: s.deleteRetentionMs,
+	})
 	if err != nil {
 		return fmt.Errorf("%w: stored batch %s/%d@%d: %v", pebblestore.ErrCorruption, t.Name, p.Index, base, err)
 	}
@@ -723,27 +726,36 @@ type cleanOutcome struct {
 	markerRemovable bool
 }
 
-// cleanBatch decides what compaction keeps of one stored batch. latest
-// returns the latest offset of a key in the offset map; aborted reports a
-// data batch of an aborted transaction; removable, called for every
-// marker in offset order, whether the marker's transaction has no data
-// left (see the package comment).
-func cleanBatch(raw []byte, latest func(key []byte) (int64, bool), aborted, removable func(BatchHeader) bool, nowMs, deleteRetentionMs int64) (cleanOutcome, error) {
+// cleanRules are what cleanBatch decides by.
+type cleanRules struct {
+	// latest returns the latest offset of a key in the offset map.
+	latest func(key []byte) (int64, bool)
+	// aborted reports a data batch of an aborted transaction.
+	aborted func(BatchHeader) bool
+	// removable, called for every marker in offset order, reports whether
+	// the marker's transaction has no data left (see the package comment).
+	removable         func(BatchHeader) bool
+	nowMs             int64
+	deleteRetentionMs int64 // the topic's delete.retention.ms
+}
+
+// cleanBatch decides what compaction keeps of one stored batch.
+func cleanBatch(raw []byte, rules cleanRules) (cleanOutcome, error) {
 	h, records, err := DecodeRecords(raw)
 	if err != nil {
 		return cleanOutcome{}, err
 	}
 	if h.IsControl() {
-		if !removable(h) {
+		if !rules.removable(h) {
 			return cleanOutcome{action: cleanKeep, maxTimestamp: h.MaxTimestamp}, nil
 		}
 		out := cleanOutcome{markerRemovable: true}
 		if !h.HasDeleteHorizon() {
 			// First seen removable: stamp the horizon, keep the record.
-			out.pendingHorizon, out.horizon = true, horizonFrom(nowMs, deleteRetentionMs)
+			out.pendingHorizon, out.horizon = true, horizonFrom(rules.nowMs, rules.deleteRetentionMs)
 			return stampHorizon(h, records, out, out.horizon)
 		}
-		if nowMs >= h.BaseTimestamp {
+		if rules.nowMs >= h.BaseTimestamp {
 			out.action, out.removed = cleanDrop, int32(len(records))
 			return out, nil
 		}
@@ -751,7 +763,7 @@ func cleanBatch(raw []byte, latest func(key []byte) (int64, bool), aborted, remo
 		out.pendingHorizon, out.horizon = true, h.BaseTimestamp
 		return out, nil
 	}
-	if aborted(h) {
+	if rules.aborted(h) {
 		return cleanOutcome{action: cleanDrop, removed: int32(len(records))}, nil
 	}
 	kept := records[:0:0]
@@ -760,11 +772,11 @@ func cleanBatch(raw []byte, latest func(key []byte) (int64, bool), aborted, remo
 		if r.Key == nil {
 			continue
 		}
-		if o, ok := latest(r.Key); ok && h.BaseOffset+int64(r.OffsetDelta) < o {
+		if o, ok := rules.latest(r.Key); ok && h.BaseOffset+int64(r.OffsetDelta) < o {
 			continue
 		}
 		if r.Value == nil {
-			if h.HasDeleteHorizon() && nowMs >= h.BaseTimestamp {
+			if h.HasDeleteHorizon() && rules.nowMs >= h.BaseTimestamp {
 				continue
 			}
 			tombstones = true
@@ -782,7 +794,7 @@ func cleanBatch(raw []byte, latest func(key []byte) (int64, bool), aborted, remo
 	if h.HasDeleteHorizon() {
 		horizon = h.BaseTimestamp
 	} else if tombstones {
-		horizon = horizonFrom(nowMs, deleteRetentionMs)
+		horizon = horizonFrom(rules.nowMs, rules.deleteRetentionMs)
 	}
 	out.horizon = horizon
 	if len(kept) == len(records) && (!tombstones || h.HasDeleteHorizon()) {

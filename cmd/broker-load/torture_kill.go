@@ -164,7 +164,7 @@ func (k *killPhase) createTargets(ctx context.Context) error {
 // clients (those created before an error too), for the caller to flush
 // and close.
 func (k *killPhase) startLoad(loadCtx context.Context, wg *sync.WaitGroup) ([]*kgo.Client, error) {
-	env, b, hc, base, l := k.env, k.b, k.hc, k.base, k.l
+	env, b, l := k.env, k.b, k.l
 	var clients []*kgo.Client
 	for i := range killProducers {
 		cl, err := kgo.NewClient(
@@ -202,7 +202,7 @@ func (k *killPhase) startLoad(loadCtx context.Context, wg *sync.WaitGroup) ([]*k
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			queueSendLoop(loadCtx, hc, base, i, sendSeq, l)
+			k.queueSendLoop(loadCtx, i, sendSeq)
 		}()
 	}
 	for range killReceivers {
@@ -210,7 +210,7 @@ func (k *killPhase) startLoad(loadCtx context.Context, wg *sync.WaitGroup) ([]*k
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			queueReceiveLoop(loadCtx, hc, base, seed, l)
+			k.queueReceiveLoop(loadCtx, seed)
 		}()
 	}
 	return clients, nil
@@ -330,7 +330,8 @@ func (k *killPhase) checkQueue(ctx context.Context) error {
 }
 
 // queueSendLoop sends batches of 5 unique bodies until ctx ends.
-func queueSendLoop(ctx context.Context, hc *http.Client, base string, id int, seq *atomic.Int64, l *killLedger) {
+func (k *killPhase) queueSendLoop(ctx context.Context, id int, seq *atomic.Int64) {
+	hc, base, l := k.hc, k.base, k.l
 	for n := 0; n < 1_000_000 && ctx.Err() == nil; n++ {
 		bodies := make([]string, 5)
 		msgs := make([]map[string]string, len(bodies))
@@ -382,7 +383,8 @@ type receivedMessage struct {
 
 // queueReceiveLoop receives up to 10 messages and acks them, leaving one
 // unacked now and then so that leases expire and messages come back.
-func queueReceiveLoop(ctx context.Context, hc *http.Client, base string, seed uint64, l *killLedger) {
+func (k *killPhase) queueReceiveLoop(ctx context.Context, seed uint64) {
+	hc, base, l := k.hc, k.base, k.l
 	rng := newRand(seed)
 	for n := 0; n < 1_000_000 && ctx.Err() == nil; n++ {
 		st, raw, err := httpJSON(ctx, hc, "POST", base+"/receive", map[string]any{"max_messages": 10, "wait_ms": 500, "visibility_timeout_ms": 3000})
