@@ -146,7 +146,8 @@ func (st *Store) Append(stream string, expected ExpectedRevision, evs []Proposed
 		return AppendResult{}, err
 	}
 
-	w := st.newStreamWriteLocked(stream, streamID, !found, head, ids, nowMs)
+	w := &streamWrite{storeID: st.id, stream: stream, streamID: streamID, newStream: !found, head: head, ids: ids}
+	st.placeLocked(w, nowMs)
 	a, err := w.topicAppend(st.partition, evs)
 	if err != nil {
 		return AppendResult{}, err
@@ -224,20 +225,19 @@ type streamWrite struct {
 	writeSecond   bool  // the first append of that second: a time index row
 }
 
-// newStreamWriteLocked describes the append of ids to stream at nowMs: a new
-// stream takes the next stream ID, timestamps never go back, and the first
-// append of each second writes a time index row.
+// placeLocked places the append w describes at nowMs: a new stream takes
+// the next stream ID, revisions continue the stream's head, timestamps
+// never go back, and the first append of each second writes a time index
+// row.
 // REQUIRES: st.mu held.
-func (st *Store) newStreamWriteLocked(stream string, streamID uint64, newStream bool, head streamHead, ids []string, nowMs int64) *streamWrite {
-	if newStream {
-		streamID = st.mu.nextStreamID
+func (st *Store) placeLocked(w *streamWrite, nowMs int64) {
+	if w.newStream {
+		w.streamID = st.mu.nextStreamID
 	}
-	ts := max(nowMs, st.mu.lastTS)
-	return &streamWrite{
-		storeID: st.id, stream: stream, streamID: streamID, newStream: newStream, head: head,
-		firstRevision: head.LastRevision + 1, ids: ids,
-		ts: ts, second: ts / 1000, writeSecond: ts/1000 > st.mu.lastSecond,
-	}
+	w.firstRevision = w.head.LastRevision + 1
+	w.ts = max(nowMs, st.mu.lastTS)
+	w.second = w.ts / 1000
+	w.writeSecond = w.second > st.mu.lastSecond
 }
 
 // topicAppend encodes evs into one batch for partition, with w.rows as its

@@ -445,8 +445,8 @@ func (c *cleaningPass) rewriteStep(nowMs, budget int64, s *topicSettings, res *C
 	}
 	b := p.Topic.m.store.NewBatch()
 	defer b.Close()
-	r := &stepRewrite{c: c, segs: segs, b: b}
-	finished, err := r.rewriteBatches(nowMs, budget, s, res)
+	r := &stepRewrite{c: c, segs: segs, b: b, nowMs: nowMs, settings: s, res: res}
+	finished, err := r.rewriteBatches(budget)
 	if err != nil {
 		return false, err
 	}
@@ -493,6 +493,9 @@ func firstRetained(segs []segment, logStart, mapEnd int64) int64 {
 // to drop that it has gathered.
 type stepRewrite struct {
 	c              *cleaningPass
+	nowMs          int64
+	settings       *topicSettings
+	res            *CompactionResult
 	segs           []segment
 	b              *pebblestore.Batch
 	changes        []*segmentChange // in offset order
@@ -537,8 +540,8 @@ func (r *stepRewrite) completeCurrent() {
 // rewriteBatches cleans the batches from the cursor to the end of the map
 // (rewriteBatch) until budget bytes are read. It reports whether it
 // reached the end; if not, the cursor is where the next step resumes.
-func (r *stepRewrite) rewriteBatches(nowMs, budget int64, s *topicSettings, res *CompactionResult) (bool, error) {
-	c := r.c
+func (r *stepRewrite) rewriteBatches(budget int64) (bool, error) {
+	c, res := r.c, r.res
 	p := c.p
 	t := p.Topic
 	it, err := t.m.store.NewIter(pebblestore.BatchKey(t.ID, p.Index, c.cursor), pebblestore.BatchKey(t.ID, p.Index, max(c.cursor, c.mapEnd)))
@@ -558,7 +561,7 @@ func (r *stepRewrite) rewriteBatches(nowMs, budget int64, s *topicSettings, res 
 		if err != nil {
 			return false, fmt.Errorf("%w: %v", ErrStorage, err)
 		}
-		if err := r.rewriteBatch(base, seg, raw, nowMs, s, res); err != nil {
+		if err := r.rewriteBatch(base, seg, raw); err != nil {
 			return false, err
 		}
 		if res.BytesRead >= budget {
@@ -577,13 +580,13 @@ func (r *stepRewrite) rewriteBatches(nowMs, budget int64, s *topicSettings, res 
 // (cleanBatch) and adds the writes that carry it out: the batch and its
 // index row dropped or rewritten, the aborted-index entry of a marker
 // whose data is gone, and the change to its segment.
-func (r *stepRewrite) rewriteBatch(base int64, seg segment, raw []byte, nowMs int64, s *topicSettings, res *CompactionResult) error {
-	c, b := r.c, r.b
+func (r *stepRewrite) rewriteBatch(base int64, seg segment, raw []byte) error {
+	c, b, res := r.c, r.b, r.res
 	p := c.p
 	t := p.Topic
 	out, err := cleanBatch(raw, cleanRules{
 		latest: c.latestOffset, aborted: c.isAborted, removable: c.markerRemovable,
-		nowMs: nowMs, deleteRetentionMs: s.deleteRetentionMs,
+		nowMs: r.nowMs, deleteRetentionMs: r.settings.deleteRetentionMs,
 	})
 	if err != nil {
 		return fmt.Errorf("%w: stored batch %s/%d@%d: %v", pebblestore.ErrCorruption, t.Name, p.Index, base, err)

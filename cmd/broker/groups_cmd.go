@@ -448,19 +448,19 @@ func groupsResetOffsets(cCtx *cli.Context) error {
 	if cCtx.NArg() != 1 {
 		return usageErrorf("broker groups reset-offsets takes one group name, got %d arguments", cCtx.NArg())
 	}
-	group := cCtx.Args().First()
-	target, err := parseResetTarget(cCtx)
-	if err != nil {
+	req := resetRequest{group: cCtx.Args().First(), allTopics: cCtx.Bool("all-topics")}
+	var err error
+	if req.target, err = parseResetTarget(cCtx); err != nil {
 		return err
 	}
 	topicFlags := joinPartitionLists(cCtx.StringSlice("topic"))
-	if len(topicFlags) == 0 == !cCtx.Bool("all-topics") {
+	if len(topicFlags) == 0 == !req.allTopics {
 		return usageErrorf("give --topic (repeatable) or --all-topics")
 	}
-	wanted, err := parseTopicPartitions(topicFlags)
-	if err != nil {
+	if req.wanted, err = parseTopicPartitions(topicFlags); err != nil {
 		return err
 	}
+	group := req.group
 
 	adm, ctx, done, err := groupsAdmin(cCtx)
 	if err != nil {
@@ -470,11 +470,11 @@ func groupsResetOffsets(cCtx *cli.Context) error {
 	if err := checkGroupEmpty(ctx, adm, group); err != nil {
 		return err
 	}
-	offsets, err := listResetOffsets(ctx, adm, group, wanted, cCtx.Bool("all-topics"), target.at)
+	offsets, err := listResetOffsets(ctx, adm, req)
 	if err != nil {
 		return err
 	}
-	rows, commit, err := planReset(offsets, target)
+	rows, commit, err := planReset(offsets, req.target)
 	if err != nil {
 		return err
 	}
@@ -484,6 +484,16 @@ func groupsResetOffsets(cCtx *cli.Context) error {
 		}
 	}
 	return printReset(cCtx, group, rows)
+}
+
+// resetRequest is what reset-offsets was asked to do: the group, where
+// to, and which partitions (by topic; nil partitions mean all of the
+// topic's), or all the topics the group has offsets for.
+type resetRequest struct {
+	group     string
+	target    resetTarget
+	wanted    map[string][]int32
+	allTopics bool
 }
 
 // resetTarget is where reset-offsets moves the offsets: exactly one of
@@ -573,12 +583,13 @@ type resetOffsets struct {
 
 // listResetOffsets fetches what planReset needs. With allTopics, every
 // topic the group has offsets for is wanted, whole.
-func listResetOffsets(ctx context.Context, adm *kadm.Client, group string, wanted map[string][]int32, allTopics bool, at time.Time) (resetOffsets, error) {
+func listResetOffsets(ctx context.Context, adm *kadm.Client, req resetRequest) (resetOffsets, error) {
+	group, wanted, at := req.group, req.wanted, req.target.at
 	current, err := adm.FetchOffsets(ctx, group)
 	if err != nil {
 		return resetOffsets{}, groupsError("fetching the offsets of "+group, err)
 	}
-	if allTopics {
+	if req.allTopics {
 		for t := range current {
 			wanted[t] = nil
 		}
