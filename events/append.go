@@ -118,7 +118,6 @@ func (st *Store) Append(stream string, expected ExpectedRevision, evs []Proposed
 	for i := range evs {
 		ids[i] = evs[i].ID
 	}
-	db := st.svc.store
 
 	st.mu.Lock()
 	locked := true
@@ -130,7 +129,6 @@ func (st *Store) Append(stream string, expected ExpectedRevision, evs []Proposed
 	if st.mu.deleted || st.partition.Deleted() {
 		return AppendResult{}, fmt.Errorf("%w: %q was deleted", ErrStoreNotFound, st.name)
 	}
-
 	streamID, head, found, err := st.lookupStream(stream)
 	if err != nil {
 		return AppendResult{}, err
@@ -142,77 +140,17 @@ func (st *Store) Append(stream string, expected ExpectedRevision, evs []Proposed
 	if prior != nil {
 		st.mu.Unlock()
 		locked = false
-		// The original append may be applied but not yet synced: wait for
-		// the fsync of everything applied so far before answering.
-		if prior.LastPosition >= st.partition.HighWatermark() {
-			b := db.NewBatch()
-			b.LogData(nil)
-			if err := b.Commit(); err != nil {
-				return AppendResult{}, fmt.Errorf("%w: %w", ErrStorage, err)
-			}
-		}
-		prior.EventIDs = ids
-		return *prior, nil
+		return st.answerRetry(*prior, ids)
 	}
-
-	if head.State == streamTombstoned {
-		return AppendResult{}, fmt.Errorf("%w: stream %q was deleted for good (hard delete); it takes no more events", ErrStreamTombstoned, stream)
-	}
-	// The disk is almost full: new events are refused (an idempotent retry
-	// of an append that was written is answered above: it writes nothing).
-	if err := st.svc.CheckSpace(); err != nil {
+	if err := st.checkAppendable(stream, head, expected); err != nil {
 		return AppendResult{}, err
 	}
-	// A soft-deleted stream counts as absent: no_stream and any start it
-	// again, its revisions continuing.
-	current := head.LastRevision
-	if head.State == streamDeleted {
-		current = -1
-	}
-	if !expected.check(current) {
-		return AppendResult{}, &WrongExpectedRevisionError{Stream: stream, Expected: expected, CurrentRevision: current, Deleted: head.State == streamDeleted}
-	}
-	newStream := !found
-	if newStream {
-		streamID = st.mu.nextStreamID
-	}
-	firstRevision := head.LastRevision + 1
-	ts := max(nowMs, st.mu.lastTS)
-	batch, err := topics.EncodeBatch(topics.BatchHeader{
-		BaseTimestamp: ts,
-		MaxTimestamp:  ts,
-		ProducerID:    -1,
-		ProducerEpoch: -1,
-		BaseSequence:  -1,
-	}, encodeRecords(stream, firstRevision, evs))
+
+	w := &streamWrite{storeID: st.id, stream: stream, streamID: streamID, newStream: !found, head: head, ids: ids}
+	st.placeLocked(w, nowMs)
+	a, err := w.topicAppend(st.partition, evs)
 	if err != nil {
-		return AppendResult{}, fmt.Errorf("%w: encoding the events: %v", ErrAppendTooLarge, err)
-	}
-	second := ts / 1000
-	writeSecond := second > st.mu.lastSecond
-	n := int64(len(evs))
-	a := &topics.Append{
-		Partition: st.partition,
-		Batch:     batch,
-		Extra: func(b *pebblestore.Batch, base int64) {
-			if newStream {
-				b.Set(streamCatalogKey(st.id, stream), encodeU64(int64(streamID)))
-			}
-			for i := int64(0); i < n; i++ {
-				b.Set(streamIndexKey(st.id, streamID, firstRevision+i), encodeU64(base+i))
-				b.Set(idempotencyKey(st.id, ids[i]), idempotencyEntry{
-					Position: base + i, StreamID: streamID, Revision: firstRevision + i,
-					BatchFirst: base, BatchLen: uint32(n), EventID: ids[i],
-				}.encode())
-			}
-			b.Set(streamHeadKey(st.id, streamID), streamHead{
-				LastRevision: firstRevision + n - 1, LastPosition: base + n - 1, Name: stream,
-				State: streamLive, TruncateBefore: head.TruncateBefore,
-			}.encode())
-			if writeSecond {
-				b.Set(timeIndexKey(st.id, second), encodeU64(base))
-			}
-		},
+		return AppendResult{}, err
 	}
 	pending := st.svc.tm.Append([]*topics.Append{a}, now)
 	if a.Err != nil {
@@ -220,13 +158,7 @@ func (st *Store) Append(stream string, expected ExpectedRevision, evs []Proposed
 		_ = pending.Wait()
 		return AppendResult{}, appendError(st.name, a.Err)
 	}
-	if newStream {
-		st.mu.nextStreamID++
-	}
-	st.mu.lastTS = ts
-	if writeSecond {
-		st.mu.lastSecond = second
-	}
+	st.appliedLocked(w)
 	st.mu.Unlock()
 	locked = false
 
@@ -236,13 +168,140 @@ func (st *Store) Append(stream string, expected ExpectedRevision, evs []Proposed
 		}
 		return AppendResult{}, appendError(st.name, err)
 	}
+	return w.result(a.BaseOffset), nil
+}
+
+// answerRetry answers an idempotent retry with the original append's
+// result. The original append may be applied but not yet synced: it waits
+// for the fsync of everything applied so far before answering.
+func (st *Store) answerRetry(prior AppendResult, ids []string) (AppendResult, error) {
+	if prior.LastPosition >= st.partition.HighWatermark() {
+		b := st.svc.store.NewBatch()
+		b.LogData(nil)
+		if err := b.Commit(); err != nil {
+			return AppendResult{}, fmt.Errorf("%w: %w", ErrStorage, err)
+		}
+	}
+	prior.EventIDs = ids
+	return prior, nil
+}
+
+// checkAppendable checks that new events may be appended to stream (head
+// is its head row): the stream is not tombstoned, the disk has room, and
+// the stream's revision satisfies expected.
+func (st *Store) checkAppendable(stream string, head streamHead, expected ExpectedRevision) error {
+	if head.State == streamTombstoned {
+		return fmt.Errorf("%w: stream %q was deleted for good (hard delete); it takes no more events", ErrStreamTombstoned, stream)
+	}
+	// The disk is almost full: new events are refused (an idempotent retry
+	// of an append that was written is answered before: it writes nothing).
+	if err := st.svc.CheckSpace(); err != nil {
+		return err
+	}
+	// A soft-deleted stream counts as absent: no_stream and any start it
+	// again, its revisions continuing.
+	current := head.LastRevision
+	if head.State == streamDeleted {
+		current = -1
+	}
+	if !expected.check(current) {
+		return &WrongExpectedRevisionError{Stream: stream, Expected: expected, CurrentRevision: current, Deleted: head.State == streamDeleted}
+	}
+	return nil
+}
+
+// streamWrite is one append of events to a stream: where the events go
+// and the rows that go with them.
+type streamWrite struct {
+	storeID       uint32
+	stream        string
+	streamID      uint64
+	newStream     bool       // the stream gets its catalog row
+	head          streamHead // the stream's head row before the append
+	firstRevision int64
+	ids           []string
+	ts            int64 // the events' timestamp, ms
+	second        int64 // ts in seconds
+	writeSecond   bool  // the first append of that second: a time index row
+}
+
+// placeLocked places the append w describes at nowMs: a new stream takes
+// the next stream ID, revisions continue the stream's head, timestamps
+// never go back, and the first append of each second writes a time index
+// row.
+// REQUIRES: st.mu held.
+func (st *Store) placeLocked(w *streamWrite, nowMs int64) {
+	if w.newStream {
+		w.streamID = st.mu.nextStreamID
+	}
+	w.firstRevision = w.head.LastRevision + 1
+	w.ts = max(nowMs, st.mu.lastTS)
+	w.second = w.ts / 1000
+	w.writeSecond = w.second > st.mu.lastSecond
+}
+
+// topicAppend encodes evs into one batch for partition, with w.rows as its
+// Extra.
+func (w *streamWrite) topicAppend(partition *topics.Partition, evs []ProposedEvent) (*topics.Append, error) {
+	batch, err := topics.EncodeBatch(topics.BatchHeader{
+		BaseTimestamp: w.ts,
+		MaxTimestamp:  w.ts,
+		ProducerID:    -1,
+		ProducerEpoch: -1,
+		BaseSequence:  -1,
+	}, encodeRecords(w.stream, w.firstRevision, evs))
+	if err != nil {
+		return nil, fmt.Errorf("%w: encoding the events: %v", ErrAppendTooLarge, err)
+	}
+	return &topics.Append{Partition: partition, Batch: batch, Extra: w.rows}, nil
+}
+
+// rows adds the rows of the events at base to b: the stream's catalog row
+// (new stream), a stream index and an idempotency row per event, the
+// stream's head row and the time index row.
+func (w *streamWrite) rows(b *pebblestore.Batch, base int64) {
+	n := int64(len(w.ids))
+	if w.newStream {
+		b.Set(streamCatalogKey(w.storeID, w.stream), encodeU64(int64(w.streamID)))
+	}
+	for i := int64(0); i < n; i++ {
+		b.Set(streamIndexKey(w.storeID, w.streamID, w.firstRevision+i), encodeU64(base+i))
+		b.Set(idempotencyKey(w.storeID, w.ids[i]), idempotencyEntry{
+			Position: base + i, StreamID: w.streamID, Revision: w.firstRevision + i,
+			BatchFirst: base, BatchLen: uint32(n), EventID: w.ids[i],
+		}.encode())
+	}
+	b.Set(streamHeadKey(w.storeID, w.streamID), streamHead{
+		LastRevision: w.firstRevision + n - 1, LastPosition: base + n - 1, Name: w.stream,
+		State: streamLive, TruncateBefore: w.head.TruncateBefore,
+	}.encode())
+	if w.writeSecond {
+		b.Set(timeIndexKey(w.storeID, w.second), encodeU64(base))
+	}
+}
+
+// appliedLocked advances the store's counters past an applied append.
+// REQUIRES: st.mu held.
+func (st *Store) appliedLocked(w *streamWrite) {
+	if w.newStream {
+		st.mu.nextStreamID++
+	}
+	st.mu.lastTS = w.ts
+	if w.writeSecond {
+		st.mu.lastSecond = w.second
+	}
+}
+
+// result is the append's result once its batch has base offset base.
+func (w *streamWrite) result(base int64) AppendResult {
+	n := int64(len(w.ids))
 	return AppendResult{
-		FirstPosition: a.BaseOffset,
-		LastPosition:  a.BaseOffset + n - 1,
-		FirstRevision: firstRevision,
-		LastRevision:  firstRevision + n - 1,
-		EventIDs:      ids,
-	}, nil
+		FirstPosition: base,
+		LastPosition:  base + n - 1,
+		FirstRevision: w.firstRevision,
+		LastRevision:  w.firstRevision + n - 1,
+		EventIDs:      w.ids,
+	}
 }
 
 func appendError(store string, err error) error {

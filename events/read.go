@@ -121,17 +121,9 @@ func (st *Store) ReadStream(stream string, from int64, backward bool, limit, max
 	if from < FromEnd || (!backward && from == FromEnd) {
 		return StreamPage{}, fmt.Errorf("%w: from revision %d", ErrOutOfRange, from)
 	}
-	streamID, head, found, err := st.lookupStream(stream)
+	streamID, head, err := st.liveStream(stream)
 	if err != nil {
 		return StreamPage{}, err
-	}
-	switch {
-	case !found:
-		return StreamPage{}, fmt.Errorf("%w: stream %q has no events in store %s", ErrStreamNotFound, stream, st.name)
-	case head.State == streamDeleted:
-		return StreamPage{}, fmt.Errorf("%w: %w: stream %q of store %s was deleted at revision %d", ErrStreamNotFound, ErrStreamDeleted, stream, st.name, head.TruncateBefore-1)
-	case head.State == streamTombstoned:
-		return StreamPage{}, fmt.Errorf("%w: %w: stream %q of store %s was deleted for good (hard delete)", ErrStreamNotFound, ErrStreamTombstoned, stream, st.name)
 	}
 	// Read the durable end first: rows at or past it are not acknowledged.
 	hwm := st.partition.HighWatermark()
@@ -145,27 +137,9 @@ func (st *Store) ReadStream(stream string, from int64, backward bool, limit, max
 	}
 	defer it.Close()
 
-	type row struct{ rev, pos int64 }
-	rowAt := func() (row, error) {
-		v, err := it.Value()
-		if err != nil {
-			return row{}, fmt.Errorf("%w: %w", ErrStorage, err)
-		}
-		pos, err := decodeU64(v, "stream index", it.Key())
-		return row{rev: pebblestore.OffsetFromKey(it.Key()), pos: pos}, err
-	}
-
-	// The head: the last revision whose position is durable.
-	page := StreamPage{HeadRevision: -1}
-	for ok := it.Last(); ok; ok = it.Prev() {
-		r, err := rowAt()
-		if err != nil {
-			return StreamPage{}, err
-		}
-		if r.pos < hwm {
-			page.HeadRevision = r.rev
-			break
-		}
+	page := StreamPage{}
+	if page.HeadRevision, err = durableHeadRevision(it, hwm); err != nil {
+		return StreamPage{}, err
 	}
 	if page.HeadRevision < 0 {
 		return StreamPage{}, fmt.Errorf("%w: stream %q has no events in store %s", ErrStreamNotFound, stream, st.name)
@@ -184,7 +158,7 @@ func (st *Store) ReadStream(stream string, from int64, backward bool, limit, max
 		ok = it.SeekLT(streamIndexKey(st.id, streamID, from+1))
 	}
 	for ; ok; ok = step(it, backward) {
-		r, err := rowAt()
+		r, err := streamRowAt(it)
 		if err != nil {
 			return StreamPage{}, err
 		}
@@ -211,22 +185,75 @@ func (st *Store) ReadStream(stream string, from int64, backward bool, limit, max
 		page.Events = append(page.Events, e)
 		bytes += e.Size()
 	}
-	if n := len(page.Events); n > 0 {
-		last := page.Events[n-1].Revision
-		if backward {
-			page.NextRevision = last - 1
-			page.EndOfStream = last == 0 || !ok
-		} else {
-			page.NextRevision = last + 1
-			page.EndOfStream = last >= page.HeadRevision
+	page.setNext(backward, ok)
+	return page, nil
+}
+
+// liveStream looks stream up: its ID and head row, or ErrStreamNotFound
+// when it has no events or was deleted.
+func (st *Store) liveStream(stream string) (uint64, streamHead, error) {
+	streamID, head, found, err := st.lookupStream(stream)
+	if err != nil {
+		return 0, head, err
+	}
+	switch {
+	case !found:
+		return 0, head, fmt.Errorf("%w: stream %q has no events in store %s", ErrStreamNotFound, stream, st.name)
+	case head.State == streamDeleted:
+		return 0, head, fmt.Errorf("%w: %w: stream %q of store %s was deleted at revision %d", ErrStreamNotFound, ErrStreamDeleted, stream, st.name, head.TruncateBefore-1)
+	case head.State == streamTombstoned:
+		return 0, head, fmt.Errorf("%w: %w: stream %q of store %s was deleted for good (hard delete)", ErrStreamNotFound, ErrStreamTombstoned, stream, st.name)
+	}
+	return streamID, head, nil
+}
+
+// streamRow is one stream index row: a revision and its position.
+type streamRow struct{ rev, pos int64 }
+
+// streamRowAt decodes the stream index row it is positioned on.
+func streamRowAt(it *pebblestore.Iter) (streamRow, error) {
+	v, err := it.Value()
+	if err != nil {
+		return streamRow{}, fmt.Errorf("%w: %w", ErrStorage, err)
+	}
+	pos, err := decodeU64(v, "stream index", it.Key())
+	return streamRow{rev: pebblestore.OffsetFromKey(it.Key()), pos: pos}, err
+}
+
+// durableHeadRevision returns the last revision of the stream index it
+// iterates whose position is durable (below hwm), or -1.
+func durableHeadRevision(it *pebblestore.Iter, hwm int64) (int64, error) {
+	for ok := it.Last(); ok; ok = it.Prev() {
+		r, err := streamRowAt(it)
+		if err != nil {
+			return -1, err
 		}
-	} else {
+		if r.pos < hwm {
+			return r.rev, nil
+		}
+	}
+	return -1, nil
+}
+
+// setNext sets where the next page starts and whether this one ends the
+// stream; more reports whether the iterator stopped on a row.
+func (page *StreamPage) setNext(backward, more bool) {
+	n := len(page.Events)
+	if n == 0 {
 		page.EndOfStream = true
 		if backward {
 			page.NextRevision = -1
 		}
+		return
 	}
-	return page, nil
+	last := page.Events[n-1].Revision
+	if backward {
+		page.NextRevision = last - 1
+		page.EndOfStream = last == 0 || !more
+	} else {
+		page.NextRevision = last + 1
+		page.EndOfStream = last >= page.HeadRevision
+	}
 }
 
 func step(it *pebblestore.Iter, backward bool) bool {

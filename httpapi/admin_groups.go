@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/vibemq/broker/groups"
+	"github.com/vibemq/broker/topics"
 )
 
 // GroupSummary is one group of GET /v1/admin/groups.
@@ -213,45 +214,9 @@ func (api *adminAPI) resetOffsets(r adminRequest) (int, any, error) {
 	if err := r.decode(&req); err != nil {
 		return 0, nil, err
 	}
-	targets := 0
-	for _, set := range []bool{req.ToEarliest, req.ToLatest, req.ToDatetime != "", req.ToOffset != nil} {
-		if set {
-			targets++
-		}
-	}
-	if targets != 1 {
-		return 0, nil, adminErrorf("conflicting_fields", "to_earliest", "give exactly one of to_earliest, to_latest, to_datetime, to_offset")
-	}
-	var at time.Time
-	if req.ToDatetime != "" {
-		var err error
-		if at, err = time.Parse(time.RFC3339, req.ToDatetime); err != nil {
-			return 0, nil, adminErrorf("invalid_body", "to_datetime", "to_datetime %q is not an RFC 3339 time such as 2026-01-02T15:04:05Z", req.ToDatetime)
-		}
-	}
-	if req.ToOffset != nil && *req.ToOffset < 0 {
-		return 0, nil, adminErrorf("out_of_range", "to_offset", "to_offset must not be negative")
-	}
-	if (len(req.Topics) == 0) == !req.AllTopics {
-		return 0, nil, adminErrorf("conflicting_fields", "topics", "give topics or all_topics (one of them)")
-	}
-	wanted := map[string][]int32{} // nil: every partition
-	for _, tf := range req.Topics {
-		topic, parts, hasParts := strings.Cut(tf, ":")
-		if topic == "" {
-			return 0, nil, adminErrorf("invalid_body", "topics", "%q has no topic name", tf)
-		}
-		if !hasParts {
-			wanted[topic] = nil
-			continue
-		}
-		for _, p := range strings.Split(parts, ",") {
-			n, err := strconv.ParseInt(strings.TrimSpace(p), 10, 32)
-			if err != nil || n < 0 {
-				return 0, nil, adminErrorf("invalid_body", "topics", "%q: %q is not a partition number", tf, p)
-			}
-			wanted[topic] = append(wanted[topic], int32(n))
-		}
+	wanted, at, err := req.parse()
+	if err != nil {
+		return 0, nil, err
 	}
 	d := api.cfg.Groups.DescribeGroups([]string{name})[0]
 	if d.Err != nil {
@@ -274,6 +239,67 @@ func (api *adminAPI) resetOffsets(r adminRequest) (int, any, error) {
 	if req.AllTopics && len(wanted) == 0 {
 		return 0, nil, adminErrorf("group_not_found", "", "group %s has no committed offsets; name topics", name)
 	}
+	rows, commit, err := api.planReset(&req, wanted, at, current)
+	if err != nil {
+		return 0, nil, err
+	}
+	if req.Execute {
+		if err := api.commitReset(r, name, commit); err != nil {
+			return 0, nil, err
+		}
+	}
+	return http.StatusOK, map[string]any{"group": name, "executed": req.Execute, "offsets": rows}, nil
+}
+
+// parse checks a reset request and returns the partitions it names by
+// topic (nil: every partition) and the time of to_datetime.
+func (req *ResetOffsetsRequest) parse() (map[string][]int32, time.Time, error) {
+	var at time.Time
+	targets := 0
+	for _, set := range []bool{req.ToEarliest, req.ToLatest, req.ToDatetime != "", req.ToOffset != nil} {
+		if set {
+			targets++
+		}
+	}
+	if targets != 1 {
+		return nil, at, adminErrorf("conflicting_fields", "to_earliest", "give exactly one of to_earliest, to_latest, to_datetime, to_offset")
+	}
+	if req.ToDatetime != "" {
+		var err error
+		if at, err = time.Parse(time.RFC3339, req.ToDatetime); err != nil {
+			return nil, at, adminErrorf("invalid_body", "to_datetime", "to_datetime %q is not an RFC 3339 time such as 2026-01-02T15:04:05Z", req.ToDatetime)
+		}
+	}
+	if req.ToOffset != nil && *req.ToOffset < 0 {
+		return nil, at, adminErrorf("out_of_range", "to_offset", "to_offset must not be negative")
+	}
+	if (len(req.Topics) == 0) == !req.AllTopics {
+		return nil, at, adminErrorf("conflicting_fields", "topics", "give topics or all_topics (one of them)")
+	}
+	wanted := map[string][]int32{} // nil: every partition
+	for _, tf := range req.Topics {
+		topic, parts, hasParts := strings.Cut(tf, ":")
+		if topic == "" {
+			return nil, at, adminErrorf("invalid_body", "topics", "%q has no topic name", tf)
+		}
+		if !hasParts {
+			wanted[topic] = nil
+			continue
+		}
+		for _, p := range strings.Split(parts, ",") {
+			n, err := strconv.ParseInt(strings.TrimSpace(p), 10, 32)
+			if err != nil || n < 0 {
+				return nil, at, adminErrorf("invalid_body", "topics", "%q: %q is not a partition number", tf, p)
+			}
+			wanted[topic] = append(wanted[topic], int32(n))
+		}
+	}
+	return wanted, at, nil
+}
+
+// planReset computes each wanted partition's new offset: the rows answered
+// and the commit that makes them so.
+func (api *adminAPI) planReset(req *ResetOffsetsRequest, wanted map[string][]int32, at time.Time, current map[[2]any]int64) ([]ResetOffset, []groups.CommitTopic, error) {
 	names := make([]string, 0, len(wanted))
 	for t := range wanted {
 		names = append(names, t)
@@ -284,7 +310,7 @@ func (api *adminAPI) resetOffsets(r adminRequest) (int, any, error) {
 	for _, topic := range names {
 		t, ok := api.cfg.Topics.Topic(topic)
 		if !ok {
-			return 0, nil, adminErrorf("topic_not_found", "topics", "topic %s does not exist; nothing was reset", topic)
+			return nil, nil, adminErrorf("topic_not_found", "topics", "topic %s does not exist; nothing was reset", topic)
 		}
 		parts := wanted[topic]
 		if parts == nil {
@@ -296,46 +322,51 @@ func (api *adminAPI) resetOffsets(r adminRequest) (int, any, error) {
 		for _, pi := range parts {
 			p, ok := t.Partition(pi)
 			if !ok {
-				return 0, nil, adminErrorf("topic_not_found", "topics", "%s/%d: no such partition; nothing was reset", topic, pi)
+				return nil, nil, adminErrorf("topic_not_found", "topics", "%s/%d: no such partition; nothing was reset", topic, pi)
 			}
 			cur, has := current[[2]any{topic, pi}]
 			if !has {
 				cur = -1
 			}
-			start, end := p.LogStartOffset(), p.HighWatermark()
-			var next int64
-			switch {
-			case req.ToEarliest:
-				next = start
-			case req.ToLatest:
-				next = end
-			case req.ToOffset != nil:
-				next = min(max(*req.ToOffset, start), end)
-			default:
-				next = end // no record at or after the time: the end
-				if o, _, err := p.OffsetForTimestamp(at.UnixMilli()); err == nil && o >= 0 {
-					next = o
-				}
-			}
+			next := resetTarget(req, p, at)
 			rows = append(rows, ResetOffset{Topic: topic, Partition: pi, Current: cur, New: next})
 			ct.Partitions = append(ct.Partitions, groups.CommitPartition{Partition: pi, Offset: next, LeaderEpoch: -1})
 		}
 		commit = append(commit, ct)
 	}
-	if req.Execute {
-		// A commit outside group management (generation -1), as an admin
-		// client's OffsetCommit; fenced if members joined meanwhile.
-		res := api.cfg.Groups.Commit(groups.CommitRequest{Group: name, Generation: -1, Topics: commit, Version: 8}, api.cfg.Now()).Wait(r.Context().Done())
-		if err := r.Context().Err(); err != nil && res.Topics == nil {
-			return 0, nil, adminErrorf("storage_unavailable", "", "the request ended before the commit of group %s was durable; check the offsets with GET /v1/admin/groups/%s", name, name)
-		}
-		for i := range res.Topics {
-			for j, err := range res.Topics[i] {
-				if err != nil {
-					return 0, nil, adminErrorf(adminDomainError(err).code, "", "committing %s/%d of group %s: %v", commit[i].Topic, commit[i].Partitions[j].Partition, name, err)
-				}
+	return rows, commit, nil
+}
+
+// resetTarget is the offset a reset moves partition p to.
+func resetTarget(req *ResetOffsetsRequest, p *topics.Partition, at time.Time) int64 {
+	start, end := p.LogStartOffset(), p.HighWatermark()
+	switch {
+	case req.ToEarliest:
+		return start
+	case req.ToLatest:
+		return end
+	case req.ToOffset != nil:
+		return min(max(*req.ToOffset, start), end)
+	}
+	if o, _, err := p.OffsetForTimestamp(at.UnixMilli()); err == nil && o >= 0 {
+		return o
+	}
+	return end // no record at or after the time: the end
+}
+
+// commitReset commits a reset outside group management (generation -1),
+// as an admin client's OffsetCommit; fenced if members joined meanwhile.
+func (api *adminAPI) commitReset(r adminRequest, name string, commit []groups.CommitTopic) error {
+	res := api.cfg.Groups.Commit(groups.CommitRequest{Group: name, Generation: -1, Topics: commit, Version: 8}, api.cfg.Now()).Wait(r.Context().Done())
+	if err := r.Context().Err(); err != nil && res.Topics == nil {
+		return adminErrorf("storage_unavailable", "", "the request ended before the commit of group %s was durable; check the offsets with GET /v1/admin/groups/%s", name, name)
+	}
+	for i := range res.Topics {
+		for j, err := range res.Topics[i] {
+			if err != nil {
+				return adminErrorf(adminDomainError(err).code, "", "committing %s/%d of group %s: %v", commit[i].Topic, commit[i].Partitions[j].Partition, name, err)
 			}
 		}
 	}
-	return http.StatusOK, map[string]any{"group": name, "executed": req.Execute, "offsets": rows}, nil
+	return nil
 }

@@ -129,33 +129,10 @@ func (s *Server) handleProduce(r *request) (reply, error) {
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				continue
 			}
-			batch := rp.Records
-			if req.Version < 3 {
-				var err error
-				if batch, err = topics.UpconvertMessageSet(batch, s.now()); err != nil {
-					sp.ErrorCode = errorCode(err)
-					continue
-				}
-			}
-			if topics.IsTransactionalBatch(batch) {
-				if h, err := topics.ParseBatchHeader(batch); err == nil {
-					if s.cfg.Txns == nil {
-						sp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
-						continue
-					}
-					if err := s.cfg.Txns.CheckProduce(h.ProducerID, h.ProducerEpoch, rt.Topic, rp.Partition); err != nil {
-						sp.ErrorCode = fencedCode(errorCode(err), false)
-						if sp.ErrorCode == kerr.InvalidTxnState.Code && req.Version >= 11 {
-							// v11 clients abort and go on (KIP-890); older
-							// ones only know INVALID_TXN_STATE.
-							sp.ErrorCode = kerr.TransactionAbortable.Code
-						}
-						if req.Version >= 8 {
-							sp.ErrorMessage = errorMessage(err)
-						}
-						continue
-					}
-				}
+			batch, code, msg := s.produceBatch(req.Version, rt.Topic, rp.Partition, rp.Records)
+			if code != 0 {
+				sp.ErrorCode, sp.ErrorMessage = code, msg
+				continue
 			}
 			a := &topics.Append{Partition: p, Batch: batch}
 			appends = append(appends, a)
@@ -166,38 +143,79 @@ func (s *Server) handleProduce(r *request) (reply, error) {
 	finish := func() {
 		_ = pending.Wait()
 		for _, sl := range slots {
-			sp := &resp.Topics[sl.topic].Partitions[sl.part]
-			a := sl.a
-			if a.Err != nil {
-				sp.ErrorCode = errorCode(a.Err)
-				if sp.ErrorCode == kerr.KafkaStorageError.Code && req.Version < 4 {
-					// v4 introduced KAFKA_STORAGE_ERROR (KIP-112); Kafka
-					// answers older requests NOT_LEADER_OR_FOLLOWER, which
-					// their clients retry.
-					sp.ErrorCode = kerr.NotLeaderForPartition.Code
-				}
-				if req.Version >= 8 {
-					sp.ErrorMessage = errorMessage(a.Err)
-				}
-				if errors.Is(a.Err, topics.ErrInvalidRecord) && oneBatch(a.Batch) {
-					// Kafka reports the log start offset with a failure
-					// of its log validator (RecordValidationException),
-					// -1 when the request itself is malformed (not one
-					// v2 batch) or the batch damaged or oversized.
-					sp.LogStartOffset = a.Partition.LogStartOffset()
-				}
-				continue
-			}
-			sp.BaseOffset = a.BaseOffset
-			sp.LogAppendTime = a.LogAppendTime
-			sp.LogStartOffset = a.LogStartOffset
-			if !a.Duplicate {
-				s.metrics.producedBytes.Add(float64(len(a.Batch)))
-				s.metrics.producedBatches.Inc()
-			}
+			s.produceResult(req.Version, &resp.Topics[sl.topic].Partitions[sl.part], sl.a)
 		}
 	}
 	return reply{resp: resp, finish: finish, none: req.Acks == 0}, nil
+}
+
+// produceBatch returns the v2 batch to append for one partition of a
+// Produce request of the given version: a message set (v0-v2) converted
+// up, and a transactional batch checked against its transaction. A
+// refused partition gets its error code (and, from v8, message) instead.
+func (s *Server) produceBatch(version int16, topic string, partition int32, records []byte) ([]byte, int16, *string) {
+	batch := records
+	if version < 3 {
+		var err error
+		if batch, err = topics.UpconvertMessageSet(batch, s.now()); err != nil {
+			return nil, errorCode(err), nil
+		}
+	}
+	if !topics.IsTransactionalBatch(batch) {
+		return batch, 0, nil
+	}
+	h, err := topics.ParseBatchHeader(batch)
+	if err != nil {
+		return batch, 0, nil // the append's validation answers it
+	}
+	if s.cfg.Txns == nil {
+		return nil, kerr.TransactionalIDAuthorizationFailed.Code, nil
+	}
+	if err := s.cfg.Txns.CheckProduce(h.ProducerID, h.ProducerEpoch, topic, partition); err != nil {
+		code := fencedCode(errorCode(err), false)
+		if code == kerr.InvalidTxnState.Code && version >= 11 {
+			// v11 clients abort and go on (KIP-890); older ones only
+			// know INVALID_TXN_STATE.
+			code = kerr.TransactionAbortable.Code
+		}
+		var msg *string
+		if version >= 8 {
+			msg = errorMessage(err)
+		}
+		return nil, code, msg
+	}
+	return batch, 0, nil
+}
+
+// produceResult fills one partition's answer from its finished append.
+func (s *Server) produceResult(version int16, sp *kmsg.ProduceResponseTopicPartition, a *topics.Append) {
+	if a.Err != nil {
+		sp.ErrorCode = errorCode(a.Err)
+		if sp.ErrorCode == kerr.KafkaStorageError.Code && version < 4 {
+			// v4 introduced KAFKA_STORAGE_ERROR (KIP-112); Kafka answers
+			// older requests NOT_LEADER_OR_FOLLOWER, which their clients
+			// retry.
+			sp.ErrorCode = kerr.NotLeaderForPartition.Code
+		}
+		if version >= 8 {
+			sp.ErrorMessage = errorMessage(a.Err)
+		}
+		if errors.Is(a.Err, topics.ErrInvalidRecord) && oneBatch(a.Batch) {
+			// Kafka reports the log start offset with a failure of its
+			// log validator (RecordValidationException), -1 when the
+			// request itself is malformed (not one v2 batch) or the batch
+			// damaged or oversized.
+			sp.LogStartOffset = a.Partition.LogStartOffset()
+		}
+		return
+	}
+	sp.BaseOffset = a.BaseOffset
+	sp.LogAppendTime = a.LogAppendTime
+	sp.LogStartOffset = a.LogStartOffset
+	if !a.Duplicate {
+		s.metrics.producedBytes.Add(float64(len(a.Batch)))
+		s.metrics.producedBatches.Inc()
+	}
 }
 
 // oneBatch reports whether b is exactly one whole v2 batch: what Kafka

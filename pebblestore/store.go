@@ -100,30 +100,9 @@ type Store struct {
 // marker names another format, and a non-empty directory without a marker.
 // It never deletes or rewrites existing data.
 func Open(dir string, opts Options) (*Store, error) {
-	fs := opts.FS
-	var lockFile *os.File
-	if fs == nil {
-		fs = vfs.Default
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return nil, fmt.Errorf("pebblestore: cannot create data directory %s: %w; check the path and its permissions", dir, err)
-		}
-		// Refuse foreign or newer data before creating anything in it, the
-		// lock file included.
-		if err := inspectMarker(fs, dir); err != nil {
-			return nil, err
-		}
-		var err error
-		lockFile, err = lockDir(dir)
-		if err != nil {
-			return nil, err
-		}
-	} else if err := fs.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("pebblestore: cannot create data directory %s: %w", dir, err)
-	}
-	// Make the directory entries durable: a data directory created just
-	// before a power loss must not vanish with the data acknowledged in it.
-	if err := syncDir(fs, filepath.Dir(filepath.Clean(dir))); err != nil {
-		return nil, fmt.Errorf("pebblestore: cannot sync the parent of %s: %w", dir, err)
+	fs, lockFile, err := prepareDataDir(dir, opts.FS)
+	if err != nil {
+		return nil, err
 	}
 	fail := func(err error) (*Store, error) {
 		if lockFile != nil {
@@ -135,16 +114,87 @@ func Open(dir string, opts Options) (*Store, error) {
 		return fail(err)
 	}
 
-	memtable := opts.MemTableSize
-	if memtable == 0 {
-		memtable = 64 << 20
-	}
 	cacheSize := opts.CacheSize
 	if cacheSize == 0 {
 		cacheSize = 256 << 20
 	}
 	cache := pebble.NewCache(cacheSize)
 	defer cache.Unref()
+	var guard atomic.Pointer[SpaceGuard] // set once the store exists
+	po, stalls := pebbleOptions(fs, cache, opts, &guard)
+	db, err := pebble.Open(filepath.Join(dir, storeSubdir), po)
+	if err != nil {
+		return fail(fmt.Errorf("pebblestore: cannot open the database in %s: %w", dir, err))
+	}
+	if err := syncDir(fs, dir); err != nil {
+		_ = db.Close()
+		return fail(fmt.Errorf("pebblestore: cannot sync data directory %s: %w", dir, err))
+	}
+	s := &Store{db: db, dir: dir, lockFile: lockFile, writeOpt: pebble.Sync, reclaim: newReclaimQueue(), stalls: stalls}
+	s.closeCtx, s.cancelClose = context.WithCancel(context.Background())
+	if opts.NoSync {
+		s.writeOpt = pebble.NoSync
+	}
+	if err := s.checkFormatKey(); err != nil {
+		_ = db.Close()
+		return fail(err)
+	}
+	probe := opts.FreeSpaceProbe
+	if probe == nil && opts.FS == nil {
+		probe = StatfsProbe
+	}
+	s.space = NewSpaceGuard(SpaceGuardConfig{Dir: dir, Min: opts.FreeSpaceMin, Probe: probe, Logger: opts.Logger})
+	guard.Store(s.space)
+	// Measured before anything is served: a broker started on a full disk
+	// refuses new data from its first request.
+	_ = s.space.Probe()
+	return s, nil
+}
+
+// prepareDataDir creates the data directory dir and makes its entry
+// durable. On the real filesystem (fs nil) it first refuses foreign or
+// newer data (inspectMarker) and locks the directory; it returns the
+// filesystem to use and the lock file (nil on another filesystem).
+func prepareDataDir(dir string, fs vfs.FS) (vfs.FS, *os.File, error) {
+	var lockFile *os.File
+	if fs == nil {
+		fs = vfs.Default
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, nil, fmt.Errorf("pebblestore: cannot create data directory %s: %w; check the path and its permissions", dir, err)
+		}
+		// Refuse foreign or newer data before creating anything in it, the
+		// lock file included.
+		if err := inspectMarker(fs, dir); err != nil {
+			return nil, nil, err
+		}
+		var err error
+		lockFile, err = lockDir(dir)
+		if err != nil {
+			return nil, nil, err
+		}
+	} else if err := fs.MkdirAll(dir, 0o755); err != nil {
+		return nil, nil, fmt.Errorf("pebblestore: cannot create data directory %s: %w", dir, err)
+	}
+	// Make the directory entries durable: a data directory created just
+	// before a power loss must not vanish with the data acknowledged in it.
+	if err := syncDir(fs, filepath.Dir(filepath.Clean(dir))); err != nil {
+		if lockFile != nil {
+			_ = lockFile.Close()
+		}
+		return nil, nil, fmt.Errorf("pebblestore: cannot sync the parent of %s: %w", dir, err)
+	}
+	return fs, lockFile, nil
+}
+
+// pebbleOptions are the Pebble options of a store on fs with cache. guard
+// is the store's free-space guard once it exists: while it is low, blob
+// files are rewritten at a lower garbage ratio. It also returns the
+// counter of write stalls its event listener feeds.
+func pebbleOptions(fs vfs.FS, cache *pebble.Cache, opts Options, guard *atomic.Pointer[SpaceGuard]) (*pebble.Options, *stallCounter) {
+	memtable := opts.MemTableSize
+	if memtable == 0 {
+		memtable = 64 << 20
+	}
 	po := &pebble.Options{
 		FS:                          fs,
 		Cache:                       cache,
@@ -186,7 +236,6 @@ func Open(dir string, opts Options) (*Store, error) {
 	if rewriteAge <= 0 {
 		rewriteAge = time.Minute
 	}
-	var guard atomic.Pointer[SpaceGuard] // set once the store exists
 	po.Experimental.ValueSeparationPolicy = func() pebble.ValueSeparationPolicy {
 		ratio := blobGarbageRatio
 		if g := guard.Load(); g != nil && g.Low() {
@@ -201,34 +250,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		}
 	}
 	po.CompactionConcurrencyRange = func() (int, int) { return 1, 2 }
-
-	db, err := pebble.Open(filepath.Join(dir, storeSubdir), po)
-	if err != nil {
-		return fail(fmt.Errorf("pebblestore: cannot open the database in %s: %w", dir, err))
-	}
-	if err := syncDir(fs, dir); err != nil {
-		_ = db.Close()
-		return fail(fmt.Errorf("pebblestore: cannot sync data directory %s: %w", dir, err))
-	}
-	s := &Store{db: db, dir: dir, lockFile: lockFile, writeOpt: pebble.Sync, reclaim: newReclaimQueue(), stalls: stalls}
-	s.closeCtx, s.cancelClose = context.WithCancel(context.Background())
-	if opts.NoSync {
-		s.writeOpt = pebble.NoSync
-	}
-	if err := s.checkFormatKey(); err != nil {
-		_ = db.Close()
-		return fail(err)
-	}
-	probe := opts.FreeSpaceProbe
-	if probe == nil && opts.FS == nil {
-		probe = StatfsProbe
-	}
-	s.space = NewSpaceGuard(SpaceGuardConfig{Dir: dir, Min: opts.FreeSpaceMin, Probe: probe, Logger: opts.Logger})
-	guard.Store(s.space)
-	// Measured before anything is served: a broker started on a full disk
-	// refuses new data from its first request.
-	_ = s.space.Probe()
-	return s, nil
+	return po, stalls
 }
 
 // Dir is the data directory.

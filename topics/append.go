@@ -92,80 +92,144 @@ func (m *Manager) AppendAtomic(appends []*Append, extra func(b *pebblestore.Batc
 	return m.appendBatches(appends, extra, true, nowMs)
 }
 
-// appendBatches is Append, and AppendAtomic when atomic is set.
+// appendBatches is Append, and AppendAtomic when atomic is set. Its steps:
+// validate every batch without a lock (checkAppends), lock the partitions
+// written in (topic ID, partition) order (lockPartitions), snapshot what
+// the write changes in memory (both lockPartitions), add each batch with
+// its rows (appendWrite.add), apply the Pebble batch, and on failure
+// restore the snapshot (appendUndo.rollback).
 func (m *Manager) appendBatches(appends []*Append, extra func(b *pebblestore.Batch), atomic bool, now int64) (*PendingAppend, error) {
 	pa := &PendingAppend{m: m, appends: appends}
-	type checked struct {
-		a *Append
-		h BatchHeader
-	}
-	ok := make([]checked, 0, len(appends))
-	for _, a := range appends {
-		a.BaseOffset, a.LogAppendTime, a.LogStartOffset = -1, -1, -1
-		if a.Partition == nil {
-			a.Err = ErrUnknownTopic
-			continue
-		}
-		if a.marker {
-			h, err := ParseBatchHeader(a.Batch)
-			if err != nil {
-				a.Err = err
-				continue
-			}
-			ok = append(ok, checked{a, h})
-			continue
-		}
-		settings := a.Partition.Topic.currentSettings()
-		opts := ValidateOptions{MaxBatchBytes: settings.maxMessageBytes, RequireKeys: settings.compact}
-		if !settings.logAppendTime {
-			opts.CheckTimestamps = true
-			opts.MinTimestamp, opts.MaxTimestamp = settings.timestampBounds(now)
-		}
-		h, err := ValidateBatch(a.Batch, opts)
-		if err != nil {
-			a.Err = err
-			continue
-		}
-		if settings.logAppendTime && h.LogAppendTime() {
-			// Kafka LogValidator.validateTimestamp: the broker, not the
-			// producer, sets the LogAppendTime attribute.
-			a.Err = fmt.Errorf("%w: the producer set the LogAppendTime attribute; only the broker may", ErrInvalidTimestamp)
-			continue
-		}
-		if settings.recompress && h.Codec() != settings.compression {
-			if h, err = recompressBatch(a, h, settings); err != nil {
-				a.Err = err
-				continue
-			}
-		}
-		if h.IsTransactional() && h.ProducerID < 0 {
-			a.Err = fmt.Errorf("%w: transactional batch without a producer ID", ErrInvalidRecord)
-			continue
-		}
-		// New data is refused while the disk is low (pebblestore.SpaceGuard).
-		// Transaction markers (above) and the coordinators' internal topics
-		// are small writes that let transactions end and offsets move; they
-		// go on.
-		if !IsInternalTopic(a.Partition.Topic.Name) {
-			if err := m.store.Space().Reserve(len(a.Batch)); err != nil {
-				a.Err = err
-				continue
-			}
-		}
-		ok = append(ok, checked{a, h})
-	}
+	ok := m.checkAppends(appends, now)
 	if atomic {
-		for _, a := range appends {
-			if a.Err != nil {
-				err := a.Err
-				notApplied(appends, a)
-				return nil, err
-			}
+		if failed := firstFailed(appends); failed != nil {
+			err := failed.Err
+			notApplied(appends, failed)
+			return nil, err
 		}
 	}
 	if len(ok) == 0 && extra == nil {
 		return pa, nil
 	}
+	sortByPartition(ok)
+	undo := lockPartitions(ok)
+	w := appendWrite{atomic: atomic, now: now, b: m.store.NewBatchWithSize(batchSizeHint(ok))}
+	for _, c := range ok {
+		if w.failed != nil {
+			break
+		}
+		w.add(c, undo.of(c.a.Partition))
+	}
+	applyErr := w.apply(extra)
+	if applyErr != nil {
+		undo.rollback()
+		if w.failed != nil {
+			notApplied(appends, w.failed)
+		} else {
+			applyErr = fmt.Errorf("%w: %v", ErrStorage, applyErr)
+			for _, c := range ok {
+				if c.a.Err == nil {
+					c.a.Err = applyErr
+					c.a.BaseOffset = -1
+				}
+			}
+		}
+		w.b.Close()
+		w.b = nil
+	} else {
+		undo.commit()
+	}
+	undo.unlock()
+	if atomic && applyErr != nil {
+		return nil, applyErr
+	}
+	pa.batch = w.b
+	return pa, nil
+}
+
+// checkedAppend is an append that passed checkAppend, with its header.
+type checkedAppend struct {
+	a *Append
+	h BatchHeader
+}
+
+// checkAppends resets each append's results and checks it (checkAppend),
+// without any lock. It returns the appends that passed; the others have
+// Err set.
+func (m *Manager) checkAppends(appends []*Append, now int64) []checkedAppend {
+	ok := make([]checkedAppend, 0, len(appends))
+	for _, a := range appends {
+		a.BaseOffset, a.LogAppendTime, a.LogStartOffset = -1, -1, -1
+		h, err := m.checkAppend(a, now)
+		if err != nil {
+			a.Err = err
+			continue
+		}
+		ok = append(ok, checkedAppend{a, h})
+	}
+	return ok
+}
+
+// checkAppend validates one append before any lock is taken: the batch
+// against its topic's settings (sizes, CRC, keys on compacted topics,
+// timestamps, producer fields), recompressed into the topic's
+// compression.type when that differs, and the free-space guard. A
+// broker-built marker is only parsed.
+func (m *Manager) checkAppend(a *Append, now int64) (BatchHeader, error) {
+	if a.Partition == nil {
+		return BatchHeader{}, ErrUnknownTopic
+	}
+	if a.marker {
+		return ParseBatchHeader(a.Batch)
+	}
+	settings := a.Partition.Topic.currentSettings()
+	opts := ValidateOptions{MaxBatchBytes: settings.maxMessageBytes, RequireKeys: settings.compact}
+	if !settings.logAppendTime {
+		opts.CheckTimestamps = true
+		opts.MinTimestamp, opts.MaxTimestamp = settings.timestampBounds(now)
+	}
+	h, err := ValidateBatch(a.Batch, opts)
+	if err != nil {
+		return h, err
+	}
+	if settings.logAppendTime && h.LogAppendTime() {
+		// Kafka LogValidator.validateTimestamp: the broker, not the
+		// producer, sets the LogAppendTime attribute.
+		return h, fmt.Errorf("%w: the producer set the LogAppendTime attribute; only the broker may", ErrInvalidTimestamp)
+	}
+	if settings.recompress && h.Codec() != settings.compression {
+		if h, err = recompressBatch(a, h, settings); err != nil {
+			return h, err
+		}
+	}
+	if h.IsTransactional() && h.ProducerID < 0 {
+		return h, fmt.Errorf("%w: transactional batch without a producer ID", ErrInvalidRecord)
+	}
+	// New data is refused while the disk is low (pebblestore.SpaceGuard).
+	// Transaction markers (above) and the coordinators' internal topics
+	// are small writes that let transactions end and offsets move; they
+	// go on.
+	if !IsInternalTopic(a.Partition.Topic.Name) {
+		if err := m.store.Space().Reserve(len(a.Batch)); err != nil {
+			return h, err
+		}
+	}
+	return h, nil
+}
+
+// firstFailed returns the first append with an error, or nil.
+func firstFailed(appends []*Append) *Append {
+	for _, a := range appends {
+		if a.Err != nil {
+			return a
+		}
+	}
+	return nil
+}
+
+// sortByPartition orders the appends by (topic ID, partition), the lock
+// order, keeping the request's order within a partition.
+func sortByPartition(ok []checkedAppend) {
 	sort.SliceStable(ok, func(i, j int) bool {
 		pi, pj := ok[i].a.Partition, ok[j].a.Partition
 		if c := bytes.Compare(pi.Topic.ID[:], pj.Topic.ID[:]); c != 0 {
@@ -173,214 +237,291 @@ func (m *Manager) appendBatches(appends []*Append, extra func(b *pebblestore.Bat
 		}
 		return pi.Index < pj.Index
 	})
+}
 
-	// Lock each distinct partition once, in (topic ID, partition) order.
-	var locked []*Partition
+// lockPartitions locks each distinct partition of ok once, in the order of
+// ok (sortByPartition), and snapshots it before any change: the undo log
+// of the write, in lock order.
+func lockPartitions(ok []checkedAppend) appendUndo {
+	n := 0
+	for i, c := range ok {
+		if i == 0 || ok[i-1].a.Partition != c.a.Partition {
+			n++
+		}
+	}
+	undo := make(appendUndo, 0, n)
 	for _, c := range ok {
-		if len(locked) == 0 || locked[len(locked)-1] != c.a.Partition {
-			c.a.Partition.mu.Lock()
-			locked = append(locked, c.a.Partition)
+		if p := c.a.Partition; len(undo) == 0 || undo[len(undo)-1].p != p {
+			p.mu.Lock()
+			undo = append(undo, snapshotLocked(p))
 		}
 	}
-	type undo struct {
-		p         *Partition
-		next      int64
-		producers map[int64]*producerState
-		active    *segment
-		ongoing   map[int64]int64
-		aborted   int
-		ending    int
-		// bytes and records appended, added to the size counters on success
-		bytes, records int64
-	}
-	undos := make([]undo, 0, len(locked))
-	for _, p := range locked {
-		var ongoing map[int64]int64 // nil: none was open
-		if len(p.mu.ongoing) > 0 {
-			ongoing = make(map[int64]int64, len(p.mu.ongoing))
-			for k, v := range p.mu.ongoing {
-				ongoing[k] = v
-			}
-		}
-		undos = append(undos, undo{p: p, next: p.mu.nextOffset, producers: map[int64]*producerState{}, active: p.mu.active, ongoing: ongoing, aborted: len(p.mu.aborted), ending: len(p.mu.ending)})
-	}
-	undoOf := func(p *Partition) *undo {
-		for i := range undos {
-			if undos[i].p == p {
-				return &undos[i]
-			}
-		}
-		return nil
-	}
+	return undo
+}
 
+// batchSizeHint is the size of the Pebble batch that will carry ok.
+func batchSizeHint(ok []checkedAppend) int {
 	size := 0
 	for _, c := range ok {
 		size += len(c.a.Batch) + appendRowsBytes
 	}
-	b := m.store.NewBatchWithSize(size)
-	needBarrier := false
-	var failed *Append // the append that failed an atomic write
-	for _, c := range ok {
-		if failed != nil {
-			break
+	return size
+}
+
+// partitionUndo is what an append changes in a partition's memory, as it
+// was before: restored if the write is not applied.
+type partitionUndo struct {
+	p         *Partition
+	next      int64
+	producers map[int64]*producerState // state before the first change; nil: none existed
+	active    *segment
+	ongoing   map[int64]int64 // nil: none was open
+	aborted   int
+	ending    int
+	// bytes and records appended, added to the size counters on success
+	bytes, records int64
+}
+
+// snapshotLocked saves what an append may change in p.
+// REQUIRES: p.mu held.
+func snapshotLocked(p *Partition) partitionUndo {
+	var ongoing map[int64]int64
+	if len(p.mu.ongoing) > 0 {
+		ongoing = make(map[int64]int64, len(p.mu.ongoing))
+		for k, v := range p.mu.ongoing {
+			ongoing[k] = v
 		}
-		a, h, p := c.a, c.h, c.a.Partition
-		if p.deleted.Load() {
-			a.Err = ErrUnknownTopic
-			if atomic && !a.marker {
-				failed = a
-			}
-			continue
+	}
+	return partitionUndo{p: p, next: p.mu.nextOffset, producers: map[int64]*producerState{}, active: p.mu.active, ongoing: ongoing, aborted: len(p.mu.aborted), ending: len(p.mu.ending)}
+}
+
+// appendUndo is the undo log of one write: a partitionUndo per locked
+// partition, in lock order.
+type appendUndo []partitionUndo
+
+// of returns p's entry.
+func (undo appendUndo) of(p *Partition) *partitionUndo {
+	for i := range undo {
+		if undo[i].p == p {
+			return &undo[i]
 		}
-		a.LogStartOffset = p.logStart.Load()
-		var st *producerState
-		var lastSeq int32
-		if h.ProducerID >= 0 && !a.marker {
-			st = p.mu.producers[h.ProducerID]
-			lastSeq = incrementSequence(h.BaseSequence, h.LastOffsetDelta)
-			if dup, found := st.findDuplicate(h.ProducerEpoch, h.BaseSequence, lastSeq); found {
-				if atomic {
-					// The original is in the log already, written by
-					// another call: it cannot land with this one.
-					a.Err = fmt.Errorf("%w: an idempotent retry cannot be part of an atomic write", ErrInvalidRecord)
-					failed = a
-					continue
-				}
-				a.BaseOffset = dup.BaseOffset
-				a.end = dup.BaseOffset + int64(dup.OffsetDelta) + 1
-				a.Duplicate = true
-				needBarrier = true
-				if p.Topic.logAppendTime() {
-					a.LogAppendTime = dup.Timestamp
-				}
-				continue
-			}
-			if err := st.checkSequence(h.ProducerEpoch, h.BaseSequence); err != nil {
-				a.Err = err
-				if atomic {
-					failed = a
-				}
-				continue
-			}
+	}
+	return nil
+}
+
+// saveProducer keeps the producer's state before its first change (st;
+// nil when it had none).
+func (u *partitionUndo) saveProducer(producerID int64, st *producerState) {
+	if _, saved := u.producers[producerID]; !saved {
+		u.producers[producerID] = st.clone()
+	}
+}
+
+// rollback restores every partition as it was before the write.
+// REQUIRES: the partitions are still locked.
+func (undo appendUndo) rollback() {
+	for _, u := range undo {
+		u.p.mu.nextOffset = u.next
+		u.p.mu.active = u.active
+		u.p.mu.ongoing = u.ongoing
+		if u.ongoing == nil {
+			u.p.mu.ongoing = make(map[int64]int64)
 		}
-		base := p.mu.nextOffset
-		SetBaseOffset(a.Batch, base)
-		SetPartitionLeaderEpoch(a.Batch, 0) // the only leader epoch is 0
-		maxTS := h.MaxTimestamp
-		if p.Topic.logAppendTime() {
-			SetLogAppendTime(a.Batch, now)
-			maxTS = now
-			a.LogAppendTime = now
-		}
-		a.BaseOffset = base
-		a.end = base + int64(h.LastOffsetDelta) + 1
-		p.mu.nextOffset = a.end
-		b.Set(pebblestore.BatchKey(p.Topic.ID, p.Index, base), a.Batch)
-		b.Set(pebblestore.BatchIndexKey(p.Topic.ID, p.Index, base),
-			batchIndex{LastOffset: a.end - 1, MaxTimestamp: maxTS, Size: uint32(len(a.Batch))}.encode())
-		segTS := maxTS
-		if segTS < 0 {
-			segTS = now // a batch without timestamps ages from its append
-		}
-		seg := p.extendActiveLocked(p.Topic.currentSettings(), base, a.end-1, len(a.Batch), h.NumRecords, segTS)
-		b.Set(pebblestore.SegmentKey(p.Topic.ID, p.Index, seg.Base), seg.encode())
-		u := undoOf(p)
-		u.bytes += int64(len(a.Batch))
-		u.records += int64(h.NumRecords)
-		if a.Extra != nil {
-			a.Extra(b, base)
-		}
-		p.applyTxnLocked(b, h, base, a.markerAbort)
-		if a.marker {
-			// A marker written with a newer epoch (a fencing abort) fences
-			// the producer's older epoch on this partition too, even where
-			// the producer has not written yet: a batch of the old epoch
-			// arriving after the marker would otherwise open a transaction
-			// that nothing ever ends.
-			if st = p.mu.producers[h.ProducerID]; st == nil || h.ProducerEpoch > st.Epoch {
-				if _, saved := u.producers[h.ProducerID]; !saved {
-					u.producers[h.ProducerID] = st.clone()
-				}
-				if st == nil {
-					st = &producerState{}
-					p.mu.producers[h.ProducerID] = st
-				}
-				st.Epoch = h.ProducerEpoch
-				st.Batches = st.Batches[:0]
-				b.Set(pebblestore.ProducerStateKey(p.Topic.ID, p.Index, h.ProducerID), st.encode())
-			}
-		} else if h.ProducerID >= 0 {
-			if _, saved := u.producers[h.ProducerID]; !saved {
-				u.producers[h.ProducerID] = st.clone()
-			}
+		u.p.mu.aborted = u.p.mu.aborted[:u.aborted]
+		u.p.mu.ending = u.p.mu.ending[:u.ending]
+		for id, st := range u.producers {
 			if st == nil {
-				st = &producerState{Epoch: h.ProducerEpoch}
-				p.mu.producers[h.ProducerID] = st
-			}
-			st.record(h.ProducerEpoch, producerBatch{
-				FirstSeq: h.BaseSequence, LastSeq: lastSeq, BaseOffset: base,
-				OffsetDelta: h.LastOffsetDelta, Timestamp: maxTS,
-			})
-			b.Set(pebblestore.ProducerStateKey(p.Topic.ID, p.Index, h.ProducerID), st.encode())
-		}
-	}
-	if failed == nil && extra != nil {
-		extra(b)
-	}
-	if b.Empty() && needBarrier {
-		b.LogData(nil)
-	}
-	var applyErr error
-	if failed != nil {
-		applyErr = failed.Err
-	} else if !b.Empty() {
-		applyErr = b.Apply()
-	}
-	if applyErr != nil {
-		for _, u := range undos {
-			u.p.mu.nextOffset = u.next
-			u.p.mu.active = u.active
-			u.p.mu.ongoing = u.ongoing
-			if u.ongoing == nil {
-				u.p.mu.ongoing = make(map[int64]int64)
-			}
-			u.p.mu.aborted = u.p.mu.aborted[:u.aborted]
-			u.p.mu.ending = u.p.mu.ending[:u.ending]
-			for id, st := range u.producers {
-				if st == nil {
-					delete(u.p.mu.producers, id)
-				} else {
-					u.p.mu.producers[id] = st
-				}
+				delete(u.p.mu.producers, id)
+			} else {
+				u.p.mu.producers[id] = st
 			}
 		}
-		if failed != nil {
-			notApplied(appends, failed)
-		} else {
-			for _, c := range ok {
-				if c.a.Err == nil {
-					c.a.Err = fmt.Errorf("%w: %v", ErrStorage, applyErr)
-					c.a.BaseOffset = -1
-				}
-			}
-			applyErr = fmt.Errorf("%w: %v", ErrStorage, applyErr)
+	}
+}
+
+// commit adds the bytes and records written to each partition's counters.
+func (undo appendUndo) commit() {
+	for _, u := range undo {
+		u.p.sizeBytes.Add(u.bytes)
+		u.p.records.Add(u.records)
+	}
+}
+
+// unlock unlocks the partitions lockPartitions locked.
+func (undo appendUndo) unlock() {
+	for _, u := range undo {
+		u.p.mu.Unlock()
+	}
+}
+
+// appendWrite is one appendBatches call under its partitions' locks: the
+// Pebble batch being filled, and what the appends added so far asked for.
+type appendWrite struct {
+	atomic      bool
+	now         int64
+	b           *pebblestore.Batch
+	needBarrier bool    // an idempotent duplicate is answered: wait for the original's sync
+	failed      *Append // the append that failed an atomic write
+}
+
+// add writes one append into the batch: the producer checks, offsets and
+// rows, the Extra rows, the transaction state and the producer state; or
+// records why it cannot (a.Err, and w.failed for an atomic write). u is
+// the partition's undo entry.
+// REQUIRES: c.a.Partition is locked.
+func (w *appendWrite) add(c checkedAppend, u *partitionUndo) {
+	a, h, p := c.a, c.h, c.a.Partition
+	if p.deleted.Load() {
+		a.Err = ErrUnknownTopic
+		if w.atomic && !a.marker {
+			w.failed = a
 		}
-		b.Close()
-		b = nil
-	} else {
-		for _, u := range undos {
-			u.p.sizeBytes.Add(u.bytes)
-			u.p.records.Add(u.records)
+		return
+	}
+	a.LogStartOffset = p.logStart.Load()
+	st, lastSeq, write := w.checkProducerLocked(a, h)
+	if !write {
+		return
+	}
+	maxTS := w.writeBatchLocked(a, h, u)
+	if a.Extra != nil {
+		a.Extra(w.b, a.BaseOffset)
+	}
+	p.applyTxnLocked(w.b, h, a.BaseOffset, a.markerAbort)
+	if a.marker {
+		w.fenceOlderEpochLocked(p, h, u)
+	} else if h.ProducerID >= 0 {
+		w.recordProducerLocked(p, h, u, st, producerBatch{
+			FirstSeq: h.BaseSequence, LastSeq: lastSeq, BaseOffset: a.BaseOffset,
+			OffsetDelta: h.LastOffsetDelta, Timestamp: maxTS,
+		})
+	}
+}
+
+// checkProducerLocked checks an idempotent producer's batch against the
+// producer's state: an idempotent retry is answered with the original's
+// offsets (refused in an atomic write), a sequence or epoch error fails
+// the append. It returns the producer's state, the batch's last sequence,
+// and whether the batch is to be written. Markers and batches without a
+// producer ID pass unchecked.
+// REQUIRES: a.Partition is locked.
+func (w *appendWrite) checkProducerLocked(a *Append, h BatchHeader) (st *producerState, lastSeq int32, write bool) {
+	if h.ProducerID < 0 || a.marker {
+		return nil, 0, true
+	}
+	p := a.Partition
+	st = p.mu.producers[h.ProducerID]
+	lastSeq = incrementSequence(h.BaseSequence, h.LastOffsetDelta)
+	if dup, found := st.findDuplicate(h.ProducerEpoch, h.BaseSequence, lastSeq); found {
+		if w.atomic {
+			// The original is in the log already, written by another
+			// call: it cannot land with this one.
+			a.Err = fmt.Errorf("%w: an idempotent retry cannot be part of an atomic write", ErrInvalidRecord)
+			w.failed = a
+			return st, lastSeq, false
 		}
+		a.BaseOffset = dup.BaseOffset
+		a.end = dup.BaseOffset + int64(dup.OffsetDelta) + 1
+		a.Duplicate = true
+		w.needBarrier = true
+		if p.Topic.logAppendTime() {
+			a.LogAppendTime = dup.Timestamp
+		}
+		return st, lastSeq, false
 	}
-	for _, p := range locked {
-		p.mu.Unlock()
+	if err := st.checkSequence(h.ProducerEpoch, h.BaseSequence); err != nil {
+		a.Err = err
+		if w.atomic {
+			w.failed = a
+		}
+		return st, lastSeq, false
 	}
-	if atomic && applyErr != nil {
-		return nil, applyErr
+	return st, lastSeq, true
+}
+
+// writeBatchLocked assigns the batch its offsets, stamps them (and the
+// LogAppendTime) into its header, and adds the batch, its index row and
+// its segment row. It returns the batch's max timestamp as stored.
+// REQUIRES: a.Partition is locked.
+func (w *appendWrite) writeBatchLocked(a *Append, h BatchHeader, u *partitionUndo) (maxTS int64) {
+	p := a.Partition
+	base := p.mu.nextOffset
+	SetBaseOffset(a.Batch, base)
+	SetPartitionLeaderEpoch(a.Batch, 0) // the only leader epoch is 0
+	maxTS = h.MaxTimestamp
+	if p.Topic.logAppendTime() {
+		SetLogAppendTime(a.Batch, w.now)
+		maxTS = w.now
+		a.LogAppendTime = w.now
 	}
-	pa.batch = b
-	return pa, nil
+	a.BaseOffset = base
+	a.end = base + int64(h.LastOffsetDelta) + 1
+	p.mu.nextOffset = a.end
+	w.b.Set(pebblestore.BatchKey(p.Topic.ID, p.Index, base), a.Batch)
+	w.b.Set(pebblestore.BatchIndexKey(p.Topic.ID, p.Index, base),
+		batchIndex{LastOffset: a.end - 1, MaxTimestamp: maxTS, Size: uint32(len(a.Batch))}.encode())
+	segTS := maxTS
+	if segTS < 0 {
+		segTS = w.now // a batch without timestamps ages from its append
+	}
+	seg := p.extendActiveLocked(p.Topic.currentSettings(), base, a.end-1, len(a.Batch), h.NumRecords, segTS)
+	w.b.Set(pebblestore.SegmentKey(p.Topic.ID, p.Index, seg.Base), seg.encode())
+	u.bytes += int64(len(a.Batch))
+	u.records += int64(h.NumRecords)
+	return maxTS
+}
+
+// fenceOlderEpochLocked: a marker written with a newer epoch (a fencing
+// abort) fences the producer's older epoch on this partition too, even
+// where the producer has not written yet: a batch of the old epoch
+// arriving after the marker would otherwise open a transaction that
+// nothing ever ends.
+// REQUIRES: p is locked.
+func (w *appendWrite) fenceOlderEpochLocked(p *Partition, h BatchHeader, u *partitionUndo) {
+	st := p.mu.producers[h.ProducerID]
+	if st != nil && h.ProducerEpoch <= st.Epoch {
+		return
+	}
+	u.saveProducer(h.ProducerID, st)
+	if st == nil {
+		st = &producerState{}
+		p.mu.producers[h.ProducerID] = st
+	}
+	st.Epoch = h.ProducerEpoch
+	st.Batches = st.Batches[:0]
+	w.b.Set(pebblestore.ProducerStateKey(p.Topic.ID, p.Index, h.ProducerID), st.encode())
+}
+
+// recordProducerLocked records an idempotent producer's batch in its state
+// (st, nil for a new producer) and adds the state row.
+// REQUIRES: p is locked.
+func (w *appendWrite) recordProducerLocked(p *Partition, h BatchHeader, u *partitionUndo, st *producerState, batch producerBatch) {
+	u.saveProducer(h.ProducerID, st)
+	if st == nil {
+		st = &producerState{Epoch: h.ProducerEpoch}
+		p.mu.producers[h.ProducerID] = st
+	}
+	st.record(h.ProducerEpoch, batch)
+	w.b.Set(pebblestore.ProducerStateKey(p.Topic.ID, p.Index, h.ProducerID), st.encode())
+}
+
+// apply runs extra (unless the write failed), adds a durability barrier
+// when only duplicates are answered, and applies the batch. It returns
+// the failed append's error, or the store's.
+func (w *appendWrite) apply(extra func(b *pebblestore.Batch)) error {
+	if w.failed == nil && extra != nil {
+		extra(w.b)
+	}
+	if w.b.Empty() && w.needBarrier {
+		w.b.LogData(nil)
+	}
+	if w.failed != nil {
+		return w.failed.Err
+	}
+	if w.b.Empty() {
+		return nil
+	}
+	return w.b.Apply()
 }
 
 // appendRowsBytes is the room one append needs in the Pebble batch beside

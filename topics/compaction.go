@@ -432,137 +432,26 @@ type segmentChange struct {
 // segment rows they change. It reports whether it reached the end.
 func (c *cleaningPass) rewriteStep(nowMs, budget int64, s *topicSettings, res *CompactionResult) (bool, error) {
 	p := c.p
-	t := p.Topic
-	store := t.m.store
 	segs, err := p.loadSegments()
 	if err != nil {
 		return false, err
 	}
-	logStart := p.logStart.Load()
 	// Start at the segment holding the log start (earlier ones wait for
 	// retention), or where the last step stopped.
-	first := c.mapEnd
-	for i := range segs {
-		upper := segs[i].LastOffset + 1
-		if i+1 < len(segs) {
-			upper = segs[i+1].Base
-		}
-		if upper > logStart {
-			first = segs[i].Base
-			break
-		}
-	}
+	first := firstRetained(segs, p.logStart.Load(), c.mapEnd)
 	if c.cursor < first {
 		c.cursor = first
 		c.curSeg = -1
 	}
-	segmentOf := func(base int64) segment {
-		i := sort.Search(len(segs), func(i int) bool { return segs[i].Base > base }) - 1
-		if i < 0 {
-			return segment{Base: -1} // no row covers it: no row to update
-		}
-		return segs[i]
-	}
-
-	it, err := store.NewIter(pebblestore.BatchKey(t.ID, p.Index, c.cursor), pebblestore.BatchKey(t.ID, p.Index, max(c.cursor, c.mapEnd)))
-	if err != nil {
-		return false, fmt.Errorf("%w: %v", ErrStorage, err)
-	}
-	defer it.Close()
-	b := store.NewBatch()
+	b := p.Topic.m.store.NewBatch()
 	defer b.Close()
-	var changes []*segmentChange
-	change := func(seg segment) *segmentChange {
-		if n := len(changes); n > 0 && changes[n-1].seg.Base == seg.Base {
-			return changes[n-1]
-		}
-		sc := &segmentChange{seg: seg}
-		changes = append(changes, sc)
-		return sc
-	}
-	completeCurrent := func() {
-		if c.curSeg < 0 {
-			return
-		}
-		if c.curSegChanged {
-			sc := change(segmentOf(c.curSeg))
-			sc.complete = true
-			sc.maxTimestamp = c.curSegMaxTS
-		}
-		c.curSeg = -1
-	}
-	lookup := func(key []byte) (int64, bool) {
-		o, ok := c.offsets[c.hash(key)]
-		return o, ok
-	}
-	var droppedAborted []int64 // markers whose index entry this step drops
-	finished := true
-	for ok := it.First(); ok; ok = it.Next() {
-		base := pebblestore.OffsetFromKey(it.Key())
-		seg := segmentOf(base)
-		if seg.Base != c.curSeg {
-			completeCurrent()
-			c.curSeg, c.curSegMaxTS, c.curSegChanged = seg.Base, -1, false
-		}
-		raw, err := it.Value()
-		if err != nil {
-			return false, fmt.Errorf("%w: %v", ErrStorage, err)
-		}
-		out, err := cleanBatch(raw, lookup, c.isAborted, c.markerRemovable, nowMs, s.deleteRetentionMs)
-		if err != nil {
-			return false, fmt.Errorf("%w: stored batch %s/%d@%d: %v", pebblestore.ErrCorruption, t.Name, p.Index, base, err)
-		}
-		if out.pendingHorizon && (c.horizon < 0 || out.horizon < c.horizon) {
-			c.horizon = out.horizon
-		}
-		switch {
-		case out.txnData && out.action != cleanDrop:
-			c.txnData[out.producerID] = true
-		case out.markerRemovable && c.hasAbortedEntry(base):
-			// Its data is gone (dropped by this pass, in this step's batch
-			// or an earlier one): the entry goes with the stamping.
-			b.Delete(pebblestore.TxnAbortedKey(t.ID, p.Index, base))
-			droppedAborted = append(droppedAborted, base)
-		}
-		switch out.action {
-		case cleanKeep:
-			c.curSegMaxTS = max(c.curSegMaxTS, out.maxTimestamp)
-		case cleanDrop:
-			b.Delete(pebblestore.BatchKey(t.ID, p.Index, base))
-			b.Delete(pebblestore.BatchIndexKey(t.ID, p.Index, base))
-			sc := change(seg)
-			sc.size -= int64(len(raw))
-			sc.records -= int64(out.removed)
-			sc.changedThisStep = true
-			c.curSegChanged = true
-			c.bytesRemoved += int64(len(raw))
-		case cleanRewrite:
-			h, _ := ParseBatchHeader(out.batch)
-			b.Set(pebblestore.BatchKey(t.ID, p.Index, base), out.batch)
-			b.Set(pebblestore.BatchIndexKey(t.ID, p.Index, base),
-				batchIndex{LastOffset: h.LastOffset(), MaxTimestamp: out.maxTimestamp, Size: uint32(len(out.batch))}.encode())
-			sc := change(seg)
-			sc.size += int64(len(out.batch) - len(raw))
-			sc.records -= int64(out.removed)
-			sc.changedThisStep = true
-			c.curSegChanged = true
-			c.curSegMaxTS = max(c.curSegMaxTS, out.maxTimestamp)
-			c.bytesRemoved += int64(len(raw) - len(out.batch))
-			res.BytesWritten += int64(len(out.batch))
-		}
-		c.recordsRemoved += int64(out.removed)
-		res.BytesRead += int64(len(raw))
-		if res.BytesRead >= budget {
-			c.cursor = base + 1
-			finished = false
-			break
-		}
-	}
-	if err := it.Close(); err != nil {
-		return false, fmt.Errorf("%w: %v", ErrStorage, err)
+	r := &stepRewrite{c: c, segs: segs, b: b, nowMs: nowMs, settings: s, res: res}
+	finished, err := r.rewriteBatches(budget)
+	if err != nil {
+		return false, err
 	}
 	if finished {
-		completeCurrent()
+		r.completeCurrent()
 		c.cursor = c.mapEnd
 	}
 
@@ -572,15 +461,204 @@ func (c *cleaningPass) rewriteStep(nowMs, budget int64, s *topicSettings, res *C
 	// it as Kafka's retention does with an emptied segment.
 	dropEmpty := !s.delete
 	if finished && dropEmpty {
-		// Segments emptied by earlier passes, or by a pass stopped midway.
-		for _, seg := range segs {
-			if seg.Base >= first && seg.Base < c.mapEnd && seg.Size == 0 && (len(changes) == 0 || seg.Base < changes[0].seg.Base || seg.Base > changes[len(changes)-1].seg.Base) {
-				b.Delete(pebblestore.SegmentKey(t.ID, p.Index, seg.Base))
-			}
+		r.dropEmptiedSegments(first)
+	}
+	sizeDelta, recordsDelta := r.writeSegmentRows(dropEmpty)
+	if b.Empty() {
+		return finished, nil
+	}
+	if deleted, err := r.commit(sizeDelta, recordsDelta); deleted || err != nil {
+		return deleted, err
+	}
+	return finished, nil
+}
+
+// firstRetained returns the base of the first segment that reaches past
+// logStart, or mapEnd when none does.
+func firstRetained(segs []segment, logStart, mapEnd int64) int64 {
+	for i := range segs {
+		upper := segs[i].LastOffset + 1
+		if i+1 < len(segs) {
+			upper = segs[i+1].Base
+		}
+		if upper > logStart {
+			return segs[i].Base
 		}
 	}
-	var sizeDelta, recordsDelta int64
-	for _, sc := range changes {
+	return mapEnd
+}
+
+// stepRewrite is one rewriteStep: the segments as loaded, the Pebble batch
+// of the step's writes, and the segment changes and aborted-index entries
+// to drop that it has gathered.
+type stepRewrite struct {
+	c              *cleaningPass
+	nowMs          int64
+	settings       *topicSettings
+	res            *CompactionResult
+	segs           []segment
+	b              *pebblestore.Batch
+	changes        []*segmentChange // in offset order
+	droppedAborted []int64          // markers whose index entry this step drops
+}
+
+// segmentOf returns the segment holding base, or one with Base -1 when no
+// row covers it (no row to update).
+func (r *stepRewrite) segmentOf(base int64) segment {
+	i := sort.Search(len(r.segs), func(i int) bool { return r.segs[i].Base > base }) - 1
+	if i < 0 {
+		return segment{Base: -1}
+	}
+	return r.segs[i]
+}
+
+// change returns the change of seg, adding it after the others.
+func (r *stepRewrite) change(seg segment) *segmentChange {
+	if n := len(r.changes); n > 0 && r.changes[n-1].seg.Base == seg.Base {
+		return r.changes[n-1]
+	}
+	sc := &segmentChange{seg: seg}
+	r.changes = append(r.changes, sc)
+	return sc
+}
+
+// completeCurrent marks the segment being rewritten as complete, with the
+// max timestamp of its batches as kept, if any of them changed.
+func (r *stepRewrite) completeCurrent() {
+	c := r.c
+	if c.curSeg < 0 {
+		return
+	}
+	if c.curSegChanged {
+		sc := r.change(r.segmentOf(c.curSeg))
+		sc.complete = true
+		sc.maxTimestamp = c.curSegMaxTS
+	}
+	c.curSeg = -1
+}
+
+// rewriteBatches cleans the batches from the cursor to the end of the map
+// (rewriteBatch) until budget bytes are read. It reports whether it
+// reached the end; if not, the cursor is where the next step resumes.
+func (r *stepRewrite) rewriteBatches(budget int64) (bool, error) {
+	c, res := r.c, r.res
+	p := c.p
+	t := p.Topic
+	it, err := t.m.store.NewIter(pebblestore.BatchKey(t.ID, p.Index, c.cursor), pebblestore.BatchKey(t.ID, p.Index, max(c.cursor, c.mapEnd)))
+	if err != nil {
+		return false, fmt.Errorf("%w: %v", ErrStorage, err)
+	}
+	defer it.Close()
+	finished := true
+	for ok := it.First(); ok; ok = it.Next() {
+		base := pebblestore.OffsetFromKey(it.Key())
+		seg := r.segmentOf(base)
+		if seg.Base != c.curSeg {
+			r.completeCurrent()
+			c.curSeg, c.curSegMaxTS, c.curSegChanged = seg.Base, -1, false
+		}
+		raw, err := it.Value()
+		if err != nil {
+			return false, fmt.Errorf("%w: %v", ErrStorage, err)
+		}
+		if err := r.rewriteBatch(base, seg, raw); err != nil {
+			return false, err
+		}
+		if res.BytesRead >= budget {
+			c.cursor = base + 1
+			finished = false
+			break
+		}
+	}
+	if err := it.Close(); err != nil {
+		return false, fmt.Errorf("%w: %v", ErrStorage, err)
+	}
+	return finished, nil
+}
+
+// rewriteBatch decides what the pass keeps of the stored batch at base
+// (cleanBatch) and adds the writes that carry it out: the batch and its
+// index row dropped or rewritten, the aborted-index entry of a marker
+// whose data is gone, and the change to its segment.
+func (r *stepRewrite) rewriteBatch(base int64, seg segment, raw []byte) error {
+	c, b, res := r.c, r.b, r.res
+	p := c.p
+	t := p.Topic
+	out, err := cleanBatch(raw, cleanRules{
+		latest: c.latestOffset, aborted: c.isAborted, removable: c.markerRemovable,
+		nowMs: r.nowMs, deleteRetentionMs: r.settings.deleteRetentionMs,
+	})
+	if err != nil {
+		return fmt.Errorf("%w: stored batch %s/%d@%d: %v", pebblestore.ErrCorruption, t.Name, p.Index, base, err)
+	}
+	if out.pendingHorizon && (c.horizon < 0 || out.horizon < c.horizon) {
+		c.horizon = out.horizon
+	}
+	switch {
+	case out.txnData && out.action != cleanDrop:
+		c.txnData[out.producerID] = true
+	case out.markerRemovable && c.hasAbortedEntry(base):
+		// Its data is gone (dropped by this pass, in this step's batch
+		// or an earlier one): the entry goes with the stamping.
+		b.Delete(pebblestore.TxnAbortedKey(t.ID, p.Index, base))
+		r.droppedAborted = append(r.droppedAborted, base)
+	}
+	switch out.action {
+	case cleanKeep:
+		c.curSegMaxTS = max(c.curSegMaxTS, out.maxTimestamp)
+	case cleanDrop:
+		b.Delete(pebblestore.BatchKey(t.ID, p.Index, base))
+		b.Delete(pebblestore.BatchIndexKey(t.ID, p.Index, base))
+		sc := r.change(seg)
+		sc.size -= int64(len(raw))
+		sc.records -= int64(out.removed)
+		sc.changedThisStep = true
+		c.curSegChanged = true
+		c.bytesRemoved += int64(len(raw))
+	case cleanRewrite:
+		h, _ := ParseBatchHeader(out.batch)
+		b.Set(pebblestore.BatchKey(t.ID, p.Index, base), out.batch)
+		b.Set(pebblestore.BatchIndexKey(t.ID, p.Index, base),
+			batchIndex{LastOffset: h.LastOffset(), MaxTimestamp: out.maxTimestamp, Size: uint32(len(out.batch))}.encode())
+		sc := r.change(seg)
+		sc.size += int64(len(out.batch) - len(raw))
+		sc.records -= int64(out.removed)
+		sc.changedThisStep = true
+		c.curSegChanged = true
+		c.curSegMaxTS = max(c.curSegMaxTS, out.maxTimestamp)
+		c.bytesRemoved += int64(len(raw) - len(out.batch))
+		res.BytesWritten += int64(len(out.batch))
+	}
+	c.recordsRemoved += int64(out.removed)
+	res.BytesRead += int64(len(raw))
+	return nil
+}
+
+// latestOffset returns the latest offset of key in the offset map.
+func (c *cleaningPass) latestOffset(key []byte) (int64, bool) {
+	o, ok := c.offsets[c.hash(key)]
+	return o, ok
+}
+
+// dropEmptiedSegments deletes the rows of the segments from first to the
+// end of the map that earlier passes, or a pass stopped midway, left
+// empty, outside the range of this step's changes.
+func (r *stepRewrite) dropEmptiedSegments(first int64) {
+	c, changes := r.c, r.changes
+	p := c.p
+	for _, seg := range r.segs {
+		if seg.Base >= first && seg.Base < c.mapEnd && seg.Size == 0 && (len(changes) == 0 || seg.Base < changes[0].seg.Base || seg.Base > changes[len(changes)-1].seg.Base) {
+			r.b.Delete(pebblestore.SegmentKey(p.Topic.ID, p.Index, seg.Base))
+		}
+	}
+}
+
+// writeSegmentRows adds the rows of the segments this step changed (or
+// completed), deleting a completed empty one when dropEmpty, and returns
+// the size and record count deltas.
+func (r *stepRewrite) writeSegmentRows(dropEmpty bool) (sizeDelta, recordsDelta int64) {
+	p := r.c.p
+	for _, sc := range r.changes {
 		if (!sc.changedThisStep && !sc.complete) || sc.seg.Base < 0 {
 			continue
 		}
@@ -592,33 +670,39 @@ func (c *cleaningPass) rewriteStep(nowMs, budget int64, s *topicSettings, res *C
 		if sc.complete && sc.maxTimestamp >= 0 {
 			row.MaxTimestamp = sc.maxTimestamp
 		}
-		key := pebblestore.SegmentKey(t.ID, p.Index, row.Base)
+		key := pebblestore.SegmentKey(p.Topic.ID, p.Index, row.Base)
 		if sc.complete && row.Size == 0 && dropEmpty {
-			b.Delete(key)
+			r.b.Delete(key)
 		} else {
-			b.Set(key, row.encode())
+			r.b.Set(key, row.encode())
 		}
 	}
-	if b.Empty() {
-		return finished, nil
-	}
+	return sizeDelta, recordsDelta
+}
+
+// commit applies the step's batch under the partition's lock, updates the
+// size counters and the aborted-transaction index, and waits for the
+// sync. It reports whether the partition was deleted meanwhile (nothing
+// written).
+func (r *stepRewrite) commit(sizeDelta, recordsDelta int64) (deleted bool, err error) {
+	p := r.c.p
 	p.mu.Lock()
 	if p.deleted.Load() {
 		p.mu.Unlock()
 		return true, nil
 	}
-	if err := b.Apply(); err != nil {
+	if err := r.b.Apply(); err != nil {
 		p.mu.Unlock()
 		return false, fmt.Errorf("%w: %v", ErrStorage, err)
 	}
 	p.sizeBytes.Add(sizeDelta)
 	p.records.Add(recordsDelta)
-	p.dropAbortedLocked(droppedAborted)
+	p.dropAbortedLocked(r.droppedAborted)
 	p.mu.Unlock()
-	if err := b.Wait(); err != nil {
+	if err := r.b.Wait(); err != nil {
 		return false, fmt.Errorf("%w: %v", ErrStorage, err)
 	}
-	return finished, nil
+	return false, nil
 }
 
 type cleanAction int8
@@ -645,27 +729,36 @@ type cleanOutcome struct {
 	markerRemovable bool
 }
 
-// cleanBatch decides what compaction keeps of one stored batch. latest
-// returns the latest offset of a key in the offset map; aborted reports a
-// data batch of an aborted transaction; removable, called for every
-// marker in offset order, whether the marker's transaction has no data
-// left (see the package comment).
-func cleanBatch(raw []byte, latest func(key []byte) (int64, bool), aborted, removable func(BatchHeader) bool, nowMs, deleteRetentionMs int64) (cleanOutcome, error) {
+// cleanRules are what cleanBatch decides by.
+type cleanRules struct {
+	// latest returns the latest offset of a key in the offset map.
+	latest func(key []byte) (int64, bool)
+	// aborted reports a data batch of an aborted transaction.
+	aborted func(BatchHeader) bool
+	// removable, called for every marker in offset order, reports whether
+	// the marker's transaction has no data left (see the package comment).
+	removable         func(BatchHeader) bool
+	nowMs             int64
+	deleteRetentionMs int64 // the topic's delete.retention.ms
+}
+
+// cleanBatch decides what compaction keeps of one stored batch.
+func cleanBatch(raw []byte, rules cleanRules) (cleanOutcome, error) {
 	h, records, err := DecodeRecords(raw)
 	if err != nil {
 		return cleanOutcome{}, err
 	}
 	if h.IsControl() {
-		if !removable(h) {
+		if !rules.removable(h) {
 			return cleanOutcome{action: cleanKeep, maxTimestamp: h.MaxTimestamp}, nil
 		}
 		out := cleanOutcome{markerRemovable: true}
 		if !h.HasDeleteHorizon() {
 			// First seen removable: stamp the horizon, keep the record.
-			out.pendingHorizon, out.horizon = true, horizonFrom(nowMs, deleteRetentionMs)
+			out.pendingHorizon, out.horizon = true, horizonFrom(rules.nowMs, rules.deleteRetentionMs)
 			return stampHorizon(h, records, out, out.horizon)
 		}
-		if nowMs >= h.BaseTimestamp {
+		if rules.nowMs >= h.BaseTimestamp {
 			out.action, out.removed = cleanDrop, int32(len(records))
 			return out, nil
 		}
@@ -673,7 +766,7 @@ func cleanBatch(raw []byte, latest func(key []byte) (int64, bool), aborted, remo
 		out.pendingHorizon, out.horizon = true, h.BaseTimestamp
 		return out, nil
 	}
-	if aborted(h) {
+	if rules.aborted(h) {
 		return cleanOutcome{action: cleanDrop, removed: int32(len(records))}, nil
 	}
 	kept := records[:0:0]
@@ -682,11 +775,11 @@ func cleanBatch(raw []byte, latest func(key []byte) (int64, bool), aborted, remo
 		if r.Key == nil {
 			continue
 		}
-		if o, ok := latest(r.Key); ok && h.BaseOffset+int64(r.OffsetDelta) < o {
+		if o, ok := rules.latest(r.Key); ok && h.BaseOffset+int64(r.OffsetDelta) < o {
 			continue
 		}
 		if r.Value == nil {
-			if h.HasDeleteHorizon() && nowMs >= h.BaseTimestamp {
+			if h.HasDeleteHorizon() && rules.nowMs >= h.BaseTimestamp {
 				continue
 			}
 			tombstones = true
@@ -704,7 +797,7 @@ func cleanBatch(raw []byte, latest func(key []byte) (int64, bool), aborted, remo
 	if h.HasDeleteHorizon() {
 		horizon = h.BaseTimestamp
 	} else if tombstones {
-		horizon = horizonFrom(nowMs, deleteRetentionMs)
+		horizon = horizonFrom(rules.nowMs, rules.deleteRetentionMs)
 	}
 	out.horizon = horizon
 	if len(kept) == len(records) && (!tombstones || h.HasDeleteHorizon()) {

@@ -80,88 +80,133 @@ func VerifyLog(store *pebblestore.Store, opts VerifyOptions) (VerifyResult, erro
 	if opts.MaxReported <= 0 {
 		opts.MaxReported = 1000
 	}
-	res := VerifyResult{Damaged: []Damage{}}
-	names := map[TopicID]string{}
-	{
-		it, err := store.NewIter(pebblestore.TopicPrefix(), pebblestore.PrefixEnd(pebblestore.TopicPrefix()))
-		if err != nil {
-			return res, err
-		}
-		for ok := it.First(); ok; ok = it.Next() {
-			var id TopicID
-			key := it.Key()
-			if len(key) != 17 {
-				continue
-			}
-			copy(id[:], key[1:])
-			name := "?"
-			if v, err := it.Value(); err == nil {
-				var rec topicRecord
-				if json.Unmarshal(v, &rec) == nil {
-					name = rec.Name
-					res.Partitions += int(rec.Partitions)
-				}
-			}
-			names[id] = name
-			res.Topics++
-		}
-		if err := it.Close(); err != nil {
-			return res, fmt.Errorf("verify: reading the topic catalog: %w", err)
-		}
+	v := logVerifier{res: VerifyResult{Damaged: []Damage{}}, maxReported: opts.MaxReported}
+	if err := v.readCatalog(store); err != nil {
+		return v.res, err
 	}
-
 	var total int64
-	idxPrefix := []byte{pebblestore.PrefixBatchIndex}
 	if opts.Progress != nil {
-		it, err := store.NewIter(idxPrefix, pebblestore.PrefixEnd(idxPrefix))
-		if err != nil {
-			return res, err
-		}
-		for ok := it.First(); ok; ok = it.Next() {
-			total++
-		}
-		if err := it.Close(); err != nil {
-			return res, fmt.Errorf("verify: counting batches: %w", err)
+		var err error
+		if total, err = countBatchIndexRows(store); err != nil {
+			return v.res, err
 		}
 		opts.Progress(0, total)
 	}
-
-	report := func(key []byte, reason string) {
-		res.DamagedTotal++
-		if len(res.Damaged) >= opts.MaxReported {
-			return
+	err := v.walk(store, func() {
+		if opts.Progress != nil && v.res.Batches%1024 == 0 {
+			opts.Progress(v.res.Batches, max(total, v.res.Batches))
 		}
-		d := Damage{Key: hex.EncodeToString(key), Reason: reason, Partition: -1, Offset: -1}
-		if len(key) == 29 {
-			var id TopicID
-			copy(id[:], key[1:17])
-			d.TopicID = hex.EncodeToString(id[:])
-			d.Topic = names[id]
-			if d.Topic == "" {
-				d.Topic = "(no catalog row)"
-			}
-			d.Partition = int32(binary.BigEndian.Uint32(key[17:21]))
-			d.Offset = int64(binary.BigEndian.Uint64(key[21:29]))
-		}
-		res.Damaged = append(res.Damaged, d)
+	})
+	if err != nil {
+		return v.res, err
 	}
+	if opts.Progress != nil {
+		opts.Progress(v.res.Batches, max(total, v.res.Batches))
+	}
+	return v.res, nil
+}
 
+// logVerifier is one VerifyLog: the result so far, the topic names of the
+// catalog, and the end of the previous batch of the partition being
+// walked.
+type logVerifier struct {
+	res         VerifyResult
+	maxReported int
+	names       map[TopicID]string
+	prevPart    []byte // topic ID | partition of the previous batch
+	prevEnd     int64  // offset after the previous batch
+}
+
+// readCatalog reads the topic catalog: the names damage is reported with,
+// and the counts of topics and partitions.
+func (v *logVerifier) readCatalog(store *pebblestore.Store) error {
+	v.names = map[TopicID]string{}
+	it, err := store.NewIter(pebblestore.TopicPrefix(), pebblestore.PrefixEnd(pebblestore.TopicPrefix()))
+	if err != nil {
+		return err
+	}
+	for ok := it.First(); ok; ok = it.Next() {
+		var id TopicID
+		key := it.Key()
+		if len(key) != 17 {
+			continue
+		}
+		copy(id[:], key[1:])
+		name := "?"
+		if val, err := it.Value(); err == nil {
+			var rec topicRecord
+			if json.Unmarshal(val, &rec) == nil {
+				name = rec.Name
+				v.res.Partitions += int(rec.Partitions)
+			}
+		}
+		v.names[id] = name
+		v.res.Topics++
+	}
+	if err := it.Close(); err != nil {
+		return fmt.Errorf("verify: reading the topic catalog: %w", err)
+	}
+	return nil
+}
+
+// countBatchIndexRows counts the batch index rows: the total of the
+// progress reports.
+func countBatchIndexRows(store *pebblestore.Store) (int64, error) {
+	idxPrefix := []byte{pebblestore.PrefixBatchIndex}
+	it, err := store.NewIter(idxPrefix, pebblestore.PrefixEnd(idxPrefix))
+	if err != nil {
+		return 0, err
+	}
+	var total int64
+	for ok := it.First(); ok; ok = it.Next() {
+		total++
+	}
+	if err := it.Close(); err != nil {
+		return 0, fmt.Errorf("verify: counting batches: %w", err)
+	}
+	return total, nil
+}
+
+// report records one problem found at key (a batch key).
+func (v *logVerifier) report(key []byte, reason string) {
+	v.res.DamagedTotal++
+	if len(v.res.Damaged) >= v.maxReported {
+		return
+	}
+	d := Damage{Key: hex.EncodeToString(key), Reason: reason, Partition: -1, Offset: -1}
+	if len(key) == 29 {
+		var id TopicID
+		copy(id[:], key[1:17])
+		d.TopicID = hex.EncodeToString(id[:])
+		d.Topic = v.names[id]
+		if d.Topic == "" {
+			d.Topic = "(no catalog row)"
+		}
+		d.Partition = int32(binary.BigEndian.Uint32(key[17:21]))
+		d.Offset = int64(binary.BigEndian.Uint64(key[21:29]))
+	}
+	v.res.Damaged = append(v.res.Damaged, d)
+}
+
+// walk walks the batch table and the batch index together, in suffix
+// order (topic ID, partition, base offset), reporting index rows without
+// a batch and checking each batch (checkBatch). counted is called after
+// each batch is counted.
+func (v *logVerifier) walk(store *pebblestore.Store, counted func()) error {
 	batchPrefix := []byte{pebblestore.PrefixBatch}
 	batches, err := store.NewIter(batchPrefix, pebblestore.PrefixEnd(batchPrefix))
 	if err != nil {
-		return res, err
+		return err
 	}
 	defer batches.Close()
+	idxPrefix := []byte{pebblestore.PrefixBatchIndex}
 	index, err := store.NewIter(idxPrefix, pebblestore.PrefixEnd(idxPrefix))
 	if err != nil {
-		return res, err
+		return err
 	}
 	defer index.Close()
 
-	// Walk both tables in suffix order (topic ID, partition, base offset).
 	okB, okI := batches.First(), index.First()
-	var prevPart []byte // topic ID | partition of the previous batch
-	var prevEnd int64   // offset after the previous batch
 	for okB || okI {
 		var c int
 		switch {
@@ -174,64 +219,72 @@ func VerifyLog(store *pebblestore.Store, opts VerifyOptions) (VerifyResult, erro
 		}
 		if c > 0 {
 			key := append([]byte{pebblestore.PrefixBatch}, index.Key()[1:]...)
-			report(key, "an index row has no batch: the batch is missing")
+			v.report(key, "an index row has no batch: the batch is missing")
 			okI = index.Next()
 			continue
 		}
 		key := append([]byte(nil), batches.Key()...)
-		res.Batches++
-		if opts.Progress != nil && res.Batches%1024 == 0 {
-			opts.Progress(res.Batches, max(total, res.Batches))
-		}
+		v.res.Batches++
+		counted()
 		if len(key) != 29 {
-			report(key, fmt.Sprintf("a batch key has %d bytes, want 29", len(key)))
+			v.report(key, fmt.Sprintf("a batch key has %d bytes, want 29", len(key)))
 			okB = batches.Next()
 			continue
 		}
-		if _, known := names[TopicID(key[1:17])]; !known {
-			report(key, "the batch belongs to no topic in the catalog")
+		var indexRow *pebblestore.Iter // positioned on the batch's index row
+		if c == 0 {
+			indexRow = index
 		}
-		value, err := batches.Value()
-		if err != nil {
-			report(key, "cannot read the stored value: "+err.Error())
-		} else {
-			res.Bytes += int64(len(value))
-			h, err := VerifyStoredBatch(key, value)
-			if err != nil {
-				report(key, err.Error())
-			} else {
-				part := key[1:21]
-				if bytes.Equal(part, prevPart) && h.BaseOffset < prevEnd {
-					report(key, fmt.Sprintf("the batch at %d overlaps the previous batch, which ends at %d", h.BaseOffset, prevEnd-1))
-				}
-				prevPart = append(prevPart[:0], part...)
-				prevEnd = h.LastOffset() + 1
-				if c == 0 {
-					if iv, err := index.Value(); err != nil {
-						report(key, "cannot read the index row: "+err.Error())
-					} else if idx, err := decodeBatchIndex(iv); err != nil {
-						report(key, "index row: "+err.Error())
-					} else if idx.LastOffset != h.LastOffset() || int(idx.Size) != len(value) {
-						report(key, fmt.Sprintf("the index row says last offset %d and %d bytes, the batch has %d and %d", idx.LastOffset, idx.Size, h.LastOffset(), len(value)))
-					}
-				}
-			}
-		}
+		v.checkBatch(key, batches, indexRow)
 		if c != 0 {
-			report(key, "the batch has no index row")
+			v.report(key, "the batch has no index row")
 		} else {
 			okI = index.Next()
 		}
 		okB = batches.Next()
 	}
-	if opts.Progress != nil {
-		opts.Progress(res.Batches, max(total, res.Batches))
-	}
 	if err := batches.Close(); err != nil {
-		return res, fmt.Errorf("verify: %w: reading stored batches: %v", pebblestore.ErrCorruption, err)
+		return fmt.Errorf("verify: %w: reading stored batches: %v", pebblestore.ErrCorruption, err)
 	}
 	if err := index.Close(); err != nil {
-		return res, fmt.Errorf("verify: %w: reading batch index rows: %v", pebblestore.ErrCorruption, err)
+		return fmt.Errorf("verify: %w: reading batch index rows: %v", pebblestore.ErrCorruption, err)
 	}
-	return res, nil
+	return nil
+}
+
+// checkBatch checks the batch at key (batches positioned on it): its topic
+// is in the catalog, the batch itself (VerifyStoredBatch), that it does not
+// overlap the previous batch of its partition, and that its index row
+// (index positioned on it; nil when it has none) describes it.
+func (v *logVerifier) checkBatch(key []byte, batches, index *pebblestore.Iter) {
+	if _, known := v.names[TopicID(key[1:17])]; !known {
+		v.report(key, "the batch belongs to no topic in the catalog")
+	}
+	value, err := batches.Value()
+	if err != nil {
+		v.report(key, "cannot read the stored value: "+err.Error())
+		return
+	}
+	v.res.Bytes += int64(len(value))
+	h, err := VerifyStoredBatch(key, value)
+	if err != nil {
+		v.report(key, err.Error())
+		return
+	}
+	part := key[1:21]
+	if bytes.Equal(part, v.prevPart) && h.BaseOffset < v.prevEnd {
+		v.report(key, fmt.Sprintf("the batch at %d overlaps the previous batch, which ends at %d", h.BaseOffset, v.prevEnd-1))
+	}
+	v.prevPart = append(v.prevPart[:0], part...)
+	v.prevEnd = h.LastOffset() + 1
+	if index == nil {
+		return
+	}
+	if iv, err := index.Value(); err != nil {
+		v.report(key, "cannot read the index row: "+err.Error())
+	} else if idx, err := decodeBatchIndex(iv); err != nil {
+		v.report(key, "index row: "+err.Error())
+	} else if idx.LastOffset != h.LastOffset() || int(idx.Size) != len(value) {
+		v.report(key, fmt.Sprintf("the index row says last offset %d and %d bytes, the batch has %d and %d", idx.LastOffset, idx.Size, h.LastOffset(), len(value)))
+	}
 }

@@ -32,6 +32,58 @@ func (c *consumeCounters) fail(err error) {
 	c.firstError.CompareAndSwap(nil, &err)
 }
 
+// consumeRun is what the consumers of a consume run share: what they set
+// out to read and the counters of what they read.
+type consumeRun struct {
+	cfg      *Config
+	bounded  bool            // read up to end, not --records
+	expected int64           // records expected in all
+	end      map[int32]int64 // end offsets seen at the start
+	started  time.Time
+	counters consumeCounters
+}
+
+// read polls client until ctx ends, checking that each partition's offsets
+// arrive in order from next (the next offset expected, by partition), with
+// no gap and no duplicate.
+func (run *consumeRun) read(ctx context.Context, client *kgo.Client, next map[int32]int64) {
+	cfg, counters, end := run.cfg, &run.counters, run.end
+	for ctx.Err() == nil {
+		fetches := client.PollFetches(ctx)
+		now := time.Since(run.started)
+		fetches.EachError(func(topic string, partition int32, err error) {
+			if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+				counters.fail(fmt.Errorf("fetch %s/%d: %w", topic, partition, err))
+			}
+		})
+		fetches.EachRecord(func(r *kgo.Record) {
+			want := next[r.Partition]
+			switch {
+			case run.bounded && want >= end[r.Partition]:
+				return // past what we set out to read
+			case r.Offset < want:
+				counters.duplicates.Add(1)
+				return
+			case r.Offset > want:
+				counters.gaps.Add(r.Offset - want)
+			}
+			next[r.Partition] = r.Offset + 1
+			if run.bounded && r.Offset+1 >= end[r.Partition] {
+				counters.donePartitions.Add(1)
+			}
+			if n := counters.records.Add(1); !run.bounded && n > run.expected {
+				counters.records.Add(-1) // beyond --records: not ours to count
+				return
+			}
+			if cfg.RecordSizeSet && len(r.Value) != cfg.RecordSize {
+				counters.badValues.Add(1)
+			}
+			counters.bytes.Add(int64(len(r.Key) + len(r.Value)))
+			counters.lastRecordNanos.Store(int64(now))
+		})
+	}
+}
+
 // runConsume reads the topic from its start offsets with cfg.Consumers
 // clients, each assigned a share of the partitions directly (no group).
 //
@@ -59,12 +111,10 @@ func runConsume(ctx context.Context, cfg *Config) (*Result, error) {
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var (
-		counters consumeCounters
-		wg       sync.WaitGroup
-	)
+	var wg sync.WaitGroup
 	meter := startCPUMeter(cfg.BrokerPID)
-	started := time.Now()
+	run := &consumeRun{cfg: cfg, bounded: bounded, expected: expected, end: end, started: time.Now()}
+	counters, started := &run.counters, run.started
 	for _, assigned := range assignPartitions(partitions, cfg.Consumers) {
 		if len(assigned) == 0 {
 			continue
@@ -86,42 +136,7 @@ func runConsume(ctx context.Context, cfg *Config) (*Result, error) {
 			return nil, err
 		}
 		defer client.Close()
-		wg.Go(func() {
-			for ctx.Err() == nil {
-				fetches := client.PollFetches(ctx)
-				now := time.Since(started)
-				fetches.EachError(func(topic string, partition int32, err error) {
-					if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
-						counters.fail(fmt.Errorf("fetch %s/%d: %w", topic, partition, err))
-					}
-				})
-				fetches.EachRecord(func(r *kgo.Record) {
-					want := next[r.Partition]
-					switch {
-					case bounded && want >= end[r.Partition]:
-						return // past what we set out to read
-					case r.Offset < want:
-						counters.duplicates.Add(1)
-						return
-					case r.Offset > want:
-						counters.gaps.Add(r.Offset - want)
-					}
-					next[r.Partition] = r.Offset + 1
-					if bounded && r.Offset+1 >= end[r.Partition] {
-						counters.donePartitions.Add(1)
-					}
-					if n := counters.records.Add(1); !bounded && n > expected {
-						counters.records.Add(-1) // beyond --records: not ours to count
-						return
-					}
-					if cfg.RecordSizeSet && len(r.Value) != cfg.RecordSize {
-						counters.badValues.Add(1)
-					}
-					counters.bytes.Add(int64(len(r.Key) + len(r.Value)))
-					counters.lastRecordNanos.Store(int64(now))
-				})
-			}
-		})
+		wg.Go(func() { run.read(ctx, client, next) })
 	}
 
 	// Stop when everything expected arrived, or nothing did for a while.

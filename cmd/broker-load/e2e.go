@@ -76,15 +76,46 @@ func runEndToEnd(ctx context.Context, cfg *Config) (*Result, error) {
 
 	consumeCtx, cancelConsume := context.WithCancel(ctx)
 	defer cancelConsume()
-	var (
-		received, receivedBytes, duplicates, badValues atomic.Int64
-		lastReceived                                   atomic.Int64 // nanoseconds since start
-		consumeErrors                                  atomic.Int64
-		firstConsumeError                              atomic.Pointer[error]
-		sequences                                      sequenceSet
-		latency                                        = newLockedHistogram()
-		wg                                             sync.WaitGroup
-	)
+	c := &e2eConsumers{latency: newLockedHistogram()}
+	consumers, err := c.start(consumeCtx, cfg, partitions, end)
+	defer func() {
+		for _, cl := range consumers {
+			cl.Close()
+		}
+	}()
+	if err != nil {
+		return nil, err
+	}
+
+	meter := startCPUMeter(cfg.BrokerPID)
+	pr := &e2eProducer{ackLatency: newLockedHistogram(), startNanos: sinceBase()}
+	pr.produce(ctx, cfg, producer, pool)
+	reason := waitForConsumers(ctx, cfg.IdleTimeout, monotonicBase, &c.lastReceived, func() bool {
+		return c.received.Load() >= pr.acked.Load()
+	})
+	cancelConsume()
+	c.wg.Wait()
+	meter.stop(result, pr.ackedBytes.Load()+c.receivedBytes.Load())
+	return e2eVerdict(result, pr, c, reason)
+}
+
+// e2eConsumers are the end-to-end run's consumers and what they received.
+type e2eConsumers struct {
+	received, receivedBytes, duplicates, badValues atomic.Int64
+	lastReceived                                   atomic.Int64 // nanoseconds since start
+	consumeErrors                                  atomic.Int64
+	firstConsumeError                              atomic.Pointer[error]
+	sequences                                      sequenceSet
+	latency                                        *lockedHistogram
+	wg                                             sync.WaitGroup
+}
+
+// start starts cfg.Consumers consumers, each reading its share of
+// partitions from the end offsets end, until ctx ends (wait with c.wg).
+// It returns their clients (those created before an error too), for the
+// caller to close.
+func (c *e2eConsumers) start(ctx context.Context, cfg *Config, partitions []int32, end map[int32]int64) ([]*kgo.Client, error) {
+	var clients []*kgo.Client
 	for _, assigned := range assignPartitions(partitions, cfg.Consumers) {
 		if len(assigned) == 0 {
 			continue
@@ -98,111 +129,120 @@ func runEndToEnd(ctx context.Context, cfg *Config) (*Result, error) {
 			kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{cfg.Topic: offsets}),
 		)
 		if err != nil {
-			return nil, err
+			return clients, err
 		}
-		defer consumer.Close()
-		wg.Go(func() {
-			for consumeCtx.Err() == nil {
-				fetches := consumer.PollFetches(consumeCtx)
-				now := sinceBase()
-				fetches.EachError(func(topic string, partition int32, err error) {
-					if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
-						consumeErrors.Add(1)
-						firstConsumeError.CompareAndSwap(nil, &err)
-					}
-				})
-				fetches.EachRecord(func(r *kgo.Record) {
-					if len(r.Value) < e2eHeaderSize {
-						badValues.Add(1)
-						return
-					}
-					sequence := binary.BigEndian.Uint64(r.Value[0:8])
-					sentNanos := int64(binary.BigEndian.Uint64(r.Value[8:16]))
-					if !sequences.add(sequence) {
-						duplicates.Add(1)
-						return
-					}
-					latency.RecordDuration(time.Duration(now - sentNanos))
-					received.Add(1)
-					receivedBytes.Add(int64(len(r.Key) + len(r.Value)))
-					lastReceived.Store(now)
-				})
+		clients = append(clients, consumer)
+		c.wg.Go(func() { c.consume(ctx, consumer) })
+	}
+	return clients, nil
+}
+
+// consume polls consumer until ctx ends, recording each record's latency
+// from its intended send time, and duplicates and malformed values.
+func (c *e2eConsumers) consume(ctx context.Context, consumer *kgo.Client) {
+	for ctx.Err() == nil {
+		fetches := consumer.PollFetches(ctx)
+		now := sinceBase()
+		fetches.EachError(func(topic string, partition int32, err error) {
+			if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+				c.consumeErrors.Add(1)
+				c.firstConsumeError.CompareAndSwap(nil, &err)
 			}
 		})
+		fetches.EachRecord(func(r *kgo.Record) {
+			if len(r.Value) < e2eHeaderSize {
+				c.badValues.Add(1)
+				return
+			}
+			sequence := binary.BigEndian.Uint64(r.Value[0:8])
+			sentNanos := int64(binary.BigEndian.Uint64(r.Value[8:16]))
+			if !c.sequences.add(sequence) {
+				c.duplicates.Add(1)
+				return
+			}
+			c.latency.RecordDuration(time.Duration(now - sentNanos))
+			c.received.Add(1)
+			c.receivedBytes.Add(int64(len(r.Key) + len(r.Value)))
+			c.lastReceived.Store(now)
+		})
 	}
+}
 
-	// Produce on schedule: record i is due at start + i/rate seconds.
-	var (
-		acked, ackedBytes atomic.Int64
-		counters          produceCounters
-		ackLatency        = newLockedHistogram()
-		sent              int64
-		scheduleLagMax    time.Duration
-		cursor            int
-	)
-	meter := startCPUMeter(cfg.BrokerPID)
+// e2eProducer is the end-to-end run's producer side: what it sent and what
+// was acknowledged.
+type e2eProducer struct {
+	acked, ackedBytes atomic.Int64
+	counters          produceCounters
+	ackLatency        *lockedHistogram
+	sent              int64
+	scheduleLagMax    time.Duration
+	startNanos        int64 // sinceBase at the start of the schedule
+}
+
+// produce sends on schedule until --records or --duration: record i is due
+// at start + i/rate seconds and carries its sequence number and due time.
+// It flushes before returning.
+func (pr *e2eProducer) produce(ctx context.Context, cfg *Config, producer *kgo.Client, pool *payloadPool) {
+	var cursor int
 	start := time.Now()
-	startNanos := sinceBase()
 	for ctx.Err() == nil {
-		if cfg.Records > 0 && sent >= cfg.Records {
+		if cfg.Records > 0 && pr.sent >= cfg.Records {
 			break
 		}
-		due := time.Duration(sent * int64(time.Second) / int64(cfg.Rate))
+		due := time.Duration(pr.sent * int64(time.Second) / int64(cfg.Rate))
 		if cfg.Duration > 0 && due >= cfg.Duration {
 			break
 		}
 		if wait := due - time.Since(start); wait > 0 {
 			time.Sleep(wait)
 		} else {
-			scheduleLagMax = max(scheduleLagMax, -wait)
+			pr.scheduleLagMax = max(pr.scheduleLagMax, -wait)
 		}
-		dueNanos := startNanos + int64(due)
+		dueNanos := pr.startNanos + int64(due)
 		value := make([]byte, cfg.RecordSize)
-		binary.BigEndian.PutUint64(value[0:8], uint64(sent))
+		binary.BigEndian.PutUint64(value[0:8], uint64(pr.sent))
 		binary.BigEndian.PutUint64(value[8:16], uint64(dueNanos))
 		copy(value[e2eHeaderSize:], pool.value(&cursor, cfg.RecordSize)[e2eHeaderSize:])
 		producer.Produce(ctx, &kgo.Record{Value: value}, func(r *kgo.Record, err error) {
 			if err != nil {
-				counters.fail(err)
+				pr.counters.fail(err)
 				return
 			}
-			ackLatency.RecordDuration(time.Duration(sinceBase() - dueNanos))
-			acked.Add(1)
-			ackedBytes.Add(int64(len(r.Value)))
+			pr.ackLatency.RecordDuration(time.Duration(sinceBase() - dueNanos))
+			pr.acked.Add(1)
+			pr.ackedBytes.Add(int64(len(r.Value)))
 		})
-		sent++
+		pr.sent++
 	}
 	if err := producer.Flush(ctx); err != nil {
-		counters.fail(fmt.Errorf("flush: %w", err))
+		pr.counters.fail(fmt.Errorf("flush: %w", err))
 	}
+}
 
-	reason := waitForConsumers(ctx, cfg.IdleTimeout, monotonicBase, &lastReceived, func() bool {
-		return received.Load() >= acked.Load()
-	})
-	cancelConsume()
-	wg.Wait()
-	meter.stop(result, ackedBytes.Load()+receivedBytes.Load())
-
-	result.Sent, result.Acked, result.Received = sent, acked.Load(), received.Load()
-	result.Records, result.Bytes = result.Received, receivedBytes.Load()
-	result.Duplicates, result.BadValues = duplicates.Load(), badValues.Load()
+// e2eVerdict fills result from what was sent and received, and fails the
+// run on a produce error, a missing acknowledged record (reason: why the
+// wait for it ended), a duplicate or a malformed value.
+func e2eVerdict(result *Result, pr *e2eProducer, c *e2eConsumers, reason error) (*Result, error) {
+	result.Sent, result.Acked, result.Received = pr.sent, pr.acked.Load(), c.received.Load()
+	result.Records, result.Bytes = result.Received, c.receivedBytes.Load()
+	result.Duplicates, result.BadValues = c.duplicates.Load(), c.badValues.Load()
 	result.Missing = max(result.Acked-result.Received, 0)
-	result.Errors = counters.errors.Load() + consumeErrors.Load()
-	result.setFirstError(counters.firstErr())
-	if p := firstConsumeError.Load(); p != nil {
+	result.Errors = pr.counters.errors.Load() + c.consumeErrors.Load()
+	result.setFirstError(pr.counters.firstErr())
+	if p := c.firstConsumeError.Load(); p != nil {
 		result.setFirstError(*p)
 	}
-	result.setThroughput(time.Duration(lastReceived.Load() - startNanos))
-	latencies := latency.Snapshot()
+	result.setThroughput(time.Duration(c.lastReceived.Load() - pr.startNanos))
+	latencies := c.latency.Snapshot()
 	result.setLatency(latencies)
-	if acks := ackLatency.Snapshot(); acks.Count() > 0 {
+	if acks := pr.ackLatency.Snapshot(); acks.Count() > 0 {
 		result.AckP99Ms = milliseconds(acks.Quantile(0.99))
 	}
-	result.ScheduleLagMaxMs = milliseconds(int64(scheduleLagMax))
+	result.ScheduleLagMaxMs = milliseconds(int64(pr.scheduleLagMax))
 
 	switch {
-	case counters.errors.Load() > 0:
-		return result, fmt.Errorf("%d records failed to produce, first: %s", counters.errors.Load(), result.FirstError)
+	case pr.counters.errors.Load() > 0:
+		return result, fmt.Errorf("%d records failed to produce, first: %s", pr.counters.errors.Load(), result.FirstError)
 	case result.Missing > 0:
 		if reason == nil {
 			reason = errors.New("not every acknowledged record arrived")

@@ -63,22 +63,21 @@ func runProduce(ctx context.Context, cfg *Config) (*Result, error) {
 		return nil, err
 	}
 	var (
-		counters  produceCounters
-		remaining atomic.Int64 // records not yet handed out, if --records
 		latencies = make([]*lockedHistogram, cfg.Producers)
 		wg        sync.WaitGroup
 	)
-	remaining.Store(cfg.Records)
+	run := &produceRun{cfg: cfg, pool: pool}
+	run.remaining.Store(cfg.Records)
+	counters := &run.counters
 	meter := startCPUMeter(cfg.BrokerPID)
 	start := time.Now()
-	var deadline time.Time
 	if cfg.Duration > 0 {
-		deadline = start.Add(cfg.Duration)
+		run.deadline = start.Add(cfg.Duration)
 	}
 	for i, client := range clients {
 		latencies[i] = newLockedHistogram()
 		wg.Go(func() {
-			produceLoop(ctx, cfg, client, pool, deadline, &remaining, &counters, latencies[i])
+			run.produceLoop(ctx, client, latencies[i])
 		})
 	}
 	wg.Wait()
@@ -143,8 +142,22 @@ func endTransaction(ctx context.Context, client *kgo.Client, counters *produceCo
 	}
 }
 
-func produceLoop(ctx context.Context, cfg *Config, client *kgo.Client, pool *payloadPool,
-	deadline time.Time, remaining *atomic.Int64, counters *produceCounters, latency *lockedHistogram) {
+// produceRun is what the producers of a produce run share: the records
+// not yet handed out (if --records), the end (if --duration) and the
+// outcome counters.
+type produceRun struct {
+	cfg       *Config
+	pool      *payloadPool
+	deadline  time.Time    // zero: none
+	remaining atomic.Int64 // records not yet handed out, if --records
+	counters  produceCounters
+}
+
+// produceLoop produces through client until the run ends, recording each
+// acknowledgement's latency in latency; with --transaction-records it
+// commits a transaction every that many records.
+func (run *produceRun) produceLoop(ctx context.Context, client *kgo.Client, latency *lockedHistogram) {
+	cfg, pool, deadline, remaining, counters := run.cfg, run.pool, run.deadline, &run.remaining, &run.counters
 	cursor := 0
 	var inTransaction int64 // records produced in the open transaction
 	for ctx.Err() == nil {

@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -63,17 +64,10 @@ func runDiskPhase(ctx context.Context, env *tortureEnv, p *PhaseReport, d time.D
 		return err
 	}
 	p.broker = b
-	free := func() int64 {
-		var st syscall.Statfs_t
-		if err := syscall.Statfs(mnt, &st); err != nil {
-			return -1
-		}
-		return int64(st.Bavail) * int64(st.Bsize) //nolint:unconvert // Bsize is uint32 on some platforms
-	}
-	mib := func(n int64) int64 { return n >> 20 }
+	k := &diskPhase{env: env, p: p, b: b, mnt: mnt, freeMin: freeMin}
 	p.count("tmpfs MiB", mib(env.cfg.diskSize))
 	p.count("disk-free-min MiB", mib(freeMin))
-	p.count("free MiB at start", mib(free()))
+	p.count("free MiB at start", mib(k.free()))
 
 	adm, admClient, err := newTortureAdmin(b.kafkaAddr)
 	if err != nil {
@@ -92,7 +86,47 @@ func runDiskPhase(ctx context.Context, env *tortureEnv, p *PhaseReport, d time.D
 	}
 	defer cl.Close()
 
-	// Fill until refused.
+	if refused := k.fillUntilRefused(ctx, cl, d); !refused {
+		return nil
+	}
+	hc := &http.Client{Timeout: 10 * time.Second}
+	st, _, _ := httpJSON(ctx, hc, "PUT", "http://"+b.httpAddr+"/v1/queues/torture-disk", map[string]any{})
+	st2, raw, err := httpJSON(ctx, hc, "POST", "http://"+b.httpAddr+"/v1/queues/torture-disk/messages", map[string]any{"messages": []any{map[string]any{"body": "x"}}})
+	p.check("queue send refused with 507 while low", err == nil && st2 == http.StatusInsufficientStorage,
+		"create %d, send %d %.200s %v", st, st2, raw, err)
+	k.deleteAndResume(ctx, adm, cl)
+	p.check("broker alive at the end", b.alive(), "exit: %v", b.exitErr())
+	return nil
+}
+
+// mib is n bytes in MiB, rounded down.
+func mib(n int64) int64 { return n >> 20 }
+
+// diskPhase is one run of the disk phase: its broker on a tmpfs mounted at
+// mnt, started with --disk-free-min freeMin.
+type diskPhase struct {
+	env     *tortureEnv
+	p       *PhaseReport
+	b       *brokerProcess
+	mnt     string
+	freeMin int64
+}
+
+// free is the free space of the tmpfs, -1 if unknown.
+func (k *diskPhase) free() int64 {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(k.mnt, &st); err != nil {
+		return -1
+	}
+	return int64(st.Bavail) * int64(st.Bsize) //nolint:unconvert // Bsize is uint32 on some platforms
+}
+
+// fillUntilRefused produces incompressible records for at most d until
+// the broker refuses one, and checks that it stayed alive and refused
+// with KAFKA_STORAGE_ERROR. It reports whether a write was refused with
+// the broker alive (the rest of the phase needs it).
+func (k *diskPhase) fillUntilRefused(ctx context.Context, cl *kgo.Client, d time.Duration) bool {
+	env, p, b := k.env, k.p, k.b
 	fillCtx, stopFill := context.WithTimeout(ctx, d)
 	defer stopFill()
 	// Random values: nothing on the way (client, Pebble) can compress them.
@@ -123,26 +157,26 @@ func runDiskPhase(ctx context.Context, env *tortureEnv, p *PhaseReport, d time.D
 	fillTime := time.Since(fillStart)
 	p.count("MiB accepted before refusal", mib(accepted))
 	p.count("fill ms", fillTime.Milliseconds())
-	p.count("free MiB when refused", mib(free()))
+	p.count("free MiB when refused", mib(k.free()))
 	if !b.alive() {
 		p.check("broker alive while the disk fills", false, "exit: %v; log tail: %.500s", b.exitErr(), b.logTail(500))
-		return nil
+		return false
 	}
 	p.check("broker alive while the disk fills", true, "")
 	if refusal == nil {
 		p.check("writes refused with KAFKA_STORAGE_ERROR", false, "nothing refused after %d MiB in %v (the phase's time ran out first: give it more with --disk-duration)",
 			mib(accepted), fillTime.Round(time.Millisecond))
-		return nil
+		return false
 	}
 	p.check("writes refused with KAFKA_STORAGE_ERROR", errors.Is(refusal, kerr.KafkaStorageError),
 		"after %d MiB in %v: %v", mib(accepted), fillTime.Round(time.Millisecond), refusal)
-	hc := &http.Client{Timeout: 10 * time.Second}
-	st, _, _ := httpJSON(ctx, hc, "PUT", "http://"+b.httpAddr+"/v1/queues/torture-disk", map[string]any{})
-	st2, raw, err := httpJSON(ctx, hc, "POST", "http://"+b.httpAddr+"/v1/queues/torture-disk/messages", map[string]any{"messages": []any{map[string]any{"body": "x"}}})
-	p.check("queue send refused with 507 while low", err == nil && st2 == http.StatusInsufficientStorage,
-		"create %d, send %d %.200s %v", st, st2, raw, err)
+	return true
+}
 
-	// Delete the topic; writes must come back.
+// deleteAndResume deletes the filled topic and checks that writes are
+// accepted again within --disk-reclaim.
+func (k *diskPhase) deleteAndResume(ctx context.Context, adm *kadm.Client, cl *kgo.Client) {
+	env, p := k.env, k.p
 	resp, err := adm.DeleteTopics(ctx, diskFillTopic)
 	if err == nil {
 		err = resp.Error()
@@ -161,10 +195,8 @@ func runDiskPhase(ctx context.Context, env *tortureEnv, p *PhaseReport, d time.D
 		}
 		sleepCtx(ctx, time.Second)
 	}
-	p.count("free MiB after the delete", mib(free()))
+	p.count("free MiB after the delete", mib(k.free()))
 	p.count("ms from the delete to the first accepted write (or giving up)", time.Since(deleted).Milliseconds())
 	p.check("writes accepted again after the topic was deleted", accepting,
-		"within %v: %v (free %d MiB, resume at disk-free-min + 25%% = %d MiB)", env.cfg.reclaim, lastErr, mib(free()), mib(freeMin+freeMin/4))
-	p.check("broker alive at the end", b.alive(), "exit: %v", b.exitErr())
-	return nil
+		"within %v: %v (free %d MiB, resume at disk-free-min + 25%% = %d MiB)", env.cfg.reclaim, lastErr, mib(k.free()), mib(k.freeMin+k.freeMin/4))
 }

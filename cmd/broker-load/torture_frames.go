@@ -40,19 +40,7 @@ func runFramesPhase(ctx context.Context, env *tortureEnv, p *PhaseReport, d time
 		return err
 	}
 	p.broker = b
-	adm, admClient, err := newTortureAdmin(b.kafkaAddr)
-	if err != nil {
-		return err
-	}
-	for _, t := range []string{framesProbeTopic, framesTopic} {
-		if _, err := adm.CreateTopic(ctx, 1, 1, nil, t); err != nil {
-			admClient.Close()
-			return fmt.Errorf("create topic %s: %w", t, err)
-		}
-	}
-	admClient.Close()
-	probe, err := kgo.NewClient(kgo.SeedBrokers(b.kafkaAddr), kgo.DefaultProduceTopic(framesProbeTopic),
-		kgo.RecordDeliveryTimeout(10*time.Second))
+	probe, err := newFramesProbe(ctx, b)
 	if err != nil {
 		return err
 	}
@@ -77,58 +65,19 @@ func runFramesPhase(ctx context.Context, env *tortureEnv, p *PhaseReport, d time
 	sampler := startRSSSampler(pid, 25*time.Millisecond)
 	stormCtx, stopStorm := context.WithTimeout(ctx, d)
 	defer stopStorm()
-	var (
-		sent      [9]atomic.Int64
-		answered  atomic.Int64 // the broker wrote something back
-		closedBy  atomic.Int64 // the broker closed the connection first
-		dialFails atomic.Int64
-		bytesOut  atomic.Int64
-	)
+	var storm frameStorm
 	var wg sync.WaitGroup
 	for w := range env.cfg.frameConns {
 		seed := env.rng.Uint64()
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			rng := newRand(seed)
-			for n := 0; n < 1_000_000 && stormCtx.Err() == nil; n++ {
-				kind := rng.IntN(len(frameKinds))
-				data, hold := hostileFrame(rng, kind, templates, int32(w*1_000_000+n))
-				sent[kind].Add(1)
-				c, err := net.DialTimeout("tcp", b.kafkaAddr, 2*time.Second)
-				if err != nil {
-					dialFails.Add(1)
-					sleepCtx(stormCtx, 50*time.Millisecond)
-					continue
-				}
-				_ = c.SetDeadline(time.Now().Add(framesHoldMax + time.Second))
-				if k, err := c.Write(data); err == nil || k > 0 {
-					bytesOut.Add(int64(k))
-				}
-				// Read until the broker closes or the hold time is over:
-				// a connection that claimed a huge frame stays open,
-				// half-sent, for up to framesHoldMax.
-				_ = c.SetReadDeadline(time.Now().Add(hold))
-				k, err := io.Copy(io.Discard, io.LimitReader(c, 16<<20))
-				if k > 0 {
-					answered.Add(1)
-				}
-				if err == nil {
-					closedBy.Add(1) // EOF before our deadline
-				}
-				c.Close()
-			}
-		}()
+		wg.Go(func() { storm.hammer(stormCtx, b.kafkaAddr, w, seed, templates) })
 	}
 	// The well-behaved client produces once a second during the storm.
-	var probesOK, probesFailed int64
-	var probeErr error
 	for stormCtx.Err() == nil {
 		if err := probeOnce(); err != nil {
-			probesFailed++
-			probeErr = err
+			storm.probesFailed++
+			storm.probeErr = err
 		} else {
-			probesOK++
+			storm.probesOK++
 		}
 		sleepCtx(stormCtx, time.Second)
 	}
@@ -141,31 +90,101 @@ func runFramesPhase(ctx context.Context, env *tortureEnv, p *PhaseReport, d time
 	peakKiB = max(peakKiB, hwmKiB)
 	afterErr := probeOnce()
 
-	var total int64
-	for i, k := range frameKinds {
-		n := sent[i].Load()
-		total += n
-		p.count(k, n)
-	}
-	p.count("connections", total)
-	p.count("answered", answered.Load())
-	p.count("closed by the broker", closedBy.Load())
-	p.count("dial failures", dialFails.Load())
-	p.count("MiB sent", bytesOut.Load()>>20)
-	p.count("probes ok during the storm", probesOK)
-	p.count("probes failed during the storm", probesFailed)
-	if probeErr != nil {
-		p.note("last probe error during the storm: %v", probeErr)
-	}
-	mib := func(kib int64) float64 { return float64(kib) / 1024 }
-	p.RSS = &RSSReport{Samples: samples, IdleMiB: mib(idleKiB), PeakMiB: mib(peakKiB), EndMiB: mib(endKiB), HWMMiB: mib(hwmKiB),
+	storm.report(p)
+	kibToMiB := func(kib int64) float64 { return float64(kib) / 1024 }
+	p.RSS = &RSSReport{Samples: samples, IdleMiB: kibToMiB(idleKiB), PeakMiB: kibToMiB(peakKiB), EndMiB: kibToMiB(endKiB), HWMMiB: kibToMiB(hwmKiB),
 		LimitMiB: float64(env.cfg.rssLimit) / (1 << 20)}
 	p.check("broker alive through the storm", aliveAfterStorm && b.alive(), "exit: %v", b.exitErr())
 	p.check("a normal client works after the storm", afterErr == nil, "produce after the storm: %v", afterErr)
 	p.check("peak RSS under --rss-limit", peakKiB*1024 <= env.cfg.rssLimit, "peak %.0f MiB (idle %.0f MiB), limit %.0f MiB",
-		mib(peakKiB), mib(idleKiB), p.RSS.LimitMiB)
-	p.check("RSS under --rss-limit 3 s after the storm", endKiB*1024 <= env.cfg.rssLimit, "end %.0f MiB, limit %.0f MiB", mib(endKiB), p.RSS.LimitMiB)
+		kibToMiB(peakKiB), kibToMiB(idleKiB), p.RSS.LimitMiB)
+	p.check("RSS under --rss-limit 3 s after the storm", endKiB*1024 <= env.cfg.rssLimit, "end %.0f MiB, limit %.0f MiB", kibToMiB(endKiB), p.RSS.LimitMiB)
 	return nil
+}
+
+// newFramesProbe creates the phase's topics and the well-behaved client
+// that produces to the probe topic.
+func newFramesProbe(ctx context.Context, b *brokerProcess) (*kgo.Client, error) {
+	adm, admClient, err := newTortureAdmin(b.kafkaAddr)
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range []string{framesProbeTopic, framesTopic} {
+		if _, err := adm.CreateTopic(ctx, 1, 1, nil, t); err != nil {
+			admClient.Close()
+			return nil, fmt.Errorf("create topic %s: %w", t, err)
+		}
+	}
+	admClient.Close()
+	return kgo.NewClient(kgo.SeedBrokers(b.kafkaAddr), kgo.DefaultProduceTopic(framesProbeTopic),
+		kgo.RecordDeliveryTimeout(10*time.Second))
+}
+
+// frameStorm counts what the hostile connections did, and the probes of
+// the well-behaved client during the storm.
+type frameStorm struct {
+	sent      [9]atomic.Int64 // by frame kind
+	answered  atomic.Int64    // the broker wrote something back
+	closedBy  atomic.Int64    // the broker closed the connection first
+	dialFails atomic.Int64
+	bytesOut  atomic.Int64
+
+	probesOK, probesFailed int64
+	probeErr               error // the last probe's
+}
+
+// hammer is one hostile connection loop (worker w): until ctx ends, it
+// dials addr, sends a random hostile frame (hostileFrame) and reads until
+// the broker closes or the frame's hold time is over.
+func (s *frameStorm) hammer(ctx context.Context, addr string, w int, seed uint64, templates []frameTemplate) {
+	rng := newRand(seed)
+	for n := 0; n < 1_000_000 && ctx.Err() == nil; n++ {
+		kind := rng.IntN(len(frameKinds))
+		data, hold := hostileFrame(rng, kind, templates, int32(w*1_000_000+n))
+		s.sent[kind].Add(1)
+		c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+		if err != nil {
+			s.dialFails.Add(1)
+			sleepCtx(ctx, 50*time.Millisecond)
+			continue
+		}
+		_ = c.SetDeadline(time.Now().Add(framesHoldMax + time.Second))
+		if k, err := c.Write(data); err == nil || k > 0 {
+			s.bytesOut.Add(int64(k))
+		}
+		// Read until the broker closes or the hold time is over:
+		// a connection that claimed a huge frame stays open,
+		// half-sent, for up to framesHoldMax.
+		_ = c.SetReadDeadline(time.Now().Add(hold))
+		k, err := io.Copy(io.Discard, io.LimitReader(c, 16<<20))
+		if k > 0 {
+			s.answered.Add(1)
+		}
+		if err == nil {
+			s.closedBy.Add(1) // EOF before our deadline
+		}
+		c.Close()
+	}
+}
+
+// report adds the storm's counts to p.
+func (s *frameStorm) report(p *PhaseReport) {
+	var total int64
+	for i, k := range frameKinds {
+		n := s.sent[i].Load()
+		total += n
+		p.count(k, n)
+	}
+	p.count("connections", total)
+	p.count("answered", s.answered.Load())
+	p.count("closed by the broker", s.closedBy.Load())
+	p.count("dial failures", s.dialFails.Load())
+	p.count("MiB sent", s.bytesOut.Load()>>20)
+	p.count("probes ok during the storm", s.probesOK)
+	p.count("probes failed during the storm", s.probesFailed)
+	if s.probeErr != nil {
+		p.note("last probe error during the storm: %v", s.probeErr)
+	}
 }
 
 // frameTemplate is one valid request, encoded with its size prefix.

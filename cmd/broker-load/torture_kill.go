@@ -83,6 +83,66 @@ func runKillPhase(ctx context.Context, env *tortureEnv, p *PhaseReport, d time.D
 		return err
 	}
 	p.broker = b
+	k := &killPhase{env: env, p: p, b: b,
+		hc:   &http.Client{Timeout: 10 * time.Second},
+		base: "http://" + b.httpAddr + "/v1/queues/" + killQueue,
+		l: &killLedger{ackedKeys: map[int32]map[int64]bool{}, produceErrs: map[string]int{}, queue: newQueueLedger(),
+			ackStatuses: map[string]int{}, httpErrs: map[string]int{}},
+	}
+	if err := k.createTargets(ctx); err != nil {
+		return err
+	}
+	loadCtx, stopLoad := context.WithCancel(ctx)
+	defer stopLoad()
+	var wg sync.WaitGroup
+	clients, err := k.startLoad(loadCtx, &wg)
+	defer func() {
+		for _, cl := range clients {
+			cl.Close()
+		}
+	}()
+	if err != nil {
+		return err
+	}
+
+	kills, restartMax, stalls, loopErr := k.loop(ctx, d)
+	env.logf("kill: %d kills; stopping the load", kills)
+	stopLoad()
+	wg.Wait()
+	if loopErr != nil {
+		return loopErr
+	}
+	flushCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	for _, cl := range clients {
+		_ = cl.Flush(flushCtx) // records of the canceled context fail: outcome unknown
+	}
+	cancel()
+
+	p.count("kills", int64(kills))
+	p.count("max restart ms", restartMax.Milliseconds())
+	p.check("kill -9 cycles", kills > 0, "%d kills, restarts took at most %v", kills, restartMax.Round(time.Millisecond))
+	p.check("progress after every restart", stalls == 0, "%d restarts with nothing acknowledged within %v", stalls, killProgressWait)
+	if err := k.checkLog(ctx); err != nil {
+		return err
+	}
+	return k.checkQueue(ctx)
+}
+
+// killPhase is one run of the kill phase: its broker, the queue's URL
+// (base) and the HTTP client for it, and the ledger of what the clients
+// were told.
+type killPhase struct {
+	env  *tortureEnv
+	p    *PhaseReport
+	b    *brokerProcess
+	hc   *http.Client
+	base string
+	l    *killLedger
+}
+
+// createTargets creates the phase's topic and queue.
+func (k *killPhase) createTargets(ctx context.Context) error {
+	b, hc, base := k.b, k.hc, k.base
 	adm, admClient, err := newTortureAdmin(b.kafkaAddr)
 	if err != nil {
 		return err
@@ -92,17 +152,19 @@ func runKillPhase(ctx context.Context, env *tortureEnv, p *PhaseReport, d time.D
 		return fmt.Errorf("create topic: %w", err)
 	}
 	admClient.Close()
-	hc := &http.Client{Timeout: 10 * time.Second}
-	base := "http://" + b.httpAddr + "/v1/queues/" + killQueue
 	if st, _, err := httpJSON(ctx, hc, "PUT", base, map[string]any{"visibility_timeout_ms": 3000, "max_receives": 20}); err != nil || st != 201 {
 		return fmt.Errorf("create queue: status %d, %v", st, err)
 	}
+	return nil
+}
 
-	l := &killLedger{ackedKeys: map[int32]map[int64]bool{}, produceErrs: map[string]int{}, queue: newQueueLedger(),
-		ackStatuses: map[string]int{}, httpErrs: map[string]int{}}
-	loadCtx, stopLoad := context.WithCancel(ctx)
-	defer stopLoad()
-	var wg sync.WaitGroup
+// startLoad starts the load of the phase until loadCtx ends: the
+// idempotent producers, the queue senders and receivers, each a goroutine
+// counted in wg, their outcomes in the ledger. It returns the producers'
+// clients (those created before an error too), for the caller to flush
+// and close.
+func (k *killPhase) startLoad(loadCtx context.Context, wg *sync.WaitGroup) ([]*kgo.Client, error) {
+	env, b, l := k.env, k.b, k.l
 	var clients []*kgo.Client
 	for i := range killProducers {
 		cl, err := kgo.NewClient(
@@ -114,9 +176,8 @@ func runKillPhase(ctx context.Context, env *tortureEnv, p *PhaseReport, d time.D
 			kgo.RetryBackoffFn(func(int) time.Duration { return 100 * time.Millisecond }),
 		)
 		if err != nil {
-			return err
+			return clients, err
 		}
-		defer cl.Close()
 		clients = append(clients, cl)
 		wg.Add(1)
 		go func() {
@@ -136,12 +197,12 @@ func runKillPhase(ctx context.Context, env *tortureEnv, p *PhaseReport, d time.D
 			}
 		}()
 	}
-	var sendSeq atomic.Int64
+	sendSeq := new(atomic.Int64)
 	for i := range killSenders {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			queueSendLoop(loadCtx, hc, base, i, &sendSeq, l)
+			k.queueSendLoop(loadCtx, i, sendSeq)
 		}()
 	}
 	for range killReceivers {
@@ -149,16 +210,20 @@ func runKillPhase(ctx context.Context, env *tortureEnv, p *PhaseReport, d time.D
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			queueReceiveLoop(loadCtx, hc, base, seed, l)
+			k.queueReceiveLoop(loadCtx, seed)
 		}()
 	}
+	return clients, nil
+}
 
-	// The kill loop.
+// loop kills the broker with SIGKILL at random moments for d and
+// restarts it, each time once it acknowledged something of each kind (a
+// restart that does not within killProgressWait is a stall). It returns
+// the kills, the longest restart, the stalls, and why it stopped early.
+func (k *killPhase) loop(ctx context.Context, d time.Duration) (kills int, restartMax time.Duration, stalls int, err error) {
+	env, p, b, l := k.env, k.p, k.b, k.l
 	deadline := time.Now().Add(d)
-	kills, stalls := 0, 0
-	var restartMax time.Duration
-	var loopErr error
-	for loopErr == nil && ctx.Err() == nil && kills < 100_000 {
+	for ctx.Err() == nil && kills < 100_000 {
 		// Wait until this broker acknowledged something of each kind, so
 		// that every kill lands on a working broker under load.
 		k0, s0 := l.kafkaAcks.Load(), l.sendAcks.Load()
@@ -179,36 +244,23 @@ func runKillPhase(ctx context.Context, env *tortureEnv, p *PhaseReport, d time.D
 		case <-ctx.Done():
 		}
 		if !b.alive() {
-			loopErr = fmt.Errorf("the broker exited on its own before kill %d: %v", kills+1, b.exitErr())
-			break
+			return kills, restartMax, stalls, fmt.Errorf("the broker exited on its own before kill %d: %v", kills+1, b.exitErr())
 		}
 		b.kill()
 		kills++
 		t0 := time.Now()
 		if err := b.start(ctx); err != nil {
-			loopErr = fmt.Errorf("restart after kill %d: %w", kills, err)
-			break
+			return kills, restartMax, stalls, fmt.Errorf("restart after kill %d: %w", kills, err)
 		}
 		restartMax = max(restartMax, time.Since(t0))
 	}
-	env.logf("kill: %d kills; stopping the load", kills)
-	stopLoad()
-	wg.Wait()
-	if loopErr != nil {
-		return loopErr
-	}
-	flushCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	for _, cl := range clients {
-		_ = cl.Flush(flushCtx) // records of the canceled context fail: outcome unknown
-	}
-	cancel()
+	return kills, restartMax, stalls, nil
+}
 
-	p.count("kills", int64(kills))
-	p.count("max restart ms", restartMax.Milliseconds())
-	p.check("kill -9 cycles", kills > 0, "%d kills, restarts took at most %v", kills, restartMax.Round(time.Millisecond))
-	p.check("progress after every restart", stalls == 0, "%d restarts with nothing acknowledged within %v", stalls, killProgressWait)
-
-	// Kafka: read everything back.
+// checkLog reads the topic back and checks it against the records
+// acknowledged (checkLog).
+func (k *killPhase) checkLog(ctx context.Context) error {
+	p, b, l := k.p, k.b, k.l
 	ends, logRecs, err := readTopicBack(ctx, b.kafkaAddr, killTopic)
 	if err != nil {
 		return fmt.Errorf("read back: %w", err)
@@ -239,8 +291,13 @@ func runKillPhase(ctx context.Context, env *tortureEnv, p *PhaseReport, d time.D
 	for _, s := range append(lc.Details, doubleAck...) {
 		p.note("kafka: %s", s)
 	}
+	return nil
+}
 
-	// Queue: drain, then look at what is left in the queue and its DLQ.
+// checkQueue drains the queue, then checks what is left in it and its DLQ
+// against the sends and acks acknowledged (checkQueue).
+func (k *killPhase) checkQueue(ctx context.Context) error {
+	p, b, hc, l := k.p, k.b, k.hc, k.l
 	remaining, drained, err := drainQueue(ctx, hc, "http://"+b.httpAddr, killQueue, l)
 	if err != nil {
 		return fmt.Errorf("queue drain: %w", err)
@@ -273,7 +330,8 @@ func runKillPhase(ctx context.Context, env *tortureEnv, p *PhaseReport, d time.D
 }
 
 // queueSendLoop sends batches of 5 unique bodies until ctx ends.
-func queueSendLoop(ctx context.Context, hc *http.Client, base string, id int, seq *atomic.Int64, l *killLedger) {
+func (k *killPhase) queueSendLoop(ctx context.Context, id int, seq *atomic.Int64) {
+	hc, base, l := k.hc, k.base, k.l
 	for n := 0; n < 1_000_000 && ctx.Err() == nil; n++ {
 		bodies := make([]string, 5)
 		msgs := make([]map[string]string, len(bodies))
@@ -325,7 +383,8 @@ type receivedMessage struct {
 
 // queueReceiveLoop receives up to 10 messages and acks them, leaving one
 // unacked now and then so that leases expire and messages come back.
-func queueReceiveLoop(ctx context.Context, hc *http.Client, base string, seed uint64, l *killLedger) {
+func (k *killPhase) queueReceiveLoop(ctx context.Context, seed uint64) {
+	hc, base, l := k.hc, k.base, k.l
 	rng := newRand(seed)
 	for n := 0; n < 1_000_000 && ctx.Err() == nil; n++ {
 		st, raw, err := httpJSON(ctx, hc, "POST", base+"/receive", map[string]any{"max_messages": 10, "wait_ms": 500, "visibility_timeout_ms": 3000})

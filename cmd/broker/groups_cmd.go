@@ -466,6 +466,9 @@ type resetRow struct {
 	Error     string `json:"error,omitempty"`
 }
 
+// groupsResetOffsets is `broker groups reset-offsets`: it plans the new
+// offsets of the group's partitions (planReset), commits them with
+// --execute, and prints the plan.
 func groupsResetOffsets(cCtx *cli.Context) error {
 	if err := flagsAfterArgs(cCtx); err != nil {
 		return err
@@ -473,7 +476,65 @@ func groupsResetOffsets(cCtx *cli.Context) error {
 	if cCtx.NArg() != 1 {
 		return usageErrorf("broker groups reset-offsets takes one group name, got %d arguments", cCtx.NArg())
 	}
-	group := cCtx.Args().First()
+	req := resetRequest{group: cCtx.Args().First(), allTopics: cCtx.Bool("all-topics")}
+	var err error
+	if req.target, err = parseResetTarget(cCtx); err != nil {
+		return err
+	}
+	topicFlags := joinPartitionLists(cCtx.StringSlice("topic"))
+	if len(topicFlags) == 0 == !req.allTopics {
+		return usageErrorf("give --topic (repeatable) or --all-topics")
+	}
+	if req.wanted, err = parseTopicPartitions(topicFlags); err != nil {
+		return err
+	}
+	group := req.group
+
+	adm, ctx, done, err := groupsAdmin(cCtx)
+	if err != nil {
+		return err
+	}
+	defer done()
+	if err := checkGroupEmpty(ctx, adm, group); err != nil {
+		return err
+	}
+	offsets, err := listResetOffsets(ctx, adm, req)
+	if err != nil {
+		return err
+	}
+	rows, commit, err := planReset(offsets, req.target)
+	if err != nil {
+		return err
+	}
+	if cCtx.Bool("execute") {
+		if err := commitReset(ctx, adm, group, commit, rows); err != nil {
+			return err
+		}
+	}
+	return printReset(cCtx, group, rows)
+}
+
+// resetRequest is what reset-offsets was asked to do: the group, where
+// to, and which partitions (by topic; nil partitions mean all of the
+// topic's), or all the topics the group has offsets for.
+type resetRequest struct {
+	group     string
+	target    resetTarget
+	wanted    map[string][]int32
+	allTopics bool
+}
+
+// resetTarget is where reset-offsets moves the offsets: exactly one of
+// earliest, latest, toOffset (offset) and a time (at, not zero).
+type resetTarget struct {
+	earliest, latest bool
+	toOffset         bool
+	offset           int64
+	at               time.Time
+}
+
+// parseResetTarget reads the --to-* flags.
+func parseResetTarget(cCtx *cli.Context) (resetTarget, error) {
 	targets := 0
 	for _, f := range []string{"to-earliest", "to-latest", "to-datetime", "to-offset"} {
 		if cCtx.IsSet(f) {
@@ -481,27 +542,29 @@ func groupsResetOffsets(cCtx *cli.Context) error {
 		}
 	}
 	if targets != 1 {
-		return usageErrorf("give exactly one of --to-earliest, --to-latest, --to-datetime, --to-offset")
+		return resetTarget{}, usageErrorf("give exactly one of --to-earliest, --to-latest, --to-datetime, --to-offset")
 	}
-	var at time.Time
+	t := resetTarget{earliest: cCtx.Bool("to-earliest"), latest: cCtx.Bool("to-latest"), toOffset: cCtx.IsSet("to-offset"), offset: cCtx.Int64("to-offset")}
 	if cCtx.IsSet("to-datetime") {
 		var err error
-		if at, err = time.Parse(time.RFC3339, cCtx.String("to-datetime")); err != nil {
-			return usageErrorf("--to-datetime %q is not an RFC 3339 time such as 2026-01-02T15:04:05Z", cCtx.String("to-datetime"))
+		if t.at, err = time.Parse(time.RFC3339, cCtx.String("to-datetime")); err != nil {
+			return resetTarget{}, usageErrorf("--to-datetime %q is not an RFC 3339 time such as 2026-01-02T15:04:05Z", cCtx.String("to-datetime"))
 		}
 	}
-	if cCtx.IsSet("to-offset") && cCtx.Int64("to-offset") < 0 {
-		return usageErrorf("--to-offset must not be negative")
+	if t.toOffset && t.offset < 0 {
+		return resetTarget{}, usageErrorf("--to-offset must not be negative")
 	}
-	topicFlags := joinPartitionLists(cCtx.StringSlice("topic"))
-	if len(topicFlags) == 0 == !cCtx.Bool("all-topics") {
-		return usageErrorf("give --topic (repeatable) or --all-topics")
-	}
-	wanted := map[string][]int32{} // topic -> partitions; nil means all
+	return t, nil
+}
+
+// parseTopicPartitions reads --topic values (topic or topic:p1,p2) into
+// partitions by topic; nil partitions mean all of the topic's.
+func parseTopicPartitions(topicFlags []string) (map[string][]int32, error) {
+	wanted := map[string][]int32{}
 	for _, tf := range topicFlags {
 		name, parts, hasParts := strings.Cut(tf, ":")
 		if name == "" {
-			return usageErrorf("--topic %q has no topic name", tf)
+			return nil, usageErrorf("--topic %q has no topic name", tf)
 		}
 		if !hasParts {
 			wanted[name] = nil
@@ -510,17 +573,17 @@ func groupsResetOffsets(cCtx *cli.Context) error {
 		for _, p := range strings.Split(parts, ",") {
 			n, err := strconv.ParseInt(strings.TrimSpace(p), 10, 32)
 			if err != nil || n < 0 {
-				return usageErrorf("--topic %q: %q is not a partition number", tf, p)
+				return nil, usageErrorf("--topic %q: %q is not a partition number", tf, p)
 			}
 			wanted[name] = append(wanted[name], int32(n))
 		}
 	}
+	return wanted, nil
+}
 
-	adm, ctx, done, err := groupsAdmin(cCtx)
-	if err != nil {
-		return err
-	}
-	defer done()
+// checkGroupEmpty refuses a group with members: offsets can only be reset
+// while it is empty (or dead).
+func checkGroupEmpty(ctx context.Context, adm *kadm.Client, group string) error {
 	described, err := adm.DescribeGroups(ctx, group)
 	if err != nil {
 		return groupsError("describing group "+group, err)
@@ -532,77 +595,76 @@ func groupsResetOffsets(cCtx *cli.Context) error {
 	} else if cg, ok := describeConsumerGroups(ctx, adm, []string{group})[group]; ok && len(cg.Members) > 0 {
 		return &exitError{code: exitConflict, err: fmt.Errorf("consumer group %s is %s with %d members; stop its consumers first (offsets can only be reset while the group is empty)", group, cg.State, len(cg.Members))}
 	}
+	return nil
+}
+
+// resetOffsets is what a reset is planned from: the partitions wanted (by
+// topic, nil: all), the group's committed offsets and the partitions'
+// start and end offsets, and the offsets at the target time (when the
+// target is a time).
+type resetOffsets struct {
+	topics  []string // sorted
+	wanted  map[string][]int32
+	current kadm.OffsetResponses
+	starts  kadm.ListedOffsets
+	ends    kadm.ListedOffsets
+	byTime  kadm.ListedOffsets
+}
+
+// listResetOffsets fetches what planReset needs. With allTopics, every
+// topic the group has offsets for is wanted, whole.
+func listResetOffsets(ctx context.Context, adm *kadm.Client, req resetRequest) (resetOffsets, error) {
+	group, wanted, at := req.group, req.wanted, req.target.at
 	current, err := adm.FetchOffsets(ctx, group)
 	if err != nil {
-		return groupsError("fetching the offsets of "+group, err)
+		return resetOffsets{}, groupsError("fetching the offsets of "+group, err)
 	}
-	if cCtx.Bool("all-topics") {
+	if req.allTopics {
 		for t := range current {
 			wanted[t] = nil
 		}
 		if len(wanted) == 0 {
-			return &exitError{code: exitNotFound, err: fmt.Errorf("group %s has no committed offsets; name topics with --topic", group)}
+			return resetOffsets{}, &exitError{code: exitNotFound, err: fmt.Errorf("group %s has no committed offsets; name topics with --topic", group)}
 		}
 	}
-	var topics []string
+	o := resetOffsets{wanted: wanted, current: current}
 	for t := range wanted {
-		topics = append(topics, t)
+		o.topics = append(o.topics, t)
 	}
-	sort.Strings(topics)
-	starts, err := adm.ListStartOffsets(ctx, topics...)
-	if err != nil {
-		return groupsError("listing start offsets", err)
+	sort.Strings(o.topics)
+	if o.starts, err = adm.ListStartOffsets(ctx, o.topics...); err != nil {
+		return resetOffsets{}, groupsError("listing start offsets", err)
 	}
-	ends, err := adm.ListEndOffsets(ctx, topics...)
-	if err != nil {
-		return groupsError("listing end offsets", err)
+	if o.ends, err = adm.ListEndOffsets(ctx, o.topics...); err != nil {
+		return resetOffsets{}, groupsError("listing end offsets", err)
 	}
-	var byTime kadm.ListedOffsets
 	if !at.IsZero() {
-		if byTime, err = adm.ListOffsetsAfterMilli(ctx, at.UnixMilli(), topics...); err != nil {
-			return groupsError("listing offsets by time", err)
+		if o.byTime, err = adm.ListOffsetsAfterMilli(ctx, at.UnixMilli(), o.topics...); err != nil {
+			return resetOffsets{}, groupsError("listing offsets by time", err)
 		}
 	}
+	return o, nil
+}
 
+// planReset computes each wanted partition's new offset (resetRow) and the
+// commit that sets them. It fails when a topic does not exist or any
+// partition cannot be reset: then nothing is reset.
+func planReset(o resetOffsets, target resetTarget) ([]resetRow, kadm.Offsets, error) {
 	var rows []resetRow
 	commit := kadm.Offsets{}
-	for _, t := range topics {
-		parts := wanted[t]
+	for _, t := range o.topics {
+		parts := o.wanted[t]
 		if parts == nil {
-			for p := range ends[t] {
+			for p := range o.ends[t] {
 				parts = append(parts, p)
 			}
 			if len(parts) == 0 {
-				return &exitError{code: exitNotFound, err: fmt.Errorf("topic %s does not exist", t)}
+				return nil, nil, &exitError{code: exitNotFound, err: fmt.Errorf("topic %s does not exist", t)}
 			}
 			sort.Slice(parts, func(i, j int) bool { return parts[i] < parts[j] })
 		}
 		for _, p := range parts {
-			row := resetRow{Topic: t, Partition: p, Current: -1, New: -1}
-			if c, ok := current.Lookup(t, p); ok && c.Err == nil {
-				row.Current = c.At
-			}
-			start, okS := starts.Lookup(t, p)
-			end, okE := ends.Lookup(t, p)
-			switch {
-			case !okS || !okE:
-				row.Error = "no such partition"
-			case start.Err != nil:
-				row.Error = start.Err.Error()
-			case end.Err != nil:
-				row.Error = end.Err.Error()
-			case cCtx.Bool("to-earliest"):
-				row.New = start.Offset
-			case cCtx.Bool("to-latest"):
-				row.New = end.Offset
-			case cCtx.IsSet("to-offset"):
-				row.New = min(max(cCtx.Int64("to-offset"), start.Offset), end.Offset)
-			default:
-				row.New = end.Offset // no record at or after the time: the end
-				if o, ok := byTime.Lookup(t, p); ok && o.Err == nil && o.Offset >= 0 {
-					row.New = o.Offset
-				}
-			}
+			row := o.plan(t, p, target)
 			if row.Error == "" {
 				commit.Add(kadm.Offset{Topic: t, Partition: p, At: row.New, LeaderEpoch: -1})
 			}
@@ -611,30 +673,70 @@ func groupsResetOffsets(cCtx *cli.Context) error {
 	}
 	for _, r := range rows {
 		if r.Error != "" {
-			return fmt.Errorf("%s/%d: %s; nothing was reset", r.Topic, r.Partition, r.Error)
+			return nil, nil, fmt.Errorf("%s/%d: %s; nothing was reset", r.Topic, r.Partition, r.Error)
 		}
 	}
-	if cCtx.Bool("execute") {
-		resps, err := adm.CommitOffsets(ctx, group, commit)
-		if err != nil {
-			return groupsError("committing offsets of "+group, err)
-		}
-		var failed error
-		for i := range rows {
-			if r, ok := resps.Lookup(rows[i].Topic, rows[i].Partition); ok && r.Err != nil {
-				rows[i].Error = r.Err.Error()
-				if failed == nil {
-					failed = r.Err
-				}
-			}
-		}
-		if failed != nil {
-			if errors.Is(failed, kerr.UnknownMemberID) || errors.Is(failed, kerr.IllegalGeneration) {
-				return &exitError{code: exitConflict, err: fmt.Errorf("committing offsets of %s: %w; members joined the group meanwhile", group, failed)}
-			}
-			return groupsError("committing offsets of "+group, failed)
+	return rows, commit, nil
+}
+
+// plan is the reset of one partition: its new offset within its start and
+// end offsets, or why it cannot be reset.
+func (o resetOffsets) plan(t string, p int32, target resetTarget) resetRow {
+	row := resetRow{Topic: t, Partition: p, Current: -1, New: -1}
+	if c, ok := o.current.Lookup(t, p); ok && c.Err == nil {
+		row.Current = c.At
+	}
+	start, okS := o.starts.Lookup(t, p)
+	end, okE := o.ends.Lookup(t, p)
+	switch {
+	case !okS || !okE:
+		row.Error = "no such partition"
+	case start.Err != nil:
+		row.Error = start.Err.Error()
+	case end.Err != nil:
+		row.Error = end.Err.Error()
+	case target.earliest:
+		row.New = start.Offset
+	case target.latest:
+		row.New = end.Offset
+	case target.toOffset:
+		row.New = min(max(target.offset, start.Offset), end.Offset)
+	default:
+		row.New = end.Offset // no record at or after the time: the end
+		if at, ok := o.byTime.Lookup(t, p); ok && at.Err == nil && at.Offset >= 0 {
+			row.New = at.Offset
 		}
 	}
+	return row
+}
+
+// commitReset commits the planned offsets; a partition the commit failed
+// for gets its error in rows.
+func commitReset(ctx context.Context, adm *kadm.Client, group string, commit kadm.Offsets, rows []resetRow) error {
+	resps, err := adm.CommitOffsets(ctx, group, commit)
+	if err != nil {
+		return groupsError("committing offsets of "+group, err)
+	}
+	var failed error
+	for i := range rows {
+		if r, ok := resps.Lookup(rows[i].Topic, rows[i].Partition); ok && r.Err != nil {
+			rows[i].Error = r.Err.Error()
+			if failed == nil {
+				failed = r.Err
+			}
+		}
+	}
+	if failed != nil {
+		if errors.Is(failed, kerr.UnknownMemberID) || errors.Is(failed, kerr.IllegalGeneration) {
+			return &exitError{code: exitConflict, err: fmt.Errorf("committing offsets of %s: %w; members joined the group meanwhile", group, failed)}
+		}
+		return groupsError("committing offsets of "+group, failed)
+	}
+	return nil
+}
+
+// printReset prints the plan (JSON or a table) and what was done.
+func printReset(cCtx *cli.Context, group string, rows []resetRow) error {
 	if cCtx.String(outputFlag) == "json" {
 		return printJSON(cCtx.App.Writer, map[string]any{"group": group, "executed": cCtx.Bool("execute"), "offsets": rows})
 	}

@@ -37,6 +37,80 @@ const shutdownGrace = 15 * time.Second
 // in-flight requests, close the store. cfg has been validated.
 func run(ctx context.Context, cfg *Config, log zerolog.Logger) error {
 	start := time.Now()
+	b := &broker{cfg: cfg, log: log, start: start}
+	if err := b.openStore(); err != nil {
+		return err
+	}
+	defer func() {
+		if err := b.store.Close(); err != nil {
+			log.Error().Err(err).Msg("closing the store")
+		}
+	}()
+	if err := b.openTopics(); err != nil {
+		return err
+	}
+	recovered := time.Since(start)
+	b.registerMetrics()
+	if err := b.openDomains(); err != nil {
+		return err
+	}
+	defer b.queues.Close()
+	background := b.startRetention()
+	defer background.Stop()
+
+	kafka, err := b.newKafka()
+	if err != nil {
+		return err
+	}
+	web, err := b.startHTTP()
+	if err != nil {
+		_ = kafka.ln.Close()
+		return err
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- kafka.server.Serve(kafka.ln) }()
+	b.serving.Store(true)
+	ev := log.Info().Str("kafka_addr", kafka.ln.Addr().String()).Str("advertised_addr", kafka.advertised).
+		Str("data_dir", cfg.DataDir).Int("topics", len(b.topics.Topics())).Dur("recovery", recovered)
+	if web != nil {
+		ev = ev.Str("http_addr", web.Addr().String())
+	}
+	ev.Msg("broker started")
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+		log.Info().Msg("shutting down")
+	case err := <-serveErr:
+		runErr = fmt.Errorf("the Kafka listener failed: %w", err)
+	}
+	b.serving.Store(false)
+	b.shutdownListeners(kafka.server, web)
+	log.Info().Msg("broker stopped")
+	return runErr
+}
+
+// broker is what run starts, in start order.
+type broker struct {
+	cfg *Config
+	log zerolog.Logger
+
+	store  *pebblestore.Store
+	topics *topics.Manager
+	reg    *prometheus.Registry
+	queues *queues.Engine
+	events *events.Service
+	groups *groups.Coordinator
+	txns   *txns.Coordinator
+	// serving is set while the listeners serve (the HTTP readiness check).
+	serving atomic.Bool
+	// start is when run began (the console's uptime).
+	start time.Time
+}
+
+// openStore opens the data directory's store.
+func (b *broker) openStore() error {
+	cfg, log := b.cfg, b.log
 	store, err := pebblestore.Open(cfg.DataDir, pebblestore.Options{
 		Logger:       log,
 		MemTableSize: uint64(cfg.MemtableSize),
@@ -53,27 +127,32 @@ func run(ctx context.Context, cfg *Config, log zerolog.Logger) error {
 		log.Warn().Int64("disk_free_min", cfg.DiskFreeMin).Int64("memtables", pebbleHeadroom(cfg)).
 			Msg("disk-free-min is smaller than the memtables Pebble may have to flush when the disk runs low (4 x memtable-size); a full disk stops the broker, consider raising it")
 	}
-	defer func() {
-		if err := store.Close(); err != nil {
-			log.Error().Err(err).Msg("closing the store")
-		}
-	}()
+	b.store = store
+	return nil
+}
 
-	brokerDefaults := topicBrokerDefaults(cfg) // logs.go
-	tm, err := topics.Open(store, topics.Config{
-		Logger:               log,
+// openTopics recovers the partition logs.
+func (b *broker) openTopics() error {
+	cfg := b.cfg
+	tm, err := topics.Open(b.store, topics.Config{
+		Logger:               b.log,
 		AutoCreate:           cfg.AutoCreateTopics,
 		DefaultPartitions:    cfg.DefaultPartitions,
-		BrokerDefaults:       brokerDefaults,
+		BrokerDefaults:       topicBrokerDefaults(cfg), // logs.go
 		CompactionMapEntries: compactionMapEntries(cfg),
 	})
 	if err != nil {
 		return fmt.Errorf("recovering the data in %s: %w", cfg.DataDir, err)
 	}
-	recovered := time.Since(start)
+	b.topics = tm
+	return nil
+}
 
+// registerMetrics creates the registry of /metrics with the process', the
+// store's and the build's collectors.
+func (b *broker) registerMetrics() {
 	reg := prometheus.NewRegistry()
-	metrics.Register(reg, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), collectors.NewBuildInfoCollector(), store.Collector())
+	metrics.Register(reg, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), collectors.NewBuildInfoCollector(), b.store.Collector())
 	// What is running, as `broker version` says it (for dashboards and for
 	// alerts on a mixed-version fleet).
 	info := readBuildInfo()
@@ -82,14 +161,25 @@ func run(ctx context.Context, cfg *Config, log zerolog.Logger) error {
 		Help:        "Always 1; the labels say the broker's version, commit, Go version and storage format.",
 		ConstLabels: prometheus.Labels{"version": info.version, "commit": info.commit, "go_version": info.goVersion, "storage_format": fmt.Sprint(pebblestore.FormatVersion)},
 	}, func() float64 { return 1 }))
+	b.reg = reg
+}
 
+// openDomains recovers the views over the logs: native queues, event
+// stores, consumer groups and transactions. On an error, the queues
+// engine, if opened, is closed.
+func (b *broker) openDomains() (err error) {
+	cfg, log, store, tm := b.cfg, b.log, b.store, b.topics
 	// Native queues: delivery state beside the queue topics' logs; their
 	// maintenance (leases, dead-lettering, TTLs, redrive) runs in retention.
 	qe, err := queues.Open(store, tm, queues.Config{Logger: log}, time.Now())
 	if err != nil {
 		return fmt.Errorf("recovering the queues in %s: %w", cfg.DataDir, err)
 	}
-	defer qe.Close()
+	defer func() {
+		if err != nil {
+			qe.Close()
+		}
+	}()
 	es, err := events.Open(store, tm, events.Config{Logger: log})
 	if err != nil {
 		return fmt.Errorf("recovering the event stores in %s: %w", cfg.DataDir, err)
@@ -104,7 +194,7 @@ func run(ctx context.Context, cfg *Config, log zerolog.Logger) error {
 		PendingTxnOffset: func(group, topic string, partition int32) bool {
 			return tc != nil && tc.PendingOffset(group, topic, partition)
 		},
-		Registerer:                reg,
+		Registerer:                b.reg,
 		InitialRebalanceDelay:     cfg.GroupInitialRebalanceDelay,
 		ConsumerSessionTimeout:    cfg.GroupConsumerSessionTimeout,
 		ConsumerHeartbeatInterval: cfg.GroupConsumerHeartbeatInterval,
@@ -124,29 +214,47 @@ func run(ctx context.Context, cfg *Config, log zerolog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("recovering the transactions in %s: %w", cfg.DataDir, err)
 	}
-	// Every background loop: group timers, queue maintenance, log retention
-	// and compaction (logs.go). Stopped before the store closes.
-	background := retention.New(log, nil)
+	b.queues, b.events, b.groups, b.txns = qe, es, gc, tc
+	return nil
+}
+
+// startRetention starts every background loop: free space, reclaiming,
+// group timers, queue maintenance, transaction timeouts, log retention
+// and compaction (logs.go). The caller stops it before the store closes.
+func (b *broker) startRetention() *retention.Runner {
+	store, reg := b.store, b.reg
+	background := retention.New(b.log, nil)
 	background.Add(retention.SpaceTask(store.Space(), reg, 0))
 	// Compacts deleted ranges so their disk space comes back in seconds.
 	retention.AddReclaimTask(background, store, reg, 0)
-	background.Add(retention.GroupsTask(gc, 0))
-	background.Add(retention.QueueTask(qe, reg, 0))
-	background.Add(retention.TxnsTask(tc, 0))
-	topicTasks := topicTasksConfig(cfg, reg)
+	background.Add(retention.GroupsTask(b.groups, 0))
+	background.Add(retention.QueueTask(b.queues, reg, 0))
+	background.Add(retention.TxnsTask(b.txns, 0))
+	topicTasks := topicTasksConfig(b.cfg, reg)
 	topicTasks.Space = store.Space() // compaction waits while the disk is low
-	retention.AddTopicTasks(background, tm, topicTasks)
+	retention.AddTopicTasks(background, b.topics, topicTasks)
 	background.Start()
-	defer background.Stop()
+	return background
+}
 
+// kafkaListener is the Kafka server with its listener, not yet serving.
+type kafkaListener struct {
+	ln         net.Listener
+	advertised string
+	server     *kafkaproto.Server
+}
+
+// newKafka listens on the Kafka address and creates the Kafka server.
+func (b *broker) newKafka() (*kafkaListener, error) {
+	cfg, log := b.cfg, b.log
 	ln, err := net.Listen("tcp", cfg.KafkaAddr)
 	if err != nil {
-		return fmt.Errorf("cannot listen for Kafka clients on %s: %w; choose a free address with --kafka-addr", cfg.KafkaAddr, err)
+		return nil, fmt.Errorf("cannot listen for Kafka clients on %s: %w; choose a free address with --kafka-addr", cfg.KafkaAddr, err)
 	}
 	advertised, err := advertisedAddr(cfg.AdvertisedAddr, ln.Addr())
 	if err != nil {
 		_ = ln.Close()
-		return err
+		return nil, err
 	}
 	requestMemory, requestMemorySource := requestMemoryBudget(cfg, systemMemory())
 	log.Info().Int64("queued_max_request_bytes", requestMemory).Str("source", requestMemorySource).
@@ -156,7 +264,7 @@ func run(ctx context.Context, cfg *Config, log zerolog.Logger) error {
 		NodeID:              cfg.NodeID,
 		Rack:                cfg.Rack,
 		AdvertisedAddr:      advertised,
-		ClusterID:           tm.ClusterID(),
+		ClusterID:           b.topics.ClusterID(),
 		MaxRequestBytes:     cfg.MaxRequestBytes,
 		MaxInflightRequests: cfg.MaxInflightRequests,
 		MaxConnections:      cfg.MaxConnections,
@@ -165,84 +273,73 @@ func run(ctx context.Context, cfg *Config, log zerolog.Logger) error {
 		QueuedMaxRequestBytes: requestMemory,
 		ConnectionsMaxIdle:    cfg.ConnectionsMaxIdle,
 		RequestReadTimeout:    cfg.RequestReadTimeout,
-		Registerer:            reg,
-		Groups:                gc,
-		Txns:                  tc,
-	}, tm)
+		Registerer:            b.reg,
+		Groups:                b.groups,
+		Txns:                  b.txns,
+	}, b.topics)
 	if err != nil {
 		_ = ln.Close()
-		return err
+		return nil, err
 	}
+	return &kafkaListener{ln: ln, advertised: advertised, server: kafka}, nil
+}
 
-	var serving atomic.Bool
-	var web *httpapi.Server
-	if cfg.HTTPAddr != "" {
-		bodyMemory, bodyMemorySource := httpBodyBudget(cfg, systemMemory())
-		log.Info().Int64("http_max_inflight_body_bytes", bodyMemory).Str("source", bodyMemorySource).
-			Msg("HTTP request body budget")
-		web = httpapi.New(httpapi.Config{
-			Addr:                 cfg.HTTPAddr,
-			Logger:               log.With().Str("component", "http").Logger(),
-			Registry:             reg,
-			WriteTimeout:         cfg.HTTPWriteTimeout,
-			MaxConnections:       cfg.HTTPMaxConnections,
-			MaxConnectionsPerIP:  cfg.HTTPMaxConnectionsPerIP,
-			MaxStreams:           cfg.HTTPMaxStreams,
-			MaxInflightBodyBytes: bodyMemory,
-			Ready: func() error {
-				if !serving.Load() {
-					return errors.New("the broker is starting or stopping")
-				}
-				return nil
-			},
-		})
-		// Profiles of the running broker (go tool pprof http://HTTP_ADDR/debug/pprof/profile).
-		web.Handle("GET /debug/pprof/", http.HandlerFunc(pprof.Index))
-		web.Handle("GET /debug/pprof/profile", http.HandlerFunc(pprof.Profile))
-		web.Handle("GET /debug/pprof/trace", http.HandlerFunc(pprof.Trace))
-		web.Handle("GET /debug/pprof/symbol", http.HandlerFunc(pprof.Symbol))
-		web.RegisterQueues(httpapi.QueuesConfig{Engine: qe})
-		web.RegisterEvents(httpapi.EventsConfig{Events: es})
-		web.RegisterStorage(httpapi.StorageConfig{Store: store, Topics: tm, Events: es, QueueCounts: queueCounts(qe)})
-		web.RegisterAdmin(httpapi.AdminConfig{Topics: tm, Groups: gc, Txns: tc, Version: info.version, Started: start, NodeID: cfg.NodeID})
-		web.Handle("GET /ui/", console.Handler()) // the web console (console/)
-		web.RegisterOpenAPI()
-		if err := web.Start(); err != nil {
-			_ = ln.Close()
-			return fmt.Errorf("cannot start the HTTP listener on %s: %w; choose a free address with --http-addr", cfg.HTTPAddr, err)
-		}
+// startHTTP starts the HTTP listener (health, metrics, profiles, the
+// native API), or returns nil when no HTTP address is configured.
+func (b *broker) startHTTP() (*httpapi.Server, error) {
+	cfg, log := b.cfg, b.log
+	if cfg.HTTPAddr == "" {
+		return nil, nil
 	}
+	bodyMemory, bodyMemorySource := httpBodyBudget(cfg, systemMemory())
+	log.Info().Int64("http_max_inflight_body_bytes", bodyMemory).Str("source", bodyMemorySource).
+		Msg("HTTP request body budget")
+	web := httpapi.New(httpapi.Config{
+		Addr:                 cfg.HTTPAddr,
+		Logger:               log.With().Str("component", "http").Logger(),
+		Registry:             b.reg,
+		WriteTimeout:         cfg.HTTPWriteTimeout,
+		MaxConnections:       cfg.HTTPMaxConnections,
+		MaxConnectionsPerIP:  cfg.HTTPMaxConnectionsPerIP,
+		MaxStreams:           cfg.HTTPMaxStreams,
+		MaxInflightBodyBytes: bodyMemory,
+		Ready: func() error {
+			if !b.serving.Load() {
+				return errors.New("the broker is starting or stopping")
+			}
+			return nil
+		},
+	})
+	// Profiles of the running broker (go tool pprof http://HTTP_ADDR/debug/pprof/profile).
+	web.Handle("GET /debug/pprof/", http.HandlerFunc(pprof.Index))
+	web.Handle("GET /debug/pprof/profile", http.HandlerFunc(pprof.Profile))
+	web.Handle("GET /debug/pprof/trace", http.HandlerFunc(pprof.Trace))
+	web.Handle("GET /debug/pprof/symbol", http.HandlerFunc(pprof.Symbol))
+	web.RegisterQueues(httpapi.QueuesConfig{Engine: b.queues})
+	web.RegisterEvents(httpapi.EventsConfig{Events: b.events})
+	web.RegisterStorage(httpapi.StorageConfig{Store: b.store, Topics: b.topics, Events: b.events, QueueCounts: queueCounts(b.queues)})
+	web.RegisterAdmin(httpapi.AdminConfig{Topics: b.topics, Groups: b.groups, Txns: b.txns, Version: readBuildInfo().version, Started: b.start, NodeID: cfg.NodeID})
+	web.Handle("GET /ui/", console.Handler()) // the web console (console/)
+	web.RegisterOpenAPI()
+	if err := web.Start(); err != nil {
+		return nil, fmt.Errorf("cannot start the HTTP listener on %s: %w; choose a free address with --http-addr", cfg.HTTPAddr, err)
+	}
+	return web, nil
+}
 
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- kafka.Serve(ln) }()
-	serving.Store(true)
-	ev := log.Info().Str("kafka_addr", ln.Addr().String()).Str("advertised_addr", advertised).
-		Str("data_dir", cfg.DataDir).Int("topics", len(tm.Topics())).Dur("recovery", recovered)
-	if web != nil {
-		ev = ev.Str("http_addr", web.Addr().String())
-	}
-	ev.Msg("broker started")
-
-	var runErr error
-	select {
-	case <-ctx.Done():
-		log.Info().Msg("shutting down")
-	case err := <-serveErr:
-		runErr = fmt.Errorf("the Kafka listener failed: %w", err)
-	}
-	serving.Store(false)
+// shutdownListeners lets in-flight Kafka and HTTP requests finish, for at
+// most shutdownGrace, and closes the listeners.
+func (b *broker) shutdownListeners(kafka *kafkaproto.Server, web *httpapi.Server) {
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 	defer cancel()
 	if err := kafka.Shutdown(sctx); err != nil {
-		log.Warn().Err(err).Msg("in-flight Kafka requests did not finish in time; connections closed")
+		b.log.Warn().Err(err).Msg("in-flight Kafka requests did not finish in time; connections closed")
 	}
 	if web != nil {
 		if err := web.Shutdown(sctx); err != nil {
-			log.Warn().Err(err).Msg("HTTP shutdown")
+			b.log.Warn().Err(err).Msg("HTTP shutdown")
 		}
 	}
-	log.Info().Msg("broker stopped")
-	return runErr
 }
 
 // pebbleHeadroom is the most memtable data Pebble may have to flush: it
