@@ -19,9 +19,6 @@ type nativeError struct {
 	Code    string         `json:"code"`
 	Message string         `json:"message"`
 	Details map[string]any `json:"details,omitempty"`
-	// status is set only on the answers of the server itself outside the
-	// API's routes (serverError), whose codes the table does not hold.
-	status int
 }
 
 func (e *nativeError) Error() string { return e.Code + ": " + e.Message }
@@ -31,7 +28,8 @@ func (e *nativeError) Error() string { return e.Code + ": " + e.Message }
 // errors.json: request decoding, the queue API (whose codes queues
 // declares, queues.Codes(): each has its status here,
 // TestQueueCodesHaveStatus), the event store, storage admin and the HTTP
-// listener's limits. /openapi.json lists it.
+// listener's limits, and the server's own answers (405, /readyz's 503).
+// /openapi.json lists it.
 var nativeCodeStatus = map[string]int{
 	// Request decoding (every native route).
 	"invalid_json":           http.StatusBadRequest,
@@ -117,6 +115,11 @@ var nativeCodeStatus = map[string]int{
 	// Limits of the HTTP listener (limits.go), on every native route.
 	"too_many_streams":      http.StatusServiceUnavailable,
 	"body_memory_exhausted": http.StatusServiceUnavailable,
+
+	// The server's own answers: a path served with another method (with
+	// Allow), and /readyz while the broker does not take traffic.
+	"method_not_allowed": http.StatusMethodNotAllowed,
+	"not_ready":          http.StatusServiceUnavailable,
 }
 
 // newNativeError builds an error with a code of nativeCodeStatus.
@@ -135,14 +138,6 @@ func (e *nativeError) with(key string, value any) *nativeError {
 	return e
 }
 
-// serverError is an answer of the server itself, outside the API's
-// routes and its table of codes: 405 method_not_allowed and /readyz's 503
-// not_ready (so they are not in /openapi.json's Error enum either, which
-// lists the table).
-func serverError(status int, code, format string, args ...any) *nativeError {
-	return &nativeError{Code: code, Message: fmt.Sprintf(format, args...), status: status}
-}
-
 // statusOf is the HTTP status of code, 500 for a code not in the table.
 func statusOf(code string) int {
 	if status, ok := nativeCodeStatus[code]; ok {
@@ -156,10 +151,7 @@ func statusOf(code string) int {
 // client should retry (429, 503).
 func writeError(w http.ResponseWriter, err error) {
 	e := errorOf(err)
-	status := e.status
-	if status == 0 {
-		status = statusOf(e.Code)
-	}
+	status := statusOf(e.Code)
 	if status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", "1")
 	}
