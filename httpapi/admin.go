@@ -116,11 +116,6 @@ type adminRequest struct {
 func adminRoute(fn func(r adminRequest) (int, any, error)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		decode := func(v any) error {
-			// A body without a Content-Type is refused (no
-			// anyContentType): a browser sends such a POST from any site
-			// without asking (a CORS simple request), one with
-			// application/json only after a preflight this listener
-			// never answers.
 			if ne := decodeBody(w, r, bodyRule{limit: adminBodyMax, required: true}, v); ne != nil {
 				return ne
 			}

@@ -146,7 +146,7 @@ func (api *eventsAPI) handleListConsumers(w http.ResponseWriter, r *http.Request
 func (api *eventsAPI) handleCreateConsumer(w http.ResponseWriter, r *http.Request) {
 	req := consumerRequest{}
 	if r.ContentLength != 0 {
-		if e := decodeBody(w, r, bodyRule{limit: 4096, required: true, anyContentType: true}, &req); e != nil {
+		if e := decodeBody(w, r, bodyRule{limit: 4096, required: true}, &req); e != nil {
 			writeError(w, e)
 			return
 		}
@@ -223,7 +223,7 @@ func (api *eventsAPI) handleDeleteConsumer(w http.ResponseWriter, r *http.Reques
 
 func (api *eventsAPI) handleCommitConsumer(w http.ResponseWriter, r *http.Request) {
 	var req commitRequest
-	if e := decodeBody(w, r, bodyRule{limit: 4096, required: true, anyContentType: true}, &req); e != nil {
+	if e := decodeBody(w, r, bodyRule{limit: 4096, required: true}, &req); e != nil {
 		writeError(w, e)
 		return
 	}

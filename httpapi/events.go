@@ -246,7 +246,7 @@ func (api *eventsAPI) handleListStores(w http.ResponseWriter, _ *http.Request) {
 func (api *eventsAPI) handleCreateStore(w http.ResponseWriter, r *http.Request) {
 	if r.ContentLength != 0 {
 		var body struct{}
-		if e := decodeBody(w, r, bodyRule{limit: 4096, required: true, anyContentType: true}, &body); e != nil {
+		if e := decodeBody(w, r, bodyRule{limit: 4096, required: true}, &body); e != nil {
 			writeError(w, e)
 			return
 		}
@@ -409,7 +409,7 @@ func (api *eventsAPI) handleAppend(w http.ResponseWriter, r *http.Request) {
 	}
 	limits := api.svc.Limits()
 	req := appendRequest{Events: appendEvents{max: limits.MaxAppendEvents}}
-	if e := decodeBody(w, r, bodyRule{limit: api.bodyLimit, required: true, anyContentType: true}, &req); e != nil {
+	if e := decodeBody(w, r, bodyRule{limit: api.bodyLimit, required: true}, &req); e != nil {
 		writeError(w, e)
 		return
 	}

@@ -144,7 +144,7 @@ func (api *storageAPI) lock(w http.ResponseWriter) bool {
 
 func (api *storageAPI) handleBackup(w http.ResponseWriter, r *http.Request) {
 	var req BackupRequest
-	if e := decodeBody(w, r, bodyRule{limit: 64 << 10, required: true, anyContentType: true}, &req); e != nil {
+	if e := decodeBody(w, r, bodyRule{limit: 64 << 10, required: true}, &req); e != nil {
 		writeError(w, e)
 		return
 	}
