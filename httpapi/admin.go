@@ -139,7 +139,7 @@ func adminRoute(fn func(r adminRequest) (int, any, error)) http.Handler {
 			if ae.field != "" {
 				ne = ne.with("field", ae.field)
 			}
-		case topics.IsStorageError(err) || errors.Is(err, txns.ErrStorage):
+		case storageError(err) != nil:
 			ne = storageError(err)
 		default:
 			ae := adminDomainError(err)

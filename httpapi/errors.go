@@ -159,8 +159,10 @@ func writeError(w http.ResponseWriter, err error) {
 }
 
 // errorOf turns any error a handler meets into the one error type: a
-// *nativeError as it is, a queue error by its code, an events error by
-// its sentinel (eventsError), anything else as internal.
+// *nativeError as it is, a failure of the store by its class
+// (storageError, whichever domain wrapped it), a queue error by its code,
+// an events error by its sentinel (eventsError), anything else as
+// internal.
 func errorOf(err error) *nativeError {
 	var ne *nativeError
 	var qe *queues.Error
@@ -169,7 +171,11 @@ func errorOf(err error) *nativeError {
 		return newNativeError("internal", "no error")
 	case errors.As(err, &ne):
 		return ne
-	case errors.As(err, &qe):
+	}
+	if se := storageError(err); se != nil {
+		return se
+	}
+	if errors.As(err, &qe) {
 		if _, ok := nativeCodeStatus[qe.Code]; !ok {
 			return newNativeError("internal", "%s: %s", qe.Code, qe.Message)
 		}
@@ -178,20 +184,30 @@ func errorOf(err error) *nativeError {
 	return eventsError(err)
 }
 
-// storageError reports a failure of the store by its class
-// (pebblestore.Classify): 507 storage_full when the disk is full or the
-// broker refused new data because it is almost full (pebblestore.SpaceGuard;
-// details free_bytes, min_bytes, resume_bytes), else 503
-// storage_unavailable (corruption included: the outcome is unknown, the
-// request may be retried).
+// storageError is the one mapping of a failure of the store to the API,
+// by its class (pebblestore.Classify, the one classification), the same
+// for every route and domain; nil when err is no store failure:
+//
+//   - full: 507 storage_full; when the guard refused new data because the
+//     disk is almost full (pebblestore.SpaceGuard), its sentence and
+//     details free_bytes, min_bytes, resume_bytes;
+//   - corruption: 500 storage_corrupt, retrying does not help;
+//   - I/O, closed store: 503 storage_unavailable, the outcome is unknown,
+//     the request may be retried.
 func storageError(err error) *nativeError {
-	if pebblestore.Classify(err) != pebblestore.ErrStorageFull {
-		return newNativeError("storage_unavailable", "the store failed; the outcome of this request is unknown, retry it: %v", err)
+	se := pebblestore.Classify(err)
+	if se == nil {
+		return nil
 	}
-	var space *pebblestore.SpaceError
-	if errors.As(err, &space) {
-		return newNativeError("storage_full", "%s", space.Error()).
-			with("free_bytes", space.Free).with("min_bytes", space.Min).with("resume_bytes", space.Resume)
+	switch se.Class {
+	case pebblestore.StorageFull:
+		if space := se.Space(); space != nil {
+			return newNativeError("storage_full", "%s", space.Error()).
+				with("free_bytes", space.Free).with("min_bytes", space.Min).with("resume_bytes", space.Resume)
+		}
+		return newNativeError("storage_full", "the disk of the data directory is full: %v", err)
+	case pebblestore.StorageCorruption:
+		return newNativeError("storage_corrupt", "%v; run 'broker storage verify'", err)
 	}
-	return newNativeError("storage_full", "the disk of the data directory is full: %v", err)
+	return newNativeError("storage_unavailable", "the store failed; the outcome of this request is unknown, retry it: %v", err)
 }

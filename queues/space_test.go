@@ -1,6 +1,7 @@
 package queues
 
 import (
+	"errors"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -30,12 +31,14 @@ func newEnvWithDisk(t *testing.T) (en *env, setFree func(int64)) {
 
 func wantStorageFull(t *testing.T, what string, err *Error) {
 	t.Helper()
-	if err == nil || err.Code != CodeStorageFull {
-		t.Fatalf("%s: %v, want storage_full", what, err)
+	se := pebblestore.Classify(err)
+	if err == nil || se == nil || se.Class != pebblestore.StorageFull {
+		t.Fatalf("%s: %v, want a full store", what, err)
 	}
-	if !strings.Contains(err.Message, "10.0 MiB free") || !strings.Contains(err.Message, "64.0 MiB") ||
-		err.Details["free_bytes"] != int64(10<<20) || err.Details["min_bytes"] != int64(64<<20) || err.Details["resume_bytes"] != int64(80<<20) {
-		t.Fatalf("%s: %q %v, want the free space and the limit", what, err.Message, err.Details)
+	var space *pebblestore.SpaceError
+	if !errors.As(err, &space) || !strings.Contains(err.Message, "10.0 MiB free") || !strings.Contains(err.Message, "64.0 MiB") ||
+		space.Free != 10<<20 || space.Min != 64<<20 || space.Resume != 80<<20 {
+		t.Fatalf("%s: %q %+v, want the free space and the limit", what, err.Message, space)
 	}
 }
 
