@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"mime"
 	"net/http"
 	"strconv"
@@ -86,6 +87,32 @@ func decodeBody(w http.ResponseWriter, r *http.Request, rule bodyRule, dst any) 
 		return jsonDecodeError(err)
 	}
 	return nil
+}
+
+// msDuration is a client's count of milliseconds (the API's *_ms fields)
+// as the domains' time.Duration, saturated at the bounds of
+// time.Duration: a count too large to convert (over 292 years) becomes
+// the largest duration, which every bound refuses (out_of_range, or
+// delay_exceeds_retention), instead of wrapping into range (18446744103709
+// ms multiplied by 10^6 overflows to 29.999 s).
+func msDuration(ms int64) time.Duration {
+	const maxMs = math.MaxInt64 / int64(time.Millisecond)
+	switch {
+	case ms > maxMs:
+		return math.MaxInt64
+	case ms < -maxMs:
+		return math.MinInt64
+	}
+	return time.Duration(ms) * time.Millisecond
+}
+
+// msDurationOf is msDuration of an optional field: nil for nil.
+func msDurationOf(ms *int64) *time.Duration {
+	if ms == nil {
+		return nil
+	}
+	d := msDuration(*ms)
+	return &d
 }
 
 func tooLarge(limit int64) *nativeError {

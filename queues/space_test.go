@@ -75,7 +75,7 @@ func TestQueueWritesWhileDiskLow(t *testing.T) {
 		t.Fatalf("ack while low: %+v", r[0])
 	}
 	// b: a plain nack requeues (delivery 1 of 2).
-	res, err := en.e.Nack("jobs", NackRequest{Receipts: []string{got[1].Receipt}, DelayMs: p64(0)}, time.UnixMilli(t0))
+	res, err := en.e.Nack("jobs", NackRequest{Receipts: []string{got[1].Receipt}, Delay: pms(0)}, time.UnixMilli(t0))
 	if err != nil || codeOf(res[0]) != "requeued" {
 		t.Fatalf("nack while low: %v %+v", err, res)
 	}
@@ -155,7 +155,7 @@ func TestQueueExpiryAndUnclaimedWaitWhileDiskLow(t *testing.T) {
 	en, setFree := newEnvWithDisk(t)
 	en.create("ttl", &AttributesPatch{OnExpire: pstr("dead_letter")})
 	en.create("stale", &AttributesPatch{MaxUnclaimedAgeMs: p64(1000)})
-	en.send("ttl", t0, SendMessage{Body: []byte("short"), TTLMs: p64(1000)})
+	en.send("ttl", t0, SendMessage{Body: []byte("short"), TTL: pms(1000)})
 	en.send("stale", t0, body("nobody"))
 	setFree(10 << 20)
 	rep := en.e.Tick(time.UnixMilli(t0 + 2000))
