@@ -3,6 +3,8 @@ package events
 import (
 	"errors"
 	"fmt"
+
+	"github.com/vibemq/broker/pebblestore"
 )
 
 // Domain errors. httpapi maps each to an API code (httpapi/errors.go); they
@@ -40,7 +42,9 @@ var (
 	// (a *CheckpointRegressionError).
 	ErrCheckpointRegression = errors.New("events: checkpoint regression")
 	ErrTooManyConsumers     = errors.New("events: too many consumers")
-	ErrStorage              = errors.New("events: storage error")
+	// ErrStorage: the store failed; the failure is wrapped (%w) after
+	// it, so that pebblestore.Classify finds its class.
+	ErrStorage = pebblestore.StorageSentinel("events: storage error")
 )
 
 // WrongExpectedRevisionError is the conflict of an optimistic append: the

@@ -116,11 +116,6 @@ type adminRequest struct {
 func adminRoute(fn func(r adminRequest) (int, any, error)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		decode := func(v any) error {
-			// A body without a Content-Type is refused (no
-			// anyContentType): a browser sends such a POST from any site
-			// without asking (a CORS simple request), one with
-			// application/json only after a preflight this listener
-			// never answers.
 			if ne := decodeBody(w, r, bodyRule{limit: adminBodyMax, required: true}, v); ne != nil {
 				return ne
 			}
@@ -144,7 +139,7 @@ func adminRoute(fn func(r adminRequest) (int, any, error)) http.Handler {
 			if ae.field != "" {
 				ne = ne.with("field", ae.field)
 			}
-		case topics.IsStorageError(err) || errors.Is(err, txns.ErrStorage):
+		case storageError(err) != nil:
 			ne = storageError(err)
 		default:
 			ae := adminDomainError(err)

@@ -2,11 +2,13 @@ package httpapi
 
 import (
 	"encoding/hex"
+	"fmt"
 	"net/http"
 	"sort"
 	"strconv"
 	"strings"
 
+	"github.com/vibemq/broker/pebblestore"
 	"github.com/vibemq/broker/topics"
 )
 
@@ -320,7 +322,7 @@ func (api *adminAPI) browseRecords(r adminRequest) (int, any, error) {
 		for b := buf; len(b) >= topics.BatchHeaderSize && len(page.Records) < int(limit); {
 			h, err := topics.ParseBatchHeader(b)
 			if err != nil || h.Size() > len(b) {
-				return 0, nil, adminErrorf("internal", "", "a stored batch of %s/%d at offset %d does not parse: %v; run broker storage verify", t.Name, part.Index, next, err)
+				return 0, nil, fmt.Errorf("%w: a stored batch of %s/%d at offset %d does not parse: %v", pebblestore.ErrCorruption, t.Name, part.Index, next, err)
 			}
 			batch := b[:h.Size()]
 			b = b[h.Size():]
@@ -333,7 +335,7 @@ func (api *adminAPI) browseRecords(r adminRequest) (int, any, error) {
 			}
 			_, recs, err := topics.DecodeRecords(batch)
 			if err != nil {
-				return 0, nil, adminErrorf("internal", "", "a stored batch of %s/%d at offset %d does not decode: %v; run broker storage verify", t.Name, part.Index, h.BaseOffset, err)
+				return 0, nil, fmt.Errorf("%w: a stored batch of %s/%d at offset %d does not decode: %v", pebblestore.ErrCorruption, t.Name, part.Index, h.BaseOffset, err)
 			}
 			for _, rec := range recs {
 				o := h.BaseOffset + int64(rec.OffsetDelta)

@@ -146,7 +146,7 @@ func (api *eventsAPI) handleListConsumers(w http.ResponseWriter, r *http.Request
 func (api *eventsAPI) handleCreateConsumer(w http.ResponseWriter, r *http.Request) {
 	req := consumerRequest{}
 	if r.ContentLength != 0 {
-		if e := decodeBody(w, r, bodyRule{limit: 4096, required: true, anyContentType: true}, &req); e != nil {
+		if e := decodeBody(w, r, bodyRule{limit: 4096, required: true}, &req); e != nil {
 			writeError(w, e)
 			return
 		}
@@ -174,7 +174,7 @@ func (api *eventsAPI) handleCreateConsumer(w http.ResponseWriter, r *http.Reques
 	}
 	c, created, err := st.CreateConsumer(name, start, pos, api.now())
 	if err != nil {
-		ne := eventsError(err)
+		ne := errorOf(err)
 		if ne.Code == "immutable_field" {
 			ne.with("field", "start").with("current", c.Start).with("requested", start)
 		}
@@ -223,7 +223,7 @@ func (api *eventsAPI) handleDeleteConsumer(w http.ResponseWriter, r *http.Reques
 
 func (api *eventsAPI) handleCommitConsumer(w http.ResponseWriter, r *http.Request) {
 	var req commitRequest
-	if e := decodeBody(w, r, bodyRule{limit: 4096, required: true, anyContentType: true}, &req); e != nil {
+	if e := decodeBody(w, r, bodyRule{limit: 4096, required: true}, &req); e != nil {
 		writeError(w, e)
 		return
 	}
@@ -241,7 +241,7 @@ func (api *eventsAPI) handleCommitConsumer(w http.ResponseWriter, r *http.Reques
 	}
 	c, err := st.CommitConsumer(name, *req.Position, req.Force, api.now())
 	if err != nil {
-		ne := eventsError(err)
+		ne := errorOf(err)
 		if ne.Code == "out_of_range" {
 			ne.with("field", "position").with("min", 0).with("max", st.NextPosition())
 		}
@@ -255,11 +255,11 @@ func (api *eventsAPI) handleCommitConsumer(w http.ResponseWriter, r *http.Reques
 // consumer's checkpoint (the read starts there unless from is given).
 func consumerFrom(st *events.Store, name string) (int64, *nativeError) {
 	if err := events.ValidateConsumerName(name); err != nil {
-		return 0, eventsError(err).with("field", "consumer")
+		return 0, errorOf(err).with("field", "consumer")
 	}
 	c, err := st.Consumer(name)
 	if err != nil {
-		return 0, eventsError(err)
+		return 0, errorOf(err)
 	}
 	return c.Position, nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"mime"
 	"net/http"
 	"strconv"
@@ -29,32 +30,34 @@ type bodyRule struct {
 	// required makes an empty body invalid_json; otherwise an empty body
 	// leaves the destination as it is (every field has its default).
 	required bool
-	// anyContentType reads a body without Content-Type as JSON; otherwise
-	// such a body is 415 unsupported_media_type. A Content-Type that is
-	// not JSON is always 415.
-	anyContentType bool
 }
 
 // decodeBody is the one JSON decoder of the native API, strict as JSON
 // v2 is by default: one JSON value of the destination's shape, member
 // names matched exactly (case-sensitive), a duplicate member refused,
 // unknown members refused (unknown_field), strings valid UTF-8, nothing
-// after the value. Errors: 415 unsupported_media_type, 413
+// after the value. A body must say it is JSON (Content-Type
+// application/json or +json): a body without Content-Type is refused on
+// every route, because a page of any other site can make a browser POST
+// one without asking (a CORS "simple request": text/plain or no type,
+// no preflight), while a JSON type needs a preflight this listener never
+// answers; so no web page can act on the broker (CSRF). Errors: 415
+// unsupported_media_type, 413
 // request_too_large (details max and limit: the route's limit), 400
 // unknown_field or invalid_json (details field: the member's dotted path).
 func decodeBody(w http.ResponseWriter, r *http.Request, rule bodyRule, dst any) *nativeError {
 	ct := r.Header.Get("Content-Type")
-	if ct == "" && r.ContentLength == 0 && !rule.required {
-		return nil
-	}
 	switch {
-	case ct != "":
-		mt, _, err := mime.ParseMediaType(ct)
-		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
-			return newNativeError("unsupported_media_type", "content type %q is not JSON; send application/json", ct)
-		}
-	case !rule.anyContentType:
-		return newNativeError("unsupported_media_type", "the request has a body but no Content-Type; send application/json")
+	case ct == "" && r.ContentLength == 0 && rule.required:
+		return newNativeError("invalid_json", "the body is empty; send a JSON object")
+	case ct == "" && r.ContentLength == 0:
+		return nil
+	case ct == "":
+		return newNativeError("unsupported_media_type", "the request has a body but no Content-Type; send Content-Type: application/json")
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
+		return newNativeError("unsupported_media_type", "content type %q is not JSON; send application/json", ct)
 	}
 	if r.ContentLength > rule.limit {
 		return tooLarge(rule.limit)
@@ -84,6 +87,32 @@ func decodeBody(w http.ResponseWriter, r *http.Request, rule bodyRule, dst any) 
 		return jsonDecodeError(err)
 	}
 	return nil
+}
+
+// msDuration is a client's count of milliseconds (the API's *_ms fields)
+// as the domains' time.Duration, saturated at the bounds of
+// time.Duration: a count too large to convert (over 292 years) becomes
+// the largest duration, which every bound refuses (out_of_range, or
+// delay_exceeds_retention), instead of wrapping into range (18446744103709
+// ms multiplied by 10^6 overflows to 29.999 s).
+func msDuration(ms int64) time.Duration {
+	const maxMs = math.MaxInt64 / int64(time.Millisecond)
+	switch {
+	case ms > maxMs:
+		return math.MaxInt64
+	case ms < -maxMs:
+		return math.MinInt64
+	}
+	return time.Duration(ms) * time.Millisecond
+}
+
+// msDurationOf is msDuration of an optional field: nil for nil.
+func msDurationOf(ms *int64) *time.Duration {
+	if ms == nil {
+		return nil
+	}
+	d := msDuration(*ms)
+	return &d
 }
 
 func tooLarge(limit int64) *nativeError {

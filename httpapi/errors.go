@@ -19,9 +19,6 @@ type nativeError struct {
 	Code    string         `json:"code"`
 	Message string         `json:"message"`
 	Details map[string]any `json:"details,omitempty"`
-	// status is set only on the answers of the server itself outside the
-	// API's routes (serverError), whose codes the table does not hold.
-	status int
 }
 
 func (e *nativeError) Error() string { return e.Code + ": " + e.Message }
@@ -31,7 +28,8 @@ func (e *nativeError) Error() string { return e.Code + ": " + e.Message }
 // errors.json: request decoding, the queue API (whose codes queues
 // declares, queues.Codes(): each has its status here,
 // TestQueueCodesHaveStatus), the event store, storage admin and the HTTP
-// listener's limits. /openapi.json lists it.
+// listener's limits, and the server's own answers (405, /readyz's 503).
+// /openapi.json lists it.
 var nativeCodeStatus = map[string]int{
 	// Request decoding (every native route).
 	"invalid_json":           http.StatusBadRequest,
@@ -117,6 +115,11 @@ var nativeCodeStatus = map[string]int{
 	// Limits of the HTTP listener (limits.go), on every native route.
 	"too_many_streams":      http.StatusServiceUnavailable,
 	"body_memory_exhausted": http.StatusServiceUnavailable,
+
+	// The server's own answers: a path served with another method (with
+	// Allow), and /readyz while the broker does not take traffic.
+	"method_not_allowed": http.StatusMethodNotAllowed,
+	"not_ready":          http.StatusServiceUnavailable,
 }
 
 // newNativeError builds an error with a code of nativeCodeStatus.
@@ -135,14 +138,6 @@ func (e *nativeError) with(key string, value any) *nativeError {
 	return e
 }
 
-// serverError is an answer of the server itself, outside the API's
-// routes and its table of codes: 405 method_not_allowed and /readyz's 503
-// not_ready (so they are not in /openapi.json's Error enum either, which
-// lists the table).
-func serverError(status int, code, format string, args ...any) *nativeError {
-	return &nativeError{Code: code, Message: fmt.Sprintf(format, args...), status: status}
-}
-
 // statusOf is the HTTP status of code, 500 for a code not in the table.
 func statusOf(code string) int {
 	if status, ok := nativeCodeStatus[code]; ok {
@@ -156,10 +151,7 @@ func statusOf(code string) int {
 // client should retry (429, 503).
 func writeError(w http.ResponseWriter, err error) {
 	e := errorOf(err)
-	status := e.status
-	if status == 0 {
-		status = statusOf(e.Code)
-	}
+	status := statusOf(e.Code)
 	if status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", "1")
 	}
@@ -167,8 +159,10 @@ func writeError(w http.ResponseWriter, err error) {
 }
 
 // errorOf turns any error a handler meets into the one error type: a
-// *nativeError as it is, a queue error by its code, an events error by
-// its sentinel (eventsError), anything else as internal.
+// *nativeError as it is, a failure of the store by its class
+// (storageError, whichever domain wrapped it), a queue error by its code,
+// an events error by its sentinel (eventsError), anything else as
+// internal.
 func errorOf(err error) *nativeError {
 	var ne *nativeError
 	var qe *queues.Error
@@ -177,7 +171,11 @@ func errorOf(err error) *nativeError {
 		return newNativeError("internal", "no error")
 	case errors.As(err, &ne):
 		return ne
-	case errors.As(err, &qe):
+	}
+	if se := storageError(err); se != nil {
+		return se
+	}
+	if errors.As(err, &qe) {
 		if _, ok := nativeCodeStatus[qe.Code]; !ok {
 			return newNativeError("internal", "%s: %s", qe.Code, qe.Message)
 		}
@@ -186,20 +184,30 @@ func errorOf(err error) *nativeError {
 	return eventsError(err)
 }
 
-// storageError reports a failure of the store by its class
-// (pebblestore.Classify): 507 storage_full when the disk is full or the
-// broker refused new data because it is almost full (pebblestore.SpaceGuard;
-// details free_bytes, min_bytes, resume_bytes), else 503
-// storage_unavailable (corruption included: the outcome is unknown, the
-// request may be retried).
+// storageError is the one mapping of a failure of the store to the API,
+// by its class (pebblestore.Classify, the one classification), the same
+// for every route and domain; nil when err is no store failure:
+//
+//   - full: 507 storage_full; when the guard refused new data because the
+//     disk is almost full (pebblestore.SpaceGuard), its sentence and
+//     details free_bytes, min_bytes, resume_bytes;
+//   - corruption: 500 storage_corrupt, retrying does not help;
+//   - I/O, closed store: 503 storage_unavailable, the outcome is unknown,
+//     the request may be retried.
 func storageError(err error) *nativeError {
-	if pebblestore.Classify(err) != pebblestore.ErrStorageFull {
-		return newNativeError("storage_unavailable", "the store failed; the outcome of this request is unknown, retry it: %v", err)
+	se := pebblestore.Classify(err)
+	if se == nil {
+		return nil
 	}
-	var space *pebblestore.SpaceError
-	if errors.As(err, &space) {
-		return newNativeError("storage_full", "%s", space.Error()).
-			with("free_bytes", space.Free).with("min_bytes", space.Min).with("resume_bytes", space.Resume)
+	switch se.Class {
+	case pebblestore.StorageFull:
+		if space := se.Space(); space != nil {
+			return newNativeError("storage_full", "%s", space.Error()).
+				with("free_bytes", space.Free).with("min_bytes", space.Min).with("resume_bytes", space.Resume)
+		}
+		return newNativeError("storage_full", "the disk of the data directory is full: %v", err)
+	case pebblestore.StorageCorruption:
+		return newNativeError("storage_corrupt", "%v; run 'broker storage verify'", err)
 	}
-	return newNativeError("storage_full", "the disk of the data directory is full: %v", err)
+	return newNativeError("storage_unavailable", "the store failed; the outcome of this request is unknown, retry it: %v", err)
 }

@@ -16,7 +16,6 @@ import (
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/vibemq/broker/events"
-	"github.com/vibemq/broker/pebblestore"
 )
 
 // Event store routes (NATIVE-QUEUE.md §4 and §6):
@@ -93,15 +92,12 @@ func (s *Server) RegisterEvents(cfg EventsConfig) {
 	api.registerConsumers()
 }
 
-// eventsError maps an events error to the API's code.
+// eventsError maps an events error to the API's code. Failures of the
+// store (events.ErrStorage) are storageError's, before this.
 func eventsError(err error) *nativeError {
 	var wrong *events.WrongExpectedRevisionError
 	var regression *events.CheckpointRegressionError
 	switch {
-	case errors.Is(err, events.ErrStorage):
-		// First: a storage error wraps the store's failure (%w), whose
-		// chain may hold other sentinels; its class decides the answer.
-		return storageError(err)
 	case errors.As(err, &wrong):
 		e := newNativeError("wrong_expected_revision", "%s", strings.TrimPrefix(err.Error(), "events: "))
 		e.with("expected", wrong.Expected.String()).with("current_state", wrong.CurrentState())
@@ -161,8 +157,6 @@ func eventsError(err error) *nativeError {
 		return newNativeError("out_of_range", "%s", trimEvents(err))
 	case errors.Is(err, events.ErrIdempotencyConflict):
 		return newNativeError("idempotency_conflict", "%s", trimEvents(err))
-	case errors.Is(err, pebblestore.ErrCorruption):
-		return newNativeError("storage_corrupt", "%v; run 'broker storage verify'", err)
 	}
 	return newNativeError("internal", "%v", err)
 }
@@ -246,7 +240,7 @@ func (api *eventsAPI) handleListStores(w http.ResponseWriter, _ *http.Request) {
 func (api *eventsAPI) handleCreateStore(w http.ResponseWriter, r *http.Request) {
 	if r.ContentLength != 0 {
 		var body struct{}
-		if e := decodeBody(w, r, bodyRule{limit: 4096, required: true, anyContentType: true}, &body); e != nil {
+		if e := decodeBody(w, r, bodyRule{limit: 4096, required: true}, &body); e != nil {
 			writeError(w, e)
 			return
 		}
@@ -409,7 +403,7 @@ func (api *eventsAPI) handleAppend(w http.ResponseWriter, r *http.Request) {
 	}
 	limits := api.svc.Limits()
 	req := appendRequest{Events: appendEvents{max: limits.MaxAppendEvents}}
-	if e := decodeBody(w, r, bodyRule{limit: api.bodyLimit, required: true, anyContentType: true}, &req); e != nil {
+	if e := decodeBody(w, r, bodyRule{limit: api.bodyLimit, required: true}, &req); e != nil {
 		writeError(w, e)
 		return
 	}
@@ -463,7 +457,7 @@ func (api *eventsAPI) handleAppend(w http.ResponseWriter, r *http.Request) {
 	}
 	res, err := st.Append(stream, expected, proposed, api.now())
 	if err != nil {
-		ne := eventsError(err)
+		ne := errorOf(err)
 		if msg := err.Error(); strings.HasPrefix(msg, "event ") {
 			if i := strings.IndexByte(msg, ':'); i > 0 {
 				if n, convErr := strconv.Atoi(msg[len("event "):i]); convErr == nil {
@@ -656,7 +650,7 @@ func (api *eventsAPI) parseFrom(st *events.Store, v string) (int64, *nativeError
 		}
 		pos, perr := st.PositionAt(t.UnixMilli())
 		if perr != nil {
-			return 0, eventsError(perr)
+			return 0, errorOf(perr)
 		}
 		return pos, nil
 	case strings.HasPrefix(v, "delta:"):
@@ -666,7 +660,7 @@ func (api *eventsAPI) parseFrom(st *events.Store, v string) (int64, *nativeError
 		}
 		pos, perr := st.PositionAt(api.now().Add(-d).UnixMilli())
 		if perr != nil {
-			return 0, eventsError(perr)
+			return 0, errorOf(perr)
 		}
 		return pos, nil
 	}

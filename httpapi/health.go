@@ -37,12 +37,12 @@ func (s *Server) handleHealthz(w http.ResponseWriter, _ *http.Request) {
 // the reason from Config.Ready.
 func (s *Server) handleReadyz(w http.ResponseWriter, _ *http.Request) {
 	if s.shuttingDown.Load() {
-		writeError(w, serverError(http.StatusServiceUnavailable, "not_ready", "the broker is shutting down"))
+		writeError(w, newNativeError("not_ready", "the broker is shutting down"))
 		return
 	}
 	if s.cfg.Ready != nil {
 		if err := s.cfg.Ready(); err != nil {
-			writeError(w, serverError(http.StatusServiceUnavailable, "not_ready", "%s", err.Error()))
+			writeError(w, newNativeError("not_ready", "%s", err.Error()))
 			return
 		}
 	}

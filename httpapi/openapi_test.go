@@ -2,9 +2,11 @@ package httpapi
 
 import (
 	"encoding/json"
+	"flag"
 	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"sort"
 	"strings"
@@ -142,4 +144,80 @@ func TestOpenAPIServed(t *testing.T) {
 	if _, ok := doc["paths"].(map[string]any)["/v1/stores/{store}/events"]; !ok {
 		t.Fatal("the served document lacks the event routes")
 	}
+}
+
+// updateOpenAPI rewrites testdata/openapi.json, the document as published:
+// go test ./httpapi -run TestOpenAPIOnlyGrows -update-openapi.
+var updateOpenAPI = flag.Bool("update-openapi", false, "rewrite testdata/openapi.json from the current document")
+
+// TestOpenAPIOnlyGrows: /openapi.json is a published contract. The
+// document as last published (testdata/openapi.json) must still be in it:
+// every member with the same value, every array element (enum codes,
+// required fields) still listed. Additions are allowed; a removal or a
+// changed value fails until the change is deliberate and the file is
+// rewritten with -update-openapi.
+func TestOpenAPIOnlyGrows(t *testing.T) {
+	raw, err := OpenAPIDocument()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const golden = "testdata/openapi.json"
+	if *updateOpenAPI {
+		if err := os.WriteFile(golden, append(raw, '\n'), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var published, current any
+	old, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(old, &published); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &current); err != nil {
+		t.Fatal(err)
+	}
+	var contains func(path string, old, cur any)
+	contains = func(path string, old, cur any) {
+		switch o := old.(type) {
+		case map[string]any:
+			c, ok := cur.(map[string]any)
+			if !ok {
+				t.Errorf("%s: was an object, now %T", path, cur)
+				return
+			}
+			for k, v := range o {
+				cv, ok := c[k]
+				if !ok {
+					t.Errorf("%s.%s: removed", path, k)
+					continue
+				}
+				contains(path+"."+k, v, cv)
+			}
+		case []any:
+			c, ok := cur.([]any)
+			if !ok {
+				t.Errorf("%s: was an array, now %T", path, cur)
+				return
+			}
+			for _, v := range o {
+				found := false
+				for _, cv := range c {
+					if reflect.DeepEqual(v, cv) {
+						found = true
+						break
+					}
+				}
+				if !found {
+					t.Errorf("%s: element %v removed or changed", path, v)
+				}
+			}
+		default:
+			if !reflect.DeepEqual(old, cur) {
+				t.Errorf("%s: was %v, now %v", path, old, cur)
+			}
+		}
+	}
+	contains("$", published, current)
 }

@@ -376,7 +376,7 @@ func (api *queueAPI) handleNack(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	res, err := api.e.Nack(r.PathValue("queue"), queues.NackRequest(req), api.now())
+	res, err := api.e.Nack(r.PathValue("queue"), req.request(), api.now())
 	if err != nil {
 		writeError(w, err)
 		return
@@ -390,7 +390,7 @@ func (api *queueAPI) handleExtend(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	res, err := api.e.Extend(r.PathValue("queue"), queues.ExtendRequest(req), api.now())
+	res, err := api.e.Extend(r.PathValue("queue"), req.request(), api.now())
 	if err != nil {
 		writeError(w, err)
 		return
@@ -410,7 +410,7 @@ func (api *queueAPI) handlePurge(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	n, err := api.e.PurgeMatching(r.PathValue("queue"), queues.PurgeRequest(req), api.now())
+	n, err := api.e.PurgeMatching(r.PathValue("queue"), req.request(), api.now())
 	if err != nil {
 		writeError(w, err)
 		return

@@ -521,3 +521,45 @@ func TestDeclaredLengthIsNotPreallocated(t *testing.T) {
 		t.Fatalf("a body of 15 bytes declared as %d allocated %d bytes", QueueSendBodyMax, n)
 	}
 }
+
+// TestMillisecondsNeverWrap pins the conversion of the queue API's *_ms
+// fields to the domain's time.Duration: a count multiplied by 10^6 can
+// overflow int64 and wrap into range (18446744103709 ms would become a
+// visibility timeout of 29.999 s, 18446744073710 ms a delay of 0). The
+// conversion saturates instead, so every such value is refused as the
+// same value too large always was.
+func TestMillisecondsNeverWrap(t *testing.T) {
+	env := newQueueEnv(t)
+	env.mustJSON("PUT", "/v1/queues/jobs", "", http.StatusCreated)
+	env.mustJSON("POST", "/v1/queues/jobs/messages", `{"messages":[{"body":"a"}]}`, http.StatusOK)
+	got := env.mustJSON("POST", "/v1/queues/jobs/receive", `{"max_messages":1}`, http.StatusOK)
+	receipt := got.body["messages"].([]any)[0].(map[string]any)["receipt"].(string)
+	const (
+		wrapsTo30s = "18446744103709" // x 10^6 mod 2^64: 29,999,448,384 ns
+		wrapsTo1ms = "18446744073711" // 1,448,384 ns
+		wrapsTo0   = "18446744073710" // 448,384 ns
+	)
+	for _, c := range []struct {
+		what, method, path, body string
+		status                   int
+		code, field              string
+	}{
+		{"receive visibility", "POST", "/v1/queues/jobs/receive", `{"visibility_timeout_ms":` + wrapsTo30s + `}`, 400, "out_of_range", "visibility_timeout_ms"},
+		{"receive wait", "POST", "/v1/queues/jobs/receive", `{"wait_ms":` + wrapsTo1ms + `}`, 400, "out_of_range", "wait_ms"},
+		{"send delay", "POST", "/v1/queues/jobs/messages", `{"messages":[{"body":"b","delay_ms":` + wrapsTo0 + `}]}`, 200, "delay_exceeds_retention", "delay_ms"},
+		{"send ttl", "POST", "/v1/queues/jobs/messages", `{"messages":[{"body":"b","ttl_ms":` + wrapsTo30s + `}]}`, 200, "out_of_range", "ttl_ms"},
+		{"nack delay", "POST", "/v1/queues/jobs/nack", `{"receipts":["` + receipt + `"],"delay_ms":` + wrapsTo0 + `}`, 400, "out_of_range", "delay_ms"},
+		{"extend", "POST", "/v1/queues/jobs/extend", `{"receipts":["` + receipt + `"],"visibility_timeout_ms":` + wrapsTo30s + `}`, 400, "out_of_range", "visibility_timeout_ms"},
+		{"purge age", "POST", "/v1/queues/jobs/purge", `{"older_than_ms":` + wrapsTo1ms + `}`, 400, "out_of_range", "older_than_ms"},
+		{"receive visibility, most negative", "POST", "/v1/queues/jobs/receive", `{"visibility_timeout_ms":-9223372036854775808}`, 400, "out_of_range", "visibility_timeout_ms"},
+	} {
+		r := env.json(c.method, c.path, c.body)
+		if r.status != c.status || r.code() != c.code || !strings.Contains(r.raw, `"field":"`+c.field+`"`) {
+			t.Errorf("%s: %d %s, want %d %s on %s", c.what, r.status, r.raw, c.status, c.code, c.field)
+		}
+	}
+	// The message is still leased to its receipt.
+	if r := env.mustJSON("POST", "/v1/queues/jobs/extend", `{"receipts":["`+receipt+`"],"visibility_timeout_ms":30000}`, http.StatusOK); r.code() != "extended" {
+		t.Fatalf("extend after the refusals: %s", r.raw)
+	}
+}

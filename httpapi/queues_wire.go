@@ -165,7 +165,7 @@ func (r *sendRequestJSON) request() queues.SendRequest {
 // not RFC 3339) makes the message Invalid: queues answers it like any
 // refused message, an item error or batch_rejected.
 func (m *sendMessageJSON) message() queues.SendMessage {
-	out := queues.SendMessage{Headers: m.Headers, DelayMs: m.DelayMs, Priority: m.Priority, TTLMs: m.TTLMs,
+	out := queues.SendMessage{Headers: m.Headers, Delay: msDurationOf(m.DelayMs), Priority: m.Priority, TTL: msDurationOf(m.TTLMs),
 		DedupID: m.DedupID, Group: m.Group, Partition: m.Partition}
 	invalid := func(code, field, format string, args ...any) queues.SendMessage {
 		e := newNativeError(code, format, args...).with("field", field)
@@ -258,8 +258,8 @@ type receiveRequestJSON struct {
 }
 
 func (r *receiveRequestJSON) request() queues.ReceiveRequest {
-	return queues.ReceiveRequest{MaxMessages: r.MaxMessages, MaxBytes: r.MaxBytes, VisibilityTimeoutMs: r.VisibilityTimeoutMs,
-		WaitMs: r.WaitMs, Group: r.Group, Consumer: r.Consumer, RequestID: r.RequestID, Ack: r.Ack}
+	return queues.ReceiveRequest{MaxMessages: r.MaxMessages, MaxBytes: r.MaxBytes, VisibilityTimeout: msDurationOf(r.VisibilityTimeoutMs),
+		Wait: msDurationOf(r.WaitMs), Group: r.Group, Consumer: r.Consumer, RequestID: r.RequestID, Ack: r.Ack}
 }
 
 // checkBodyEncoding validates body_encoding; it says whether bodies go
@@ -376,16 +376,28 @@ type nackRequestJSON struct {
 	DeadLetter bool     `json:"dead_letter,omitempty"`
 }
 
+func (r *nackRequestJSON) request() queues.NackRequest {
+	return queues.NackRequest{Receipts: r.Receipts, Delay: msDurationOf(r.DelayMs), Reason: r.Reason, DeadLetter: r.DeadLetter}
+}
+
 // extendRequestJSON is queues.ExtendRequest on the wire.
 type extendRequestJSON struct {
 	Receipts            []string `json:"receipts"`
 	VisibilityTimeoutMs int64    `json:"visibility_timeout_ms"`
 }
 
+func (r *extendRequestJSON) request() queues.ExtendRequest {
+	return queues.ExtendRequest{Receipts: r.Receipts, VisibilityTimeout: msDuration(r.VisibilityTimeoutMs)}
+}
+
 // purgeRequestJSON is queues.PurgeRequest on the wire.
 type purgeRequestJSON struct {
 	States      []string `json:"states,omitempty"`
 	OlderThanMs int64    `json:"older_than_ms,omitempty"`
+}
+
+func (r *purgeRequestJSON) request() queues.PurgeRequest {
+	return queues.PurgeRequest{States: r.States, OlderThan: msDuration(r.OlderThanMs)}
 }
 
 // statsJSON is queues.Stats on the wire.

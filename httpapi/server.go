@@ -318,7 +318,7 @@ func (s *Server) serveUnmatched(w http.ResponseWriter, r *http.Request) {
 	case http.StatusMethodNotAllowed:
 		allow := rec.header.Get("Allow")
 		w.Header().Set("Allow", allow)
-		writeError(w, serverError(http.StatusMethodNotAllowed, "method_not_allowed",
+		writeError(w, newNativeError("method_not_allowed",
 			"method %s is not allowed on %s; use %s", r.Method, r.URL.Path, strings.ReplaceAll(allow, ", ", " or ")))
 	default:
 		for k, v := range rec.header {

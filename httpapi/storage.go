@@ -144,7 +144,7 @@ func (api *storageAPI) lock(w http.ResponseWriter) bool {
 
 func (api *storageAPI) handleBackup(w http.ResponseWriter, r *http.Request) {
 	var req BackupRequest
-	if e := decodeBody(w, r, bodyRule{limit: 64 << 10, required: true, anyContentType: true}, &req); e != nil {
+	if e := decodeBody(w, r, bodyRule{limit: 64 << 10, required: true}, &req); e != nil {
 		writeError(w, e)
 		return
 	}
@@ -164,7 +164,7 @@ func (api *storageAPI) handleBackup(w http.ResponseWriter, r *http.Request) {
 		writeError(w, newNativeError("target_not_empty", "%s", strings.TrimPrefix(err.Error(), "pebblestore: ")).with("field", "dir"))
 		return
 	case err != nil:
-		writeError(w, storageError(err))
+		writeError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusCreated, BackupResult{BackupInfo: BackupInfo(info), DurationMs: time.Since(start).Milliseconds()})
@@ -191,7 +191,7 @@ func (api *storageAPI) handleCompact(w http.ResponseWriter, r *http.Request) {
 		p.progress(int64(done), int64(total))
 	})
 	if err != nil {
-		p.fail(storageError(err))
+		p.fail(errorOf(err))
 		return
 	}
 	res.DurationMs = time.Since(start).Milliseconds()

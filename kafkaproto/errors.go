@@ -5,6 +5,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/vibemq/broker/groups"
+	"github.com/vibemq/broker/pebblestore"
 	"github.com/vibemq/broker/topics"
 	"github.com/vibemq/broker/txns"
 )
@@ -47,7 +48,6 @@ var errorTable = []struct {
 	{txns.ErrInvalidProducerIDMapping, kerr.InvalidProducerIDMapping},
 	{txns.ErrInvalidTxnState, kerr.InvalidTxnState},
 	{txns.ErrInvalidRequest, kerr.InvalidRequest},
-	{txns.ErrStorage, kerr.KafkaStorageError},
 	{topics.ErrUnknownTopic, kerr.UnknownTopicOrPartition},
 	{topics.ErrTopicExists, kerr.TopicAlreadyExists},
 	{topics.ErrInvalidTopic, kerr.InvalidTopicException},
@@ -72,10 +72,13 @@ var errorTable = []struct {
 	{topics.ErrTopicOwned, kerr.PolicyViolation},
 	{topics.ErrInvalidRequest, kerr.InvalidRequest},
 	{topics.ErrInvalidReplicaAssignment, kerr.InvalidReplicaAssignment},
-	// The disk is low on free space (pebblestore.SpaceGuard): Kafka's code
-	// for an offline log directory, retriable in every client.
-	{topics.ErrStorageFull, kerr.KafkaStorageError},
-	{topics.ErrStorage, kerr.KafkaStorageError},
+	// Every failure of the store, whatever its class (pebblestore.Classify:
+	// a full or almost full disk, I/O, corruption, a closed store) and
+	// whichever domain wrapped it (topics.ErrStorage, txns.ErrStorage):
+	// Kafka's code for an offline log directory (KIP-112), retriable in
+	// every client. Last: a domain error that carries a store failure
+	// keeps its own code.
+	{pebblestore.ErrStorage, kerr.KafkaStorageError},
 }
 
 // errorCode returns the Kafka error code for err (0 for nil). Errors the

@@ -51,17 +51,17 @@ func (s *Store) Backup(dir string) (BackupInfo, error) {
 		return BackupInfo{}, err
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return BackupInfo{}, fmt.Errorf("pebblestore: cannot create backup directory %s: %w", dir, err)
+		return BackupInfo{}, storageFailure(fmt.Errorf("pebblestore: cannot create backup directory %s: %w", dir, err))
 	}
 	if err := s.Checkpoint(filepath.Join(dir, storeSubdir)); err != nil {
-		return BackupInfo{}, fmt.Errorf("pebblestore: checkpoint into %s: %w", dir, err)
+		return BackupInfo{}, storageFailure(fmt.Errorf("pebblestore: checkpoint into %s: %w", dir, err))
 	}
 	if err := writeMarker(vfs.Default, dir, filepath.Join(dir, markerFileName)); err != nil {
-		return BackupInfo{}, err
+		return BackupInfo{}, storageFailure(err)
 	}
 	files, bytes, err := dirSize(dir)
 	if err != nil {
-		return BackupInfo{}, err
+		return BackupInfo{}, storageFailure(err)
 	}
 	return BackupInfo{Dir: dir, Files: files, Bytes: bytes}, nil
 }
@@ -317,7 +317,7 @@ func (s *Store) CompactAll(progress func(done, total int)) error {
 	// background: disk usage measured before that still counts them (the
 	// compact answer's bytes_after was the size before).
 	if err := s.WaitObsoleteFiles(context.Background(), ObsoleteFilesWait); err != nil && !errors.Is(err, ErrObsoleteFilesPending) {
-		return err
+		return storageFailure(err)
 	}
 	_ = s.space.Probe()
 	return nil

@@ -63,13 +63,13 @@ func (b *Batch) Apply() error {
 	if b.s.writeOpt.Sync {
 		if err := b.s.db.ApplyNoSyncWait(b.b, b.s.writeOpt); err != nil {
 			b.applied = false
-			return fmt.Errorf("pebblestore: apply: %w", err)
+			return storageFailure(fmt.Errorf("pebblestore: apply: %w", err))
 		}
 		return nil
 	}
 	if err := b.s.db.Apply(b.b, b.s.writeOpt); err != nil {
 		b.applied = false
-		return fmt.Errorf("pebblestore: apply: %w", err)
+		return storageFailure(fmt.Errorf("pebblestore: apply: %w", err))
 	}
 	return nil
 }
@@ -82,7 +82,7 @@ func (b *Batch) Wait() error {
 	}
 	if b.s.writeOpt.Sync {
 		if err := b.b.SyncWait(); err != nil {
-			return fmt.Errorf("pebblestore: sync: %w", err)
+			return storageFailure(fmt.Errorf("pebblestore: sync: %w", err))
 		}
 	}
 	b.s.reclaim.add(b.deleted)
@@ -118,7 +118,7 @@ func (s *Store) NewIter(lower, upper []byte) (*Iter, error) {
 	}
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
 	if err != nil {
-		return nil, fmt.Errorf("pebblestore: new iterator: %w", err)
+		return nil, storageFailure(fmt.Errorf("pebblestore: new iterator: %w", err))
 	}
 	return &Iter{it: it}, nil
 }
@@ -148,7 +148,10 @@ func (i *Iter) Valid() bool { return i.it.Valid() }
 func (i *Iter) Key() []byte { return i.it.Key() }
 
 // Value is the current value; valid until the iterator moves.
-func (i *Iter) Value() ([]byte, error) { return i.it.ValueAndErr() }
+func (i *Iter) Value() ([]byte, error) {
+	v, err := i.it.ValueAndErr()
+	return v, storageFailure(err)
+}
 
 // SetBounds changes the iterator's bounds; it must be positioned again.
 func (i *Iter) SetBounds(lower, upper []byte) { i.it.SetBounds(lower, upper) }
@@ -161,7 +164,7 @@ func (i *Iter) Close() error {
 		return nil
 	}
 	i.closed = true
-	return i.it.Close()
+	return storageFailure(i.it.Close())
 }
 
 // LogData adds a WAL-only record that changes no key. A batch holding only

@@ -1,7 +1,6 @@
 package pebblestore
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -13,7 +12,9 @@ import (
 
 // ErrStorageFull marks the refusal of new data while the filesystem of the
 // data directory is low on free space (SpaceGuard). Nothing was written.
-var ErrStorageFull = errors.New("pebblestore: storage full")
+// A store failure (errors.Is(ErrStorageFull, ErrStorage)) of class
+// StorageFull.
+var ErrStorageFull = StorageSentinel("pebblestore: storage full")
 
 // SpaceReading is one measurement of the filesystem holding the data
 // directory.
@@ -239,8 +240,9 @@ func (e *SpaceError) Error() string {
 		formatBytes(e.Free), formatBytes(e.Min), formatBytes(e.Resume))
 }
 
-// Is makes errors.Is(err, ErrStorageFull) true.
-func (e *SpaceError) Is(target error) bool { return target == ErrStorageFull }
+// Is makes errors.Is(err, ErrStorageFull) and errors.Is(err, ErrStorage)
+// true.
+func (e *SpaceError) Is(target error) bool { return target == ErrStorageFull || target == ErrStorage }
 
 // formatBytes writes n for people: "512 B", "3.5 MiB", "1.0 GiB".
 func formatBytes(n int64) string {

@@ -24,10 +24,13 @@ import (
 var (
 	// ErrNotFound is returned by Get when a key has no value.
 	ErrNotFound = errors.New("pebblestore: not found")
-	// ErrCorruption marks stored data that fails its own checks.
-	ErrCorruption = errors.New("pebblestore: corruption")
-	// ErrClosed is returned after Close.
-	ErrClosed = errors.New("pebblestore: store is closed")
+	// ErrCorruption marks stored data that fails its own checks; a store
+	// failure (errors.Is(ErrCorruption, ErrStorage)) of class
+	// StorageCorruption.
+	ErrCorruption = StorageSentinel("pebblestore: corruption")
+	// ErrClosed is returned after Close; a store failure of class
+	// StorageClosed.
+	ErrClosed = StorageSentinel("pebblestore: store is closed")
 )
 
 // Options configure a Store. The zero value is usable: durable writes and
@@ -304,7 +307,7 @@ func (s *Store) Get(key []byte) ([]byte, error) {
 		return nil, ErrNotFound
 	}
 	if err != nil {
-		return nil, fmt.Errorf("pebblestore: get %x: %w", key, err)
+		return nil, storageFailure(fmt.Errorf("pebblestore: get %x: %w", key, err))
 	}
 	out := append([]byte(nil), v...)
 	_ = closer.Close()
@@ -312,7 +315,7 @@ func (s *Store) Get(key []byte) ([]byte, error) {
 }
 
 // Flush flushes memtables to sstables (used by storage admin and tests).
-func (s *Store) Flush() error { return s.db.Flush() }
+func (s *Store) Flush() error { return storageFailure(s.db.Flush()) }
 
 // Compact compacts the key range [start, end) to reclaim space. It returns
 // ErrClosed after (or when interrupted by) Close.
@@ -335,12 +338,12 @@ func (s *Store) compact(ctx context.Context, start, end []byte) error {
 	if err != nil && s.closed.Load() {
 		return ErrClosed
 	}
-	return err
+	return storageFailure(err)
 }
 
 // Checkpoint writes a consistent, openable copy of the database to destDir.
 func (s *Store) Checkpoint(destDir string) error {
-	return s.db.Checkpoint(destDir, pebble.WithFlushedWAL())
+	return storageFailure(s.db.Checkpoint(destDir, pebble.WithFlushedWAL()))
 }
 
 // Metrics returns Pebble's metrics (for /metrics and `storage stats`).

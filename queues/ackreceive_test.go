@@ -109,7 +109,7 @@ func TestAckAndReceiveMaxInflight(t *testing.T) {
 
 func (en *env) receiveID(name, id string, n int, vis int64, now int64) []Message {
 	en.t.Helper()
-	req := ReceiveRequest{MaxMessages: n, RequestID: &id, VisibilityTimeoutMs: &vis}
+	req := ReceiveRequest{MaxMessages: n, RequestID: &id, VisibilityTimeout: pms(vis)}
 	if _, err := en.e.CheckReceive(name, &req); err != nil {
 		en.t.Fatal(err)
 	}

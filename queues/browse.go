@@ -156,9 +156,9 @@ type PurgeRequest struct {
 	// nil for every state. Leased (inflight) messages are deleted only when
 	// listed.
 	States []string
-	// OlderThanMs deletes only messages sent at least this long ago; 0 for
-	// any age.
-	OlderThanMs int64
+	// OlderThan deletes only messages sent at least this long ago (whole
+	// milliseconds); 0 for any age.
+	OlderThan time.Duration
 }
 
 // purgeStates are the states a purge can select (the browse names).
@@ -170,7 +170,7 @@ var purgeChunk = 10000
 
 // check validates the request and returns the selected states (nil: all).
 func (r *PurgeRequest) check() (map[string]bool, *Error) {
-	if r.OlderThanMs < 0 || r.OlderThanMs > RetentionMaxMs {
+	if older := r.OlderThan.Milliseconds(); older < 0 || older > RetentionMaxMs {
 		return nil, rangeErr("older_than_ms", 0, RetentionMaxMs)
 	}
 	if r.States == nil {
@@ -212,10 +212,11 @@ func (e *Engine) PurgeMatching(name string, req PurgeRequest, now time.Time) (in
 	if verr != nil {
 		return 0, verr
 	}
-	if want == nil && req.OlderThanMs == 0 {
+	olderMs := req.OlderThan.Milliseconds()
+	if want == nil && olderMs == 0 {
 		return e.Purge(name, now)
 	}
-	return e.purgeMatching(q, name, want, req.OlderThanMs, nowMs)
+	return e.purgeMatching(q, name, want, olderMs, nowMs)
 }
 
 // Purge deletes every message of a queue (ready, delayed, in flight,

@@ -204,7 +204,7 @@ func crashRun(t *testing.T, seed uint64, ops int) {
 			})
 		case k < 10:
 			vis := int64(1000 + rng.IntN(2000))
-			req := queues.ReceiveRequest{MaxMessages: 1 + rng.IntN(3), VisibilityTimeoutMs: &vis}
+			req := queues.ReceiveRequest{MaxMessages: 1 + rng.IntN(3), VisibilityTimeout: pms(vis)}
 			if _, err := e.CheckReceive("q", &req); err != nil {
 				t.Fatal(err)
 			}

@@ -345,10 +345,10 @@ func (h *harness) send(t *testing.T, td *datadriven.TestData, q string, atomic b
 				m.Priority = &p
 			case "delay":
 				d := i64(t, td, v)
-				m.DelayMs = &d
+				m.Delay = pms(d)
 			case "ttl":
 				d := i64(t, td, v)
-				m.TTLMs = &d
+				m.TTL = pms(d)
 			case "dedup":
 				id := v
 				m.DedupID = &id
@@ -414,7 +414,7 @@ func (h *harness) receive(t *testing.T, td *datadriven.TestData, q string, a map
 	}
 	if v, ok := a["vis"]; ok {
 		vis := i64(t, td, v)
-		req.VisibilityTimeoutMs = &vis
+		req.VisibilityTimeout = pms(vis)
 	}
 	var ackNames []string
 	if acks, ok := a["ack"]; ok {
@@ -482,11 +482,11 @@ func (h *harness) settle(t *testing.T, td *datadriven.TestData, q string, a map[
 		req := queues.NackRequest{Receipts: receipts, Reason: a["reason"], DeadLetter: td.HasArg("dead-letter")}
 		if d, ok := a["delay"]; ok {
 			v := i64(t, td, d)
-			req.DelayMs = &v
+			req.Delay = pms(v)
 		}
 		res, err = h.e.Nack(q, req, time.UnixMilli(h.now))
 	case "extend":
-		res, err = h.e.Extend(q, queues.ExtendRequest{Receipts: receipts, VisibilityTimeoutMs: i64(t, td, a["vis"])}, time.UnixMilli(h.now))
+		res, err = h.e.Extend(q, queues.ExtendRequest{Receipts: receipts, VisibilityTimeout: time.Duration(i64(t, td, a["vis"])) * time.Millisecond}, time.UnixMilli(h.now))
 	}
 	if err != nil {
 		return errText(err)
@@ -574,4 +574,10 @@ func (h *harness) dump(q string) string {
 		return "empty"
 	}
 	return strings.Join(out, "\n")
+}
+
+// pms is a duration of ms milliseconds, by pointer.
+func pms(ms int64) *time.Duration {
+	d := time.Duration(ms) * time.Millisecond
+	return &d
 }

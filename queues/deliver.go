@@ -11,12 +11,14 @@ import (
 
 // ReceiveRequest asks for up to MaxMessages ready messages.
 type ReceiveRequest struct {
-	MaxMessages         int
-	MaxBytes            int64
-	VisibilityTimeoutMs *int64
-	WaitMs              *int64
-	Group               string
-	Consumer            string
+	MaxMessages int
+	MaxBytes    int64
+	// VisibilityTimeout and Wait count in whole milliseconds; nil: the
+	// queue's visibility timeout, no wait.
+	VisibilityTimeout *time.Duration
+	Wait              *time.Duration
+	Group             string
+	Consumer          string
 	// RequestID, when given, makes the receive safe to retry (memo.go):
 	// 1 to RequestIDMax characters.
 	RequestID *string
@@ -102,15 +104,15 @@ func (e *Engine) CheckReceive(name string, req *ReceiveRequest) (int64, error) {
 	if req.MaxBytes < ReceiveBytesMin || req.MaxBytes > ReceiveBytesMax {
 		return 0, rangeErr("max_bytes", ReceiveBytesMin, ReceiveBytesMax)
 	}
-	if v := req.VisibilityTimeoutMs; v != nil && (*v < VisibilityMinMs || *v > VisibilityMaxMs) {
+	if v := req.VisibilityTimeout; v != nil && (v.Milliseconds() < VisibilityMinMs || v.Milliseconds() > VisibilityMaxMs) {
 		return 0, rangeErr("visibility_timeout_ms", VisibilityMinMs, VisibilityMaxMs)
 	}
 	var wait int64
-	if req.WaitMs != nil {
-		if *req.WaitMs < 0 || *req.WaitMs > a.ReceiveWaitMaxMs {
+	if req.Wait != nil {
+		wait = req.Wait.Milliseconds()
+		if wait < 0 || wait > a.ReceiveWaitMaxMs {
 			return 0, rangeErr("wait_ms", 0, a.ReceiveWaitMaxMs)
 		}
-		wait = *req.WaitMs
 	}
 	if req.Group != "" && req.Group != name {
 		return 0, withField(errf(CodeGroupNotFound, "group %q does not exist; native queues have one built-in group named after the queue", req.Group), "group")
@@ -196,8 +198,8 @@ func (e *Engine) AckAndReceive(name string, receipts []string, req ReceiveReques
 		return nil, results, errf(CodeMaxInflightReached, "queue %q has %d messages in flight, its max_inflight; ack some first", name, n)
 	}
 	visibility := a.VisibilityTimeoutMs
-	if req.VisibilityTimeoutMs != nil {
-		visibility = *req.VisibilityTimeoutMs
+	if req.VisibilityTimeout != nil {
+		visibility = req.VisibilityTimeout.Milliseconds()
 	}
 	got, err := e.leaseReadyLocked(q, b, leaseRequest{
 		want: max(0, min(int64(req.MaxMessages), a.MaxInflight-inflight)), maxBytes: req.MaxBytes,
@@ -569,11 +571,12 @@ func (e *Engine) ackLocked(q *queue, receipts []string, valid []int, results []I
 	return freed, settled
 }
 
-// NackRequest returns leased messages: requeued after DelayMs (nil: the
-// queue's backoff), or to the DLQ with DeadLetter (a reject).
+// NackRequest returns leased messages: requeued after Delay (whole
+// milliseconds; nil: the queue's backoff), or to the DLQ with DeadLetter
+// (a reject).
 type NackRequest struct {
 	Receipts   []string
-	DelayMs    *int64
+	Delay      *time.Duration
 	Reason     string
 	DeadLetter bool
 }
@@ -636,7 +639,7 @@ func (req *NackRequest) check() *Error {
 	if err := checkReceiptCount(req.Receipts); err != nil {
 		return err
 	}
-	if req.DelayMs != nil && (*req.DelayMs < 0 || *req.DelayMs > VisibilityMaxMs) {
+	if req.Delay != nil && (req.Delay.Milliseconds() < 0 || req.Delay.Milliseconds() > VisibilityMaxMs) {
 		return rangeErr("delay_ms", 0, VisibilityMaxMs)
 	}
 	if len(req.Reason) > ReasonMax {
@@ -725,8 +728,8 @@ func (n *nackRun) nackable(r receipt, st deliveryState, ok bool) *Error {
 func (n *nackRun) requeueLocked(m msgKey, st deliveryState) int64 {
 	q := n.from.q
 	delay := int64(0)
-	if n.req.DelayMs != nil {
-		delay = *n.req.DelayMs
+	if n.req.Delay != nil {
+		delay = n.req.Delay.Milliseconds()
 	} else {
 		delay = n.e.backoff(n.a.Backoff, st.Deliveries)
 	}
@@ -772,10 +775,11 @@ func (e *Engine) backoff(b Backoff, deliveries uint32) int64 {
 	return b.delay(deliveries, e.rnd)
 }
 
-// ExtendRequest extends leases to now + VisibilityTimeoutMs.
+// ExtendRequest extends leases to now + VisibilityTimeout (whole
+// milliseconds).
 type ExtendRequest struct {
-	Receipts            []string
-	VisibilityTimeoutMs int64
+	Receipts          []string
+	VisibilityTimeout time.Duration
 }
 
 // Extend moves the deadline of live leases to now + the visibility
@@ -790,7 +794,8 @@ func (e *Engine) Extend(name string, req ExtendRequest, now time.Time) ([]ItemRe
 	if err := checkReceiptCount(req.Receipts); err != nil {
 		return nil, err
 	}
-	if req.VisibilityTimeoutMs < VisibilityMinMs || req.VisibilityTimeoutMs > VisibilityMaxMs {
+	visibility := req.VisibilityTimeout.Milliseconds()
+	if visibility < VisibilityMinMs || visibility > VisibilityMaxMs {
 		return nil, rangeErr("visibility_timeout_ms", VisibilityMinMs, VisibilityMaxMs)
 	}
 	results := make([]ItemResult, len(req.Receipts))
@@ -819,7 +824,7 @@ func (e *Engine) Extend(name string, req ExtendRequest, now time.Time) ([]ItemRe
 			results[i].Error = errf(CodeNotInflight, "the lease of message %s has ended", fmtID(r.m))
 			continue
 		}
-		deadline := nowMs + req.VisibilityTimeoutMs
+		deadline := nowMs + visibility
 		if deadline-st.LeaseStart > VisibilityMaxMs {
 			e := errf(CodeVisibilityTooLong, "a lease may last at most %d ms from its receive; this one began %d ms ago", VisibilityMaxMs, nowMs-st.LeaseStart)
 			results[i].Error = e

@@ -12,17 +12,24 @@ import (
 // declared once, below. It is a typed domain error with no wire shape: the
 // transport turns it into its own error (httpapi's one error type and one
 // table of codes and statuses, after nats-server's errors.json); batch
-// items reuse the same codes.
+// items reuse the same codes. A failure of the store has no code: it
+// wraps the failure (errStorage), which the transport answers by its
+// class.
 type Error struct {
 	Code    string
 	Message string
 	Details map[string]any
-	// cause is the store failure behind storage_full and
-	// storage_unavailable (errStorage), for errors.Is and errors.As.
+	// cause is the store failure of an error without code (errStorage),
+	// for errors.Is, errors.As and pebblestore.Classify.
 	cause error
 }
 
-func (e *Error) Error() string { return e.Code + ": " + e.Message }
+func (e *Error) Error() string {
+	if e.Code == "" {
+		return e.Message
+	}
+	return e.Code + ": " + e.Message
+}
 
 // Unwrap returns the store failure behind a storage error, else nil.
 func (e *Error) Unwrap() error { return e.cause }
@@ -75,9 +82,7 @@ const (
 	CodeMessageTooLarge      = "message_too_large"
 	CodeUnsupportedMediaType = "unsupported_media_type"
 	CodeMaxInflightReached   = "max_inflight_reached"
-	CodeStorageUnavailable   = "storage_unavailable"
 	CodeShuttingDown         = "shutting_down"
-	CodeStorageFull          = "storage_full"
 	CodeInternal             = "internal"
 )
 
@@ -133,9 +138,7 @@ var allCodes = []string{
 	CodeMessageTooLarge,
 	CodeUnsupportedMediaType,
 	CodeMaxInflightReached,
-	CodeStorageUnavailable,
 	CodeShuttingDown,
-	CodeStorageFull,
 	CodeInternal,
 }
 
@@ -160,27 +163,18 @@ func withField(e *Error, field string) *Error {
 	return e
 }
 
-// errStorage wraps a store failure, classified by pebblestore.Classify:
-// 507 storage_full when the disk is full or the broker refused new data
-// because it is almost full (pebblestore.SpaceGuard; details: free_bytes,
-// min_bytes, resume_bytes), else 503 storage_unavailable (corruption
-// included: the request's outcome is unknown). The *Error unwraps to err.
+// errStorage wraps a failure of the store (%w: Unwrap returns it). It
+// has no code: the queue does not classify store failures, the transport
+// answers by the failure's class (pebblestore.Classify: httpapi's
+// storage_full, storage_corrupt or storage_unavailable), as for every
+// other domain. Its message is the failure's text.
 func errStorage(err error) *Error {
-	var e *Error
-	if pebblestore.Classify(err) == pebblestore.ErrStorageFull {
-		var space *pebblestore.SpaceError
-		if errors.As(err, &space) {
-			e = &Error{Code: CodeStorageFull, Message: space.Error(), Details: map[string]any{
-				"free_bytes": space.Free, "min_bytes": space.Min, "resume_bytes": space.Resume}}
-		} else {
-			e = errf(CodeStorageFull, "the disk of the data directory is full: %v", err)
-		}
-	} else {
-		e = errf(CodeStorageUnavailable, "the store failed; the outcome of this request is unknown, retry it: %v", err)
-	}
-	e.cause = err
-	return e
+	return &Error{Message: err.Error(), cause: fmt.Errorf("%w: %w", ErrStorage, err)}
 }
+
+// ErrStorage is in the chain of every failure of the store a queue call
+// returns (errors.Is(err, pebblestore.ErrStorage) holds too).
+var ErrStorage = pebblestore.StorageSentinel("queues: storage error")
 
 // AsError returns err as an *Error, wrapping unknown errors as internal.
 func AsError(err error) *Error {

@@ -29,7 +29,7 @@ func TestDeadLetterMoveLargerThanOneBatch(t *testing.T) {
 	}
 	en.send("big", t0, SendMessage{Body: []byte("small"), Partition: p32(1)})
 	vis := int64(1000)
-	req := ReceiveRequest{MaxMessages: 3, MaxBytes: ReceiveBytesMax, VisibilityTimeoutMs: &vis}
+	req := ReceiveRequest{MaxMessages: 3, MaxBytes: ReceiveBytesMax, VisibilityTimeout: pms(vis)}
 	if _, err := en.e.CheckReceive("big", &req); err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +44,7 @@ func TestDeadLetterMoveLargerThanOneBatch(t *testing.T) {
 	if rep.Errors != 0 || rep.DeadLettered[ReasonMaxReceives] != 3 || dlq.Available != 3 {
 		t.Fatalf("tick %+v, DLQ %+v", rep, dlq)
 	}
-	req.VisibilityTimeoutMs = nil
+	req.VisibilityTimeout = nil
 	if got, err := en.e.Receive("bigdlq", req, time.UnixMilli(t0+1001)); err != nil || len(got) != 3 {
 		t.Fatalf("DLQ delivered %d: %v", len(got), err)
 	}
@@ -77,7 +77,7 @@ func TestFailedTickKeepsItsSweepCursors(t *testing.T) {
 	large := strings.Repeat("x", 9<<20)
 	ttl := int64(1000)
 	for range 2 {
-		en.send("ttl", t0, SendMessage{Body: []byte(large), TTLMs: &ttl})
+		en.send("ttl", t0, SendMessage{Body: []byte(large), TTL: pms(ttl)})
 	}
 	// The Tick starts with the disk fine; the inline probe of its 18 MiB
 	// dead-letter append reads low.

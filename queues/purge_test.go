@@ -22,14 +22,14 @@ func TestPurgeByStateAndAge(t *testing.T) {
 	t.Cleanup(func() { purgeChunk = old })
 	en := newEnv(t)
 	en.create("q", &AttributesPatch{RetainAckedMs: p64(600000), PriorityLevels: p32(2), DedupWindowMs: p64(600000)})
-	en.send("q", t0, body("old-held"), withID("old-acked", "d-1"), body("old-ready"), SendMessage{Body: []byte("old-delayed"), DelayMs: p64(100000)})
+	en.send("q", t0, body("old-held"), withID("old-acked", "d-1"), body("old-ready"), SendMessage{Body: []byte("old-delayed"), Delay: pms(100000)})
 	got := en.receive("q", 2, 300000, t0)
 	if bodies(got) != "old-held,old-acked" {
 		t.Fatalf("receive %s", bodies(got))
 	}
 	oldHeld := got[0].Receipt
 	en.ack("q", t0, got[1].Receipt)
-	en.send("q", t0+50000, SendMessage{Body: []byte("new-held"), Priority: p32(1)}, body("new-ready"), SendMessage{Body: []byte("new-delayed"), DelayMs: p64(100000)})
+	en.send("q", t0+50000, SendMessage{Body: []byte("new-held"), Priority: p32(1)}, body("new-ready"), SendMessage{Body: []byte("new-delayed"), Delay: pms(100000)})
 	got = en.receive("q", 1, 300000, t0+50000)
 	if bodies(got) != "new-held" {
 		t.Fatalf("receive %s", bodies(got))
@@ -44,8 +44,8 @@ func TestPurgeByStateAndAge(t *testing.T) {
 	}{
 		{PurgeRequest{States: []string{}}, CodeOutOfRange, "states"},
 		{PurgeRequest{States: []string{"ready", "lost"}}, CodeInvalidEnum, "states"},
-		{PurgeRequest{OlderThanMs: -1}, CodeOutOfRange, "older_than_ms"},
-		{PurgeRequest{OlderThanMs: RetentionMaxMs + 1}, CodeOutOfRange, "older_than_ms"},
+		{PurgeRequest{OlderThan: -1 * time.Millisecond}, CodeOutOfRange, "older_than_ms"},
+		{PurgeRequest{OlderThan: (RetentionMaxMs + 1) * time.Millisecond}, CodeOutOfRange, "older_than_ms"},
 	} {
 		_, err := en.e.PurgeMatching("q", c.req, time.UnixMilli(now))
 		if e := AsError(err); e == nil || e.Code != c.code || e.Details["field"] != c.field {
@@ -56,7 +56,7 @@ func TestPurgeByStateAndAge(t *testing.T) {
 		t.Errorf("purge of a missing queue: %v", err)
 	}
 
-	if n := en.purge("q", PurgeRequest{States: []string{"delayed"}, OlderThanMs: 30000}, now); n != 1 {
+	if n := en.purge("q", PurgeRequest{States: []string{"delayed"}, OlderThan: 30000 * time.Millisecond}, now); n != 1 {
 		t.Fatalf("old delayed: %d", n)
 	}
 	if n := en.purge("q", PurgeRequest{States: []string{"ready"}}, now); n != 2 {
@@ -66,7 +66,7 @@ func TestPurgeByStateAndAge(t *testing.T) {
 		t.Fatalf("after purging ready and old delayed: %+v", s)
 	}
 	// Every state, sent at least 30 s ago: the old leased and the old acked.
-	if n := en.purge("q", PurgeRequest{OlderThanMs: 60000}, now); n != 2 {
+	if n := en.purge("q", PurgeRequest{OlderThan: 60000 * time.Millisecond}, now); n != 2 {
 		t.Fatalf("older than 60 s: %d", n)
 	}
 	if r := en.ack("q", now, oldHeld); codeOf(r[0]) != CodeNotFound {

@@ -69,9 +69,12 @@ func (en *env) restart(now int64) {
 	en.open(now)
 }
 
-func p32(v int32) *int32    { return &v }
-func p64(v int64) *int64    { return &v }
-func pstr(v string) *string { return &v }
+func p32(v int32) *int32 { return &v }
+func p64(v int64) *int64 { return &v }
+
+// pms is a duration of ms milliseconds, by pointer.
+func pms(ms int64) *time.Duration { d := time.Duration(ms) * time.Millisecond; return &d }
+func pstr(v string) *string       { return &v }
 
 func (en *env) create(name string, patch *AttributesPatch) {
 	en.t.Helper()
@@ -100,7 +103,7 @@ func (en *env) receive(name string, n int, vis int64, now int64) []Message {
 	en.t.Helper()
 	req := ReceiveRequest{MaxMessages: n}
 	if vis > 0 {
-		req.VisibilityTimeoutMs = &vis
+		req.VisibilityTimeout = pms(vis)
 	}
 	if _, err := en.e.CheckReceive(name, &req); err != nil {
 		en.t.Fatal(err)
@@ -157,7 +160,7 @@ func TestLifecycle(t *testing.T) {
 	if r := en.ack("jobs", t0, got[0].Receipt); codeOf(r[0]) != "acked" {
 		t.Fatalf("ack: %+v", r[0])
 	}
-	res, err := en.e.Nack("jobs", NackRequest{Receipts: []string{got[1].Receipt}, DelayMs: p64(5000), Reason: "busy"}, time.UnixMilli(t0))
+	res, err := en.e.Nack("jobs", NackRequest{Receipts: []string{got[1].Receipt}, Delay: pms(5000), Reason: "busy"}, time.UnixMilli(t0))
 	if err != nil || codeOf(res[0]) != "requeued" {
 		t.Fatalf("nack: %v %+v", err, res)
 	}
@@ -206,7 +209,7 @@ func TestLeaseFencing(t *testing.T) {
 	if rep := en.e.Tick(time.UnixMilli(t0 + 1000)); rep.Reaped != 2 || rep.Requeued != 2 {
 		t.Fatalf("reap: %+v", rep)
 	}
-	res, _ := en.e.Extend("q", ExtendRequest{Receipts: []string{a[0].Receipt}, VisibilityTimeoutMs: 5000}, time.UnixMilli(t0+1001))
+	res, _ := en.e.Extend("q", ExtendRequest{Receipts: []string{a[0].Receipt}, VisibilityTimeout: 5000 * time.Millisecond}, time.UnixMilli(t0+1001))
 	if codeOf(res[0]) != CodeNotInflight {
 		t.Fatalf("extend after expiry: %+v", res[0])
 	}
@@ -240,7 +243,7 @@ func TestExtendBounds(t *testing.T) {
 	en.create("q", nil)
 	en.send("q", t0, body("x"))
 	m := en.receive("q", 1, 30000, t0)[0]
-	res, _ := en.e.Extend("q", ExtendRequest{Receipts: []string{m.Receipt}, VisibilityTimeoutMs: 60000}, time.UnixMilli(t0+20000))
+	res, _ := en.e.Extend("q", ExtendRequest{Receipts: []string{m.Receipt}, VisibilityTimeout: 60000 * time.Millisecond}, time.UnixMilli(t0+20000))
 	if codeOf(res[0]) != "extended" || !res[0].LeaseTill.Equal(time.UnixMilli(t0+80000)) {
 		t.Fatalf("extend: %+v", res[0])
 	}
@@ -248,11 +251,11 @@ func TestExtendBounds(t *testing.T) {
 	if rep := en.e.Tick(time.UnixMilli(t0 + 30000)); rep.Reaped != 0 {
 		t.Fatalf("reaped at the old deadline: %+v", rep)
 	}
-	res, _ = en.e.Extend("q", ExtendRequest{Receipts: []string{m.Receipt}, VisibilityTimeoutMs: VisibilityMaxMs}, time.UnixMilli(t0+70000))
+	res, _ = en.e.Extend("q", ExtendRequest{Receipts: []string{m.Receipt}, VisibilityTimeout: VisibilityMaxMs * time.Millisecond}, time.UnixMilli(t0+70000))
 	if codeOf(res[0]) != CodeVisibilityTooLong {
 		t.Fatalf("extend past 12h: %+v", res[0])
 	}
-	if _, err := en.e.Extend("q", ExtendRequest{Receipts: []string{m.Receipt}, VisibilityTimeoutMs: 999}, time.UnixMilli(t0)); AsError(err).Code != CodeOutOfRange {
+	if _, err := en.e.Extend("q", ExtendRequest{Receipts: []string{m.Receipt}, VisibilityTimeout: 999 * time.Millisecond}, time.UnixMilli(t0)); AsError(err).Code != CodeOutOfRange {
 		t.Fatalf("visibility below 1 s: %v", err)
 	}
 	if rep := en.e.Tick(time.UnixMilli(t0 + 80000)); rep.Reaped != 1 {
@@ -332,8 +335,8 @@ func TestRejectAndNackLimit(t *testing.T) {
 func TestTTLAndPriority(t *testing.T) {
 	en := newEnv(t)
 	en.create("q", &AttributesPatch{OnExpire: pstr("dead_letter"), PriorityLevels: p32(4)})
-	en.send("q", t0, SendMessage{Body: []byte("short"), TTLMs: p64(1000)})
-	en.send("q", t0, SendMessage{Body: []byte("p3-late"), Priority: p32(3), DelayMs: p64(10000)},
+	en.send("q", t0, SendMessage{Body: []byte("short"), TTL: pms(1000)})
+	en.send("q", t0, SendMessage{Body: []byte("p3-late"), Priority: p32(3), Delay: pms(10000)},
 		SendMessage{Body: []byte("p0"), Priority: p32(0)}, SendMessage{Body: []byte("p3"), Priority: p32(3)})
 	rep := en.e.Tick(time.UnixMilli(t0 + 1000))
 	if rep.DeadLettered[ReasonExpired] != 1 {
@@ -377,7 +380,7 @@ func TestDedup(t *testing.T) {
 func TestRestartKeepsLeasesAndDLQ(t *testing.T) {
 	en := newEnv(t)
 	en.create("q", nil)
-	en.send("q", t0, body("held"), body("dead"), SendMessage{Body: []byte("later"), DelayMs: p64(60000)})
+	en.send("q", t0, body("held"), body("dead"), SendMessage{Body: []byte("later"), Delay: pms(60000)})
 	got := en.receive("q", 2, 30000, t0)
 	res, _ := en.e.Nack("q", NackRequest{Receipts: []string{got[1].Receipt}, DeadLetter: true}, time.UnixMilli(t0))
 	if codeOf(res[0]) != "dead_lettered" {

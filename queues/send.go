@@ -12,16 +12,16 @@ import (
 
 // SendMessage is one message of a send. Body is required (an empty body is
 // []byte{}); Key is nil for a record without a key. Optional fields are
-// nil when not given; DelayMs and DeliverAt, TTLMs and ExpireAt exclude
-// each other.
+// nil when not given; Delay and DeliverAt, TTL and ExpireAt exclude each
+// other. Durations count in whole milliseconds (the unit of the rows).
 type SendMessage struct {
 	Body      []byte
 	Key       []byte
 	Headers   map[string]string
-	DelayMs   *int64
+	Delay     *time.Duration
 	DeliverAt *time.Time
 	Priority  *int32
-	TTLMs     *int64
+	TTL       *time.Duration
 	ExpireAt  *time.Time
 	DedupID   *string
 	Group     *string
@@ -152,16 +152,17 @@ func prepareSchedule(msg *SendMessage, a *Attributes, p *preparedMessage, now in
 	retention := retentionOf(a)
 	p.due = now + a.DefaultDelayMs
 	switch {
-	case msg.DelayMs != nil && msg.DeliverAt != nil:
+	case msg.Delay != nil && msg.DeliverAt != nil:
 		return withField(errf(CodeConflictingFields, "give at most one of delay_ms and deliver_at"), "delay_ms")
-	case msg.DelayMs != nil:
-		if *msg.DelayMs < 0 {
+	case msg.Delay != nil:
+		delay := msg.Delay.Milliseconds()
+		if delay < 0 {
 			return rangeErr("delay_ms", 0, retention)
 		}
-		if *msg.DelayMs > retention {
-			return withField(errf(CodeDelayExceedsRetain, "delay_ms %d exceeds the queue's retention %d ms", *msg.DelayMs, retention), "delay_ms")
+		if delay > retention {
+			return withField(errf(CodeDelayExceedsRetain, "delay_ms %d exceeds the queue's retention %d ms", delay, retention), "delay_ms")
 		}
-		p.due = now + *msg.DelayMs
+		p.due = now + delay
 	case msg.DeliverAt != nil:
 		at := msg.DeliverAt.UnixMilli()
 		if at-now > retention {
@@ -190,13 +191,14 @@ func preparePriority(msg *SendMessage, a *Attributes, p *preparedMessage) *Error
 func prepareExpiry(msg *SendMessage, a *Attributes, p *preparedMessage, now int64) *Error {
 	retention := retentionOf(a)
 	switch {
-	case msg.TTLMs != nil && msg.ExpireAt != nil:
+	case msg.TTL != nil && msg.ExpireAt != nil:
 		return withField(errf(CodeConflictingFields, "give at most one of ttl_ms and expire_at"), "ttl_ms")
-	case msg.TTLMs != nil:
-		if *msg.TTLMs < 1000 || *msg.TTLMs > retention {
+	case msg.TTL != nil:
+		ttl := msg.TTL.Milliseconds()
+		if ttl < 1000 || ttl > retention {
 			return rangeErr("ttl_ms", 1000, retention)
 		}
-		p.expireAt = now + *msg.TTLMs
+		p.expireAt = now + ttl
 	case msg.ExpireAt != nil:
 		at := msg.ExpireAt.UnixMilli()
 		if at <= now {

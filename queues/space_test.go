@@ -1,6 +1,7 @@
 package queues
 
 import (
+	"errors"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -30,12 +31,14 @@ func newEnvWithDisk(t *testing.T) (en *env, setFree func(int64)) {
 
 func wantStorageFull(t *testing.T, what string, err *Error) {
 	t.Helper()
-	if err == nil || err.Code != CodeStorageFull {
-		t.Fatalf("%s: %v, want storage_full", what, err)
+	se := pebblestore.Classify(err)
+	if err == nil || se == nil || se.Class != pebblestore.StorageFull {
+		t.Fatalf("%s: %v, want a full store", what, err)
 	}
-	if !strings.Contains(err.Message, "10.0 MiB free") || !strings.Contains(err.Message, "64.0 MiB") ||
-		err.Details["free_bytes"] != int64(10<<20) || err.Details["min_bytes"] != int64(64<<20) || err.Details["resume_bytes"] != int64(80<<20) {
-		t.Fatalf("%s: %q %v, want the free space and the limit", what, err.Message, err.Details)
+	var space *pebblestore.SpaceError
+	if !errors.As(err, &space) || !strings.Contains(err.Message, "10.0 MiB free") || !strings.Contains(err.Message, "64.0 MiB") ||
+		space.Free != 10<<20 || space.Min != 64<<20 || space.Resume != 80<<20 {
+		t.Fatalf("%s: %q %+v, want the free space and the limit", what, err.Message, space)
 	}
 }
 
@@ -72,7 +75,7 @@ func TestQueueWritesWhileDiskLow(t *testing.T) {
 		t.Fatalf("ack while low: %+v", r[0])
 	}
 	// b: a plain nack requeues (delivery 1 of 2).
-	res, err := en.e.Nack("jobs", NackRequest{Receipts: []string{got[1].Receipt}, DelayMs: p64(0)}, time.UnixMilli(t0))
+	res, err := en.e.Nack("jobs", NackRequest{Receipts: []string{got[1].Receipt}, Delay: pms(0)}, time.UnixMilli(t0))
 	if err != nil || codeOf(res[0]) != "requeued" {
 		t.Fatalf("nack while low: %v %+v", err, res)
 	}
@@ -152,7 +155,7 @@ func TestQueueExpiryAndUnclaimedWaitWhileDiskLow(t *testing.T) {
 	en, setFree := newEnvWithDisk(t)
 	en.create("ttl", &AttributesPatch{OnExpire: pstr("dead_letter")})
 	en.create("stale", &AttributesPatch{MaxUnclaimedAgeMs: p64(1000)})
-	en.send("ttl", t0, SendMessage{Body: []byte("short"), TTLMs: p64(1000)})
+	en.send("ttl", t0, SendMessage{Body: []byte("short"), TTL: pms(1000)})
 	en.send("stale", t0, body("nobody"))
 	setFree(10 << 20)
 	rep := en.e.Tick(time.UnixMilli(t0 + 2000))

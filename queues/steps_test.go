@@ -78,7 +78,7 @@ func TestPrepareSteps(t *testing.T) {
 		t.Fatalf("deliver_at: due %d err %v", p.due, err)
 	}
 	delay := int64(1)
-	if err := prepareSchedule(&SendMessage{DelayMs: &delay, DeliverAt: &future}, &a, &p, t0); err == nil || err.Code != CodeConflictingFields {
+	if err := prepareSchedule(&SendMessage{Delay: pms(delay), DeliverAt: &future}, &a, &p, t0); err == nil || err.Code != CodeConflictingFields {
 		t.Fatalf("delay_ms and deliver_at: %v", err)
 	}
 	if err := prepareExpiry(&SendMessage{ExpireAt: &past}, &a, &p, t0); err == nil || err.Code != CodeExpireInPast {

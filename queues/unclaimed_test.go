@@ -13,12 +13,12 @@ import (
 func TestUnclaimed(t *testing.T) {
 	en := newEnv(t)
 	en.create("q", &AttributesPatch{MaxUnclaimedAgeMs: p64(60000), PriorityLevels: p32(2), MaxReceives: p32(0)})
-	en.send("q", t0, body("nacked"), body("reaped"), body("never"), SendMessage{Body: []byte("delayed"), DelayMs: p64(30000)})
+	en.send("q", t0, body("nacked"), body("reaped"), body("never"), SendMessage{Body: []byte("delayed"), Delay: pms(30000)})
 	got := en.receive("q", 2, 1000, t0)
 	if bodies(got) != "nacked,reaped" {
 		t.Fatalf("receive %s", bodies(got))
 	}
-	if res, err := en.e.Nack("q", NackRequest{Receipts: []string{got[0].Receipt}, DelayMs: p64(0)}, time.UnixMilli(t0)); err != nil || codeOf(res[0]) != "requeued" {
+	if res, err := en.e.Nack("q", NackRequest{Receipts: []string{got[0].Receipt}, Delay: pms(0)}, time.UnixMilli(t0)); err != nil || codeOf(res[0]) != "requeued" {
 		t.Fatalf("nack: %v %+v", err, res)
 	}
 	deadAt := map[string]int64{}
@@ -79,7 +79,7 @@ func TestUnclaimedCursor(t *testing.T) {
 		}
 	}
 	for i := 0; i < n; i += BatchMessagesMax {
-		if _, err := en.e.Nack("q", NackRequest{Receipts: rs[i:min(i+BatchMessagesMax, n)], DelayMs: p64(0)}, time.UnixMilli(t0)); err != nil {
+		if _, err := en.e.Nack("q", NackRequest{Receipts: rs[i:min(i+BatchMessagesMax, n)], Delay: pms(0)}, time.UnixMilli(t0)); err != nil {
 			t.Fatal(err)
 		}
 	}

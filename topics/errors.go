@@ -19,7 +19,11 @@ var (
 	ErrInvalidProducerEpoch = errors.New("topics: invalid producer epoch")
 	ErrUnknownProducerID    = errors.New("topics: unknown producer id")
 	ErrTopicDeleted         = errors.New("topics: topic is being deleted")
-	ErrStorage              = errors.New("topics: storage error")
+	// ErrStorage: the store failed (a *pebblestore.StorageError or a
+	// pebblestore sentinel is wrapped with it, %w, so its class
+	// survives: pebblestore.Classify). errors.Is(err,
+	// pebblestore.ErrStorage) holds. Kafka KAFKA_STORAGE_ERROR.
+	ErrStorage = pebblestore.StorageSentinel("topics: storage error")
 	// ErrNotApplied: an append of an AppendAtomic call that was not
 	// written because another part of the same atomic write failed.
 	ErrNotApplied = errors.New("topics: not applied: another part of the atomic write failed")

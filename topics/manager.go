@@ -207,7 +207,7 @@ func (m *Manager) loadClusterID() error {
 	b := m.store.NewBatch()
 	b.Set(pebblestore.ClusterIDKey(), []byte(id))
 	if err := b.Commit(); err != nil {
-		return fmt.Errorf("%w: saving the cluster id: %v", ErrStorage, err)
+		return fmt.Errorf("%w: saving the cluster id: %w", ErrStorage, err)
 	}
 	m.clusterID = id
 	return nil
@@ -314,7 +314,7 @@ func (m *Manager) createTopic(name string, partitions int32, configs map[string]
 	var id TopicID
 	for {
 		if _, err := rand.Read(id[:]); err != nil {
-			return nil, fmt.Errorf("%w: cannot generate a topic ID: %v", ErrStorage, err)
+			return nil, fmt.Errorf("%w: cannot generate a topic ID: %w", ErrStorage, err)
 		}
 		if _, taken := m.mu.byID[id]; !taken && id != (TopicID{}) {
 			break
@@ -343,7 +343,7 @@ func (m *Manager) writeTopicRecordLocked(t *Topic) error {
 	b := m.store.NewBatch()
 	b.Set(pebblestore.TopicKey(t.ID), val)
 	if err := b.Commit(); err != nil {
-		return fmt.Errorf("%w: %v", ErrStorage, err)
+		return fmt.Errorf("%w: %w", ErrStorage, err)
 	}
 	return nil
 }
@@ -391,7 +391,7 @@ func (m *Manager) deleteTopic(name string, allowed func(*Topic) error) error {
 	}
 	err := b.Commit()
 	if err != nil {
-		return fmt.Errorf("%w: deleting topic %s: %v", ErrStorage, name, err)
+		return fmt.Errorf("%w: deleting topic %s: %w", ErrStorage, name, err)
 	}
 	m.log.Info().Str("topic", name).Msg("topic deleted")
 	return nil
@@ -557,7 +557,7 @@ func (m *Manager) AllocateProducerID() (int64, error) {
 		b := m.store.NewBatch()
 		b.Set(pebblestore.ProducerIDNextKey(), binary.BigEndian.AppendUint64(nil, uint64(limit)))
 		if err := b.Commit(); err != nil {
-			return 0, fmt.Errorf("%w: reserving producer ids: %v", ErrStorage, err)
+			return 0, fmt.Errorf("%w: reserving producer ids: %w", ErrStorage, err)
 		}
 		m.producerIDs.limit = limit
 	}

@@ -72,7 +72,7 @@ func (p *Partition) read(offset int64, maxBytes int, minOne bool, dst []byte, co
 	upper := pebblestore.BatchKey(p.Topic.ID, p.Index, end)
 	it, err := store.NewIter(lower, upper)
 	if err != nil {
-		return dst, res, fmt.Errorf("%w: %v", ErrStorage, err)
+		return dst, res, fmt.Errorf("%w: %w", ErrStorage, err)
 	}
 	// Every return below closes the iterator exactly once (no defer):
 	// Pebble pools iterators, and a second Close would release one that is
@@ -91,7 +91,7 @@ func (p *Partition) read(offset int64, maxBytes int, minOne bool, dst []byte, co
 		v, err := it.Value()
 		if err != nil {
 			_ = it.Close()
-			return dst, res, fmt.Errorf("%w: %v", ErrStorage, err)
+			return dst, res, fmt.Errorf("%w: %w", ErrStorage, err)
 		}
 		h, err := ParseBatchHeader(v)
 		if err != nil {
@@ -109,7 +109,7 @@ func (p *Partition) read(offset int64, maxBytes int, minOne bool, dst []byte, co
 		v, err := it.Value()
 		if err != nil {
 			_ = it.Close()
-			return dst, res, fmt.Errorf("%w: %v", ErrStorage, err)
+			return dst, res, fmt.Errorf("%w: %w", ErrStorage, err)
 		}
 		if res.Bytes+len(v) > maxBytes && (res.Bytes > 0 || !minOne) {
 			break
@@ -124,7 +124,7 @@ func (p *Partition) read(offset int64, maxBytes int, minOne bool, dst []byte, co
 		}
 	}
 	if err := it.Close(); err != nil {
-		return dst, res, fmt.Errorf("%w: %v", ErrStorage, err)
+		return dst, res, fmt.Errorf("%w: %w", ErrStorage, err)
 	}
 	if testHookAfterRead != nil {
 		testHookAfterRead()
@@ -170,7 +170,7 @@ func (p *Partition) OffsetForTimestamp(ts int64) (offset, timestamp int64, err e
 	upper := pebblestore.BatchIndexKey(p.Topic.ID, p.Index, hwm)
 	it, err := store.NewIter(lower, upper)
 	if err != nil {
-		return -1, -1, fmt.Errorf("%w: %v", ErrStorage, err)
+		return -1, -1, fmt.Errorf("%w: %w", ErrStorage, err)
 	}
 	defer it.Close()
 
@@ -179,7 +179,7 @@ func (p *Partition) OffsetForTimestamp(ts int64) (offset, timestamp int64, err e
 	for ok := it.First(); ok; ok = it.Next() {
 		v, err := it.Value()
 		if err != nil {
-			return -1, -1, fmt.Errorf("%w: %v", ErrStorage, err)
+			return -1, -1, fmt.Errorf("%w: %w", ErrStorage, err)
 		}
 		idx, err := decodeBatchIndex(v)
 		if err != nil {
@@ -206,7 +206,7 @@ func (p *Partition) OffsetForTimestamp(ts int64) (offset, timestamp int64, err e
 	// Look inside the batch for the exact record.
 	raw, err := store.Get(pebblestore.BatchKey(p.Topic.ID, p.Index, found))
 	if err != nil {
-		return -1, -1, fmt.Errorf("%w: %v", ErrStorage, err)
+		return -1, -1, fmt.Errorf("%w: %w", ErrStorage, err)
 	}
 	h, records, err := DecodeRecords(raw)
 	if err != nil {

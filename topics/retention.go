@@ -191,7 +191,7 @@ func (p *Partition) trimSegments(nowMs int64, settings *topicSettings) (Partitio
 		p.logStart.Store(oldStart)
 		p.mu.Unlock()
 		b.Close()
-		return PartitionTrim{}, fmt.Errorf("%w: %v", ErrStorage, err)
+		return PartitionTrim{}, fmt.Errorf("%w: %w", ErrStorage, err)
 	}
 	if n == len(segs) {
 		p.mu.active = nil
@@ -202,7 +202,7 @@ func (p *Partition) trimSegments(nowMs int64, settings *topicSettings) (Partitio
 	p.mu.Unlock()
 
 	if err := b.Wait(); err != nil {
-		return PartitionTrim{}, fmt.Errorf("%w: %v", ErrStorage, err)
+		return PartitionTrim{}, fmt.Errorf("%w: %w", ErrStorage, err)
 	}
 	// The store queued the deleted ranges for compaction
 	// (pebblestore.Store.Reclaim, run by retention.ReclaimTask): the space
@@ -258,12 +258,12 @@ func (p *Partition) DeleteRecordsBefore(offset int64) (int64, error) {
 		p.logStart.Store(logStart)
 		p.mu.Unlock()
 		b.Close()
-		return -1, fmt.Errorf("%w: %v", ErrStorage, err)
+		return -1, fmt.Errorf("%w: %w", ErrStorage, err)
 	}
 	start := p.logStart.Load()
 	p.mu.Unlock()
 	if err := b.Wait(); err != nil {
-		return -1, fmt.Errorf("%w: %v", ErrStorage, err)
+		return -1, fmt.Errorf("%w: %w", ErrStorage, err)
 	}
 	// Delete the segments below the new start now, not at the next
 	// retention check (minutes away): an operator told to delete records

@@ -142,14 +142,14 @@ func loadSegments(store *pebblestore.Store, t *Topic, index int32) ([]segment, e
 	prefix := pebblestore.PartitionPrefix(pebblestore.PrefixSegment, t.ID, index)
 	it, err := store.NewIter(prefix, pebblestore.PrefixEnd(prefix))
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrStorage, err)
+		return nil, fmt.Errorf("%w: %w", ErrStorage, err)
 	}
 	defer it.Close()
 	var out []segment
 	for ok := it.First(); ok; ok = it.Next() {
 		v, err := it.Value()
 		if err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrStorage, err)
+			return nil, fmt.Errorf("%w: %w", ErrStorage, err)
 		}
 		s, err := decodeSegment(pebblestore.OffsetFromKey(it.Key()), v)
 		if err != nil {
@@ -179,7 +179,7 @@ func (p *Partition) recoverSegments(store *pebblestore.Store, next int64) error 
 			b := store.NewBatch()
 			b.Set(pebblestore.SegmentKey(t.ID, index, s.Base), s.encode())
 			if err := b.Commit(); err != nil {
-				return fmt.Errorf("%w: %v", ErrStorage, err)
+				return fmt.Errorf("%w: %w", ErrStorage, err)
 			}
 			segs = append(segs, *s)
 		}

@@ -134,7 +134,7 @@ func (m *Manager) commitTopicRecordLocked(id TopicID, rec topicRecord) error {
 	b := m.store.NewBatch()
 	b.Set(pebblestore.TopicKey(id), val)
 	if err := b.Commit(); err != nil {
-		return fmt.Errorf("%w: %v", ErrStorage, err)
+		return fmt.Errorf("%w: %w", ErrStorage, err)
 	}
 	return nil
 }

@@ -56,7 +56,12 @@ var (
 	ErrInvalidProducerIDMapping  = errors.New("txns: producer id does not match the transactional id")
 	ErrInvalidTxnState           = errors.New("txns: invalid transaction state")
 	ErrInvalidRequest            = errors.New("txns: invalid request")
-	ErrStorage                   = errors.New("txns: storage error")
+	// ErrStorage: the store failed. Its failure is wrapped with %v, not
+	// %w (an EndTxn's failure may carry groups sentinels that
+	// kafkaproto's table would answer first), so pebblestore.Classify
+	// knows it by this sentinel (errors.Is(err, pebblestore.ErrStorage))
+	// and by its text.
+	ErrStorage = pebblestore.StorageSentinel("txns: storage error")
 )
 
 // State is a transaction's state, as Kafka's TransactionState.
