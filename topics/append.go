@@ -2,7 +2,6 @@ package topics
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"math"
 	"sort"
@@ -126,7 +125,7 @@ func (m *Manager) appendBatches(appends []*Append, extra func(b *pebblestore.Bat
 		if w.failed != nil {
 			notApplied(appends, w.failed)
 		} else {
-			applyErr = fmt.Errorf("%w: %v", ErrStorage, applyErr)
+			applyErr = fmt.Errorf("%w: %w", ErrStorage, applyErr)
 			for _, c := range ok {
 				if c.a.Err == nil {
 					c.a.Err = applyErr
@@ -561,7 +560,7 @@ func (pa *PendingAppend) Wait() error {
 		}
 		if err != nil {
 			// The store failed to sync; the outcome of this write is unknown.
-			a.Err = fmt.Errorf("%w: %v", ErrStorage, err)
+			a.Err = fmt.Errorf("%w: %w", ErrStorage, err)
 			a.BaseOffset = -1
 			continue
 		}
@@ -607,5 +606,3 @@ func incrementSequence(seq, delta int32) int32 {
 	return seq + delta
 }
 
-// IsStorageError reports whether err means the store failed.
-func IsStorageError(err error) bool { return errors.Is(err, ErrStorage) }

@@ -362,10 +362,10 @@ func (c *cleaningPass) step(nowMs, budget int64, res *CompactionResult) (bool, e
 	p.mu.Unlock()
 	if err != nil {
 		b.Close()
-		return false, fmt.Errorf("%w: %v", ErrStorage, err)
+		return false, fmt.Errorf("%w: %w", ErrStorage, err)
 	}
 	if err := b.Wait(); err != nil {
-		return false, fmt.Errorf("%w: %v", ErrStorage, err)
+		return false, fmt.Errorf("%w: %w", ErrStorage, err)
 	}
 	return true, nil
 }
@@ -381,7 +381,7 @@ func (c *cleaningPass) mapStep(budget int64, res *CompactionResult) (bool, error
 	}
 	it, err := t.m.store.NewIter(pebblestore.BatchKey(t.ID, p.Index, c.cursor), pebblestore.BatchKey(t.ID, p.Index, c.limit))
 	if err != nil {
-		return false, fmt.Errorf("%w: %v", ErrStorage, err)
+		return false, fmt.Errorf("%w: %w", ErrStorage, err)
 	}
 	defer it.Close()
 	for ok := it.First(); ok; ok = it.Next() {
@@ -392,7 +392,7 @@ func (c *cleaningPass) mapStep(budget int64, res *CompactionResult) (bool, error
 		}
 		raw, err := it.Value()
 		if err != nil {
-			return false, fmt.Errorf("%w: %v", ErrStorage, err)
+			return false, fmt.Errorf("%w: %w", ErrStorage, err)
 		}
 		h, records, err := DecodeRecords(raw)
 		if err != nil {
@@ -412,7 +412,7 @@ func (c *cleaningPass) mapStep(budget int64, res *CompactionResult) (bool, error
 		}
 	}
 	if err := it.Close(); err != nil {
-		return false, fmt.Errorf("%w: %v", ErrStorage, err)
+		return false, fmt.Errorf("%w: %w", ErrStorage, err)
 	}
 	c.mapEnd = c.limit
 	return true, nil
@@ -546,7 +546,7 @@ func (r *stepRewrite) rewriteBatches(budget int64) (bool, error) {
 	t := p.Topic
 	it, err := t.m.store.NewIter(pebblestore.BatchKey(t.ID, p.Index, c.cursor), pebblestore.BatchKey(t.ID, p.Index, max(c.cursor, c.mapEnd)))
 	if err != nil {
-		return false, fmt.Errorf("%w: %v", ErrStorage, err)
+		return false, fmt.Errorf("%w: %w", ErrStorage, err)
 	}
 	defer it.Close()
 	finished := true
@@ -559,7 +559,7 @@ func (r *stepRewrite) rewriteBatches(budget int64) (bool, error) {
 		}
 		raw, err := it.Value()
 		if err != nil {
-			return false, fmt.Errorf("%w: %v", ErrStorage, err)
+			return false, fmt.Errorf("%w: %w", ErrStorage, err)
 		}
 		if err := r.rewriteBatch(base, seg, raw); err != nil {
 			return false, err
@@ -571,7 +571,7 @@ func (r *stepRewrite) rewriteBatches(budget int64) (bool, error) {
 		}
 	}
 	if err := it.Close(); err != nil {
-		return false, fmt.Errorf("%w: %v", ErrStorage, err)
+		return false, fmt.Errorf("%w: %w", ErrStorage, err)
 	}
 	return finished, nil
 }
@@ -693,14 +693,14 @@ func (r *stepRewrite) commit(sizeDelta, recordsDelta int64) (deleted bool, err e
 	}
 	if err := r.b.Apply(); err != nil {
 		p.mu.Unlock()
-		return false, fmt.Errorf("%w: %v", ErrStorage, err)
+		return false, fmt.Errorf("%w: %w", ErrStorage, err)
 	}
 	p.sizeBytes.Add(sizeDelta)
 	p.records.Add(recordsDelta)
 	p.dropAbortedLocked(r.droppedAborted)
 	p.mu.Unlock()
 	if err := r.b.Wait(); err != nil {
-		return false, fmt.Errorf("%w: %v", ErrStorage, err)
+		return false, fmt.Errorf("%w: %w", ErrStorage, err)
 	}
 	return false, nil
 }
