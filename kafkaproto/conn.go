@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/vibemq/broker/auth"
 )
 
 // request is one decoded request and the connection it came on.
@@ -38,6 +39,10 @@ type queued struct {
 	// decoders alias the body: Produce records, group protocol metadata).
 	reserved int64
 	start    time.Time // request decoded, for broker_kafka_request_duration_seconds
+	// rawReply: raw is a bare SASL token answering a v0 handshake's
+	// exchange (sasl.go), written with only its length prefix.
+	rawReply bool
+	raw      []byte
 }
 
 // conn is one client connection: a reader goroutine that decodes requests
@@ -45,11 +50,18 @@ type queued struct {
 // and writes them in the same order. The replies channel bounds how many
 // requests may be in flight; when it is full the reader stops reading.
 type conn struct {
-	s       *Server
-	nc      net.Conn
-	ip      netip.Addr // counted in Server.perIP until the connection ends
-	log     zerolog.Logger
-	replies chan queued
+	s   *Server
+	nc  net.Conn
+	ip  netip.Addr // counted in Server.perIP until the connection ends
+	log zerolog.Logger
+	// listener is the listener the connection came in on (listener.go).
+	listener *Listener
+	// principal is who the client is ("User:name"): from SASL or the
+	// client certificate, else User:ANONYMOUS. sasl is the SASL state
+	// (sasl.go). Only the reader goroutine (and so handlers) uses both.
+	principal string
+	sasl      saslState
+	replies   chan queued
 	// readDone is closed when the reader stops: the client closed the
 	// connection, sent bytes we refuse, or the server is shutting down.
 	// Replies still waiting (long polls) give up then.
@@ -78,15 +90,17 @@ type conn struct {
 	}
 }
 
-func newConn(s *Server, nc net.Conn, ip netip.Addr) *conn {
+func newConn(s *Server, nc net.Conn, ip netip.Addr, l *Listener) *conn {
 	return &conn{
-		s:        s,
-		nc:       nc,
-		ip:       ip,
-		log:      s.log.With().Str("remote", nc.RemoteAddr().String()).Logger(),
-		replies:  make(chan queued, s.cfg.MaxInflightRequests),
-		readDone: make(chan struct{}),
-		stop:     make(chan struct{}),
+		s:         s,
+		nc:        nc,
+		ip:        ip,
+		listener:  l,
+		principal: auth.Anonymous,
+		log:       s.log.With().Str("remote", nc.RemoteAddr().String()).Logger(),
+		replies:   make(chan queued, s.cfg.MaxInflightRequests),
+		readDone:  make(chan struct{}),
+		stop:      make(chan struct{}),
 	}
 }
 
@@ -159,6 +173,9 @@ var errStopped = errors.New("connection stopped reading")
 func (c *conn) readLoop() {
 	defer close(c.replies)
 	defer close(c.readDone)
+	if !c.startTLS() {
+		return
+	}
 	br := bufio.NewReaderSize(c.nc, 64<<10)
 	var sizeBuf [4]byte
 	for {
@@ -182,9 +199,14 @@ func (c *conn) readLoop() {
 			return
 		}
 		size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
+		if c.listener.TLS == nil && looksLikeTLS(sizeBuf[:]) {
+			c.log.Warn().Str("listener", c.listener.Name).Msg("closing connection: " + errTLSOnPlaintext.Error() + "; the client must use security.protocol " + string(c.listener.Protocol) + " on this port")
+			c.s.metrics.badRequests.Inc()
+			return
+		}
 		// Check the claimed size before reserving or allocating anything for it.
-		if size < 8 || size > c.s.cfg.MaxRequestBytes {
-			c.log.Warn().Int32("size", size).Int32("max_request_bytes", c.s.cfg.MaxRequestBytes).Msg("closing connection: request size out of range")
+		if maxSize := c.maxFrameBytes(); size < c.minFrameBytes() || size > maxSize {
+			c.log.Warn().Int32("size", size).Int32("max_request_bytes", maxSize).Bool("authenticated", c.sasl.authenticated || !c.listener.Protocol.SASL()).Msg("closing connection: request size out of range")
 			c.s.metrics.badRequests.Inc()
 			return
 		}
@@ -226,6 +248,15 @@ func (c *conn) readLoop() {
 			}
 			return
 		}
+		if c.sasl.raw {
+			ok := c.handleRawToken(body)
+			putBuffer(body)
+			c.s.memory.release(reserved)
+			if !ok {
+				return
+			}
+			continue
+		}
 		r, err := c.decode(body)
 		if err != nil {
 			c.s.memory.release(reserved)
@@ -238,6 +269,12 @@ func (c *conn) readLoop() {
 			// refer to the body.
 			c.s.memory.release(reserved)
 			continue
+		}
+		if err := c.admit(r); err != nil {
+			c.s.memory.release(reserved)
+			c.log.Warn().Err(err).Str("listener", c.listener.Name).Msg("closing connection: request not allowed")
+			c.s.metrics.badRequests.Inc()
+			return
 		}
 		reg := registry[r.key]
 		start := time.Now()
@@ -256,6 +293,9 @@ func (c *conn) readLoop() {
 		}
 		c.beginRequest()
 		c.replies <- queued{corr: r.corr, version: r.version, key: r.key, reply: rep, reserved: reserved, start: start}
+		if c.sasl.closeAfterReply {
+			return
+		}
 	}
 }
 
@@ -382,6 +422,18 @@ func (c *conn) writeReply(bw *bufio.Writer, buf []byte, broken *bool, q queued) 
 		c.s.metrics.duration.WithLabelValues(apiName(q.key)).Observe(time.Since(q.start).Seconds())
 	}
 	if q.reply.none || *broken {
+		return buf
+	}
+	if q.rawReply {
+		buf = binary.BigEndian.AppendUint32(buf[:0], uint32(len(q.raw)))
+		buf = append(buf, q.raw...)
+		c.s.metrics.bytesOut.Add(float64(len(buf)))
+		_ = c.setWriteDeadline()
+		if _, err := bw.Write(buf); err != nil {
+			c.writeFailed(err, broken)
+		} else if err := bw.Flush(); err != nil {
+			c.writeFailed(err, broken)
+		}
 		return buf
 	}
 	if q.reply.size != nil {

@@ -126,6 +126,8 @@ type Config struct {
 	LogCleanerBackoff           time.Duration
 	LogCleanerEnable            bool
 	LogCleanerDedupeBufferSize  int64
+	// Security is listeners, TLS and SASL (security.go).
+	Security SecurityConfig
 
 	// source records where each key's value came from ("--data-dir",
 	// "BROKER_DATA_DIR", "broker.yaml line 3") so that Validate can say
@@ -351,7 +353,8 @@ var configKeys = append([]configKey{
 	durationKey("transactional-id-expiration", "168h", "how long a transactional ID without an open transaction is remembered after its last use",
 		"Kafka transactional.id.expiration.ms.",
 		func(c *Config) *time.Duration { return &c.TransactionalIDExpiration }, time.Minute, math.MaxInt64),
-}, logConfigKeys...) // log retention and compaction: logs.go
+}, append(logConfigKeys, // log retention and compaction: logs.go
+	securityConfigKeys...)...) // listeners, TLS, SASL: security.go
 
 // lookupKey returns the key named name, or nil.
 func lookupKey(name string) *configKey {
@@ -544,7 +547,8 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("http-max-inflight-body-bytes (%d)%s is smaller than the largest HTTP request body (%s, a queue send), which could then never be read; raise it, or set it to 0 to derive it from memory",
 			c.HTTPMaxInflightBodyBytes, c.from("http-max-inflight-body-bytes"), formatByteSize(httpapi.QueueSendBodyMax, 10)))
 	}
-	if c.HTTPAddr != "" && sameListenAddr(c.HTTPAddr, c.KafkaAddr) {
+	errs = append(errs, c.validateSecurity()...)
+	if c.HTTPAddr != "" && c.Security.Listeners == "" && sameListenAddr(c.HTTPAddr, c.KafkaAddr) {
 		errs = append(errs, fmt.Errorf("http-addr %q%s is the address of the Kafka listener; give the HTTP listener its own port, e.g. localhost:8080",
 			c.HTTPAddr, c.from("http-addr")))
 	}

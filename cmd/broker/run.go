@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/rs/zerolog"
+	"github.com/vibemq/broker/auth"
 	"github.com/vibemq/broker/events"
 	"github.com/vibemq/broker/groups"
 	"github.com/vibemq/broker/httpapi"
@@ -136,14 +137,26 @@ func run(ctx context.Context, cfg *Config, log zerolog.Logger) error {
 	background.Start()
 	defer background.Stop()
 
-	ln, err := net.Listen("tcp", cfg.KafkaAddr)
+	// Users, TLS files and listeners (security.go).
+	creds, err := auth.Open(store)
 	if err != nil {
-		return fmt.Errorf("cannot listen for Kafka clients on %s: %w; choose a free address with --kafka-addr", cfg.KafkaAddr, err)
+		return fmt.Errorf("reading the SCRAM credentials in %s: %w", cfg.DataDir, err)
 	}
-	advertised, err := advertisedAddr(cfg.AdvertisedAddr, ln.Addr())
-	if err != nil {
-		_ = ln.Close()
+	if err := bootstrapUser(cfg, creds, log); err != nil {
 		return err
+	}
+	tlsSource, err := newTLSSource(cfg, log)
+	if err != nil {
+		return err
+	}
+	listeners, err := openListeners(cfg, tlsSource)
+	if err != nil {
+		return err
+	}
+	closeListeners := func() {
+		for _, b := range listeners {
+			_ = b.ln.Close()
+		}
 	}
 	requestMemory, requestMemorySource := requestMemoryBudget(cfg, systemMemory())
 	log.Info().Int64("queued_max_request_bytes", requestMemory).Str("source", requestMemorySource).
@@ -152,7 +165,7 @@ func run(ctx context.Context, cfg *Config, log zerolog.Logger) error {
 		Logger:              log,
 		NodeID:              cfg.NodeID,
 		Rack:                cfg.Rack,
-		AdvertisedAddr:      advertised,
+		SASL:                saslConfig(cfg, creds),
 		ClusterID:           tm.ClusterID(),
 		MaxRequestBytes:     cfg.MaxRequestBytes,
 		MaxInflightRequests: cfg.MaxInflightRequests,
@@ -167,7 +180,7 @@ func run(ctx context.Context, cfg *Config, log zerolog.Logger) error {
 		Txns:                  tc,
 	}, tm)
 	if err != nil {
-		_ = ln.Close()
+		closeListeners()
 		return err
 	}
 
@@ -179,6 +192,7 @@ func run(ctx context.Context, cfg *Config, log zerolog.Logger) error {
 			Msg("HTTP request body budget")
 		web = httpapi.New(httpapi.Config{
 			Addr:                 cfg.HTTPAddr,
+			TLS:                  httpTLS(cfg, tlsSource),
 			Logger:               log.With().Str("component", "http").Logger(),
 			Registry:             reg,
 			WriteTimeout:         cfg.HTTPWriteTimeout,
@@ -203,16 +217,25 @@ func run(ctx context.Context, cfg *Config, log zerolog.Logger) error {
 		web.RegisterStorage(httpapi.StorageConfig{Store: store, Topics: tm, Events: es, QueueCounts: queueCounts(qe)})
 		web.RegisterOpenAPI()
 		if err := web.Start(); err != nil {
-			_ = ln.Close()
+			closeListeners()
 			return fmt.Errorf("cannot start the HTTP listener on %s: %w; choose a free address with --http-addr", cfg.HTTPAddr, err)
 		}
 	}
 
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- kafka.Serve(ln) }()
+	serveErr := make(chan error, len(listeners))
+	for _, b := range listeners {
+		go func() { serveErr <- kafka.ServeListener(b.ln, b.spec) }()
+	}
 	serving.Store(true)
-	ev := log.Info().Str("kafka_addr", ln.Addr().String()).Str("advertised_addr", advertised).
+	ev := log.Info().Str("kafka_addr", listeners[0].ln.Addr().String()).Str("advertised_addr", listeners[0].spec.AdvertisedAddr).
 		Str("data_dir", cfg.DataDir).Int("topics", len(tm.Topics())).Dur("recovery", recovered)
+	if len(listeners) > 1 || listeners[0].spec.Protocol != kafkaproto.Plaintext {
+		var names []string
+		for _, b := range listeners {
+			names = append(names, b.spec.Name+"://"+b.ln.Addr().String()+" (advertised "+b.spec.AdvertisedAddr+")")
+		}
+		ev = ev.Strs("listeners", names)
+	}
 	if web != nil {
 		ev = ev.Str("http_addr", web.Addr().String())
 	}

@@ -1,0 +1,152 @@
+package auth
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+
+	"github.com/xdg-go/scram"
+)
+
+// SASL mechanism names, as clients send them in SaslHandshake.
+const (
+	MechanismPlain = "PLAIN"
+)
+
+// ErrAuthenticationFailed is the class of every failed SASL exchange: the
+// client gets SASL_AUTHENTICATION_FAILED and its connection is closed.
+// The wrapped text says why, without a secret.
+var ErrAuthenticationFailed = errors.New("authentication failed")
+
+// MaxTokenBytes bounds one SASL token (Kafka sasl.server.max.receive.size).
+const MaxTokenBytes = 512 << 10
+
+// Session is the server side of one SASL exchange.
+type Session interface {
+	// Step takes the client's next token and returns the server's reply.
+	// done is true when the exchange succeeded; an error is a failure
+	// (errors.Is ErrAuthenticationFailed), after which the session is
+	// finished.
+	Step(token []byte) (reply []byte, done bool, err error)
+	// User is the user name the client claimed, "" before it said one.
+	User() string
+}
+
+// StartSession begins an exchange of the named mechanism against the
+// credential store. ok is false for a mechanism the broker does not know.
+func StartSession(store *Store, mechanism string) (Session, bool) {
+	switch mechanism {
+	case MechanismPlain:
+		return &plainSession{store: store}, true
+	}
+	m, ok := ParseMechanism(mechanism)
+	if !ok {
+		return nil, false
+	}
+	return newScramSession(store, m), true
+}
+
+func failed(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrAuthenticationFailed, fmt.Sprintf(format, args...))
+}
+
+// plainSession is RFC 4616: one message "authzid NUL authcid NUL passwd",
+// checked against the user's stored SCRAM keys.
+type plainSession struct {
+	store *Store
+	user  string
+	done  bool
+}
+
+func (p *plainSession) User() string { return p.user }
+
+func (p *plainSession) Step(token []byte) ([]byte, bool, error) {
+	if p.done {
+		return nil, false, failed("the PLAIN exchange has already ended")
+	}
+	p.done = true
+	parts := bytes.Split(token, []byte{0})
+	if len(parts) != 3 {
+		return nil, false, failed("the PLAIN message is not authzid NUL user NUL password")
+	}
+	authz, user, password := string(parts[0]), string(parts[1]), string(parts[2])
+	if len(user) > MaxUserNameBytes {
+		return nil, false, failed("the user name is longer than %d bytes", MaxUserNameBytes)
+	}
+	p.user = user
+	if user == "" || password == "" {
+		return nil, false, failed("the PLAIN message has an empty user name or password")
+	}
+	if authz != "" && authz != user {
+		// Kafka PlainSaslServer: "Authentication failed: Client requested
+		// an authorization id that is different from username".
+		return nil, false, failed("the authorization id differs from the user name")
+	}
+	for _, m := range []Mechanism{ScramSHA512, ScramSHA256} {
+		if c, ok := p.store.Lookup(user, m); ok {
+			if c.Verify(m, password) {
+				return nil, true, nil
+			}
+			return nil, false, failed("invalid credentials")
+		}
+	}
+	return nil, false, failed("invalid credentials")
+}
+
+// scramSession runs RFC 5802 over xdg-go/scram's server conversation: the
+// client-first message, then the client-final message with the proof.
+type scramSession struct {
+	conv *scram.ServerConversation
+	user string
+}
+
+func newScramSession(store *Store, m Mechanism) *scramSession {
+	s := &scramSession{}
+	lookup := func(user string) (scram.StoredCredentials, error) {
+		s.user = user
+		c, ok := store.Lookup(user, m)
+		if !ok {
+			return scram.StoredCredentials{}, errors.New("unknown user")
+		}
+		return scram.StoredCredentials{
+			KeyFactors: scram.KeyFactors{Salt: string(c.Salt), Iters: c.Iterations},
+			StoredKey:  c.StoredKey,
+			ServerKey:  c.ServerKey,
+		}, nil
+	}
+	hashGen := scram.SHA256
+	if m == ScramSHA512 {
+		hashGen = scram.SHA512
+	}
+	srv, err := hashGen.NewServer(lookup)
+	if err != nil {
+		panic(fmt.Sprintf("auth: scram server: %v", err)) // only fails on a nil lookup
+	}
+	s.conv = srv.NewConversation()
+	return s
+}
+
+func (s *scramSession) User() string { return s.user }
+
+func (s *scramSession) Step(token []byte) ([]byte, bool, error) {
+	if s.conv.Done() {
+		return nil, false, failed("the SCRAM exchange has already ended")
+	}
+	reply, err := s.conv.Step(string(token))
+	if err != nil {
+		// The reasons the library gives (unknown user, bad proof, nonce
+		// mismatch, malformed message) name no secret; an unknown user is
+		// reported as invalid credentials, as Kafka does.
+		if s.user != "" && reply == "e=unknown-user" {
+			return nil, false, failed("invalid credentials")
+		}
+		return nil, false, failed("%v", err)
+	}
+	if s.conv.Done() {
+		if !s.conv.Valid() {
+			return nil, false, failed("invalid credentials")
+		}
+		return []byte(reply), true, nil
+	}
+	return []byte(reply), false, nil
+}
