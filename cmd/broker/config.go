@@ -417,7 +417,7 @@ func loadConfig(path string, environ []string, flags flagLookup) (*Config, error
 		}
 	}
 	for _, name := range sortedKeys(envs) {
-		if name == configEnv || name == bootstrapEnv {
+		if name == configEnv || name == bootstrapEnv || isClientEnv(name) {
 			continue
 		}
 		found := false
