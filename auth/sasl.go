@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-
-	"github.com/xdg-go/scram"
 )
 
 // SASL mechanism names, as clients send them in SaslHandshake.
@@ -93,60 +91,39 @@ func (p *plainSession) Step(token []byte) ([]byte, bool, error) {
 	return nil, false, failed("invalid credentials")
 }
 
-// scramSession runs RFC 5802 over xdg-go/scram's server conversation: the
-// client-first message, then the client-final message with the proof.
+// scramSession is the server side of RFC 5802: the client-first message,
+// then the client-final message with the proof (scram_server.go).
 type scramSession struct {
-	conv *scram.ServerConversation
-	user string
+	store *Store
+	m     Mechanism
+	step  int
+	user  string
+	// From the first exchange: what the final one is checked against.
+	gs2Header   string
+	clientBare  string
+	serverFirst string
+	nonce       string
+	cred        Credential
 }
 
 func newScramSession(store *Store, m Mechanism) *scramSession {
-	s := &scramSession{}
-	lookup := func(user string) (scram.StoredCredentials, error) {
-		s.user = user
-		c, ok := store.Lookup(user, m)
-		if !ok {
-			return scram.StoredCredentials{}, errors.New("unknown user")
-		}
-		return scram.StoredCredentials{
-			KeyFactors: scram.KeyFactors{Salt: string(c.Salt), Iters: c.Iterations},
-			StoredKey:  c.StoredKey,
-			ServerKey:  c.ServerKey,
-		}, nil
-	}
-	hashGen := scram.SHA256
-	if m == ScramSHA512 {
-		hashGen = scram.SHA512
-	}
-	srv, err := hashGen.NewServer(lookup)
-	if err != nil {
-		panic(fmt.Sprintf("auth: scram server: %v", err)) // only fails on a nil lookup
-	}
-	s.conv = srv.NewConversation()
-	return s
+	return &scramSession{store: store, m: m}
 }
 
 func (s *scramSession) User() string { return s.user }
 
 func (s *scramSession) Step(token []byte) ([]byte, bool, error) {
-	if s.conv.Done() {
-		return nil, false, failed("the SCRAM exchange has already ended")
-	}
-	reply, err := s.conv.Step(string(token))
-	if err != nil {
-		// The reasons the library gives (unknown user, bad proof, nonce
-		// mismatch, malformed message) name no secret; an unknown user is
-		// reported as invalid credentials, as Kafka does.
-		if s.user != "" && reply == "e=unknown-user" {
-			return nil, false, failed("invalid credentials")
-		}
-		return nil, false, failed("%v", err)
-	}
-	if s.conv.Done() {
-		if !s.conv.Valid() {
-			return nil, false, failed("invalid credentials")
+	s.step++
+	switch s.step {
+	case 1:
+		reply, err := s.clientFirst(string(token))
+		return []byte(reply), false, err
+	case 2:
+		reply, err := s.clientFinal(string(token))
+		if err != nil {
+			return nil, false, err
 		}
 		return []byte(reply), true, nil
 	}
-	return []byte(reply), false, nil
+	return nil, false, failed("the SCRAM exchange has already ended")
 }

@@ -362,7 +362,7 @@ func TestSecurityBadInput(t *testing.T) {
 		"before SASL authentication completed",
 		"request size out of range",
 		"closing connection: SASL authentication failed",
-		"nonce received did not match nonce sent",
+		"does not end with the nonce the server sent",
 		"a TLS handshake arrived on a plaintext listener",
 		"TLS handshake failed",
 		"SASL mechanism that is not enabled",
