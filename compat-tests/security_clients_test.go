@@ -34,7 +34,7 @@ func (s *saramaSCRAM) Begin(user, password, authz string) error {
 	return nil
 }
 func (s *saramaSCRAM) Step(challenge string) (string, error) { return s.conv.Step(challenge) }
-func (s *saramaSCRAM) Done() bool                             { return s.conv.Done() }
+func (s *saramaSCRAM) Done() bool                            { return s.conv.Done() }
 
 // saramaSecure is a sarama config for a SASL mechanism, over TLS when tlsCfg is set.
 func saramaSecure(mech, user, password string, tlsCfg *tls.Config, handshake int16) *sarama.Config {
