@@ -238,7 +238,8 @@ func TestSecurityFranzMTLS(t *testing.T) {
 // change nothing: a request before authentication, an oversized token,
 // SCRAM messages out of order, a replayed client-final (nonce mismatch), a
 // wrong PLAIN password, an unknown mechanism, TLS on the plaintext port
-// and plaintext on a TLS port. The broker keeps serving and the stored
+// and plaintext on a TLS port; an unauthenticated client on the PLAINTEXT
+// listener cannot create a user. The broker keeps serving and the stored
 // users are unchanged.
 func TestSecurityBadInput(t *testing.T) {
 	b := startSecureBroker(t)
@@ -348,6 +349,14 @@ func TestSecurityBadInput(t *testing.T) {
 		c.expectClosed("plaintext ApiVersions on SASL_SSL")
 	})
 
+	t.Run("anonymous credential change", func(t *testing.T) {
+		anon := kadm.NewClient(newClient(t, b.plaintext()))
+		res, err := anon.AlterUserSCRAMs(testCtx(t, opTimeout), nil, []kadm.UpsertSCRAM{{User: "eve", Mechanism: kadm.ScramSha256, Iterations: 4096, Password: "x"}})
+		if !errors.Is(err, kerr.ClusterAuthorizationFailed) && !errors.Is(res["eve"].Err, kerr.ClusterAuthorizationFailed) {
+			t.Fatalf("anonymous AlterUserScramCredentials: %v %+v, want CLUSTER_AUTHORIZATION_FAILED", err, res)
+		}
+	})
+
 	after, err := adm.DescribeUserSCRAMs(testCtx(t, opTimeout))
 	if err != nil {
 		t.Fatal(err)
@@ -371,5 +380,42 @@ func TestSecurityBadInput(t *testing.T) {
 		if !strings.Contains(log, want) {
 			t.Errorf("no log line containing %q", want)
 		}
+	}
+}
+
+// TestSecurityFranzReauth (KIP-368): with connections-max-reauth 2s,
+// franz-go re-authenticates its connections before their sessions end
+// (SaslAuthenticate v1 session_lifetime_ms) and keeps producing and
+// consuming across several session lifetimes without a closed connection.
+func TestSecurityFranzReauth(t *testing.T) {
+	b := startSecureBroker(t, "--connections-max-reauth", "2s", "--log-level", "debug")
+	opts := b.saslOpts(t, true, scram512(adminUser, adminPassword))
+	topic := topicName(t, "")
+	createTopic(t, kadm.NewClient(newClient(t, b.saslSSL(), opts...)), topic, 1, nil)
+	cl := newClient(t, b.saslSSL(), append(opts, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))...)
+	ctx := testCtx(t, opTimeout)
+	deadline := time.Now().Add(5 * time.Second) // 2.5 session lifetimes
+	n := 0
+	for ; time.Now().Before(deadline); n++ {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte(strconv.Itoa(n))}).FirstErr(); err != nil {
+			t.Fatalf("produce %d: %v", n, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	got := 0
+	for got < n {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("consumed %d of %d", got, n)
+		}
+		fs.EachError(func(_ string, _ int32, err error) { t.Fatalf("fetch: %v", err) })
+		got += fs.NumRecords()
+	}
+	log := b.Log()
+	if !strings.Contains(log, `"reauthentication":true`) {
+		t.Fatal("no re-authentication in the broker log")
+	}
+	if strings.Contains(log, "SASL session expired") {
+		t.Fatal("a session expired: the client was not given time to re-authenticate")
 	}
 }

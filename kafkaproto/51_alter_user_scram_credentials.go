@@ -12,8 +12,12 @@ package kafkaproto
 //     DUPLICATE_RESOURCE, deleting a credential that does not exist
 //     RESOURCE_NOT_FOUND. The changes of the users without errors are
 //     written in one durable batch; a storage failure fails them all.
-//   - Kafka requires ALTER on CLUSTER; there is no authorizer yet, so any
-//     authenticated client may change credentials (DESIGN.md).
+//   - Kafka requires ALTER on CLUSTER. There is no authorizer yet: while
+//     some listener requires SASL, an unauthenticated client (User:ANONYMOUS,
+//     e.g. on a PLAINTEXT listener beside it) gets
+//     CLUSTER_AUTHORIZATION_FAILED for every user, so that it cannot mint
+//     itself credentials; any authenticated client may change them
+//     (DESIGN.md, "Deviations from Apache Kafka").
 
 import (
 	"errors"
@@ -39,6 +43,27 @@ func (s *Server) handleAlterUserScramCredentials(r *request) (reply, error) {
 		return reply{}, errTooManyUsers(n, s.cfg.MaxPartitionsPerRequest)
 	}
 	store := s.cfg.SASL.Credentials
+	if s.saslServed.Load() && r.c.principal == auth.Anonymous {
+		r.c.log.Warn().Str("listener", r.c.listener.Name).Msg("AlterUserScramCredentials refused: an unauthenticated client may not change credentials while SASL is enabled")
+		seen := map[string]bool{}
+		add := func(user string) {
+			if seen[user] {
+				return
+			}
+			seen[user] = true
+			res := kmsg.NewAlterUserSCRAMCredentialsResponseResult()
+			res.User, res.ErrorCode = user, kerr.ClusterAuthorizationFailed.Code
+			res.ErrorMessage = kmsg.StringPtr("an unauthenticated client may not change SCRAM credentials while a SASL listener is enabled; connect to a SASL listener")
+			resp.Results = append(resp.Results, res)
+		}
+		for _, d := range req.Deletions {
+			add(d.Name)
+		}
+		for _, u := range req.Upsertions {
+			add(u.Name)
+		}
+		return reply{resp: resp}, nil
+	}
 	type userResult struct {
 		code    int16
 		message string

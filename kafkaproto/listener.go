@@ -99,6 +99,9 @@ func (s *Server) ServeListener(ln net.Listener, l Listener) error {
 		_ = ln.Close()
 		return fmt.Errorf("kafkaproto: listener %s is %s but the server has no credential store", l.Name, l.Protocol)
 	}
+	if l.Protocol.SASL() {
+		s.saslServed.Store(true)
+	}
 	return s.serve(ln, &l)
 }
 

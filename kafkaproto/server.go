@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -123,6 +124,9 @@ type Server struct {
 	plaintext *Listener
 	// authFailures slows repeated SASL failures from one address.
 	authFailures *auth.FailureDelay
+	// saslServed: some listener requires SASL, so anonymous clients (of a
+	// PLAINTEXT listener beside it) may not change credentials.
+	saslServed atomic.Bool
 
 	sessions *fetchSessions
 	metrics  *metrics
