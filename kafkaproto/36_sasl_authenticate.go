@@ -19,8 +19,11 @@ package kafkaproto
 //   - v2 is flexible.
 
 import (
+	"strings"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/vibemq/broker/auth"
 )
 
 func init() { register(kmsg.SASLAuthenticate, 0, 2, (*Server).handleSaslAuthenticate) }
@@ -46,7 +49,8 @@ func (s *Server) handleSaslAuthenticate(r *request) (reply, error) {
 	token, err := c.step(req.SASLAuthBytes)
 	if err != nil {
 		resp.ErrorCode = kerr.SaslAuthenticationFailed.Code
-		msg := "Authentication failed during authentication due to invalid credentials with SASL mechanism " + c.sasl.mechanism + ": " + err.Error()
+		reason := strings.TrimPrefix(err.Error(), auth.ErrAuthenticationFailed.Error()+": ")
+		msg := "Authentication failed with SASL mechanism " + c.sasl.mechanism + ": " + reason
 		resp.ErrorMessage = &msg
 		return reply{resp: resp}, nil
 	}

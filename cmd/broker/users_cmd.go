@@ -221,7 +221,7 @@ func newPassword(cCtx *cli.Context) (string, error) {
 
 func usersSet(cCtx *cli.Context, create bool) error {
 	if cCtx.NArg() != 1 {
-		return usageErrorf("broker users %s takes one user name, got %d arguments", cCtx.Command.Name, cCtx.NArg())
+		return usageErrorf("broker users %s takes one user name, got %d arguments (flags go before the user name)", cCtx.Command.Name, cCtx.NArg())
 	}
 	user := cCtx.Args().First()
 	var mechs []kadm.ScramMechanism
