@@ -13,7 +13,7 @@ import (
 
 // testStore is a credential store on a real Pebble store in a temp dir
 // with the given users (password "<user>-pw", both mechanisms).
-func testStore(t *testing.T, users ...string) *Store {
+func testStore(t testing.TB, users ...string) *Store {
 	t.Helper()
 	ps, err := pebblestore.Open(t.TempDir(), pebblestore.Options{Logger: zerolog.Nop(), MemTableSize: 4 << 20, CacheSize: 8 << 20})
 	if err != nil {
