@@ -93,10 +93,9 @@ func runEndToEnd(ctx context.Context, cfg *Config) (*Result, error) {
 		for _, p := range assigned {
 			offsets[p] = kgo.NewOffset().At(end[p])
 		}
-		consumer, err := kgo.NewClient(
-			kgo.SeedBrokers(cfg.Brokers...),
+		consumer, err := kgo.NewClient(append(seedOptions(cfg),
 			kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{cfg.Topic: offsets}),
-		)
+		)...)
 		if err != nil {
 			return nil, err
 		}
