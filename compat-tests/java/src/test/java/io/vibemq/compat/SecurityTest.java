@@ -113,6 +113,9 @@ class SecurityTest {
             keytool(concat(new String[] {"-importcert", "-noprompt", "-alias", "ca", "-file", "ca.pem", "-keystore", name + ".p12"}, store));
             keytool(concat(new String[] {"-importcert", "-alias", name, "-file", name + ".pem", "-keystore", name + ".p12"}, store));
         }
+        // mallory: a self-signed client certificate no CA of the broker vouches for.
+        keytool(concat(new String[] {"-genkeypair", "-alias", "mallory", "-keyalg", "EC", "-groupname", "secp256r1",
+                "-dname", "CN=mallory", "-validity", "2", "-keystore", "mallory.p12"}, store));
         // The broker reads PEM: the server's private key as PKCS#8.
         KeyStore ks = KeyStore.getInstance("PKCS12");
         try (FileInputStream in = new FileInputStream(dir.resolve("server.p12").toFile())) {
@@ -152,9 +155,13 @@ class SecurityTest {
     }
 
     static Properties mtls() {
-        Properties p = tls(broker.extraAddr(2), "SSL");
+        return mtls(broker.extraAddr(2), "alice");
+    }
+
+    static Properties mtls(String bootstrap, String who) {
+        Properties p = tls(bootstrap, "SSL");
         p.put(SslConfigs.SSL_KEYSTORE_TYPE_CONFIG, "PKCS12");
-        p.put(SslConfigs.SSL_KEYSTORE_LOCATION_CONFIG, dir.resolve("alice.p12").toString());
+        p.put(SslConfigs.SSL_KEYSTORE_LOCATION_CONFIG, dir.resolve(who + ".p12").toString());
         p.put(SslConfigs.SSL_KEYSTORE_PASSWORD_CONFIG, PASS);
         p.put(SslConfigs.SSL_KEY_PASSWORD_CONFIG, PASS);
         return p;
@@ -226,6 +233,24 @@ class SecurityTest {
         try (Admin bad = Admin.create(noTrust)) {
             ExecutionException e = assertThrows(ExecutionException.class, () -> bad.listTopics().names().get(30, TimeUnit.SECONDS));
             assertInstanceOf(SslAuthenticationException.class, e.getCause());
+        }
+    }
+
+    /** ssl-client-auth required: alice's certificate works, mallory's (self-signed) fails the handshake. */
+    @Test
+    void mutualTlsRequired() throws Exception {
+        try (BrokerProcess strict = BrokerProcess.start(
+                "--listeners", "PLAINTEXT://{0},SSL://{1}",
+                "--ssl-cert-file", dir.resolve("server.pem").toString(),
+                "--ssl-key-file", dir.resolve("server.key").toString(),
+                "--ssl-client-ca-file", dir.resolve("ca.pem").toString(),
+                "--ssl-client-auth", "required",
+                "--group-initial-rebalance-delay", "0s")) {
+            roundTrip(mtls(strict.extraAddr(1), "alice"), strict.extraAddr(1));
+            try (Admin bad = Admin.create(mtls(strict.extraAddr(1), "mallory"))) {
+                ExecutionException e = assertThrows(ExecutionException.class, () -> bad.listTopics().names().get(30, TimeUnit.SECONDS));
+                assertInstanceOf(SslAuthenticationException.class, e.getCause());
+            }
         }
     }
 }
