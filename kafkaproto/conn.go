@@ -425,16 +425,7 @@ func (c *conn) writeReply(bw *bufio.Writer, buf []byte, broken *bool, q queued) 
 		return buf
 	}
 	if q.rawReply {
-		buf = binary.BigEndian.AppendUint32(buf[:0], uint32(len(q.raw)))
-		buf = append(buf, q.raw...)
-		c.s.metrics.bytesOut.Add(float64(len(buf)))
-		_ = c.setWriteDeadline()
-		if _, err := bw.Write(buf); err != nil {
-			c.writeFailed(err, broken)
-		} else if err := bw.Flush(); err != nil {
-			c.writeFailed(err, broken)
-		}
-		return buf
+		return c.writeRawToken(bw, buf, broken, q.raw) // sasl.go
 	}
 	if q.reply.size != nil {
 		if need := q.reply.size() + 64; cap(buf) < need {

@@ -1,6 +1,8 @@
 package kafkaproto
 
 import (
+	"bufio"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"time"
@@ -122,6 +124,21 @@ func (c *conn) handleRawToken(token []byte) bool {
 	c.beginRequest()
 	c.replies <- queued{raw: reply, rawReply: true}
 	return true
+}
+
+// writeRawToken writes a bare SASL token (v0 handshake) with its length
+// prefix, and flushes: the client waits for it before sending more.
+func (c *conn) writeRawToken(bw *bufio.Writer, buf []byte, broken *bool, token []byte) []byte {
+	buf = binary.BigEndian.AppendUint32(buf[:0], uint32(len(token)))
+	buf = append(buf, token...)
+	c.s.metrics.bytesOut.Add(float64(len(buf)))
+	_ = c.setWriteDeadline()
+	if _, err := bw.Write(buf); err != nil {
+		c.writeFailed(err, broken)
+	} else if err := bw.Flush(); err != nil {
+		c.writeFailed(err, broken)
+	}
+	return buf
 }
 
 // step runs one token of the exchange in progress and, when it completes,
