@@ -145,6 +145,9 @@ func run(ctx context.Context, cfg *Config, log zerolog.Logger) error {
 	if err := bootstrapUser(cfg, creds, log); err != nil {
 		return err
 	}
+	for _, k := range cfg.ignoredAddrKeys() {
+		log.Warn().Str("key", k).Msg("ignored: listeners is set and replaces kafka-addr and advertised-addr")
+	}
 	tlsSource, err := newTLSSource(cfg, log)
 	if err != nil {
 		return err

@@ -70,7 +70,7 @@ func noCheck(string) string { return "" }
 var securityConfigKeys = []configKey{
 	stringKey("listeners", "",
 		"Kafka listeners as NAME://host:port, comma-separated (Kafka listeners); empty means one PLAINTEXT listener on kafka-addr",
-		"E.g. PLAINTEXT://localhost:9092,SASL_SSL://:9093. A name is a security protocol\n(PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL) or is given one by\nlistener-security-protocol-map. When set, kafka-addr and advertised-addr must not be.",
+		"E.g. PLAINTEXT://localhost:9092,SASL_SSL://:9093. A name is a security protocol\n(PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL) or is given one by\nlistener-security-protocol-map. When set, kafka-addr and advertised-addr are\nignored (with a warning at start).",
 		func(c *Config) *string { return &c.Security.Listeners }, noCheck),
 	stringKey("advertised-listeners", "",
 		"addresses given to clients, per listener name, as NAME://host:port (Kafka advertised.listeners); a listener not named here advertises its own address",
@@ -196,11 +196,6 @@ func (c *Config) listeners() ([]listenerSpec, error) {
 		}
 		return []listenerSpec{{name: "PLAINTEXT", protocol: kafkaproto.Plaintext, addr: c.KafkaAddr, advertised: c.AdvertisedAddr}}, nil
 	}
-	for _, k := range []string{"kafka-addr", "advertised-addr"} {
-		if _, set := c.source[k]; set {
-			return nil, fmt.Errorf("%s%s and listeners are both set; listeners replaces kafka-addr and advertised-addr, e.g. listeners PLAINTEXT://localhost:9092", k, c.from(k))
-		}
-	}
 	protoMap := map[string]kafkaproto.SecurityProtocol{}
 	for _, item := range strings.Split(sc.ListenerProtocolMap, ",") {
 		item = strings.TrimSpace(item)
@@ -284,6 +279,22 @@ func (c *Config) validateSecurity() []error {
 		errs = append(errs, errors.New("sasl-bootstrap-password-file is set but sasl-bootstrap-user is not; name the user"))
 	}
 	return errs
+}
+
+// ignoredAddrKeys names kafka-addr and advertised-addr when they are set
+// but listeners replaces them (the container image sets BROKER_KAFKA_ADDR,
+// so this is a warning at start, not an error).
+func (c *Config) ignoredAddrKeys() []string {
+	if c.Security.Listeners == "" {
+		return nil
+	}
+	var out []string
+	for _, k := range []string{"kafka-addr", "advertised-addr"} {
+		if _, set := c.source[k]; set {
+			out = append(out, k+c.from(k))
+		}
+	}
+	return out
 }
 
 // boundListener is a Kafka listener bound to its socket.
