@@ -88,8 +88,14 @@ func (p *plainSession) Step(token []byte) ([]byte, bool, error) {
 			return nil, false, failed("invalid credentials")
 		}
 	}
+	// An unknown user costs the same key derivation as a wrong password,
+	// so the answer's timing does not tell which user names exist.
+	dummyCredential.Verify(ScramSHA512, password)
 	return nil, false, failed("invalid credentials")
 }
+
+// dummyCredential is verified against for unknown users (plainSession).
+var dummyCredential = Credential{Salt: make([]byte, saltBytes), Iterations: DefaultIterations, StoredKey: make([]byte, 64)}
 
 // scramSession is the server side of RFC 5802: the client-first message,
 // then the client-final message with the proof (scram_server.go).
