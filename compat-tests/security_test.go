@@ -419,3 +419,54 @@ func TestSecurityFranzReauth(t *testing.T) {
 		t.Fatal("a session expired: the client was not given time to re-authenticate")
 	}
 }
+
+// TestSecurityTLSReload: the broker's certificate files are replaced while
+// it runs (a renewal by another CA); new connections get the new
+// certificate without a restart, and a broken replacement (a key that does
+// not match) keeps the working one.
+func TestSecurityTLSReload(t *testing.T) {
+	b := startSecureBroker(t)
+	produceConsumeGroup(t, b.ssl(), kgo.DialTLSConfig(b.pki.clientTLS(t, "")))
+	renewed := newTestPKI(t)
+	copyFile := func(from, to string) {
+		t.Helper()
+		data, err := os.ReadFile(from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(to, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	copyFile(renewed.serverCert, b.pki.serverCert)
+	copyFile(renewed.serverKey, b.pki.serverKey)
+	// The files are checked at most once a second, on a handshake.
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		conn, err := tls.Dial("tcp", b.ssl(), renewed.clientTLS(t, ""))
+		if err == nil {
+			conn.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the renewed certificate is not served: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	produceConsumeGroup(t, b.ssl(), kgo.DialTLSConfig(renewed.clientTLS(t, "")))
+	if !strings.Contains(b.Log(), "TLS certificate reloaded") {
+		t.Fatal("no log line for the reload")
+	}
+	// A key of another certificate: refused, the renewed pair stays.
+	copyFile(b.pki.aliceKey, b.pki.serverKey)
+	time.Sleep(1100 * time.Millisecond)
+	conn, err := tls.Dial("tcp", b.ssl(), renewed.clientTLS(t, ""))
+	if err != nil {
+		t.Fatalf("a broken replacement broke TLS: %v", err)
+	}
+	conn.Close()
+	if !strings.Contains(b.Log(), "TLS files changed but cannot be loaded") {
+		t.Fatal("no log line for the broken replacement")
+	}
+	b.Alive()
+}
