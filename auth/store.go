@@ -18,9 +18,15 @@ const MaxUserNameBytes = 256
 
 // Store keeps the SCRAM credentials: every row is read at Open and cached;
 // changes are written durably before they are visible.
+//
+// writeMu serializes Apply (check, durable write, cache update), so the
+// cache cannot diverge from the store; mu guards the cache only and is
+// never held across the Pebble sync (STYLE rule 6). Order: writeMu before
+// mu; both are leaves towards every other lock.
 type Store struct {
-	store *pebblestore.Store
-	mu    struct {
+	store   *pebblestore.Store
+	writeMu sync.Mutex
+	mu      struct {
 		sync.Mutex
 		// users[name][mechanism]
 		users map[string]map[Mechanism]Credential
@@ -127,8 +133,8 @@ func CheckUser(user string) error {
 // deletion of a credential that does not exist fails with ErrNoCredential
 // and writes nothing.
 func (s *Store) Apply(changes []Change) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
 	b := s.store.NewBatch()
 	committed := false
 	defer func() {
@@ -145,7 +151,8 @@ func (s *Store) Apply(changes []Change) error {
 		}
 		key := pebblestore.ScramCredentialKey(byte(ch.Mechanism), ch.User)
 		if ch.Delete {
-			if _, ok := s.mu.users[ch.User][ch.Mechanism]; !ok {
+			// Only Apply changes the cache, and writeMu is held.
+			if _, ok := s.Lookup(ch.User, ch.Mechanism); !ok {
 				return fmt.Errorf("%w: user %q has no %s credential", ErrNoCredential, ch.User, ch.Mechanism)
 			}
 			b.Delete(key)
@@ -158,12 +165,14 @@ func (s *Store) Apply(changes []Change) error {
 		b.Set(key, v)
 	}
 	// Credentials are rare, small writes: committed synchronously (the
-	// store's durability setting decides the fsync) under the lock, so
-	// the cache never runs ahead of the store.
+	// store's durability setting decides the fsync) before the cache
+	// shows them.
 	committed = true
 	if err := b.Commit(); err != nil {
 		return fmt.Errorf("%w: %v", ErrStorage, err)
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	for _, ch := range changes {
 		if ch.Delete {
 			delete(s.mu.users[ch.User], ch.Mechanism)
