@@ -15,6 +15,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
+	"github.com/vibemq/broker/auth"
+	"github.com/vibemq/broker/pebblestore"
 )
 
 func freeLocalAddr(t *testing.T) string {
@@ -27,7 +29,8 @@ func freeLocalAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
-// TestUsersCommand: `broker users` over a SASL_PLAINTEXT listener as the
+// TestUsersCommand: `broker users` over a SASL_PLAINTEXT listener (named
+// INTERNAL through listener-security-protocol-map) as the
 // bootstrap admin (credentials from the environment and a file): create,
 // list, passwd, delete, and the errors for an existing or missing user;
 // the new user authenticates with its password, and after passwd only
@@ -43,7 +46,10 @@ func TestUsersCommand(t *testing.T) {
 	cfg.DataDir = filepath.Join(dir, "data")
 	cfg.HTTPAddr = ""
 	cfg.MemtableSize, cfg.CacheSize = 4<<20, 8<<20
-	cfg.Security.Listeners = "SASL_PLAINTEXT://" + saslAddr
+	// A listener named as Kafka lets operators name them, given its
+	// protocol by listener-security-protocol-map.
+	cfg.Security.Listeners = "INTERNAL://" + saslAddr
+	cfg.Security.ListenerProtocolMap = "INTERNAL:SASL_PLAINTEXT"
 	cfg.Security.BootstrapUser = "admin"
 	cfg.Security.BootstrapPasswordFile = adminPw
 	if err := cfg.Validate(); err != nil {
@@ -127,4 +133,54 @@ func TestUsersCommand(t *testing.T) {
 
 func errorsIsAuth(err error) bool {
 	return err != nil && strings.Contains(err.Error(), kerr.SaslAuthenticationFailed.Message)
+}
+
+// TestBootstrapUser: the bootstrap user gets both SCRAM credentials from
+// the environment variable or the file (which wins); an existing user is
+// left as it is, so a password changed later stays; no password is an
+// error that names both sources.
+func TestBootstrapUser(t *testing.T) {
+	ps, err := pebblestore.Open(t.TempDir(), pebblestore.Options{Logger: zerolog.Nop(), MemTableSize: 4 << 20, CacheSize: 8 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ps.Close()
+	creds, err := auth.Open(ps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := defaultConfig()
+	cfg.Security.BootstrapUser = "root"
+	t.Setenv(bootstrapPasswordEnv, "")
+	if err := bootstrapUser(cfg, creds, zerolog.Nop()); err == nil || !strings.Contains(err.Error(), bootstrapPasswordEnv) {
+		t.Fatalf("no password: %v", err)
+	}
+	t.Setenv(bootstrapPasswordEnv, "from-env")
+	if err := bootstrapUser(cfg, creds, zerolog.Nop()); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range auth.Mechanisms {
+		if c, ok := creds.Lookup("root", m); !ok || !c.Verify(m, "from-env") {
+			t.Fatalf("%s credential of root missing or wrong", m)
+		}
+	}
+	// Exists already: a new bootstrap password does not overwrite it.
+	pw := filepath.Join(t.TempDir(), "pw")
+	if err := os.WriteFile(pw, []byte("from-file\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Security.BootstrapPasswordFile = pw
+	if err := bootstrapUser(cfg, creds, zerolog.Nop()); err != nil {
+		t.Fatal(err)
+	}
+	if c, _ := creds.Lookup("root", auth.ScramSHA256); !c.Verify(auth.ScramSHA256, "from-env") {
+		t.Fatal("an existing bootstrap user was overwritten")
+	}
+	cfg.Security.BootstrapUser = "other"
+	if err := bootstrapUser(cfg, creds, zerolog.Nop()); err != nil {
+		t.Fatal(err)
+	}
+	if c, _ := creds.Lookup("other", auth.ScramSHA512); !c.Verify(auth.ScramSHA512, "from-file") {
+		t.Fatal("the password file did not win over the environment")
+	}
 }
