@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -90,6 +91,24 @@ func TestHTTPTLS(t *testing.T) {
 		}
 	}
 
+	// broker healthcheck speaks HTTPS with --http-tls, checking the CA.
+	healthcheck := func(args ...string) (int, string) {
+		var out, errOut bytes.Buffer
+		code := realMain(append([]string{"broker", "healthcheck", "--http-addr", cfg.HTTPAddr}, args...), &out, &errOut)
+		return code, out.String() + errOut.String()
+	}
+	if code, out := healthcheck(); code != 1 {
+		t.Fatalf("plain healthcheck against HTTPS: exit %d: %s", code, out)
+	}
+	caFile := filepath.Join(dir, "ca.pem")
+	if err := os.WriteFile(caFile, pemOf(t, certFile), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("BROKER_CLIENT_TLS_CA_FILE", caFile)
+	if code, out := healthcheck("--http-tls"); code != 0 || !strings.Contains(out, "ready") {
+		t.Fatalf("healthcheck --http-tls: exit %d: %s", code, out)
+	}
+
 	bad := *cfg
 	bad.DataDir = filepath.Join(dir, "data2")
 	bad.KafkaAddr, bad.HTTPAddr = freeLocalAddr(t), freeLocalAddr(t)
@@ -97,4 +116,13 @@ func TestHTTPTLS(t *testing.T) {
 	if err := run(context.Background(), &bad, zerolog.Nop()); err == nil || !strings.Contains(err.Error(), "ssl-key-file") {
 		t.Fatalf("missing key file: %v", err)
 	}
+}
+
+func pemOf(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
