@@ -24,15 +24,18 @@ const module = "github.com/vibemq/broker"
 // no domain knows HTTP (the native wire format, statuses included, is
 // httpapi's).
 var forbidden = map[string][]string{
-	"topics":      {"/kafkaproto", "/httpapi", "/retention", "/groups", "/txns", "/queues", "/events", "/cmd/", "net/http"},
-	"groups":      {"/kafkaproto", "/httpapi", "/retention", "/txns", "/queues", "/events", "/cmd/", "net/http"},
-	"queues":      {"/kafkaproto", "/httpapi", "/retention", "/groups", "/cmd/", "github.com/twmb/franz-go", "net/http"},
-	"events":      {"/kafkaproto", "/httpapi", "/retention", "/groups", "/queues", "/cmd/", "github.com/twmb/franz-go", "net/http"},
-	"txns":        {"/kafkaproto", "/httpapi", "/retention", "/groups", "/queues", "/events", "/cmd/", "net/http"},
-	"retention":   {"/kafkaproto", "/httpapi", "/cmd/"},
-	"kafkaproto":  {"/httpapi", "/cmd/"},
-	"httpapi":     {"/kafkaproto", "/cmd/"},
-	"pebblestore": {"/topics", "/groups", "/queues", "/events", "/txns", "/kafkaproto", "/httpapi", "/retention", "/cmd/"},
+	"topics":     {"/kafkaproto", "/httpapi", "/retention", "/groups", "/txns", "/queues", "/events", "/cmd/", "net/http"},
+	"groups":     {"/kafkaproto", "/httpapi", "/retention", "/txns", "/queues", "/events", "/cmd/", "net/http"},
+	"queues":     {"/kafkaproto", "/httpapi", "/retention", "/groups", "/cmd/", "github.com/twmb/franz-go", "net/http"},
+	"events":     {"/kafkaproto", "/httpapi", "/retention", "/groups", "/queues", "/cmd/", "github.com/twmb/franz-go", "net/http"},
+	"txns":       {"/kafkaproto", "/httpapi", "/retention", "/groups", "/queues", "/events", "/cmd/", "net/http"},
+	"retention":  {"/kafkaproto", "/httpapi", "/cmd/"},
+	"kafkaproto": {"/httpapi", "/cmd/"},
+	"httpapi":    {"/kafkaproto", "/cmd/"},
+	// auth (credentials, principals, TLS files) serves both edges: it knows
+	// neither wire format nor any domain.
+	"auth":        {"/topics", "/groups", "/queues", "/events", "/txns", "/kafkaproto", "/httpapi", "/retention", "/cmd/", "github.com/twmb/franz-go", "net/http"},
+	"pebblestore": {"/topics", "/groups", "/queues", "/events", "/txns", "/kafkaproto", "/httpapi", "/retention", "/cmd/", "/auth"},
 }
 
 // TestImportRules enforces the package dependency rules with `go list`.

@@ -78,9 +78,15 @@ func runMain(m *testing.M) int {
 type brokerOpt func(*brokerConfig)
 
 type brokerConfig struct {
-	dataDir string
-	args    []string
+	dataDir   string
+	args      []string
+	listeners string
 }
+
+// withListeners serves the Kafka listeners of tmpl (--listeners) instead of
+// --kafka-addr: "{0}" is the address Addr returns (readiness dials it),
+// "{1}".."{3}" are further free addresses (ExtraAddr).
+func withListeners(tmpl string) brokerOpt { return func(c *brokerConfig) { c.listeners = tmpl } }
 
 // withDataDir starts the broker on dir instead of a fresh t.TempDir().
 func withDataDir(dir string) brokerOpt { return func(c *brokerConfig) { c.dataDir = dir } }
@@ -99,6 +105,8 @@ type brokerProc struct {
 	httpAddr  string
 	args      []string
 	logPath   string
+	listeners string
+	extra     [3]string
 
 	mu      sync.Mutex
 	cmd     *exec.Cmd
@@ -127,7 +135,9 @@ func startBroker(t testing.TB, opts ...brokerOpt) *brokerProc {
 		httpAddr:  freeAddr(t),
 		args:      cfg.args,
 		logPath:   filepath.Join(logDir, "broker.log"),
+		listeners: cfg.listeners,
 	}
+	b.pickExtra()
 	// Registered first, so it runs last: the log then includes shutdown.
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -142,6 +152,7 @@ func startBroker(t testing.TB, opts ...brokerOpt) *brokerProc {
 			break
 		}
 		b.kafkaAddr, b.httpAddr = freeAddr(t), freeAddr(t)
+		b.pickExtra()
 	}
 	if !b.running() {
 		t.Fatalf("broker exited before it was ready (%v); log:\n%s", b.exitErr(), b.logTail())
@@ -168,11 +179,32 @@ func (b *brokerProc) PID() int {
 	return b.cmd.Process.Pid
 }
 
+// pickExtra chooses the further listener addresses of withListeners.
+func (b *brokerProc) pickExtra() {
+	if b.listeners == "" {
+		return
+	}
+	for i := range b.extra {
+		b.extra[i] = freeAddr(b.t)
+	}
+}
+
+// ExtraAddr is the listener address "{i}" (1-3) of withListeners.
+func (b *brokerProc) ExtraAddr(i int) string { return b.extra[i-1] }
+
 func (b *brokerProc) serveArgs() []string {
+	listen := []string{"--kafka-addr", b.kafkaAddr}
+	if b.listeners != "" {
+		l := strings.ReplaceAll(b.listeners, "{0}", b.kafkaAddr)
+		for i, a := range b.extra {
+			l = strings.ReplaceAll(l, "{"+strconv.Itoa(i+1)+"}", a)
+		}
+		listen = []string{"--listeners", l}
+	}
 	args := []string{
 		"serve",
 		"--data-dir", b.dataDir,
-		"--kafka-addr", b.kafkaAddr,
+		listen[0], listen[1],
 		"--http-addr", b.httpAddr,
 		"--log-level", "info",
 		"--log-format", "json",

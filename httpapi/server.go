@@ -7,6 +7,7 @@ package httpapi
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -41,6 +42,8 @@ const (
 type Config struct {
 	// Addr is the host:port to listen on; port 0 picks a free port.
 	Addr string
+	// TLS, when set, serves HTTPS (the broker's ssl-* files, http-tls).
+	TLS *tls.Config
 	// Logger receives server errors and, at debug level, one line per
 	// request.
 	Logger zerolog.Logger
@@ -201,7 +204,10 @@ func (s *Server) Start() error {
 	s.mu.started = true
 	s.mu.listener = listener
 	s.limits.bodyMemoryLimit.Set(float64(s.bodies.capacity))
-	limited := newLimitListener(listener, s)
+	var limited net.Listener = newLimitListener(listener, s)
+	if s.cfg.TLS != nil {
+		limited = tls.NewListener(limited, s.cfg.TLS)
+	}
 	s.mu.served = make(chan struct{})
 	served := s.mu.served
 	go func() {

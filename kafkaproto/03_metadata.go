@@ -51,7 +51,7 @@ func (s *Server) handleMetadata(r *request) (reply, error) {
 	if len(req.Topics) > s.cfg.MaxPartitionsPerRequest {
 		return reply{}, errors.New("metadata request names too many topics")
 	}
-	resp.Brokers = []kmsg.MetadataResponseBroker{s.brokerEntry()}
+	resp.Brokers = []kmsg.MetadataResponseBroker{s.brokerEntry(r.c)}
 	resp.ClusterID = &s.cfg.ClusterID
 	resp.ControllerID = s.cfg.NodeID
 
@@ -114,11 +114,12 @@ func (s *Server) handleMetadata(r *request) (reply, error) {
 	return reply{resp: resp}, nil
 }
 
-func (s *Server) brokerEntry() kmsg.MetadataResponseBroker {
+// brokerEntry describes this broker as the listener c came in on
+// advertises it (Kafka answers each listener with its own endpoints).
+func (s *Server) brokerEntry(c *conn) kmsg.MetadataResponseBroker {
 	b := kmsg.NewMetadataResponseBroker()
 	b.NodeID = s.cfg.NodeID
-	b.Host = s.advertisedHost
-	b.Port = s.advertisedPort
+	b.Host, b.Port = c.advertised()
 	if s.cfg.Rack != "" {
 		rack := s.cfg.Rack
 		b.Rack = &rack

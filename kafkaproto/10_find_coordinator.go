@@ -43,7 +43,8 @@ func (s *Server) handleFindCoordinator(r *request) (reply, error) {
 		case req.CoordinatorType == 0 && s.cfg.Groups == nil:
 			c.ErrorCode = kerr.CoordinatorNotAvailable.Code
 		default:
-			c.NodeID, c.Host, c.Port = s.cfg.NodeID, s.advertisedHost, s.advertisedPort
+			c.NodeID = s.cfg.NodeID
+			c.Host, c.Port = r.c.advertised()
 		}
 		resp.Coordinators = append(resp.Coordinators, c)
 	}

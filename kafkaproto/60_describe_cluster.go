@@ -31,7 +31,7 @@ func (s *Server) handleDescribeCluster(r *request) (reply, error) {
 	}
 	resp.ClusterID = s.cfg.ClusterID
 	resp.ControllerID = s.cfg.NodeID
-	mb := s.brokerEntry()
+	mb := s.brokerEntry(r.c)
 	b := kmsg.NewDescribeClusterResponseBroker()
 	b.NodeID, b.Host, b.Port, b.Rack = mb.NodeID, mb.Host, mb.Port, mb.Rack
 	resp.Brokers = []kmsg.DescribeClusterResponseBroker{b}

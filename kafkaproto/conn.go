@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/vibemq/broker/auth"
 )
 
 // request is one decoded request and the connection it came on.
@@ -38,6 +39,10 @@ type queued struct {
 	// decoders alias the body: Produce records, group protocol metadata).
 	reserved int64
 	start    time.Time // request decoded, for broker_kafka_request_duration_seconds
+	// rawReply: raw is a bare SASL token answering a v0 handshake's
+	// exchange (sasl.go), written with only its length prefix.
+	rawReply bool
+	raw      []byte
 }
 
 // conn is one client connection: a reader goroutine that decodes requests
@@ -45,11 +50,18 @@ type queued struct {
 // and writes them in the same order. The replies channel bounds how many
 // requests may be in flight; when it is full the reader stops reading.
 type conn struct {
-	s       *Server
-	nc      net.Conn
-	ip      netip.Addr // counted in Server.perIP until the connection ends
-	log     zerolog.Logger
-	replies chan queued
+	s   *Server
+	nc  net.Conn
+	ip  netip.Addr // counted in Server.perIP until the connection ends
+	log zerolog.Logger
+	// listener is the listener the connection came in on (listener.go).
+	listener *Listener
+	// principal is who the client is ("User:name"): from SASL or the
+	// client certificate, else User:ANONYMOUS. sasl is the SASL state
+	// (sasl.go). Only the reader goroutine (and so handlers) uses both.
+	principal string
+	sasl      saslState
+	replies   chan queued
 	// readDone is closed when the reader stops: the client closed the
 	// connection, sent bytes we refuse, or the server is shutting down.
 	// Replies still waiting (long polls) give up then.
@@ -78,15 +90,17 @@ type conn struct {
 	}
 }
 
-func newConn(s *Server, nc net.Conn, ip netip.Addr) *conn {
+func newConn(s *Server, nc net.Conn, ip netip.Addr, l *Listener) *conn {
 	return &conn{
-		s:        s,
-		nc:       nc,
-		ip:       ip,
-		log:      s.log.With().Str("remote", nc.RemoteAddr().String()).Logger(),
-		replies:  make(chan queued, s.cfg.MaxInflightRequests),
-		readDone: make(chan struct{}),
-		stop:     make(chan struct{}),
+		s:         s,
+		nc:        nc,
+		ip:        ip,
+		listener:  l,
+		principal: auth.Anonymous,
+		log:       s.log.With().Str("remote", nc.RemoteAddr().String()).Logger(),
+		replies:   make(chan queued, s.cfg.MaxInflightRequests),
+		readDone:  make(chan struct{}),
+		stop:      make(chan struct{}),
 	}
 }
 
@@ -159,104 +173,146 @@ var errStopped = errors.New("connection stopped reading")
 func (c *conn) readLoop() {
 	defer close(c.replies)
 	defer close(c.readDone)
+	if !c.startTLS() {
+		return
+	}
 	br := bufio.NewReaderSize(c.nc, 64<<10)
-	var sizeBuf [4]byte
 	for {
-		if !c.armIdle() {
+		body, reserved, ok := c.readFrame(br)
+		if !ok {
 			return
 		}
-		first, err := br.ReadByte()
-		if err != nil {
-			c.logReadEnd(err)
+		if !c.serveFrame(body, reserved) {
 			return
 		}
-		// From its first byte on, the frame must be complete within
-		// request-read-timeout (plus any time spent waiting for memory).
-		frameDeadline := time.Now().Add(c.s.cfg.RequestReadTimeout)
-		if !c.armFrame(frameDeadline) {
-			return
+	}
+}
+
+// readFrame reads the next request frame: it waits for the first byte
+// within connections-max-idle, then for the whole frame within
+// request-read-timeout, checks the claimed size, and reserves it from the
+// broker-wide request memory. ok is false when the connection must close
+// (nothing is reserved then).
+func (c *conn) readFrame(br *bufio.Reader) (body []byte, reserved int64, ok bool) {
+	var sizeBuf [4]byte
+	if !c.armIdle() {
+		return nil, 0, false
+	}
+	first, err := br.ReadByte()
+	if err != nil {
+		c.logReadEnd(err)
+		return nil, 0, false
+	}
+	// From its first byte on, the frame must be complete within
+	// request-read-timeout (plus any time spent waiting for memory).
+	frameDeadline := time.Now().Add(c.s.cfg.RequestReadTimeout)
+	if !c.armFrame(frameDeadline) {
+		return nil, 0, false
+	}
+	sizeBuf[0] = first
+	if _, err := io.ReadFull(br, sizeBuf[1:]); err != nil {
+		c.logReadEnd(err)
+		return nil, 0, false
+	}
+	size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
+	if c.listener.TLS == nil && looksLikeTLS(sizeBuf[:]) {
+		c.log.Warn().Str("listener", c.listener.Name).Msg("closing connection: " + errTLSOnPlaintext.Error() + "; the client must use security.protocol " + string(c.listener.Protocol) + " on this port")
+		c.s.metrics.badRequests.Inc()
+		return nil, 0, false
+	}
+	// Check the claimed size before reserving or allocating anything for it.
+	if maxSize := c.maxFrameBytes(); size < c.minFrameBytes() || size > maxSize {
+		c.log.Warn().Int32("size", size).Int32("max_request_bytes", maxSize).Bool("authenticated", c.sasl.authenticated || !c.listener.Protocol.SASL()).Msg("closing connection: request size out of range")
+		c.s.metrics.badRequests.Inc()
+		return nil, 0, false
+	}
+	// Reserve the claimed size from the broker-wide budget, all or
+	// nothing, before the frame can cost more than initialBodyBytes:
+	// small frames before their body is read, larger ones once their
+	// first initialBodyBytes have arrived (so a peer that claims 100 MiB
+	// and sends 4 KiB reserves nothing). While the budget is used up
+	// nothing more is read from this socket. Waiting is not the peer's
+	// fault: the frame deadline moves by the time waited.
+	reserve := func() error {
+		start := time.Now()
+		if !c.s.memory.acquire(int64(size), c.stop) {
+			return errStopped
 		}
-		sizeBuf[0] = first
-		if _, err := io.ReadFull(br, sizeBuf[1:]); err != nil {
-			c.logReadEnd(err)
-			return
-		}
-		size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
-		// Check the claimed size before reserving or allocating anything for it.
-		if size < 8 || size > c.s.cfg.MaxRequestBytes {
-			c.log.Warn().Int32("size", size).Int32("max_request_bytes", c.s.cfg.MaxRequestBytes).Msg("closing connection: request size out of range")
-			c.s.metrics.badRequests.Inc()
-			return
-		}
-		// Reserve the claimed size from the broker-wide budget, all or
-		// nothing, before the frame can cost more than initialBodyBytes:
-		// small frames before their body is read, larger ones once their
-		// first initialBodyBytes have arrived (so a peer that claims 100 MiB
-		// and sends 4 KiB reserves nothing). While the budget is used up
-		// nothing more is read from this socket. Waiting is not the peer's
-		// fault: the frame deadline moves by the time waited.
-		var reserved int64
-		reserve := func() error {
-			start := time.Now()
-			if !c.s.memory.acquire(int64(size), c.stop) {
+		reserved = int64(size)
+		if waited := time.Since(start); waited > time.Millisecond {
+			frameDeadline = frameDeadline.Add(waited)
+			if !c.armFrame(frameDeadline) {
 				return errStopped
 			}
-			reserved = int64(size)
-			if waited := time.Since(start); waited > time.Millisecond {
-				frameDeadline = frameDeadline.Add(waited)
-				if !c.armFrame(frameDeadline) {
-					return errStopped
-				}
-			}
-			return nil
 		}
-		if int(size) <= initialBodyBytes {
-			if err := reserve(); err != nil {
-				c.s.memory.release(reserved)
-				return
-			}
-		}
-		// The buffer grows as bytes arrive: a peer claiming 100 MiB and
-		// sending 4 KiB costs 64 KiB, not 100 MiB.
-		body, err := readBody(br, int(size), reserve)
-		if err != nil {
-			c.s.memory.release(reserved)
-			if !errors.Is(err, errStopped) {
-				c.logReadEnd(err)
-			}
-			return
-		}
-		r, err := c.decode(body)
-		if err != nil {
-			c.s.memory.release(reserved)
-			c.log.Warn().Err(err).Msg("closing connection: undecodable request")
-			c.s.metrics.badRequests.Inc()
-			return
-		}
-		if r == nil {
-			// Answered already (ApiVersions fallback); that reply does not
-			// refer to the body.
-			c.s.memory.release(reserved)
-			continue
-		}
-		reg := registry[r.key]
-		start := time.Now()
-		c.s.metrics.requests.WithLabelValues(apiName(r.key)).Inc()
-		rep, err := c.dispatch(reg, r)
-		if err != nil {
-			c.s.memory.release(reserved)
-			c.log.Warn().Err(err).Int16("api_key", r.key).Int16("version", r.version).Msg("closing connection: request cannot be served")
-			return
-		}
-		if r.key == int16(kmsg.Produce) {
-			// Append copied every batch into the store's write batch; nothing
-			// refers to the request bytes any more. The reservation is still
-			// held until the reply is written: simple and conservative.
-			putBuffer(body)
-		}
-		c.beginRequest()
-		c.replies <- queued{corr: r.corr, version: r.version, key: r.key, reply: rep, reserved: reserved, start: start}
+		return nil
 	}
+	if int(size) <= initialBodyBytes {
+		if err := reserve(); err != nil {
+			c.s.memory.release(reserved)
+			return nil, 0, false
+		}
+	}
+	// The buffer grows as bytes arrive: a peer claiming 100 MiB and
+	// sending 4 KiB costs 64 KiB, not 100 MiB.
+	body, err = readBody(br, int(size), reserve)
+	if err != nil {
+		c.s.memory.release(reserved)
+		if !errors.Is(err, errStopped) {
+			c.logReadEnd(err)
+		}
+		return nil, 0, false
+	}
+	return body, reserved, true
+}
+
+// serveFrame decodes one frame, checks it may be served on this
+// connection now, runs its handler and queues its reply, which releases
+// the reservation once written. It reports whether to read on.
+func (c *conn) serveFrame(body []byte, reserved int64) bool {
+	if c.sasl.raw {
+		ok := c.handleRawToken(body)
+		putBuffer(body)
+		c.s.memory.release(reserved)
+		return ok
+	}
+	r, err := c.decode(body)
+	if err != nil {
+		c.s.memory.release(reserved)
+		c.log.Warn().Err(err).Msg("closing connection: undecodable request")
+		c.s.metrics.badRequests.Inc()
+		return false
+	}
+	if r == nil {
+		// Answered already (ApiVersions fallback); that reply does not
+		// refer to the body.
+		c.s.memory.release(reserved)
+		return true
+	}
+	if err := c.admit(r); err != nil {
+		c.s.memory.release(reserved)
+		c.log.Warn().Err(err).Str("listener", c.listener.Name).Msg("closing connection: request not allowed")
+		c.s.metrics.badRequests.Inc()
+		return false
+	}
+	reg := registry[r.key]
+	start := time.Now()
+	c.s.metrics.requests.WithLabelValues(apiName(r.key)).Inc()
+	rep, err := c.dispatch(reg, r)
+	if err != nil {
+		c.s.memory.release(reserved)
+		c.log.Warn().Err(err).Int16("api_key", r.key).Int16("version", r.version).Msg("closing connection: request cannot be served")
+		return false
+	}
+	if r.key == int16(kmsg.Produce) {
+		// Append copied every batch into the store's write batch; nothing
+		// refers to the request bytes any more. The reservation is still
+		// held until the reply is written: simple and conservative.
+		putBuffer(body)
+	}
+	c.beginRequest()
+	c.replies <- queued{corr: r.corr, version: r.version, key: r.key, reply: rep, reserved: reserved, start: start}
+	return !c.sasl.closeAfterReply
 }
 
 // dispatch runs a handler, turning a panic into a closed connection so a
@@ -383,6 +439,9 @@ func (c *conn) writeReply(bw *bufio.Writer, buf []byte, broken *bool, q queued) 
 	}
 	if q.reply.none || *broken {
 		return buf
+	}
+	if q.rawReply {
+		return c.writeRawToken(bw, buf, broken, q.raw) // sasl.go
 	}
 	if q.reply.size != nil {
 		if need := q.reply.size() + 64; cap(buf) < need {

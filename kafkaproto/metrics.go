@@ -20,6 +20,7 @@ type metrics struct {
 
 	connectionsRefused *prometheus.CounterVec
 	timeouts           *prometheus.CounterVec
+	authFailures       prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, mem *requestMemory) *metrics {
@@ -49,6 +50,8 @@ func newMetrics(reg prometheus.Registerer, mem *requestMemory) *metrics {
 			Name: "broker_kafka_connections_refused_total", Help: "Kafka connections closed at accept, by reason: max_connections, max_connections_per_ip."}, []string{"reason"}),
 		timeouts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "broker_kafka_connection_timeouts_total", Help: "Kafka connections closed by a timeout, by reason: idle (connections-max-idle), request_read (request-read-timeout), write (a reply not read for connections-max-idle)."}, []string{"reason"}),
+		authFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "broker_kafka_authentication_failures_total", Help: "Failed SASL authentications; each closed its connection."}),
 	}
 	memoryInUse := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "broker_kafka_request_memory_bytes", Help: "Bytes of Kafka requests being read or waiting for their replies (reserved at their claimed size)."},
@@ -61,7 +64,7 @@ func newMetrics(reg prometheus.Registerer, mem *requestMemory) *metrics {
 		func() float64 { return float64(mem.waits.Load()) })
 	promregister.Register(reg, m.connections, m.requests, m.duration, m.badRequests, m.panics, m.bytesOut,
 		m.producedBytes, m.producedBatches, m.fetchedBytes,
-		m.connectionsRefused, m.timeouts, memoryInUse, memoryLimit, memoryWaits)
+		m.connectionsRefused, m.timeouts, m.authFailures, memoryInUse, memoryLimit, memoryWaits)
 	return m
 }
 

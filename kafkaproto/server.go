@@ -6,16 +6,18 @@ package kafkaproto
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
 	"net/netip"
-	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
+	"github.com/vibemq/broker/auth"
 	"github.com/vibemq/broker/groups"
 	"github.com/vibemq/broker/internal/loglimit"
 	"github.com/vibemq/broker/topics"
@@ -29,8 +31,13 @@ type Config struct {
 	NodeID int32
 	// Rack is reported in Metadata; empty means none.
 	Rack string
-	// AdvertisedAddr is the host:port clients are told to connect to.
+	// AdvertisedAddr is the host:port clients of Serve's listener (a
+	// PLAINTEXT listener) are told to connect to; it may be empty when
+	// only ServeListener is used, whose Listener carries its own.
 	AdvertisedAddr string
+	// SASL configures authentication on SASL_PLAINTEXT and SASL_SSL
+	// listeners (sasl.go).
+	SASL SASLConfig
 	// ClusterID is reported in Metadata and DescribeCluster.
 	ClusterID string
 	// MaxRequestBytes bounds one request frame (Kafka socket.request.max.bytes); default 100 MiB.
@@ -113,8 +120,13 @@ type Server struct {
 	log    zerolog.Logger
 	topics *topics.Manager
 
-	advertisedHost string
-	advertisedPort int32
+	// plaintext is the listener Serve serves (from AdvertisedAddr).
+	plaintext *Listener
+	// authFailures slows repeated SASL failures from one address.
+	authFailures *auth.FailureDelay
+	// saslServed: some listener requires SASL, so anonymous clients (of a
+	// PLAINTEXT listener beside it) may not change credentials.
+	saslServed atomic.Bool
 
 	sessions *fetchSessions
 	metrics  *metrics
@@ -140,24 +152,20 @@ func NewServer(cfg Config, tm *topics.Manager) (*Server, error) {
 	if cfg.QueuedMaxRequestBytes < int64(cfg.MaxRequestBytes) {
 		return nil, fmt.Errorf("kafkaproto: the request memory budget (%d bytes) is smaller than the largest request (%d bytes), which could then never be read; raise the budget or lower the largest request size", cfg.QueuedMaxRequestBytes, cfg.MaxRequestBytes)
 	}
-	host, portStr, err := net.SplitHostPort(cfg.AdvertisedAddr)
-	if err != nil {
-		return nil, fmt.Errorf("kafkaproto: advertised address %q is not host:port: %w", cfg.AdvertisedAddr, err)
-	}
-	port, err := strconv.ParseUint(portStr, 10, 16)
-	if err != nil {
-		return nil, fmt.Errorf("kafkaproto: advertised port %q is not a port number", portStr)
-	}
-	if host == "" || host == "0.0.0.0" || host == "::" {
-		return nil, fmt.Errorf("kafkaproto: advertised address %q has no host clients can reach; set the advertised address to a reachable host:port", cfg.AdvertisedAddr)
+	var plaintext *Listener
+	if cfg.AdvertisedAddr != "" {
+		plaintext = &Listener{Name: string(Plaintext), Protocol: Plaintext, AdvertisedAddr: cfg.AdvertisedAddr}
+		if err := plaintext.validate(); err != nil {
+			return nil, err
+		}
 	}
 	s := &Server{
-		cfg:            cfg,
-		log:            cfg.Logger.With().Str("component", "kafka").Logger(),
-		topics:         tm,
-		advertisedHost: host,
-		advertisedPort: int32(port),
-		closing:        make(chan struct{}),
+		cfg:          cfg,
+		log:          cfg.Logger.With().Str("component", "kafka").Logger(),
+		topics:       tm,
+		plaintext:    plaintext,
+		authFailures: cfg.SASL.failureDelay(),
+		closing:      make(chan struct{}),
 	}
 	s.sessions = newFetchSessions(1000)
 	s.memory = newRequestMemory(cfg.QueuedMaxRequestBytes)
@@ -171,8 +179,20 @@ func NewServer(cfg Config, tm *topics.Manager) (*Server, error) {
 // ErrServerClosed is returned by Serve after Shutdown.
 var ErrServerClosed = errors.New("kafkaproto: server closed")
 
-// Serve accepts connections on ln until Shutdown. It always returns a non-nil error.
+// Serve accepts connections on ln as a PLAINTEXT listener advertised at
+// Config.AdvertisedAddr, until Shutdown. It always returns a non-nil error.
 func (s *Server) Serve(ln net.Listener) error {
+	if s.plaintext == nil {
+		_ = ln.Close()
+		return errors.New("kafkaproto: Serve needs Config.AdvertisedAddr; use ServeListener")
+	}
+	return s.serve(ln, s.plaintext)
+}
+
+func (s *Server) serve(ln net.Listener, l *Listener) error {
+	if l.TLS != nil {
+		ln = tls.NewListener(ln, l.TLS)
+	}
 	s.mu.Lock()
 	if s.mu.shutdown {
 		s.mu.Unlock()
@@ -200,7 +220,7 @@ func (s *Server) Serve(ln net.Listener) error {
 			return err
 		}
 		backoff = 0
-		s.startConn(nc)
+		s.startConn(nc, l)
 	}
 }
 
@@ -215,7 +235,7 @@ func remoteIP(nc net.Conn) netip.Addr {
 
 // startConn admits nc, or refuses it when the broker or its address has
 // too many connections.
-func (s *Server) startConn(nc net.Conn) {
+func (s *Server) startConn(nc net.Conn, l *Listener) {
 	ip := remoteIP(nc)
 	s.mu.Lock()
 	if s.mu.shutdown {
@@ -245,7 +265,7 @@ func (s *Server) startConn(nc net.Conn) {
 		_ = tc.SetNoDelay(true)
 		_ = tc.SetKeepAlive(true)
 	}
-	c := newConn(s, nc, ip)
+	c := newConn(s, nc, ip, l)
 	s.mu.conns[c] = struct{}{}
 	s.mu.perIP[ip]++
 	s.mu.Unlock()

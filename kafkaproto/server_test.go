@@ -223,7 +223,7 @@ func FuzzDecodeRequest(f *testing.F) {
 	}
 	close(s.closing) // long polls return at once
 	f.Fuzz(func(t *testing.T, body []byte) {
-		c := &conn{s: s, log: zerolog.Nop(), replies: make(chan queued, 4), readDone: make(chan struct{})}
+		c := &conn{s: s, listener: s.plaintext, log: zerolog.Nop(), replies: make(chan queued, 4), readDone: make(chan struct{})}
 		r, err := c.decode(body)
 		if err != nil || r == nil {
 			return

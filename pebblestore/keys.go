@@ -54,6 +54,8 @@ import (
 //	0x51    topicID [16] | partition u32 | producer u64  ongoing transaction: first offset u64
 //	0x52    topicID [16] | partition u32 | marker u64    aborted transaction: producer u64 | first offset u64 (while its data may remain)
 //	0x53-5f reserved: transactions
+//	0x60    mechanism u8 | user name                     SCRAM credential (JSON: salt, iterations, stored_key, server_key; see auth/store.go); mechanism 1 = SCRAM-SHA-256, 2 = SCRAM-SHA-512 (Kafka's ScramMechanism codes)
+//	0x61-6f reserved: security (ACLs, client quotas)
 //
 // Dedup hash (0x37, 0x38): SHA-256(dedup_id)[:16], or, for content_dedup,
 // SHA-256(0x00 | SHA-256(body))[:16] (a dedup_id never starts with 0x00).
@@ -152,7 +154,18 @@ const (
 	PrefixTxn        byte = 0x50
 	PrefixTxnOngoing byte = 0x51
 	PrefixTxnAborted byte = 0x52
+
+	// Security: SASL/SCRAM credentials (package auth). A credential row
+	// holds the salt, the iteration count, StoredKey and ServerKey of
+	// RFC 5802, never the password.
+	PrefixScramCredential byte = 0x60
 )
+
+// ScramCredentialKey is the credential row of one user for one SCRAM
+// mechanism (the user name is the whole suffix).
+func ScramCredentialKey(mechanism byte, user string) []byte {
+	return append([]byte{PrefixScramCredential, mechanism}, user...)
+}
 
 // TxnKey is the coordinator row of one transactional ID (the whole suffix).
 func TxnKey(transactionalID string) []byte {

@@ -38,14 +38,13 @@ func compressionCodec(name string) (kgo.CompressionCodec, error) {
 // producerOptions are the kgo options of one producer client.
 func producerOptions(cfg *Config) []kgo.Opt {
 	codec, _ := compressionCodec(cfg.Compression) // Validate checked it
-	opts := []kgo.Opt{
-		kgo.SeedBrokers(cfg.Brokers...),
+	opts := append(seedOptions(cfg),
 		kgo.DefaultProduceTopic(cfg.Topic),
 		kgo.ProducerBatchCompression(codec),
 		kgo.ProducerLinger(cfg.Linger),
 		kgo.ProducerBatchMaxBytes(int32(cfg.BatchMaxBytes)),
 		kgo.MaxBufferedRecords(cfg.MaxBufferedRecords),
-	}
+	)
 	switch cfg.Acks {
 	case "all":
 		opts = append(opts, kgo.RequiredAcks(kgo.AllISRAcks()))
@@ -63,7 +62,7 @@ func producerOptions(cfg *Config) []kgo.Opt {
 // prepareTopic creates the topic when asked, then waits until every partition
 // has a leader, so that the measured phase does not include topic creation.
 func prepareTopic(ctx context.Context, cfg *Config) error {
-	client, err := kgo.NewClient(kgo.SeedBrokers(cfg.Brokers...))
+	client, err := kgo.NewClient(seedOptions(cfg)...)
 	if err != nil {
 		return err
 	}
@@ -133,7 +132,7 @@ func topicPartitions(ctx context.Context, admin *kadm.Client, topic string) ([]i
 
 // partitionOffsets returns the start and end offsets of every partition.
 func partitionOffsets(ctx context.Context, cfg *Config) (partitions []int32, start, end map[int32]int64, err error) {
-	client, err := kgo.NewClient(kgo.SeedBrokers(cfg.Brokers...))
+	client, err := kgo.NewClient(seedOptions(cfg)...)
 	if err != nil {
 		return nil, nil, nil, err
 	}

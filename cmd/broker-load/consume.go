@@ -128,10 +128,9 @@ func runConsume(ctx context.Context, cfg *Config) (*Result, error) {
 				counters.donePartitions.Add(1)
 			}
 		}
-		client, err := kgo.NewClient(
-			kgo.SeedBrokers(cfg.Brokers...),
+		client, err := kgo.NewClient(append(seedOptions(cfg),
 			kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{cfg.Topic: offsets}),
-		)
+		)...)
 		if err != nil {
 			return nil, err
 		}

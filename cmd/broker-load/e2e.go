@@ -124,10 +124,9 @@ func (c *e2eConsumers) start(ctx context.Context, cfg *Config, partitions []int3
 		for _, p := range assigned {
 			offsets[p] = kgo.NewOffset().At(end[p])
 		}
-		consumer, err := kgo.NewClient(
-			kgo.SeedBrokers(cfg.Brokers...),
+		consumer, err := kgo.NewClient(append(seedOptions(cfg),
 			kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{cfg.Topic: offsets}),
-		)
+		)...)
 		if err != nil {
 			return clients, err
 		}

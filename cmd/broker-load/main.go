@@ -143,6 +143,13 @@ type Config struct {
 	JSON        bool
 	Target      string
 	Case        string
+
+	// Security of the connections (security.go): SASL_SSL and the like.
+	SecurityProtocol string
+	SASLMechanism    string
+	SASLUser         string
+	SASLPassword     string
+	TLSCAFile        string
 }
 
 func parseFlags(mode string, args []string) (*Config, error) {
@@ -173,6 +180,11 @@ func parseFlags(mode string, args []string) (*Config, error) {
 	fs.BoolVar(&cfg.JSON, "json", false, "print results as one JSON object per line")
 	fs.StringVar(&cfg.Target, "target", "", "label of the broker under test, copied into results (e.g. ours, kfake)")
 	fs.StringVar(&cfg.Case, "case", "", "label of the benchmark case, copied into results (e.g. produce-p8)")
+	fs.StringVar(&cfg.SecurityProtocol, "security-protocol", "PLAINTEXT", "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL")
+	fs.StringVar(&cfg.SASLMechanism, "sasl-mechanism", "SCRAM-SHA-512", "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
+	fs.StringVar(&cfg.SASLUser, "sasl-user", "", "SASL user")
+	fs.StringVar(&cfg.SASLPassword, "sasl-password", "", "SASL password (a benchmark tool: for test users only)")
+	fs.StringVar(&cfg.TLSCAFile, "tls-ca-file", "", "PEM CA of the broker's certificate")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -193,6 +205,9 @@ func parseFlags(mode string, args []string) (*Config, error) {
 		cfg.Timeout = cfg.Duration + 2*time.Minute
 	}
 	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if _, err := securityOptions(cfg); err != nil {
 		return nil, err
 	}
 	return cfg, nil

@@ -131,6 +131,8 @@ type Config struct {
 	LogCleanerBackoff           time.Duration
 	LogCleanerEnable            bool
 	LogCleanerDedupeBufferSize  int64
+	// Security is listeners, TLS and SASL (security.go).
+	Security SecurityConfig
 
 	// source records where each key's value came from ("--data-dir",
 	// "BROKER_DATA_DIR", "broker.yaml line 3") so that Validate can say
@@ -364,7 +366,8 @@ var configKeys = append([]configKey{
 	durationKey("transactional-id-expiration", "168h", "how long a transactional ID without an open transaction is remembered after its last use",
 		"Kafka transactional.id.expiration.ms.",
 		func(c *Config) *time.Duration { return &c.TransactionalIDExpiration }, time.Minute, math.MaxInt64),
-}, logConfigKeys...) // log retention and compaction: logs.go
+}, append(logConfigKeys, // log retention and compaction: logs.go
+	securityConfigKeys...)...) // listeners, TLS, SASL: security.go
 
 // lookupKey returns the key named name, or nil.
 func lookupKey(name string) *configKey {
@@ -427,7 +430,7 @@ func loadConfig(path string, environ []string, flags flagLookup) (*Config, error
 		}
 	}
 	for _, name := range sortedKeys(envs) {
-		if name == configEnv || name == bootstrapEnv {
+		if name == configEnv || name == bootstrapEnv || isClientEnv(name) {
 			continue
 		}
 		found := false
@@ -561,7 +564,8 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("group-consumer-heartbeat-interval (%v)%s is not below group-consumer-session-timeout (%v), so members would expire between heartbeats; lower the interval or raise the timeout",
 			c.GroupConsumerHeartbeatInterval, c.from("group-consumer-heartbeat-interval"), c.GroupConsumerSessionTimeout))
 	}
-	if c.HTTPAddr != "" && sameListenAddr(c.HTTPAddr, c.KafkaAddr) {
+	errs = append(errs, c.validateSecurity()...)
+	if c.HTTPAddr != "" && c.Security.Listeners == "" && sameListenAddr(c.HTTPAddr, c.KafkaAddr) {
 		errs = append(errs, fmt.Errorf("http-addr %q%s is the address of the Kafka listener; give the HTTP listener its own port, e.g. localhost:8080",
 			c.HTTPAddr, c.from("http-addr")))
 	}

@@ -104,6 +104,13 @@ func TestDefaults(t *testing.T) {
 		LogCleanerBackoff:           15 * time.Second,
 		LogCleanerEnable:            true,
 		LogCleanerDedupeBufferSize:  64 << 20,
+		// Listeners, TLS, SASL (security.go).
+		Security: SecurityConfig{
+			SSLClientAuth:             "none",
+			SSLPrincipalMappingRules:  "DEFAULT",
+			SASLMechanisms:            "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+			FailedAuthenticationDelay: 100 * time.Millisecond,
+		},
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("defaults:\n got %+v\nwant %+v", c, want)
@@ -141,7 +148,8 @@ func TestKeyTable(t *testing.T) {
 		t.Errorf("envName = %s", got)
 	}
 	// Every key is a Config field and every field a key.
-	fields := reflect.TypeFor[Config]().NumField() - 1 // minus source
+	// (Security's fields count one by one: it groups security.go's keys.)
+	fields := reflect.TypeFor[Config]().NumField() - 2 + reflect.TypeFor[SecurityConfig]().NumField() // minus source and Security
 	if fields != len(configKeys) {
 		t.Errorf("Config has %d fields but the table %d keys", fields, len(configKeys))
 	}

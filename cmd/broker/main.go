@@ -75,6 +75,7 @@ func newApp() *cli.App {
 			queueCommand(), dlqCommand(),
 			groupsCommand(),
 			transactionsCommand(),
+			usersCommand(),
 			healthcheckCommand(),
 			completionCommand(),
 		},

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -22,6 +23,8 @@ func healthcheckCommand() *cli.Command {
 			&cli.StringFlag{Name: "http-addr", Value: "localhost:8080", EnvVars: []string{envName("http-addr")},
 				Usage: "host:port of the broker's HTTP listener"},
 			&cli.DurationFlag{Name: timeoutFlag, Value: 3 * time.Second, Usage: "give up after this long"},
+			&cli.BoolFlag{Name: "http-tls", EnvVars: []string{envName("http-tls")},
+				Usage: "the listener serves HTTPS (serve's http-tls); the certificate is checked against " + clientSecurityEnv["tls-ca-file"] + " when set"},
 		},
 		Action: func(cCtx *cli.Context) error {
 			if cCtx.Args().Present() {
@@ -31,13 +34,20 @@ func healthcheckCommand() *cli.Command {
 			if err != nil {
 				return usageErrorf("healthcheck: --http-addr: %v", err)
 			}
+			client := http.DefaultClient
+			if cCtx.Bool("http-tls") {
+				url = "https" + strings.TrimPrefix(url, "http")
+				if client, err = healthcheckTLSClient(); err != nil { // security.go
+					return usageErrorf("healthcheck: %v", err)
+				}
+			}
 			ctx, cancel := context.WithTimeout(cCtx.Context, cCtx.Duration(timeoutFlag))
 			defer cancel()
 			req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 			if err != nil {
 				return usageErrorf("healthcheck: %v", err)
 			}
-			resp, err := http.DefaultClient.Do(req)
+			resp, err := client.Do(req)
 			if err != nil {
 				return fmt.Errorf("healthcheck: %w", err)
 			}

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/rs/zerolog"
+	"github.com/vibemq/broker/auth"
 	"github.com/vibemq/broker/console"
 	"github.com/vibemq/broker/events"
 	"github.com/vibemq/broker/groups"
@@ -58,24 +59,24 @@ func run(ctx context.Context, cfg *Config, log zerolog.Logger) error {
 	background := b.startRetention()
 	defer background.Stop()
 
+	if err := b.openSecurity(); err != nil {
+		return err
+	}
 	kafka, err := b.newKafka()
 	if err != nil {
 		return err
 	}
 	web, err := b.startHTTP()
 	if err != nil {
-		_ = kafka.ln.Close()
+		kafka.close()
 		return err
 	}
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- kafka.server.Serve(kafka.ln) }()
-	b.serving.Store(true)
-	ev := log.Info().Str("kafka_addr", kafka.ln.Addr().String()).Str("advertised_addr", kafka.advertised).
-		Str("data_dir", cfg.DataDir).Int("topics", len(b.topics.Topics())).Dur("recovery", recovered)
-	if web != nil {
-		ev = ev.Str("http_addr", web.Addr().String())
+	serveErr := make(chan error, len(kafka.listeners))
+	for _, l := range kafka.listeners {
+		go func() { serveErr <- kafka.server.ServeListener(l.ln, l.spec) }()
 	}
-	ev.Msg("broker started")
+	b.serving.Store(true)
+	b.logStarted(kafka, web, recovered)
 
 	var runErr error
 	select {
@@ -106,6 +107,9 @@ type broker struct {
 	serving atomic.Bool
 	// start is when run began (the console's uptime).
 	start time.Time
+	// creds are the SCRAM users, tls the certificates (nil without TLS).
+	creds *auth.Store
+	tls   *auth.TLSSource
 }
 
 // openStore opens the data directory's store.
@@ -237,33 +241,57 @@ func (b *broker) startRetention() *retention.Runner {
 	return background
 }
 
-// kafkaListener is the Kafka server with its listener, not yet serving.
+// kafkaListener is the Kafka server with its listeners, not yet serving.
 type kafkaListener struct {
-	ln         net.Listener
-	advertised string
-	server     *kafkaproto.Server
+	listeners []boundListener
+	server    *kafkaproto.Server
 }
 
-// newKafka listens on the Kafka address and creates the Kafka server.
+// close closes the listeners (before they serve).
+func (k *kafkaListener) close() {
+	for _, l := range k.listeners {
+		_ = l.ln.Close()
+	}
+}
+
+// openSecurity reads the SCRAM credentials, creates the bootstrap user
+// and loads the TLS files (security.go).
+func (b *broker) openSecurity() error {
+	cfg, log := b.cfg, b.log
+	creds, err := auth.Open(b.store)
+	if err != nil {
+		return fmt.Errorf("reading the SCRAM credentials in %s: %w", cfg.DataDir, err)
+	}
+	if err := bootstrapUser(cfg, creds, log); err != nil {
+		return err
+	}
+	for _, k := range cfg.ignoredAddrKeys() {
+		log.Warn().Str("key", k).Msg("ignored: listeners is set and replaces kafka-addr and advertised-addr")
+	}
+	tlsSource, err := newTLSSource(cfg, log)
+	if err != nil {
+		return err
+	}
+	b.creds, b.tls = creds, tlsSource
+	return nil
+}
+
+// newKafka opens the Kafka listeners and creates the Kafka server.
 func (b *broker) newKafka() (*kafkaListener, error) {
 	cfg, log := b.cfg, b.log
-	ln, err := net.Listen("tcp", cfg.KafkaAddr)
+	listeners, err := openListeners(cfg, b.tls)
 	if err != nil {
-		return nil, fmt.Errorf("cannot listen for Kafka clients on %s: %w; choose a free address with --kafka-addr", cfg.KafkaAddr, err)
-	}
-	advertised, err := advertisedAddr(cfg.AdvertisedAddr, ln.Addr())
-	if err != nil {
-		_ = ln.Close()
 		return nil, err
 	}
+	k := &kafkaListener{listeners: listeners}
 	requestMemory, requestMemorySource := requestMemoryBudget(cfg, systemMemory())
 	log.Info().Int64("queued_max_request_bytes", requestMemory).Str("source", requestMemorySource).
 		Msg("Kafka request memory budget")
-	kafka, err := kafkaproto.NewServer(kafkaproto.Config{
+	k.server, err = kafkaproto.NewServer(kafkaproto.Config{
 		Logger:              log,
 		NodeID:              cfg.NodeID,
 		Rack:                cfg.Rack,
-		AdvertisedAddr:      advertised,
+		SASL:                saslConfig(cfg, b.creds),
 		ClusterID:           b.topics.ClusterID(),
 		MaxRequestBytes:     cfg.MaxRequestBytes,
 		MaxInflightRequests: cfg.MaxInflightRequests,
@@ -278,14 +306,15 @@ func (b *broker) newKafka() (*kafkaListener, error) {
 		Txns:                  b.txns,
 	}, b.topics)
 	if err != nil {
-		_ = ln.Close()
+		k.close()
 		return nil, err
 	}
-	return &kafkaListener{ln: ln, advertised: advertised, server: kafka}, nil
+	return k, nil
 }
 
 // startHTTP starts the HTTP listener (health, metrics, profiles, the
-// native API), or returns nil when no HTTP address is configured.
+// native API, the console), or returns nil when no HTTP address is
+// configured.
 func (b *broker) startHTTP() (*httpapi.Server, error) {
 	cfg, log := b.cfg, b.log
 	if cfg.HTTPAddr == "" {
@@ -296,6 +325,7 @@ func (b *broker) startHTTP() (*httpapi.Server, error) {
 		Msg("HTTP request body budget")
 	web := httpapi.New(httpapi.Config{
 		Addr:                 cfg.HTTPAddr,
+		TLS:                  httpTLS(cfg, b.tls),
 		Logger:               log.With().Str("component", "http").Logger(),
 		Registry:             b.reg,
 		WriteTimeout:         cfg.HTTPWriteTimeout,
@@ -325,6 +355,24 @@ func (b *broker) startHTTP() (*httpapi.Server, error) {
 		return nil, fmt.Errorf("cannot start the HTTP listener on %s: %w; choose a free address with --http-addr", cfg.HTTPAddr, err)
 	}
 	return web, nil
+}
+
+// logStarted logs what the broker serves and where.
+func (b *broker) logStarted(kafka *kafkaListener, web *httpapi.Server, recovered time.Duration) {
+	first := kafka.listeners[0]
+	ev := b.log.Info().Str("kafka_addr", first.ln.Addr().String()).Str("advertised_addr", first.spec.AdvertisedAddr).
+		Str("data_dir", b.cfg.DataDir).Int("topics", len(b.topics.Topics())).Dur("recovery", recovered)
+	if len(kafka.listeners) > 1 || first.spec.Protocol != kafkaproto.Plaintext {
+		var names []string
+		for _, l := range kafka.listeners {
+			names = append(names, l.spec.Name+"://"+l.ln.Addr().String()+" (advertised "+l.spec.AdvertisedAddr+")")
+		}
+		ev = ev.Strs("listeners", names)
+	}
+	if web != nil {
+		ev = ev.Str("http_addr", web.Addr().String())
+	}
+	ev.Msg("broker started")
 }
 
 // shutdownListeners lets in-flight Kafka and HTTP requests finish, for at

@@ -110,8 +110,12 @@ func bootstrapFlag() *cli.StringFlag {
 // ends after timeout; done cancels it and closes the client.
 func kafkaAdmin(cCtx *cli.Context, timeout time.Duration) (adm *kadm.Client, ctx context.Context, done func(), err error) {
 	addr := cCtx.String("bootstrap-server")
-	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(addr, ",")...), kgo.ClientID("broker-cli"),
-		kgo.RequestRetries(2), kgo.RetryTimeout(10*time.Second))
+	security, err := clientSecurityOpts(cCtx) // users_cmd.go
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(strings.Split(addr, ",")...), kgo.ClientID("broker-cli"),
+		kgo.RequestRetries(2), kgo.RetryTimeout(10 * time.Second)}, security...)...)
 	if err != nil {
 		return nil, nil, nil, usageErrorf("--bootstrap-server %q: %v", addr, err)
 	}

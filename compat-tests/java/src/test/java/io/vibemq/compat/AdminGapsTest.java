@@ -10,10 +10,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.stream.Stream;
 
 import org.apache.kafka.clients.admin.FeatureUpdate;
-import org.apache.kafka.clients.admin.ScramCredentialInfo;
-import org.apache.kafka.clients.admin.ScramMechanism;
 import org.apache.kafka.clients.admin.UpdateFeaturesOptions;
-import org.apache.kafka.clients.admin.UserScramCredentialUpsertion;
 import org.apache.kafka.common.KafkaFuture;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.TopicPartitionReplica;
@@ -82,11 +79,7 @@ class AdminGapsTest extends BrokerTestBase {
                 new AccessControlEntry("User:alice", "*", AclOperation.READ, AclPermissionType.ALLOW));
         cases.put("createAcls", unsupported("CREATE_ACLS", () -> admin.createAcls(List.of(acl)).all()));
         cases.put("deleteAcls", unsupported("DELETE_ACLS", () -> admin.deleteAcls(List.of(AclBindingFilter.ANY)).all()));
-        cases.put("describeUserScramCredentials", unsupported("DESCRIBE_USER_SCRAM_CREDENTIALS",
-                () -> admin.describeUserScramCredentials().all()));
-        cases.put("alterUserScramCredentials", unsupported("ALTER_USER_SCRAM_CREDENTIALS",
-                () -> admin.alterUserScramCredentials(List.of(new UserScramCredentialUpsertion("alice",
-                        new ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), "secret"))).all()));
+        // describe/alterUserScramCredentials are served since issue 12 (SecurityTest).
         cases.put("describeDelegationToken", unsupported("DESCRIBE_DELEGATION_TOKEN",
                 () -> admin.describeDelegationToken().delegationTokens()));
         cases.put("createDelegationToken", unsupported("CREATE_DELEGATION_TOKEN",

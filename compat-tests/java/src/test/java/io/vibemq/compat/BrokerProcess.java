@@ -35,6 +35,8 @@ final class BrokerProcess implements AutoCloseable {
     private final List<String> extraArgs;
     private String kafkaAddr;
     private String httpAddr;
+    /** Further listener addresses: "{1}".."{3}" in a --listeners argument. */
+    private final String[] extraAddrs = new String[3];
     private Process process;
 
     private BrokerProcess(List<String> extraArgs) throws IOException {
@@ -98,6 +100,9 @@ final class BrokerProcess implements AutoCloseable {
             }
             b.kafkaAddr = "127.0.0.1:" + kafkaPort;
             b.httpAddr = "127.0.0.1:" + httpPort;
+            for (int i = 0; i < b.extraAddrs.length; i++) {
+                b.extraAddrs[i] = "127.0.0.1:" + freePort();
+            }
             String failure = b.tryStart(bin);
             if (failure == null) {
                 return b;
@@ -111,13 +116,24 @@ final class BrokerProcess implements AutoCloseable {
     }
 
     private String tryStart(Path bin) throws Exception {
+        // With --listeners (which replaces --kafka-addr), "{0}" is the
+        // address bootstrap() returns and "{1}".."{3}" are extraAddr(i).
+        boolean listeners = extraArgs.contains("--listeners");
         List<String> cmd = new ArrayList<>(List.of(bin.toString(), "serve",
                 "--data-dir", dataDir.toString(),
-                "--kafka-addr", kafkaAddr,
                 "--http-addr", httpAddr,
                 "--log-level", "info",
                 "--log-format", "json"));
-        cmd.addAll(extraArgs);
+        if (!listeners) {
+            cmd.addAll(List.of("--kafka-addr", kafkaAddr));
+        }
+        for (String a : extraArgs) {
+            a = a.replace("{0}", kafkaAddr);
+            for (int i = 0; i < extraAddrs.length; i++) {
+                a = a.replace("{" + (i + 1) + "}", extraAddrs[i]);
+            }
+            cmd.add(a);
+        }
         Files.writeString(logFile, "=== java-compat: start: " + String.join(" ", cmd) + "\n",
                 StandardCharsets.UTF_8, java.nio.file.StandardOpenOption.APPEND);
         ProcessBuilder pb = new ProcessBuilder(cmd);
@@ -175,6 +191,11 @@ final class BrokerProcess implements AutoCloseable {
     /** host:port of the Kafka listener, for bootstrap.servers. */
     String bootstrap() {
         return kafkaAddr;
+    }
+
+    /** The listener address "{i}" (1-3) of a --listeners argument. */
+    String extraAddr(int i) {
+        return extraAddrs[i - 1];
     }
 
     boolean alive() {

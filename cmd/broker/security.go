@@ -1,0 +1,447 @@
+package main
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/vibemq/broker/auth"
+	"github.com/vibemq/broker/kafkaproto"
+)
+
+// SecurityConfig is the listeners, TLS and SASL part of Config (the
+// security keys below).
+type SecurityConfig struct {
+	// Listeners is Kafka's listeners: NAME://host:port,... Empty means
+	// one PLAINTEXT listener on kafka-addr.
+	Listeners string
+	// AdvertisedListeners is Kafka's advertised.listeners, by listener
+	// name; a listener it does not name advertises its own address.
+	AdvertisedListeners string
+	// ListenerProtocolMap is Kafka's listener.security.protocol.map
+	// (NAME:PROTOCOL,...) for listener names that are not protocols.
+	ListenerProtocolMap string
+
+	SSLCertFile              string
+	SSLKeyFile               string
+	SSLClientCAFile          string
+	SSLClientAuth            string
+	SSLPrincipalMappingRules string
+	HTTPTLS                  bool
+
+	SASLMechanisms            string
+	ConnectionsMaxReauth      time.Duration
+	FailedAuthenticationDelay time.Duration
+	BootstrapUser             string
+	BootstrapPasswordFile     string
+}
+
+// bootstrapPasswordEnv gives the bootstrap user's password when no file
+// does. It is read only by serve, never logged, and is not a config key (a
+// password must not be a flag).
+const bootstrapPasswordEnv = "BROKER_SASL_BOOTSTRAP_PASSWORD"
+
+func boolKey(name, def, usage, doc string, field func(*Config) *bool) configKey {
+	return configKey{
+		name: name, def: def, usage: usage, doc: doc, isBool: true,
+		set: func(c *Config, v string) error {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return errors.New("is not true or false")
+			}
+			*field(c) = b
+			return nil
+		},
+		get: func(c *Config) string { return strconv.FormatBool(*field(c)) },
+	}
+}
+
+func noCheck(string) string { return "" }
+
+// securityConfigKeys are the listener, TLS and SASL keys (Kafka's names in
+// this file's spelling: listeners, advertised.listeners, ssl.client.auth...).
+var securityConfigKeys = []configKey{
+	stringKey("listeners", "",
+		"Kafka listeners as NAME://host:port, comma-separated (Kafka listeners); empty means one PLAINTEXT listener on kafka-addr",
+		"E.g. PLAINTEXT://localhost:9092,SASL_SSL://:9093. A name is a security protocol\n(PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL) or is given one by\nlistener-security-protocol-map. When set, kafka-addr and advertised-addr are\nignored (with a warning at start).",
+		func(c *Config) *string { return &c.Security.Listeners }, noCheck),
+	stringKey("advertised-listeners", "",
+		"addresses given to clients, per listener name, as NAME://host:port (Kafka advertised.listeners); a listener not named here advertises its own address",
+		"Each client is answered (Metadata, FindCoordinator, DescribeCluster) with the\naddress of the listener it connected to.",
+		func(c *Config) *string { return &c.Security.AdvertisedListeners }, noCheck),
+	stringKey("listener-security-protocol-map", "",
+		"security protocol of listener names that are not protocols, as NAME:PROTOCOL,... (Kafka listener.security.protocol.map)",
+		"E.g. INTERNAL:SASL_PLAINTEXT,EXTERNAL:SASL_SSL.",
+		func(c *Config) *string { return &c.Security.ListenerProtocolMap }, noCheck),
+	stringKey("ssl-cert-file", "",
+		"PEM certificate chain of the SSL and SASL_SSL listeners (and of HTTPS with http-tls)",
+		"Reloaded without a restart when the file changes (checked at most once a second,\non a handshake). TLS 1.2 or later.",
+		func(c *Config) *string { return &c.Security.SSLCertFile }, noCheck),
+	stringKey("ssl-key-file", "",
+		"PEM private key of ssl-cert-file", "",
+		func(c *Config) *string { return &c.Security.SSLKeyFile }, noCheck),
+	stringKey("ssl-client-ca-file", "",
+		"PEM CA certificates that client certificates must chain to (mutual TLS)", "",
+		func(c *Config) *string { return &c.Security.SSLClientCAFile }, noCheck),
+	enumKey("ssl-client-auth", "none",
+		"client certificates on TLS listeners: none, requested or required (Kafka ssl.client.auth)",
+		"On an SSL listener the principal is the certificate's subject, mapped by\nssl-principal-mapping-rules; without a certificate it is User:ANONYMOUS.",
+		func(c *Config) *string { return &c.Security.SSLClientAuth }, "none", "requested", "required"),
+	stringKey("ssl-principal-mapping-rules", "DEFAULT",
+		"how a client certificate's subject becomes a user name (Kafka ssl.principal.mapping.rules)",
+		"RULE:pattern/replacement/[LU],...,DEFAULT; DEFAULT is the whole DN as Kafka\nwrites it (CN=alice,OU=eng,O=Example,C=US). E.g. RULE:^CN=([^,]+),.*$/$1/,DEFAULT.",
+		func(c *Config) *string { return &c.Security.SSLPrincipalMappingRules },
+		func(v string) string {
+			if _, err := auth.ParsePrincipalRules(v); err != nil {
+				return "is not valid: " + err.Error()
+			}
+			return ""
+		}),
+	boolKey("http-tls", "false",
+		"serve the HTTP listener over TLS with ssl-cert-file, ssl-key-file, ssl-client-ca-file and ssl-client-auth", "",
+		func(c *Config) *bool { return &c.Security.HTTPTLS }),
+	stringKey("sasl-enabled-mechanisms", "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+		"SASL mechanisms of the SASL listeners (Kafka sasl.enabled.mechanisms)",
+		"PLAIN checks the password against the stored SCRAM credentials. Use PLAIN only\nover SASL_SSL: it sends the password.",
+		func(c *Config) *string { return &c.Security.SASLMechanisms },
+		func(v string) string {
+			if _, err := parseMechanisms(v); err != nil {
+				return err.Error()
+			}
+			return ""
+		}),
+	durationKey("connections-max-reauth", "0s",
+		"longest SASL session before the client must re-authenticate on its connection (KIP-368, Kafka connections.max.reauth.ms); 0 means never",
+		"", func(c *Config) *time.Duration { return &c.Security.ConnectionsMaxReauth }, 0, 365*24*time.Hour),
+	durationKey("connection-failed-authentication-delay", "100ms",
+		"delay before answering a failed SASL authentication; repeated failures from one address within a minute wait longer, up to 5s (Kafka connection.failed.authentication.delay.ms)",
+		"", func(c *Config) *time.Duration { return &c.Security.FailedAuthenticationDelay }, 0, 5*time.Second),
+	stringKey("sasl-bootstrap-user", "",
+		"user created at start with SCRAM-SHA-256 and SCRAM-SHA-512 credentials if it has none yet (the first admin)",
+		"Its password comes from sasl-bootstrap-password-file or the environment\nvariable "+bootstrapPasswordEnv+" (never a flag; never logged). An existing\nuser is never changed, so `broker users passwd` stays in force.",
+		func(c *Config) *string { return &c.Security.BootstrapUser },
+		func(v string) string {
+			if v != "" && auth.CheckUser(v) != nil {
+				return "is longer than 256 bytes; use a short user name"
+			}
+			return ""
+		}),
+	stringKey("sasl-bootstrap-password-file", "",
+		"file holding the password of sasl-bootstrap-user (trailing newline ignored)", "",
+		func(c *Config) *string { return &c.Security.BootstrapPasswordFile }, noCheck),
+}
+
+func parseMechanisms(v string) ([]string, error) {
+	var out []string
+	for _, m := range strings.Split(v, ",") {
+		m = strings.TrimSpace(m)
+		if m == "" {
+			continue
+		}
+		if m != auth.MechanismPlain {
+			if _, ok := auth.ParseMechanism(m); !ok {
+				return nil, fmt.Errorf("names %q, which is not PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", m)
+			}
+		}
+		out = append(out, m)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("is empty; use e.g. SCRAM-SHA-512")
+	}
+	return out, nil
+}
+
+// listenerSpec is one parsed listener.
+type listenerSpec struct {
+	name       string
+	protocol   kafkaproto.SecurityProtocol
+	addr       string // host:port to listen on
+	advertised string // host:port; "" means derived from the bound address
+}
+
+// parseListenerList parses NAME://host:port,...
+func parseListenerList(key, v string) ([][2]string, error) {
+	var out [][2]string
+	for _, item := range strings.Split(v, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		name, addr, ok := strings.Cut(item, "://")
+		if !ok || name == "" {
+			return nil, fmt.Errorf("%s entry %q is not NAME://host:port; use e.g. SASL_SSL://:9093", key, item)
+		}
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return nil, fmt.Errorf("%s entry %q has no host:port; use e.g. SASL_SSL://:9093", key, item)
+		}
+		out = append(out, [2]string{strings.ToUpper(name), addr})
+	}
+	return out, nil
+}
+
+// listeners resolves the listener keys (and kafka-addr when listeners is
+// empty) into listener specs.
+func (c *Config) listeners() ([]listenerSpec, error) {
+	sc := &c.Security
+	if sc.Listeners == "" {
+		if sc.AdvertisedListeners != "" {
+			return nil, errors.New("advertised-listeners is set but listeners is not; set listeners too, or use advertised-addr")
+		}
+		return []listenerSpec{{name: "PLAINTEXT", protocol: kafkaproto.Plaintext, addr: c.KafkaAddr, advertised: c.AdvertisedAddr}}, nil
+	}
+	protoMap := map[string]kafkaproto.SecurityProtocol{}
+	for _, item := range strings.Split(sc.ListenerProtocolMap, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		name, proto, ok := strings.Cut(item, ":")
+		p, known := kafkaproto.ParseSecurityProtocol(strings.ToUpper(strings.TrimSpace(proto)))
+		if !ok || !known {
+			return nil, fmt.Errorf("listener-security-protocol-map entry %q is not NAME:PROTOCOL with PROTOCOL one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL", item)
+		}
+		protoMap[strings.ToUpper(strings.TrimSpace(name))] = p
+	}
+	list, err := parseListenerList("listeners", sc.Listeners)
+	if err != nil {
+		return nil, err
+	}
+	adv, err := parseListenerList("advertised-listeners", sc.AdvertisedListeners)
+	if err != nil {
+		return nil, err
+	}
+	var out []listenerSpec
+	seen := map[string]bool{}
+	for _, l := range list {
+		if seen[l[0]] {
+			return nil, fmt.Errorf("listeners names %s twice; give each listener its own name", l[0])
+		}
+		seen[l[0]] = true
+		p, ok := protoMap[l[0]]
+		if !ok {
+			if p, ok = kafkaproto.ParseSecurityProtocol(l[0]); !ok {
+				return nil, fmt.Errorf("listener %s is not a security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL); name one or map it in listener-security-protocol-map", l[0])
+			}
+		}
+		for _, o := range out {
+			if sameListenAddr(o.addr, l[1]) {
+				return nil, fmt.Errorf("listeners %s and %s have the same address %s; give each its own port", o.name, l[0], l[1])
+			}
+		}
+		out = append(out, listenerSpec{name: l[0], protocol: p, addr: l[1]})
+	}
+	for _, a := range adv {
+		found := false
+		for i := range out {
+			if out[i].name == a[0] {
+				if problem := checkHostPort(a[1], hostPortRules{example: "broker1.example.com:9093", dialable: true}); problem != "" {
+					return nil, fmt.Errorf("advertised-listeners entry %s://%s %s", a[0], a[1], problem)
+				}
+				out[i].advertised, found = a[1], true
+			}
+		}
+		if !found {
+			return nil, fmt.Errorf("advertised-listeners names %s, which is not in listeners", a[0])
+		}
+	}
+	return out, nil
+}
+
+// validateSecurity checks the rules between the security keys.
+func (c *Config) validateSecurity() []error {
+	var errs []error
+	specs, err := c.listeners()
+	if err != nil {
+		return []error{err}
+	}
+	sc := &c.Security
+	needTLS := sc.HTTPTLS
+	for _, l := range specs {
+		needTLS = needTLS || l.protocol.TLS()
+		if c.HTTPAddr != "" && sameListenAddr(c.HTTPAddr, l.addr) && c.Security.Listeners != "" {
+			errs = append(errs, fmt.Errorf("http-addr %q is the address of the Kafka listener %s; give the HTTP listener its own port", c.HTTPAddr, l.name))
+		}
+	}
+	if needTLS && (sc.SSLCertFile == "" || sc.SSLKeyFile == "") {
+		errs = append(errs, errors.New("a TLS listener (SSL, SASL_SSL or http-tls) needs ssl-cert-file and ssl-key-file; set both to PEM files"))
+	}
+	if sc.SSLClientAuth != "none" && sc.SSLClientCAFile == "" {
+		errs = append(errs, fmt.Errorf("ssl-client-auth is %s but ssl-client-ca-file is empty; set it to the PEM CA that signs client certificates", sc.SSLClientAuth))
+	}
+	if sc.BootstrapPasswordFile != "" && sc.BootstrapUser == "" {
+		errs = append(errs, errors.New("sasl-bootstrap-password-file is set but sasl-bootstrap-user is not; name the user"))
+	}
+	return errs
+}
+
+// ignoredAddrKeys names kafka-addr and advertised-addr when they are set
+// but listeners replaces them (the container image sets BROKER_KAFKA_ADDR,
+// so this is a warning at start, not an error).
+func (c *Config) ignoredAddrKeys() []string {
+	if c.Security.Listeners == "" {
+		return nil
+	}
+	var out []string
+	for _, k := range []string{"kafka-addr", "advertised-addr"} {
+		if _, set := c.source[k]; set {
+			out = append(out, k+c.from(k))
+		}
+	}
+	return out
+}
+
+// boundListener is a Kafka listener bound to its socket.
+type boundListener struct {
+	ln   net.Listener
+	spec kafkaproto.Listener
+}
+
+// openListeners binds every Kafka listener and builds its TLS settings.
+// On error nothing stays open.
+func openListeners(cfg *Config, tlsSource *auth.TLSSource) ([]boundListener, error) {
+	specs, err := cfg.listeners()
+	if err != nil {
+		return nil, err
+	}
+	mapper, err := auth.ParsePrincipalRules(cfg.Security.SSLPrincipalMappingRules)
+	if err != nil {
+		return nil, err
+	}
+	var out []boundListener
+	closeAll := func() {
+		for _, b := range out {
+			_ = b.ln.Close()
+		}
+	}
+	for _, s := range specs {
+		ln, err := net.Listen("tcp", s.addr)
+		if err != nil {
+			closeAll()
+			flag := "--kafka-addr"
+			if cfg.Security.Listeners != "" {
+				flag = "--listeners"
+			}
+			return nil, fmt.Errorf("cannot listen for Kafka clients on %s (listener %s): %w; choose a free address with %s", s.addr, s.name, err, flag)
+		}
+		advertised, err := advertisedAddr(s.advertised, ln.Addr())
+		if err != nil {
+			_ = ln.Close()
+			closeAll()
+			return nil, err
+		}
+		l := kafkaproto.Listener{Name: s.name, Protocol: s.protocol, AdvertisedAddr: advertised, PrincipalMapper: mapper}
+		if s.protocol.TLS() {
+			l.TLS = tlsSource.Config()
+		}
+		out = append(out, boundListener{ln: ln, spec: l})
+	}
+	return out, nil
+}
+
+// newTLSSource loads the TLS files when a listener needs them; nil when
+// none does.
+func newTLSSource(cfg *Config, log zerolog.Logger) (*auth.TLSSource, error) {
+	sc := &cfg.Security
+	if sc.SSLCertFile == "" {
+		return nil, nil
+	}
+	return auth.NewTLSSource(auth.TLSFiles{
+		CertFile: sc.SSLCertFile, KeyFile: sc.SSLKeyFile, ClientCAFile: sc.SSLClientCAFile, ClientAuth: sc.SSLClientAuth,
+	}, log.With().Str("component", "tls").Logger(), nil)
+}
+
+// saslConfig is the kafkaproto SASL configuration.
+func saslConfig(cfg *Config, creds *auth.Store) kafkaproto.SASLConfig {
+	mechs, _ := parseMechanisms(cfg.Security.SASLMechanisms) // Validate checked
+	return kafkaproto.SASLConfig{
+		Mechanisms:   mechs,
+		Credentials:  creds,
+		MaxReauth:    cfg.Security.ConnectionsMaxReauth,
+		FailureDelay: cfg.Security.FailedAuthenticationDelay,
+	}
+}
+
+// bootstrapUser creates sasl-bootstrap-user with both SCRAM mechanisms
+// when it has no credential yet. The password is never logged.
+func bootstrapUser(cfg *Config, creds *auth.Store, log zerolog.Logger) error {
+	user := cfg.Security.BootstrapUser
+	if user == "" {
+		return nil
+	}
+	if len(creds.Describe([]string{user})) > 0 {
+		log.Info().Str("user", user).Msg("bootstrap user exists; its credentials are left as they are")
+		return nil
+	}
+	password := os.Getenv(bootstrapPasswordEnv)
+	source := bootstrapPasswordEnv
+	if f := cfg.Security.BootstrapPasswordFile; f != "" {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return fmt.Errorf("cannot read sasl-bootstrap-password-file: %w", err)
+		}
+		password, source = strings.TrimRight(string(b), "\r\n"), f
+	}
+	if password == "" {
+		return fmt.Errorf("sasl-bootstrap-user %q has no password: put it in sasl-bootstrap-password-file or %s", user, bootstrapPasswordEnv)
+	}
+	var changes []auth.Change
+	for _, m := range auth.Mechanisms {
+		c, err := auth.NewCredential(m, password, auth.DefaultIterations)
+		if err != nil {
+			return fmt.Errorf("bootstrap user %q: %w", user, err)
+		}
+		changes = append(changes, auth.Change{User: user, Mechanism: m, Credential: c})
+	}
+	if err := creds.Apply(changes); err != nil {
+		return fmt.Errorf("storing the bootstrap user %q: %w", user, err)
+	}
+	log.Info().Str("user", user).Str("password_from", source).Msg("bootstrap user created (SCRAM-SHA-256, SCRAM-SHA-512)")
+	return nil
+}
+
+// httpTLS is the HTTP listener's TLS configuration when http-tls is on.
+func httpTLS(cfg *Config, src *auth.TLSSource) *tls.Config {
+	if !cfg.Security.HTTPTLS || src == nil {
+		return nil
+	}
+	return src.Config()
+}
+
+// healthcheckTLSClient is the HTTPS client of `broker healthcheck` with
+// http-tls: it trusts BROKER_CLIENT_TLS_CA_FILE when set and presents
+// BROKER_CLIENT_TLS_CERT_FILE/KEY_FILE (ssl-client-auth required). Without a
+// CA it does not verify the certificate: the probe sends nothing and reads
+// only a status, usually over loopback, where the name in the certificate
+// rarely matches.
+func healthcheckTLSClient() (*http.Client, error) {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if ca := os.Getenv(clientSecurityEnv["tls-ca-file"]); ca != "" {
+		pem, err := os.ReadFile(ca)
+		if err != nil {
+			return nil, err
+		}
+		cfg.RootCAs = x509.NewCertPool()
+		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("%s holds no PEM certificate", ca)
+		}
+	} else {
+		cfg.InsecureSkipVerify = true
+	}
+	if cert := os.Getenv(clientSecurityEnv["tls-cert-file"]); cert != "" {
+		pair, err := tls.LoadX509KeyPair(cert, os.Getenv(clientSecurityEnv["tls-key-file"]))
+		if err != nil {
+			return nil, err
+		}
+		cfg.Certificates = []tls.Certificate{pair}
+	}
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: cfg}}, nil
+}

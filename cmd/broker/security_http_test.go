@@ -1,0 +1,128 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// writeTestCert writes a self-signed certificate for 127.0.0.1 and its key.
+func writeTestCert(t *testing.T, dir string) (certFile, keyFile string, pool *x509.CertPool) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "localhost"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, _ := x509.MarshalPKCS8PrivateKey(key)
+	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	_ = os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
+	_ = os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600)
+	cert, _ := x509.ParseCertificate(der)
+	pool = x509.NewCertPool()
+	pool.AddCert(cert)
+	return certFile, keyFile, pool
+}
+
+// TestHTTPTLS: with http-tls the HTTP listener serves HTTPS with the ssl-*
+// files (TLS 1.2+); a plaintext HTTP request gets no answer. A broker
+// whose TLS files are missing does not start, and says which file.
+func TestHTTPTLS(t *testing.T) {
+	dir := t.TempDir()
+	certFile, keyFile, pool := writeTestCert(t, dir)
+	cfg := defaultConfig()
+	cfg.DataDir = filepath.Join(dir, "data")
+	cfg.KafkaAddr = freeLocalAddr(t)
+	cfg.HTTPAddr = freeLocalAddr(t)
+	cfg.MemtableSize, cfg.CacheSize = 4<<20, 8<<20
+	cfg.Security.HTTPTLS = true
+	cfg.Security.SSLCertFile, cfg.Security.SSLKeyFile = certFile, keyFile
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, cfg, zerolog.Nop()) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("broker: %v", err)
+		}
+	})
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	var resp *http.Response
+	var err error
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if resp, err = client.Get("https://" + cfg.HTTPAddr + "/healthz"); err == nil {
+			break
+		}
+	}
+	if err != nil || resp.StatusCode != http.StatusOK || resp.TLS == nil || resp.TLS.Version < tls.VersionTLS12 {
+		t.Fatalf("GET https /healthz: %v %+v", err, resp)
+	}
+	resp.Body.Close()
+	if resp, err := (&http.Client{Timeout: 5 * time.Second}).Get("http://" + cfg.HTTPAddr + "/healthz"); err == nil {
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			t.Fatal("plaintext HTTP answered on the HTTPS listener")
+		}
+	}
+
+	// broker healthcheck speaks HTTPS with --http-tls, checking the CA.
+	healthcheck := func(args ...string) (int, string) {
+		var out, errOut bytes.Buffer
+		code := realMain(append([]string{"broker", "healthcheck", "--http-addr", cfg.HTTPAddr}, args...), &out, &errOut)
+		return code, out.String() + errOut.String()
+	}
+	if code, out := healthcheck(); code != 1 {
+		t.Fatalf("plain healthcheck against HTTPS: exit %d: %s", code, out)
+	}
+	caFile := filepath.Join(dir, "ca.pem")
+	if err := os.WriteFile(caFile, pemOf(t, certFile), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("BROKER_CLIENT_TLS_CA_FILE", caFile)
+	if code, out := healthcheck("--http-tls"); code != 0 || !strings.Contains(out, "ready") {
+		t.Fatalf("healthcheck --http-tls: exit %d: %s", code, out)
+	}
+
+	bad := *cfg
+	bad.DataDir = filepath.Join(dir, "data2")
+	bad.KafkaAddr, bad.HTTPAddr = freeLocalAddr(t), freeLocalAddr(t)
+	bad.Security.SSLKeyFile = filepath.Join(dir, "missing.pem")
+	if err := run(context.Background(), &bad, zerolog.Nop()); err == nil || !strings.Contains(err.Error(), "ssl-key-file") {
+		t.Fatalf("missing key file: %v", err)
+	}
+}
+
+func pemOf(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
