@@ -605,4 +605,3 @@ func incrementSequence(seq, delta int32) int32 {
 	}
 	return seq + delta
 }
-
