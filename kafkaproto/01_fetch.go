@@ -79,7 +79,8 @@ func (s *Server) handleFetch(r *request) (reply, error) {
 	if sess != nil {
 		resp.SessionID = sess.id
 	}
-	finish := func() { s.runFetch(r.c, req, resp, items, sess, incremental) }
+	plan := fetchPlan{items: items, sess: sess, incremental: incremental}
+	finish := func() { s.runFetch(r.c, req, resp, plan) }
 	release := func() {
 		for _, it := range items {
 			putBuffer(it.records)
@@ -231,7 +232,16 @@ func (s *Server) resolveFetchItem(version int16, it *fetchItem) {
 }
 
 // runFetch reads, waits for min_bytes if needed, and fills resp.
-func (s *Server) runFetch(c *conn, req *kmsg.FetchRequest, resp *kmsg.FetchResponse, items []*fetchItem, sess *fetchSession, incremental bool) {
+// fetchPlan is what planFetch resolved: the partitions to read, the fetch
+// session (nil without one) and whether the request is incremental.
+type fetchPlan struct {
+	items       []*fetchItem
+	sess        *fetchSession
+	incremental bool
+}
+
+func (s *Server) runFetch(c *conn, req *kmsg.FetchRequest, resp *kmsg.FetchResponse, plan fetchPlan) {
+	items, sess, incremental := plan.items, plan.sess, plan.incremental
 	maxWait := time.Duration(req.MaxWaitMillis) * time.Millisecond
 	if maxWait > maxFetchWait {
 		maxWait = maxFetchWait

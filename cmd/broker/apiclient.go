@@ -140,10 +140,19 @@ func (c *apiClient) url(path string, query url.Values) string {
 	return s
 }
 
+// apiCall is one request of the native API: method, path, query (may be
+// nil) and a body sent as JSON (nil: none).
+type apiCall struct {
+	method, path string
+	query        url.Values
+	body         any
+}
+
 // request sends a request and returns the response of a 2xx status; other
 // statuses become *apiError, transport failures an exitUnavailable error.
 // A zero timeout means none (tails). The caller closes the body.
-func (c *apiClient) request(ctx context.Context, method, path string, query url.Values, body any, header http.Header) (*http.Response, context.CancelFunc, error) {
+func (c *apiClient) request(ctx context.Context, ac apiCall, header http.Header) (*http.Response, context.CancelFunc, error) {
+	method, path, query, body := ac.method, ac.path, ac.query, ac.body
 	cancel := context.CancelFunc(func() {})
 	if c.timeout > 0 && header.Get("Accept") != "text/event-stream" {
 		ctx, cancel = context.WithTimeout(ctx, c.timeout)
@@ -197,8 +206,8 @@ func (c *apiClient) transportError(err error) error {
 
 // call sends a JSON request and decodes a JSON answer into out (if not nil).
 // It returns the status code.
-func (c *apiClient) call(ctx context.Context, method, path string, query url.Values, body, out any) (int, error) {
-	resp, cancel, err := c.request(ctx, method, path, query, body, http.Header{})
+func (c *apiClient) call(ctx context.Context, ac apiCall, out any) (int, error) {
+	resp, cancel, err := c.request(ctx, ac, http.Header{})
 	if err != nil {
 		return 0, err
 	}
@@ -218,8 +227,8 @@ func (c *apiClient) call(ctx context.Context, method, path string, query url.Val
 
 // callProgress sends a request asking for NDJSON progress lines and
 // reports each to progress; the final result is decoded into out.
-func (c *apiClient) callProgress(ctx context.Context, method, path string, body, out any, progress func(done, total int64)) error {
-	resp, cancel, err := c.request(ctx, method, path, nil, body, http.Header{"Accept": {"application/x-ndjson"}})
+func (c *apiClient) callProgress(ctx context.Context, ac apiCall, out any, progress func(done, total int64)) error {
+	resp, cancel, err := c.request(ctx, ac, http.Header{"Accept": {"application/x-ndjson"}})
 	if err != nil {
 		return err
 	}

@@ -50,9 +50,9 @@ type SecurityConfig struct {
 // password must not be a flag).
 const bootstrapPasswordEnv = "BROKER_SASL_BOOTSTRAP_PASSWORD"
 
-func boolKey(name, def, usage, doc string, field func(*Config) *bool) configKey {
+func boolKey(k keyInfo, field func(*Config) *bool) configKey {
 	return configKey{
-		name: name, def: def, usage: usage, doc: doc, isBool: true,
+		name: k.name, def: k.def, usage: k.usage, doc: k.doc, isBool: true,
 		set: func(c *Config, v string) error {
 			b, err := strconv.ParseBool(v)
 			if err != nil {
@@ -70,35 +70,21 @@ func noCheck(string) string { return "" }
 // securityConfigKeys are the listener, TLS and SASL keys (Kafka's names in
 // this file's spelling: listeners, advertised.listeners, ssl.client.auth...).
 var securityConfigKeys = []configKey{
-	stringKey("listeners", "",
-		"Kafka listeners as NAME://host:port, comma-separated (Kafka listeners); empty means one PLAINTEXT listener on kafka-addr",
-		"E.g. PLAINTEXT://localhost:9092,SASL_SSL://:9093. A name is a security protocol\n(PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL) or is given one by\nlistener-security-protocol-map. When set, kafka-addr and advertised-addr are\nignored (with a warning at start).",
+	stringKey(keyInfo{name: "listeners", def: "", usage: "Kafka listeners as NAME://host:port, comma-separated (Kafka listeners); empty means one PLAINTEXT listener on kafka-addr", doc: "E.g. PLAINTEXT://localhost:9092,SASL_SSL://:9093. A name is a security protocol\n(PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL) or is given one by\nlistener-security-protocol-map. When set, kafka-addr and advertised-addr are\nignored (with a warning at start)."},
 		func(c *Config) *string { return &c.Security.Listeners }, noCheck),
-	stringKey("advertised-listeners", "",
-		"addresses given to clients, per listener name, as NAME://host:port (Kafka advertised.listeners); a listener not named here advertises its own address",
-		"Each client is answered (Metadata, FindCoordinator, DescribeCluster) with the\naddress of the listener it connected to.",
+	stringKey(keyInfo{name: "advertised-listeners", def: "", usage: "addresses given to clients, per listener name, as NAME://host:port (Kafka advertised.listeners); a listener not named here advertises its own address", doc: "Each client is answered (Metadata, FindCoordinator, DescribeCluster) with the\naddress of the listener it connected to."},
 		func(c *Config) *string { return &c.Security.AdvertisedListeners }, noCheck),
-	stringKey("listener-security-protocol-map", "",
-		"security protocol of listener names that are not protocols, as NAME:PROTOCOL,... (Kafka listener.security.protocol.map)",
-		"E.g. INTERNAL:SASL_PLAINTEXT,EXTERNAL:SASL_SSL.",
+	stringKey(keyInfo{name: "listener-security-protocol-map", def: "", usage: "security protocol of listener names that are not protocols, as NAME:PROTOCOL,... (Kafka listener.security.protocol.map)", doc: "E.g. INTERNAL:SASL_PLAINTEXT,EXTERNAL:SASL_SSL."},
 		func(c *Config) *string { return &c.Security.ListenerProtocolMap }, noCheck),
-	stringKey("ssl-cert-file", "",
-		"PEM certificate chain of the SSL and SASL_SSL listeners (and of HTTPS with http-tls)",
-		"Reloaded without a restart when the file changes (checked at most once a second,\non a handshake). TLS 1.2 or later.",
+	stringKey(keyInfo{name: "ssl-cert-file", def: "", usage: "PEM certificate chain of the SSL and SASL_SSL listeners (and of HTTPS with http-tls)", doc: "Reloaded without a restart when the file changes (checked at most once a second,\non a handshake). TLS 1.2 or later."},
 		func(c *Config) *string { return &c.Security.SSLCertFile }, noCheck),
-	stringKey("ssl-key-file", "",
-		"PEM private key of ssl-cert-file", "",
+	stringKey(keyInfo{name: "ssl-key-file", def: "", usage: "PEM private key of ssl-cert-file", doc: ""},
 		func(c *Config) *string { return &c.Security.SSLKeyFile }, noCheck),
-	stringKey("ssl-client-ca-file", "",
-		"PEM CA certificates that client certificates must chain to (mutual TLS)", "",
+	stringKey(keyInfo{name: "ssl-client-ca-file", def: "", usage: "PEM CA certificates that client certificates must chain to (mutual TLS)", doc: ""},
 		func(c *Config) *string { return &c.Security.SSLClientCAFile }, noCheck),
-	enumKey("ssl-client-auth", "none",
-		"client certificates on TLS listeners: none, requested or required (Kafka ssl.client.auth)",
-		"On an SSL listener the principal is the certificate's subject, mapped by\nssl-principal-mapping-rules; without a certificate it is User:ANONYMOUS.",
+	enumKey(keyInfo{name: "ssl-client-auth", def: "none", usage: "client certificates on TLS listeners: none, requested or required (Kafka ssl.client.auth)", doc: "On an SSL listener the principal is the certificate's subject, mapped by\nssl-principal-mapping-rules; without a certificate it is User:ANONYMOUS."},
 		func(c *Config) *string { return &c.Security.SSLClientAuth }, "none", "requested", "required"),
-	stringKey("ssl-principal-mapping-rules", "DEFAULT",
-		"how a client certificate's subject becomes a user name (Kafka ssl.principal.mapping.rules)",
-		"RULE:pattern/replacement/[LU],...,DEFAULT; DEFAULT is the whole DN as Kafka\nwrites it (CN=alice,OU=eng,O=Example,C=US). E.g. RULE:^CN=([^,]+),.*$/$1/,DEFAULT.",
+	stringKey(keyInfo{name: "ssl-principal-mapping-rules", def: "DEFAULT", usage: "how a client certificate's subject becomes a user name (Kafka ssl.principal.mapping.rules)", doc: "RULE:pattern/replacement/[LU],...,DEFAULT; DEFAULT is the whole DN as Kafka\nwrites it (CN=alice,OU=eng,O=Example,C=US). E.g. RULE:^CN=([^,]+),.*$/$1/,DEFAULT."},
 		func(c *Config) *string { return &c.Security.SSLPrincipalMappingRules },
 		func(v string) string {
 			if _, err := auth.ParsePrincipalRules(v); err != nil {
@@ -106,12 +92,9 @@ var securityConfigKeys = []configKey{
 			}
 			return ""
 		}),
-	boolKey("http-tls", "false",
-		"serve the HTTP listener over TLS with ssl-cert-file, ssl-key-file, ssl-client-ca-file and ssl-client-auth", "",
+	boolKey(keyInfo{name: "http-tls", def: "false", usage: "serve the HTTP listener over TLS with ssl-cert-file, ssl-key-file, ssl-client-ca-file and ssl-client-auth", doc: ""},
 		func(c *Config) *bool { return &c.Security.HTTPTLS }),
-	stringKey("sasl-enabled-mechanisms", "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
-		"SASL mechanisms of the SASL listeners (Kafka sasl.enabled.mechanisms)",
-		"PLAIN checks the password against the stored SCRAM credentials. Use PLAIN only\nover SASL_SSL: it sends the password.",
+	stringKey(keyInfo{name: "sasl-enabled-mechanisms", def: "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512", usage: "SASL mechanisms of the SASL listeners (Kafka sasl.enabled.mechanisms)", doc: "PLAIN checks the password against the stored SCRAM credentials. Use PLAIN only\nover SASL_SSL: it sends the password."},
 		func(c *Config) *string { return &c.Security.SASLMechanisms },
 		func(v string) string {
 			if _, err := parseMechanisms(v); err != nil {
@@ -119,15 +102,9 @@ var securityConfigKeys = []configKey{
 			}
 			return ""
 		}),
-	durationKey("connections-max-reauth", "0s",
-		"longest SASL session before the client must re-authenticate on its connection (KIP-368, Kafka connections.max.reauth.ms); 0 means never",
-		"", func(c *Config) *time.Duration { return &c.Security.ConnectionsMaxReauth }, 0, 365*24*time.Hour),
-	durationKey("connection-failed-authentication-delay", "100ms",
-		"delay before answering a failed SASL authentication; repeated failures from one address within a minute wait longer, up to 5s (Kafka connection.failed.authentication.delay.ms)",
-		"", func(c *Config) *time.Duration { return &c.Security.FailedAuthenticationDelay }, 0, 5*time.Second),
-	stringKey("sasl-bootstrap-user", "",
-		"user created at start with SCRAM-SHA-256 and SCRAM-SHA-512 credentials if it has none yet (the first admin)",
-		"Its password comes from sasl-bootstrap-password-file or the environment\nvariable "+bootstrapPasswordEnv+" (never a flag; never logged). An existing\nuser is never changed, so `broker users passwd` stays in force.",
+	durationKey(keyInfo{name: "connections-max-reauth", def: "0s", usage: "longest SASL session before the client must re-authenticate on its connection (KIP-368, Kafka connections.max.reauth.ms); 0 means never", doc: ""}, func(c *Config) *time.Duration { return &c.Security.ConnectionsMaxReauth }, 0, 365*24*time.Hour),
+	durationKey(keyInfo{name: "connection-failed-authentication-delay", def: "100ms", usage: "delay before answering a failed SASL authentication; repeated failures from one address within a minute wait longer, up to 5s (Kafka connection.failed.authentication.delay.ms)", doc: ""}, func(c *Config) *time.Duration { return &c.Security.FailedAuthenticationDelay }, 0, 5*time.Second),
+	stringKey(keyInfo{name: "sasl-bootstrap-user", def: "", usage: "user created at start with SCRAM-SHA-256 and SCRAM-SHA-512 credentials if it has none yet (the first admin)", doc: "Its password comes from sasl-bootstrap-password-file or the environment\nvariable " + bootstrapPasswordEnv + " (never a flag; never logged). An existing\nuser is never changed, so `broker users passwd` stays in force."},
 		func(c *Config) *string { return &c.Security.BootstrapUser },
 		func(v string) string {
 			if v != "" && auth.CheckUser(v) != nil {
@@ -135,8 +112,7 @@ var securityConfigKeys = []configKey{
 			}
 			return ""
 		}),
-	stringKey("sasl-bootstrap-password-file", "",
-		"file holding the password of sasl-bootstrap-user (trailing newline ignored)", "",
+	stringKey(keyInfo{name: "sasl-bootstrap-password-file", def: "", usage: "file holding the password of sasl-bootstrap-user (trailing newline ignored)", doc: ""},
 		func(c *Config) *string { return &c.Security.BootstrapPasswordFile }, noCheck),
 }
 
