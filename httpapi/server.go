@@ -82,6 +82,10 @@ type Config struct {
 	// body would exceed it is answered 503 body_memory_exhausted. It is
 	// raised to the largest body a route accepts.
 	MaxInflightBodyBytes int64
+
+	// Auth is HTTP authentication (auth.go); the zero value serves every
+	// route to anyone, as before issue 12.
+	Auth AuthConfig
 }
 
 func (c *Config) applyDefaults() {
@@ -123,6 +127,7 @@ type Server struct {
 	httpSrv *http.Server
 	metrics *requestMetrics // nil without a Registry
 	limits  *limitMetrics   // never nil (limits.go)
+	auth    *authState      // never nil (auth.go)
 
 	logLimit loglimit.Limiter
 	// maxBodyBytes is the largest body a route accepts (noteBodyLimit);
@@ -166,10 +171,16 @@ func New(cfg Config) *Server {
 		s.metrics = newRequestMetrics(cfg.Registry)
 	}
 	s.limits = newLimitMetrics(cfg.Registry)
+	var reg prometheus.Registerer
+	if cfg.Registry != nil {
+		reg = cfg.Registry
+	}
+	s.auth = newAuthState(&s.cfg.Auth, reg)
 	s.maxBodyBytes = smallBodyLimit
 	s.bodies.capacity = max(cfg.MaxInflightBodyBytes, s.maxBodyBytes)
 	s.streams.capacity = int64(cfg.MaxStreams)
 	s.registerHealthRoutes()
+	s.registerAuthRoutes()
 	return s
 }
 
@@ -288,6 +299,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		pattern = ""
 		writeError(sw, newNativeError("not_found", "%s", "no route for "+r.URL.Path+
 			": the path has an empty, . or .. segment (escape a name . or .. as %2E or %2E%2E)"))
+		return
+	}
+	r, ok := s.authenticate(sw, r, pattern)
+	if !ok {
 		return
 	}
 	if pattern == "" {

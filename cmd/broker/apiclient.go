@@ -38,10 +38,17 @@ const clientExitCodes = "Exit codes: 0 ok, 1 error, 2 usage (nothing was sent), 
 	"6 broker unreachable or unavailable."
 
 const (
-	serverFlag  = "server"
-	outputFlag  = "output"
-	timeoutFlag = "timeout"
+	serverFlag       = "server"
+	outputFlag       = "output"
+	timeoutFlag      = "timeout"
+	userFlag         = "user"
+	passwordFileFlag = "password-file"
+	tokenFileFlag    = "token-file"
 )
+
+// clientTokenFileEnv names a file holding a JWT the HTTP client
+// subcommands send as Authorization: Bearer (--token-file).
+const clientTokenFileEnv = "BROKER_CLIENT_TOKEN_FILE"
 
 // clientFlags are the flags of every client subcommand.
 func clientFlags() []cli.Flag {
@@ -54,7 +61,46 @@ func clientFlags() []cli.Flag {
 		},
 		&cli.StringFlag{Name: outputFlag, Aliases: []string{"o"}, Usage: "output format: table or json", Value: "table"},
 		&cli.DurationFlag{Name: timeoutFlag, Usage: "give up on a request after this long", Value: 30 * time.Second},
+		// Credentials for http-auth required: the users and variables of
+		// the Kafka commands' SASL settings, so one set serves both.
+		&cli.StringFlag{Name: userFlag, Usage: "broker user for HTTP Basic authentication (http-auth required)", EnvVars: []string{clientSecurityEnv["sasl-user"]}},
+		&cli.StringFlag{Name: passwordFileFlag, Usage: "file holding the password of --user (else " + clientPasswordEnv + ")", EnvVars: []string{clientSecurityEnv["sasl-password-file"]}},
+		&cli.StringFlag{Name: tokenFileFlag, Usage: "file holding a JWT sent as Authorization: Bearer (instead of --user)", EnvVars: []string{clientTokenFileEnv}},
 	}
+}
+
+// clientCredentials sets the request's Authorization from --user and its
+// password, or --token-file. Nothing when neither is given.
+func clientCredentials(cCtx *cli.Context) (func(*http.Request), error) {
+	user, tokenFile := cCtx.String(userFlag), cCtx.String(tokenFileFlag)
+	switch {
+	case user != "" && tokenFile != "":
+		return nil, usageErrorf("give --user or --token-file, not both")
+	case tokenFile != "":
+		b, err := os.ReadFile(tokenFile)
+		if err != nil {
+			return nil, usageErrorf("--token-file: %v", err)
+		}
+		token := strings.TrimSpace(string(b))
+		if token == "" {
+			return nil, usageErrorf("--token-file %s is empty", tokenFile)
+		}
+		return func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+token) }, nil
+	case user != "":
+		password := os.Getenv(clientPasswordEnv)
+		if f := cCtx.String(passwordFileFlag); f != "" {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				return nil, usageErrorf("--password-file: %v", err)
+			}
+			password = strings.TrimRight(string(b), "\r\n")
+		}
+		if password == "" {
+			return nil, usageErrorf("--user %s has no password: give --password-file or set %s", user, clientPasswordEnv)
+		}
+		return func(r *http.Request) { r.SetBasicAuth(user, password) }, nil
+	}
+	return nil, nil
 }
 
 // outputFormat returns the --output value, checked.
@@ -72,6 +118,8 @@ type apiClient struct {
 	base    *url.URL
 	http    *http.Client
 	timeout time.Duration
+	// authorize adds the credentials (nil without any).
+	authorize func(*http.Request)
 }
 
 // newAPIClient builds the client from --server and --timeout.
@@ -85,7 +133,11 @@ func newAPIClient(cCtx *cli.Context) (*apiClient, error) {
 		return nil, usageErrorf("--server %q is not an http(s) URL or host:port, e.g. http://localhost:8080", cCtx.String(serverFlag))
 	}
 	u.Path = strings.TrimSuffix(u.Path, "/")
-	return &apiClient{base: u, http: &http.Client{}, timeout: cCtx.Duration(timeoutFlag)}, nil
+	authorize, err := clientCredentials(cCtx)
+	if err != nil {
+		return nil, err
+	}
+	return &apiClient{base: u, http: &http.Client{}, timeout: cCtx.Duration(timeoutFlag), authorize: authorize}, nil
 }
 
 // outputAndClient returns the checked --output and the client of
@@ -113,6 +165,9 @@ type apiError struct {
 func (e *apiError) Error() string {
 	if e.Code == "" {
 		return fmt.Sprintf("the broker answered %d %s", e.Status, http.StatusText(e.Status))
+	}
+	if e.Status == http.StatusUnauthorized {
+		return fmt.Sprintf("%s: %s (give --user with --password-file or %s, or --token-file)", e.Code, e.Message, clientPasswordEnv)
 	}
 	return fmt.Sprintf("%s: %s", e.Code, e.Message)
 }
@@ -167,6 +222,9 @@ func (c *apiClient) request(ctx context.Context, method, path string, query url.
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.authorize != nil {
+		c.authorize(req)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
