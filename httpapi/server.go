@@ -301,10 +301,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			": the path has an empty, . or .. segment (escape a name . or .. as %2E or %2E%2E)"))
 		return
 	}
-	r, ok := s.authenticate(sw, r, pattern)
+	authed, ok := s.authenticate(sw, r, pattern)
 	if !ok {
 		return
 	}
+	r = authed
 	if pattern == "" {
 		s.serveUnmatched(sw, r)
 		return
