@@ -173,10 +173,22 @@ type credentials struct {
 	reason    string
 }
 
+// crossOrigin refuses unsafe cross-origin browser requests (Go's
+// CrossOriginProtection: Sec-Fetch-Site, else Origin against Host), on
+// every route whether authentication is on or not: a page of another
+// site (or another port of this host) can make a browser send a POST
+// without a JSON Content-Type and without a preflight, with cached Basic
+// credentials attached. Clients that are not browsers send neither header.
+var crossOrigin = http.NewCrossOriginProtection()
+
 // authenticate checks r's credentials when the route needs them. It
 // returns the request carrying its principal, or false after answering
 // 401.
 func (s *Server) authenticate(w http.ResponseWriter, r *http.Request, pattern string) (*http.Request, bool) {
+	if err := crossOrigin.Check(r); err != nil {
+		writeError(w, newNativeError("forbidden", "a cross-origin request from a browser is refused (%v): use the console served by this broker, or a client that is not a browser", err))
+		return nil, false
+	}
 	cfg := &s.cfg.Auth
 	open := !cfg.Required || openRoutes[pattern] || (cfg.MetricsOpen && isMetricsRoute(pattern))
 	c := s.credentials(r)
