@@ -4,6 +4,7 @@ import (
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
+	"runtime"
 	"sync"
 	"time"
 )
@@ -47,11 +48,16 @@ const (
 // (never the password) and the StoredKey it was checked against: a changed
 // or deleted credential misses the cache at once. The cache keeps at most
 // MaxEntries users; when full, expired entries go first, then any.
+//
+// At most half the CPUs derive keys at once (derivations queue for a
+// slot): a flood of wrong passwords on many connections costs the broker
+// at most half its cores, however many requests are waiting.
 type PasswordChecker struct {
 	store      *Store
 	ttl        time.Duration
 	maxEntries int
 	macKey     []byte
+	derive     chan struct{}
 
 	mu struct {
 		sync.Mutex
@@ -73,7 +79,8 @@ func NewPasswordChecker(store *Store, ttl time.Duration, maxEntries int) *Passwo
 	if maxEntries <= 0 {
 		maxEntries = DefaultPasswordCacheEntries
 	}
-	p := &PasswordChecker{store: store, ttl: ttl, maxEntries: maxEntries, macKey: make([]byte, 32)}
+	p := &PasswordChecker{store: store, ttl: ttl, maxEntries: maxEntries, macKey: make([]byte, 32),
+		derive: make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2))}
 	_, _ = rand.Read(p.macKey)
 	p.mu.byUser = map[string]passwordEntry{}
 	return p
@@ -100,7 +107,9 @@ func (p *PasswordChecker) Check(user, password string, now time.Time) bool {
 	if ok && now.Before(e.expires) && current != nil && hmac.Equal(e.storedKey, current) && hmac.Equal(e.mac, mac) {
 		return true
 	}
+	p.derive <- struct{}{}
 	storedKey, ok := verifyPassword(p.store, user, password)
+	<-p.derive
 	if !ok {
 		return false
 	}
