@@ -194,7 +194,7 @@ func (s *Server) Handle(pattern string, h http.Handler) {
 	if started {
 		panic(fmt.Sprintf("httpapi: Handle(%q) called after Start", pattern))
 	}
-	s.mux.Handle(pattern, h)
+	s.mux.Handle(pattern, s.authorized(pattern, h))
 }
 
 // Start listens on Config.Addr and serves in a goroutine. A listen error
