@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -137,7 +139,41 @@ func newAPIClient(cCtx *cli.Context) (*apiClient, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &apiClient{base: u, http: &http.Client{}, timeout: cCtx.Duration(timeoutFlag), authorize: authorize}, nil
+	client := &http.Client{}
+	if u.Scheme == "https" {
+		cfg, err := apiTLSConfig()
+		if err != nil {
+			return nil, usageErrorf("%v", err)
+		}
+		client.Transport = &http.Transport{TLSClientConfig: cfg, Proxy: http.ProxyFromEnvironment}
+	}
+	return &apiClient{base: u, http: client, timeout: cCtx.Duration(timeoutFlag), authorize: authorize}, nil
+}
+
+// apiTLSConfig is the HTTPS client's TLS: the broker's certificate is
+// checked against BROKER_CLIENT_TLS_CA_FILE when set (else the system
+// roots), and BROKER_CLIENT_TLS_CERT_FILE/KEY_FILE are presented
+// (ssl-client-auth) — the variables of the Kafka commands.
+func apiTLSConfig() (*tls.Config, error) {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if ca := os.Getenv(clientSecurityEnv["tls-ca-file"]); ca != "" {
+		pem, err := os.ReadFile(ca)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %v", clientSecurityEnv["tls-ca-file"], err)
+		}
+		cfg.RootCAs = x509.NewCertPool()
+		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("%s %s holds no PEM certificate", clientSecurityEnv["tls-ca-file"], ca)
+		}
+	}
+	if cert := os.Getenv(clientSecurityEnv["tls-cert-file"]); cert != "" {
+		pair, err := tls.LoadX509KeyPair(cert, os.Getenv(clientSecurityEnv["tls-key-file"]))
+		if err != nil {
+			return nil, fmt.Errorf("%s and %s: %v", clientSecurityEnv["tls-cert-file"], clientSecurityEnv["tls-key-file"], err)
+		}
+		cfg.Certificates = []tls.Certificate{pair}
+	}
+	return cfg, nil
 }
 
 // outputAndClient returns the checked --output and the client of
