@@ -190,7 +190,13 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request, pattern st
 		return nil, false
 	}
 	cfg := &s.cfg.Auth
-	open := !cfg.Required || openRoutes[pattern] || (cfg.MetricsOpen && isMetricsRoute(pattern))
+	if !cfg.Required {
+		// http-auth none: credentials are not looked at (a scraper sending
+		// a stale password is neither slowed nor refused); every request
+		// is User:ANONYMOUS.
+		return r, true
+	}
+	open := openRoutes[pattern] || (cfg.MetricsOpen && isMetricsRoute(pattern))
 	c := s.credentials(r)
 	if c.ok {
 		s.auth.failures.Succeeded(clientIP(r))

@@ -271,3 +271,18 @@ func TestAuthorizerDecides(t *testing.T) {
 		t.Errorf("the authorizer was asked %q, want %q", decisions.asks, want)
 	}
 }
+
+// TestAuthNoneIgnoresCredentials: with http-auth none, credentials are
+// not checked: a wrong password is served as User:ANONYMOUS, not slowed
+// nor refused.
+func TestAuthNoneIgnoresCredentials(t *testing.T) {
+	_, base := startServer(t, Config{}, func(s *Server) {
+		s.Handle("GET /test/principal", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = w.Write([]byte(Principal(r.Context())))
+		}))
+	})
+	r := send(t, "GET", base+"/test/principal", "", http.Header{"Authorization": {"Basic " + basicToken("x", "y")}})
+	if r.status != 200 || r.body != auth.Anonymous {
+		t.Errorf("http-auth none with Basic: %d %q", r.status, r.body)
+	}
+}
