@@ -16,6 +16,7 @@ package kafkaproto
 //   - On a PLAINTEXT or SSL listener: ILLEGAL_SASL_STATE with no
 //     mechanisms listed, the connection stays (Kafka
 //     KafkaApis.handleSaslHandshakeRequest).
+//   - OAUTHBEARER (KIP-255) is served when SASLConfig.JWT is set.
 //
 // Version notes:
 //   - v0: the tokens that follow are bare length-prefixed frames (no Kafka
@@ -24,7 +25,6 @@ package kafkaproto
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
-	"github.com/vibemq/broker/auth"
 )
 
 func init() { register(kmsg.SASLHandshake, 0, 1, (*Server).handleSaslHandshake) }
@@ -59,7 +59,7 @@ func (s *Server) handleSaslHandshake(r *request) (reply, error) {
 		resp.ErrorCode = kerr.UnsupportedSaslMechanism.Code
 		return reply{resp: resp}, nil
 	}
-	sess, ok := auth.StartSession(s.cfg.SASL.Credentials, req.Mechanism)
+	sess, ok := s.startSASLSession(req.Mechanism)
 	if !ok {
 		c.sasl.closeAfterReply = true
 		resp.ErrorCode = kerr.UnsupportedSaslMechanism.Code

@@ -110,6 +110,8 @@ type broker struct {
 	// creds are the SCRAM users, tls the certificates (nil without TLS).
 	creds *auth.Store
 	tls   *auth.TLSSource
+	// jwt checks OAUTHBEARER and HTTP Bearer tokens (nil without keys).
+	jwt *auth.JWTValidator
 }
 
 // openStore opens the data directory's store.
@@ -272,7 +274,14 @@ func (b *broker) openSecurity() error {
 	if err != nil {
 		return err
 	}
-	b.creds, b.tls = creds, tlsSource
+	jwt, err := newJWTValidator(cfg)
+	if err != nil {
+		return err
+	}
+	if cfg.Security.HTTPAuth == "required" && !creds.HasUsers() && jwt == nil {
+		log.Warn().Msg("http-auth is required but there is no user and no JWT key: only /healthz and /readyz can be used; create a user (broker users create, or sasl-bootstrap-user)")
+	}
+	b.creds, b.tls, b.jwt = creds, tlsSource, jwt
 	return nil
 }
 
@@ -291,7 +300,7 @@ func (b *broker) newKafka() (*kafkaListener, error) {
 		Logger:              log,
 		NodeID:              cfg.NodeID,
 		Rack:                cfg.Rack,
-		SASL:                saslConfig(cfg, b.creds),
+		SASL:                saslConfig(cfg, b.creds, b.jwt),
 		ClusterID:           b.topics.ClusterID(),
 		MaxRequestBytes:     cfg.MaxRequestBytes,
 		MaxInflightRequests: cfg.MaxInflightRequests,
@@ -333,6 +342,7 @@ func (b *broker) startHTTP() (*httpapi.Server, error) {
 		MaxConnectionsPerIP:  cfg.HTTPMaxConnectionsPerIP,
 		MaxStreams:           cfg.HTTPMaxStreams,
 		MaxInflightBodyBytes: bodyMemory,
+		Auth:                 httpAuth(cfg, b.creds, b.jwt),
 		Ready: func() error {
 			if !b.serving.Load() {
 				return errors.New("the broker is starting or stopping")

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/vibemq/broker/auth"
+	"github.com/vibemq/broker/httpapi"
 	"github.com/vibemq/broker/kafkaproto"
 )
 
@@ -43,6 +45,32 @@ type SecurityConfig struct {
 	FailedAuthenticationDelay time.Duration
 	BootstrapUser             string
 	BootstrapPasswordFile     string
+
+	// OAUTHBEARER and HTTP Bearer tokens (Kafka's sasl.oauthbearer.*).
+	OAuthPublicKeyFiles string
+	OAuthJWKSFile       string
+	OAuthIssuer         string
+	OAuthAudience       string
+	OAuthSubClaim       string
+	OAuthClockSkew      time.Duration
+
+	// HTTPAuth is none or required; HTTPAuthMetrics open or required.
+	HTTPAuth        string
+	HTTPAuthMetrics string
+}
+
+// jwtConfig is the OAUTHBEARER settings as auth takes them.
+func (sc *SecurityConfig) jwtConfig() auth.JWTConfig {
+	var files []string
+	for _, f := range strings.Split(sc.OAuthPublicKeyFiles, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			files = append(files, f)
+		}
+	}
+	return auth.JWTConfig{
+		PublicKeyFiles: files, JWKSFile: sc.OAuthJWKSFile, Issuer: sc.OAuthIssuer, Audience: sc.OAuthAudience,
+		PrincipalClaim: sc.OAuthSubClaim, ClockSkew: sc.OAuthClockSkew,
+	}
 }
 
 // bootstrapPasswordEnv gives the bootstrap user's password when no file
@@ -114,6 +142,27 @@ var securityConfigKeys = []configKey{
 		}),
 	stringKey(keyInfo{name: "sasl-bootstrap-password-file", def: "", usage: "file holding the password of sasl-bootstrap-user (trailing newline ignored)", doc: ""},
 		func(c *Config) *string { return &c.Security.BootstrapPasswordFile }, noCheck),
+	stringKey(keyInfo{name: "sasl-oauthbearer-public-key-files", def: "", usage: "PEM files of the public keys (RSA, ECDSA, Ed25519, or certificates) that sign the JWTs of OAUTHBEARER and of HTTP Bearer, comma-separated", doc: "Read at start. Tokens are checked for signature, exp (required), nbf, iat,\nand the expected issuer and audience when set (KIP-255)."},
+		func(c *Config) *string { return &c.Security.OAuthPublicKeyFiles }, noCheck),
+	stringKey(keyInfo{name: "sasl-oauthbearer-jwks-file", def: "", usage: "JSON Web Key Set file of the JWT signing keys (instead of or beside sasl-oauthbearer-public-key-files; Kafka sasl.oauthbearer.jwks.endpoint.url with a file: URL)", doc: "A key with a kid is used only for tokens with that kid. Read at start."},
+		func(c *Config) *string { return &c.Security.OAuthJWKSFile }, noCheck),
+	stringKey(keyInfo{name: "sasl-oauthbearer-expected-issuer", def: "", usage: "iss that every JWT must have; empty accepts any (Kafka sasl.oauthbearer.expected.issuer)", doc: ""},
+		func(c *Config) *string { return &c.Security.OAuthIssuer }, noCheck),
+	stringKey(keyInfo{name: "sasl-oauthbearer-expected-audience", def: "", usage: "audience that every JWT's aud must contain; empty accepts any (Kafka sasl.oauthbearer.expected.audience)", doc: ""},
+		func(c *Config) *string { return &c.Security.OAuthAudience }, noCheck),
+	stringKey(keyInfo{name: "sasl-oauthbearer-sub-claim-name", def: "sub", usage: "JWT claim whose value is the user name of the principal (Kafka sasl.oauthbearer.sub.claim.name)", doc: ""},
+		func(c *Config) *string { return &c.Security.OAuthSubClaim },
+		func(v string) string {
+			if v == "" {
+				return "is empty; use e.g. sub"
+			}
+			return ""
+		}),
+	durationKey(keyInfo{name: "sasl-oauthbearer-clock-skew", def: "30s", usage: "clock difference allowed when checking a JWT's exp, nbf and iat (Kafka sasl.oauthbearer.clock.skew.seconds)", doc: ""}, func(c *Config) *time.Duration { return &c.Security.OAuthClockSkew }, 0, 10*time.Minute),
+	enumKey(keyInfo{name: "http-auth", def: "none", usage: "authentication on the HTTP listener: none, or required (HTTP Basic with a broker user, Bearer with a JWT, or the console's login)", doc: "With required, /healthz, /readyz and the console's login page stay open;\n/metrics and /debug/pprof/ follow http-auth-metrics."},
+		func(c *Config) *string { return &c.Security.HTTPAuth }, "none", "required"),
+	enumKey(keyInfo{name: "http-auth-metrics", def: "required", usage: "with http-auth required: whether /metrics and /debug/pprof/ need credentials too (required) or stay open (open)", doc: "Keep required when the HTTP port is reachable by others: profiles and metrics\ntell a lot about the broker. A Prometheus scrape can send Basic credentials."},
+		func(c *Config) *string { return &c.Security.HTTPAuthMetrics }, "open", "required"),
 }
 
 func parseMechanisms(v string) ([]string, error) {
@@ -123,9 +172,9 @@ func parseMechanisms(v string) ([]string, error) {
 		if m == "" {
 			continue
 		}
-		if m != auth.MechanismPlain {
+		if m != auth.MechanismPlain && m != auth.MechanismOAuthBearer {
 			if _, ok := auth.ParseMechanism(m); !ok {
-				return nil, fmt.Errorf("names %q, which is not PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", m)
+				return nil, fmt.Errorf("names %q, which is not PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER", m)
 			}
 		}
 		out = append(out, m)
@@ -253,6 +302,9 @@ func (c *Config) validateSecurity() []error {
 	if sc.SSLClientAuth != "none" && sc.SSLClientCAFile == "" {
 		errs = append(errs, fmt.Errorf("ssl-client-auth is %s but ssl-client-ca-file is empty; set it to the PEM CA that signs client certificates", sc.SSLClientAuth))
 	}
+	if mechs, _ := parseMechanisms(sc.SASLMechanisms); slices.Contains(mechs, auth.MechanismOAuthBearer) && !sc.jwtConfig().Enabled() {
+		errs = append(errs, errors.New("sasl-enabled-mechanisms has OAUTHBEARER but no JWT key is configured; set sasl-oauthbearer-public-key-files or sasl-oauthbearer-jwks-file"))
+	}
 	if sc.BootstrapPasswordFile != "" && sc.BootstrapUser == "" {
 		errs = append(errs, errors.New("sasl-bootstrap-password-file is set but sasl-bootstrap-user is not; name the user"))
 	}
@@ -336,11 +388,12 @@ func newTLSSource(cfg *Config, log zerolog.Logger) (*auth.TLSSource, error) {
 }
 
 // saslConfig is the kafkaproto SASL configuration.
-func saslConfig(cfg *Config, creds *auth.Store) kafkaproto.SASLConfig {
+func saslConfig(cfg *Config, creds *auth.Store, jwt *auth.JWTValidator) kafkaproto.SASLConfig {
 	mechs, _ := parseMechanisms(cfg.Security.SASLMechanisms) // Validate checked
 	return kafkaproto.SASLConfig{
 		Mechanisms:   mechs,
 		Credentials:  creds,
+		JWT:          jwt,
 		MaxReauth:    cfg.Security.ConnectionsMaxReauth,
 		FailureDelay: cfg.Security.FailedAuthenticationDelay,
 	}
@@ -382,6 +435,30 @@ func bootstrapUser(cfg *Config, creds *auth.Store, log zerolog.Logger) error {
 	}
 	log.Info().Str("user", user).Str("password_from", source).Msg("bootstrap user created (SCRAM-SHA-256, SCRAM-SHA-512)")
 	return nil
+}
+
+// newJWTValidator loads the OAUTHBEARER keys; nil when none is configured.
+func newJWTValidator(cfg *Config) (*auth.JWTValidator, error) {
+	jc := cfg.Security.jwtConfig()
+	if !jc.Enabled() {
+		return nil, nil
+	}
+	v, err := auth.NewJWTValidator(jc)
+	if err != nil {
+		return nil, fmt.Errorf("sasl-oauthbearer keys: %w", err)
+	}
+	return v, nil
+}
+
+// httpAuth is the HTTP listener's authentication.
+func httpAuth(cfg *Config, creds *auth.Store, jwt *auth.JWTValidator) httpapi.AuthConfig {
+	return httpapi.AuthConfig{
+		Required:     cfg.Security.HTTPAuth == "required",
+		Passwords:    auth.NewPasswordChecker(creds, 0, 0),
+		JWT:          jwt,
+		MetricsOpen:  cfg.Security.HTTPAuthMetrics == "open",
+		FailureDelay: cfg.Security.FailedAuthenticationDelay,
+	}
 }
 
 // httpTLS is the HTTP listener's TLS configuration when http-tls is on.
