@@ -37,6 +37,11 @@ func (s *Server) handleDescribeUserScramCredentials(r *request) (reply, error) {
 		}
 		return res
 	}
+	if !r.allowedCluster(auth.OpDescribe) {
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		resp.ErrorMessage = kmsg.StringPtr("Authorization failed.")
+		return reply{resp: resp}, nil
+	}
 	if req.Users == nil {
 		if store != nil {
 			for _, uc := range store.Describe(nil) {
