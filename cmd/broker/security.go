@@ -43,6 +43,10 @@ type SecurityConfig struct {
 	FailedAuthenticationDelay time.Duration
 	BootstrapUser             string
 	BootstrapPasswordFile     string
+
+	AuthorizerEnabled    bool
+	SuperUsers           string
+	AllowEveryoneIfNoACL bool
 }
 
 // bootstrapPasswordEnv gives the bootstrap user's password when no file
@@ -138,6 +142,39 @@ var securityConfigKeys = []configKey{
 	stringKey("sasl-bootstrap-password-file", "",
 		"file holding the password of sasl-bootstrap-user (trailing newline ignored)", "",
 		func(c *Config) *string { return &c.Security.BootstrapPasswordFile }, noCheck),
+	boolKey("authorizer-enabled", "false",
+		"check every Kafka request against the ACLs (Kafka authorizer.class.name=StandardAuthorizer); off allows everything",
+		"ACLs are managed with `broker acls` or any Kafka admin client (CreateAcls,\nDescribeAcls, DeleteAcls) and stored in the data directory. Put the admin in\nsuper-users, or nobody may create the first ACL.",
+		func(c *Config) *bool { return &c.Security.AuthorizerEnabled }),
+	stringKey("super-users", "",
+		"principals allowed everything when authorizer-enabled, as User:alice;User:bob (Kafka super.users)", "",
+		func(c *Config) *string { return &c.Security.SuperUsers },
+		func(v string) string {
+			if _, err := parseSuperUsers(v); err != nil {
+				return err.Error()
+			}
+			return ""
+		}),
+	boolKey("allow-everyone-if-no-acl-found", "false",
+		"with authorizer-enabled, allow an operation on a resource no ACL names at all (Kafka allow.everyone.if.no.acl.found)", "",
+		func(c *Config) *bool { return &c.Security.AllowEveryoneIfNoACL }),
+}
+
+// parseSuperUsers reads Kafka's super.users: principals separated by ";".
+func parseSuperUsers(v string) ([]string, error) {
+	var out []string
+	for _, p := range strings.Split(v, ";") {
+		p = strings.TrimSpace(p)
+		if p == "" {
+			continue
+		}
+		typ, name, ok := strings.Cut(p, ":")
+		if !ok || typ != auth.PrincipalType || name == "" {
+			return nil, fmt.Errorf("names %q, which is not a principal; use User:alice;User:bob", p)
+		}
+		out = append(out, p)
+	}
+	return out, nil
 }
 
 func parseMechanisms(v string) ([]string, error) {
