@@ -74,7 +74,7 @@ func TestAuthorizeKafkaRules(t *testing.T) {
 		{"User:carol", "10.0.0.2", OpDescribe, ResourceTopic, "anything", false},
 		{"User:bob", "1.2.3.4", OpDescribeConfigs, ResourceTopic, "cfg", true}, // ALTER_CONFIGS implies DESCRIBE_CONFIGS
 		{"User:bob", "1.2.3.4", OpDescribe, ResourceTopic, "cfg", false},
-		{"User:bob", "1.2.3.4", OpDelete, ResourceGroup, "g", true},  // ALL
+		{"User:bob", "1.2.3.4", OpDelete, ResourceGroup, "g", true},   // ALL
 		{"User:bob", "10.0.0.9", OpDelete, ResourceGroup, "g", false}, // DENY from that host wins
 		{"User:bob", "10.0.0.9", OpRead, ResourceGroup, "g", true},
 		{"User:root", "1.2.3.4", OpAlter, ResourceCluster, ClusterName, true}, // super user
