@@ -306,6 +306,24 @@ func runACLMatrix(t *testing.T, a aclTarget) {
 				}
 				return resp.Topics[0].ErrorCode
 			}},
+		{name: "Metadata/topic authorized operations", denied: kerr.TopicAuthorizationFailed, allowed: zeroCode,
+			grant: []binding{allowACL(T, topic, kmsg.ACLOperationRead)},
+			call: func(ctx context.Context, cl *kgo.Client, br *kgo.Broker) int16 {
+				req := kmsg.NewPtrMetadataRequest()
+				req.IncludeTopicAuthorizedOperations = true
+				rt := kmsg.NewMetadataRequestTopic()
+				rt.Topic = kmsg.StringPtr(topic)
+				req.Topics = append(req.Topics, rt)
+				resp, err := req.RequestWith(ctx, br)
+				if err != nil || len(resp.Topics) != 1 {
+					return -100
+				}
+				mt := resp.Topics[0]
+				if mt.ErrorCode == 0 && mt.AuthorizedOperations != 1<<int(kmsg.ACLOperationRead)|1<<int(kmsg.ACLOperationDescribe) {
+					return -101 // READ, and the DESCRIBE it implies
+				}
+				return mt.ErrorCode
+			}},
 		{name: "Metadata/all hides", denied: kerr.TopicAuthorizationFailed, allowed: zeroCode,
 			grant: []binding{describeTopic},
 			call: func(ctx context.Context, cl *kgo.Client, br *kgo.Broker) int16 {
@@ -324,6 +342,28 @@ func runACLMatrix(t *testing.T, a aclTarget) {
 			grant: []binding{allowACL(T, topic, kmsg.ACLOperationWrite)},
 			call: func(ctx context.Context, cl *kgo.Client, br *kgo.Broker) int16 {
 				return errCode(cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte("x")}).FirstErr())
+			}},
+		{name: "Produce/DENY on a prefix wins over ALLOW ALL", denied: kerr.TopicAuthorizationFailed, skipAllowed: true,
+			base: []binding{allowACL(T, topic, kmsg.ACLOperationAll),
+				{T, "acl-", kmsg.ACLResourcePatternTypePrefixed, kmsg.ACLOperationWrite, kmsg.ACLPermissionTypeDeny}},
+			call: func(ctx context.Context, cl *kgo.Client, br *kgo.Broker) int16 {
+				return errCode(cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte("x")}).FirstErr())
+			}},
+		{name: "ListOffsets/wildcard topic READ", denied: kerr.TopicAuthorizationFailed, allowed: zeroCode,
+			grant: []binding{allowACL(T, "*", kmsg.ACLOperationRead)},
+			call: func(ctx context.Context, cl *kgo.Client, br *kgo.Broker) int16 {
+				req := kmsg.NewPtrListOffsetsRequest() // READ implies the DESCRIBE ListOffsets needs
+				rt := kmsg.NewListOffsetsRequestTopic()
+				rt.Topic = topic
+				rp := kmsg.NewListOffsetsRequestTopicPartition()
+				rp.Timestamp = -1
+				rt.Partitions = append(rt.Partitions, rp)
+				req.Topics = append(req.Topics, rt)
+				resp, err := req.RequestWith(ctx, br)
+				if err != nil || len(resp.Topics) != 1 {
+					return -100
+				}
+				return resp.Topics[0].Partitions[0].ErrorCode
 			}},
 		{name: "Fetch", denied: kerr.TopicAuthorizationFailed, allowed: zeroCode,
 			grant: []binding{allowACL(T, topic, kmsg.ACLOperationRead)},
