@@ -732,6 +732,55 @@ func runACLMatrix(t *testing.T, a aclTarget) {
 				}
 				return resp.TransactionStates[0].ErrorCode
 			}},
+		{name: "ListTransactions filters", denied: kerr.TransactionalIDAuthorizationFailed, allowed: zeroCode, grant: []binding{allowACL(X, txnID, kmsg.ACLOperationDescribe)},
+			call: func(ctx context.Context, cl *kgo.Client, br *kgo.Broker) int16 {
+				resp, err := kmsg.NewPtrListTransactionsRequest().RequestWith(ctx, br)
+				if err != nil || resp.ErrorCode != 0 {
+					return -100
+				}
+				for _, s := range resp.TransactionStates {
+					if s.TransactionalID == txnID {
+						return 0
+					}
+				}
+				return kerr.TransactionalIDAuthorizationFailed.Code // not listed
+			}},
+		{name: "OffsetFetch/every topic filters", denied: kerr.TopicAuthorizationFailed, allowed: zeroCode,
+			base:  []binding{allowACL(G, group, kmsg.ACLOperationDescribe)},
+			grant: []binding{describeTopic},
+			call: func(ctx context.Context, cl *kgo.Client, br *kgo.Broker) int16 {
+				req := kmsg.NewPtrOffsetFetchRequest()
+				rg := kmsg.NewOffsetFetchRequestGroup()
+				rg.Group = group
+				req.Groups = append(req.Groups, rg)
+				req.Group = group
+				resp, err := req.RequestWith(ctx, br)
+				if err != nil {
+					return -100
+				}
+				var topics []string
+				if len(resp.Groups) == 1 {
+					if resp.Groups[0].ErrorCode != 0 {
+						return -100
+					}
+					for _, t := range resp.Groups[0].Topics {
+						if t.TopicID == topicID { // v10 answers by topic ID
+							t.Topic = topic
+						}
+						topics = append(topics, t.Topic)
+					}
+				} else {
+					for _, t := range resp.Topics {
+						topics = append(topics, t.Topic)
+					}
+				}
+				for _, name := range topics {
+					if name == topic {
+						return 0
+					}
+				}
+				return kerr.TopicAuthorizationFailed.Code // not listed
+			}},
 		{name: "DescribeProducers", denied: kerr.TopicAuthorizationFailed, allowed: zeroCode, grant: []binding{allowACL(T, topic, kmsg.ACLOperationRead)},
 			call: func(ctx context.Context, cl *kgo.Client, br *kgo.Broker) int16 {
 				req := kmsg.NewPtrDescribeProducersRequest()
