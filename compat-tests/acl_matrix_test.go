@@ -649,6 +649,26 @@ func runACLMatrix(t *testing.T, a aclTarget) {
 				}
 				return resp.ErrorCode
 			}},
+		{name: "ConsumerGroupHeartbeat/subscribed topic", denied: kerr.TopicAuthorizationFailed,
+			base:  []binding{allowACL(G, "acl-848t", kmsg.ACLOperationRead)},
+			grant: []binding{describeTopic},
+			call: func(ctx context.Context, cl *kgo.Client, br *kgo.Broker) int16 {
+				req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+				req.Group, req.MemberID, req.MemberEpoch = "acl-848t", "m-2", 0
+				req.RebalanceTimeoutMillis = 10000
+				req.SubscribedTopicNames = []string{topic}
+				req.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+				resp, err := req.RequestWith(ctx, br)
+				if err != nil {
+					return -100
+				}
+				if resp.ErrorCode == 0 { // joined: leave again
+					leave := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+					leave.Group, leave.MemberID, leave.MemberEpoch = "acl-848t", *resp.MemberID, -1
+					_, _ = leave.RequestWith(ctx, br)
+				}
+				return resp.ErrorCode
+			}},
 		{name: "ConsumerGroupDescribe", denied: kerr.GroupAuthorizationFailed, grant: []binding{allowACL(G, group, kmsg.ACLOperationDescribe)},
 			call: func(ctx context.Context, cl *kgo.Client, br *kgo.Broker) int16 {
 				req := kmsg.NewPtrConsumerGroupDescribeRequest()
