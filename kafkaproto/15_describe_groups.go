@@ -56,7 +56,6 @@ func (s *Server) handleDescribeGroups(r *request) (reply, error) {
 		if denied[i] {
 			g := kmsg.NewDescribeGroupsResponseGroup()
 			g.Group, g.ErrorCode = name, kerr.GroupAuthorizationFailed.Code
-			g.AuthorizedOperations = 0
 			resp.Groups = append(resp.Groups, g)
 			continue
 		}
