@@ -378,6 +378,7 @@ func TestDifferential(t *testing.T) {
 		"Hostile":           diffScenarioHostile,
 		"ConsumerGroups":    diffScenarioConsumerGroups,
 		"SASL":              diffScenarioSASL,
+		"ACLsDisabled":      diffScenarioACLsDisabled,
 	}
 	t.Run("scenarios", func(t *testing.T) {
 		for name, fn := range scenarios {
@@ -642,6 +643,42 @@ func (e *diffEnv) waitTopic(topic string, partitions int32) {
 // alter, incremental alter, validation), the cluster and its one node,
 // log directories, leader election and reassignment at every common
 // version.
+// diffScenarioACLsDisabled: the ACL APIs of a broker without an authorizer
+// (the default of both) answer SECURITY_DISABLED at every version.
+func diffScenarioACLsDisabled(t *testing.T) {
+	diffRun(t, func(e *diffEnv) {
+		e.each(kmsg.DescribeACLs, func(v int16) {
+			req := kmsg.NewPtrDescribeACLsRequest()
+			req.Version = v
+			req.ResourceType, req.Operation, req.PermissionType = kmsg.ACLResourceTypeAny, kmsg.ACLOperationAny, kmsg.ACLPermissionTypeAny
+			if v >= 1 {
+				req.ResourcePatternType = kmsg.ACLResourcePatternTypeAny
+			}
+			e.do("describe every ACL", req)
+		})
+		e.each(kmsg.CreateACLs, func(v int16) {
+			req := kmsg.NewPtrCreateACLsRequest()
+			req.Version = v
+			c := kmsg.NewCreateACLsRequestCreation()
+			c.ResourceType, c.ResourceName = kmsg.ACLResourceTypeTopic, "t"
+			c.Principal, c.Host, c.Operation, c.PermissionType = "User:alice", "*", kmsg.ACLOperationRead, kmsg.ACLPermissionTypeAllow
+			req.Creations = append(req.Creations, c)
+			e.do("create an ACL", req)
+		})
+		e.each(kmsg.DeleteACLs, func(v int16) {
+			req := kmsg.NewPtrDeleteACLsRequest()
+			req.Version = v
+			f := kmsg.NewDeleteACLsRequestFilter()
+			f.ResourceType, f.Operation, f.PermissionType = kmsg.ACLResourceTypeAny, kmsg.ACLOperationAny, kmsg.ACLPermissionTypeAny
+			if v >= 1 {
+				f.ResourcePatternType = kmsg.ACLResourcePatternTypeAny
+			}
+			req.Filters = append(req.Filters, f)
+			e.do("delete every ACL", req)
+		})
+	}, nil)
+}
+
 func diffScenarioConfigsAndCluster(t *testing.T) {
 	sfx := diffSuffix(t)
 	diffRun(t, func(e *diffEnv) {

@@ -57,6 +57,10 @@ type SecurityConfig struct {
 	// HTTPAuth is none or required; HTTPAuthMetrics open or required.
 	HTTPAuth        string
 	HTTPAuthMetrics string
+
+	AuthorizerEnabled    bool
+	SuperUsers           string
+	AllowEveryoneIfNoACL bool
 }
 
 // jwtConfig is the OAUTHBEARER settings as auth takes them.
@@ -163,6 +167,35 @@ var securityConfigKeys = []configKey{
 		func(c *Config) *string { return &c.Security.HTTPAuth }, "none", "required"),
 	enumKey(keyInfo{name: "http-auth-metrics", def: "required", usage: "with http-auth required: whether /metrics and /debug/pprof/ need credentials too (required) or stay open (open)", doc: "Keep required when the HTTP port is reachable by others: profiles and metrics\ntell a lot about the broker. A Prometheus scrape can send Basic credentials."},
 		func(c *Config) *string { return &c.Security.HTTPAuthMetrics }, "open", "required"),
+	boolKey(keyInfo{name: "authorizer-enabled", def: "false", usage: "check every Kafka request against the ACLs (Kafka authorizer.class.name=StandardAuthorizer); off allows everything", doc: "ACLs are managed with `broker acls` or any Kafka admin client (CreateAcls,\nDescribeAcls, DeleteAcls) and stored in the data directory. Put the admin in\nsuper-users, or nobody may create the first ACL."},
+		func(c *Config) *bool { return &c.Security.AuthorizerEnabled }),
+	stringKey(keyInfo{name: "super-users", def: "", usage: "principals allowed everything when authorizer-enabled, as User:alice;User:bob (Kafka super.users)", doc: ""},
+		func(c *Config) *string { return &c.Security.SuperUsers },
+		func(v string) string {
+			if _, err := parseSuperUsers(v); err != nil {
+				return err.Error()
+			}
+			return ""
+		}),
+	boolKey(keyInfo{name: "allow-everyone-if-no-acl-found", def: "false", usage: "with authorizer-enabled, allow an operation on a resource no ACL names at all (Kafka allow.everyone.if.no.acl.found)", doc: ""},
+		func(c *Config) *bool { return &c.Security.AllowEveryoneIfNoACL }),
+}
+
+// parseSuperUsers reads Kafka's super.users: principals separated by ";".
+func parseSuperUsers(v string) ([]string, error) {
+	var out []string
+	for _, p := range strings.Split(v, ";") {
+		p = strings.TrimSpace(p)
+		if p == "" {
+			continue
+		}
+		typ, name, ok := strings.Cut(p, ":")
+		if !ok || typ != auth.PrincipalType || name == "" {
+			return nil, fmt.Errorf("names %q, which is not a principal; use User:alice;User:bob", p)
+		}
+		out = append(out, p)
+	}
+	return out, nil
 }
 
 func parseMechanisms(v string) ([]string, error) {
