@@ -27,6 +27,7 @@ import org.apache.kafka.common.resource.ResourcePattern;
 import org.apache.kafka.common.resource.ResourceType;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.DynamicTest;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.TestFactory;
 
 /**
@@ -34,7 +35,14 @@ import org.junit.jupiter.api.TestFactory;
  * advertise them in ApiVersions). Each test pins what a user sees today, so
  * a change (an API served, or a worse failure such as a timeout) is noticed.
  * Listed in compat-tests/FINDINGS.md.
+ *
+ * <p>Tagged {@code ours}: these are our answers, not Kafka's (Apache Kafka
+ * serves most of these APIs), so the run against Apache Kafka excludes the
+ * tag. Never run this class against a shared Kafka: unregisterBroker(1)
+ * there unregisters its only broker, and every later createTopics then
+ * times out waiting for a node.
  */
+@Tag("ours")
 class AdminGapsTest extends BrokerTestBase {
     static String topic;
 

@@ -42,6 +42,7 @@ import org.apache.kafka.common.errors.SslAuthenticationException;
 import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
 import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
@@ -63,6 +64,10 @@ class SecurityTest {
 
     @BeforeAll
     static void start() throws Exception {
+        // This class configures the broker's listeners, certificates and
+        // users itself, so it needs a broker it starts.
+        Assumptions.assumeTrue(BrokerProcess.bootstrapOverride() == null,
+                "SecurityTest starts its own broker with TLS and SASL listeners; skipped with -Dbootstrap.override");
         dir = Files.createTempDirectory("java-compat-tls-");
         makeCertificates();
         Path pw = dir.resolve("admin.password");
