@@ -20,7 +20,9 @@ import java.util.stream.Stream;
 
 /**
  * One {@code broker serve} child process on free loopback ports with a fresh
- * temporary data directory: a minimal copy of compat-tests/java BrokerProcess (this module does not depend on that one).
+ * temporary data directory, or an external broker (-Dbootstrap.override): a
+ * minimal copy of compat-tests/java BrokerProcess (a known duplication: this
+ * module does not depend on that one).
  * The binary comes from the system property {@code broker.bin} or the
  * environment variable {@code BROKER_BIN}; build it with
  * {@code go build -o broker ./cmd/broker}.
@@ -41,6 +43,28 @@ final class BrokerProcess implements AutoCloseable {
         this.dataDir = Files.createTempDirectory("connect-compat-data-");
         this.logFile = Files.createTempFile("connect-compat-broker-", ".log");
         this.extraArgs = extraArgs;
+    }
+
+    /** An already running broker (e.g. Apache Kafka) at bootstrap: not started, not stopped. */
+    private BrokerProcess(String bootstrap) {
+        this.dataDir = null;
+        this.logFile = null;
+        this.extraArgs = List.of();
+        this.kafkaAddr = bootstrap;
+    }
+
+    /** The system property bootstrap.override (host:port), or null: the test then uses that broker instead of starting one. */
+    static String bootstrapOverride() {
+        String b = System.getProperty("bootstrap.override", "");
+        return b.isBlank() ? null : b.trim();
+    }
+
+    static BrokerProcess external(String bootstrap) {
+        return new BrokerProcess(bootstrap);
+    }
+
+    boolean external() {
+        return dataDir == null;
     }
 
     /** The broker binary, or an IllegalStateException that says how to get one. */
@@ -151,11 +175,14 @@ final class BrokerProcess implements AutoCloseable {
     }
 
     boolean alive() {
-        return process != null && process.isAlive();
+        return external() || process != null && process.isAlive();
     }
 
     /** The last 64 KiB of the broker's log. */
     String logTail() {
+        if (external()) {
+            return "(external broker at " + kafkaAddr + ": no log here)";
+        }
         try (RandomAccessFile f = new RandomAccessFile(logFile.toFile(), "r")) {
             long len = f.length();
             long from = Math.max(0, len - LOG_TAIL_BYTES);
@@ -179,6 +206,9 @@ final class BrokerProcess implements AutoCloseable {
      * timeout), else what went wrong.
      */
     String stop() throws Exception {
+        if (external()) {
+            return null;
+        }
         String problem = null;
         if (process != null && process.isAlive()) {
             process.destroy(); // SIGTERM
@@ -198,6 +228,9 @@ final class BrokerProcess implements AutoCloseable {
     }
 
     void deleteLog() throws IOException {
+        if (external()) {
+            return;
+        }
         Files.deleteIfExists(logFile);
     }
 
