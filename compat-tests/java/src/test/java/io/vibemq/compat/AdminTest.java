@@ -52,12 +52,29 @@ class AdminTest extends BrokerTestBase {
         return admin.describeConfigs(List.of(r)).all().get(10, TimeUnit.SECONDS).get(r);
     }
 
+    /**
+     * describe(r) once it shows key = value, or after the deadline as it is
+     * (the caller's assertions then fail with it). Our broker answers an
+     * alter once it is applied; Apache Kafka answers once its controller
+     * committed it, and its broker serves the new value a moment later.
+     */
+    static Config describeAfterAlter(ConfigResource r, String key, String value) throws Exception {
+        java.time.Instant deadline = java.time.Instant.now().plus(DEADLINE);
+        Config c = describe(r);
+        while (c.get(key) != null && !value.equals(c.get(key).value()) && java.time.Instant.now().isBefore(deadline)) {
+            Thread.sleep(100);
+            c = describe(r);
+        }
+        return c;
+    }
+
     /** createTopics (with configs; duplicate; bad config; validateOnly), listTopics, describeTopics, deleteTopics. */
     @Test
     void topicLifecycle() throws Exception {
         String name = unique("life");
         admin.createTopics(List.of(new NewTopic(name, 3, (short) 1)
                 .configs(Map.of("retention.ms", "3600000", "cleanup.policy", "delete")))).all().get(10, TimeUnit.SECONDS);
+        awaitTopic(name, 3); // Apache Kafka serves a created topic a moment after answering
         assertTrue(admin.listTopics().names().get(10, TimeUnit.SECONDS).contains(name));
 
         TopicDescription d = admin.describeTopics(List.of(name)).allTopicNames().get(10, TimeUnit.SECONDS).get(name);
@@ -88,6 +105,7 @@ class AdminTest extends BrokerTestBase {
         String defaults = unique("defaults");
         admin.createTopics(List.of(new NewTopic(defaults, java.util.Optional.empty(), java.util.Optional.empty())))
                 .all().get(10, TimeUnit.SECONDS);
+        awaitTopic(defaults, 1); // num.partitions 1 on both brokers
         Set<String> names = admin.listTopics().names().get(10, TimeUnit.SECONDS);
         assertFalse(names.contains(validateOnly), "validateOnly created the topic");
         assertFalse(names.contains(bad));
@@ -173,7 +191,7 @@ class AdminTest extends BrokerTestBase {
                 new AlterConfigOp(new ConfigEntry("retention.ms", "60000"), AlterConfigOp.OpType.SET),
                 new AlterConfigOp(new ConfigEntry("cleanup.policy", "compact"), AlterConfigOp.OpType.APPEND))))
                 .all().get(10, TimeUnit.SECONDS);
-        Config c = describe(r);
+        Config c = describeAfterAlter(r, "retention.ms", "60000");
         assertEquals("60000", c.get("retention.ms").value());
         assertEquals(Set.of("delete", "compact"), Set.of(c.get("cleanup.policy").value().split(",")));
 
@@ -181,7 +199,7 @@ class AdminTest extends BrokerTestBase {
                 new AlterConfigOp(new ConfigEntry("retention.ms", ""), AlterConfigOp.OpType.DELETE),
                 new AlterConfigOp(new ConfigEntry("cleanup.policy", "delete"), AlterConfigOp.OpType.SUBTRACT))))
                 .all().get(10, TimeUnit.SECONDS);
-        c = describe(r);
+        c = describeAfterAlter(r, "cleanup.policy", "compact");
         assertEquals("604800000", c.get("retention.ms").value(), "retention.ms back to the broker default (7 days)");
         assertEquals("compact", c.get("cleanup.policy").value());
 
@@ -215,7 +233,7 @@ class AdminTest extends BrokerTestBase {
         Config replacement = new Config(List.of(new ConfigEntry("retention.ms", "120000")));
         Object result = m.invoke(admin, Map.of(r, replacement));
         ((KafkaFuture<?>) result.getClass().getMethod("all").invoke(result)).get(10, TimeUnit.SECONDS);
-        Config c = describe(r);
+        Config c = describeAfterAlter(r, "retention.ms", "120000");
         assertEquals("120000", c.get("retention.ms").value());
         assertEquals("604800000", c.get("segment.ms").value(), "alterConfigs replaces the whole set: segment.ms back to default");
     }
