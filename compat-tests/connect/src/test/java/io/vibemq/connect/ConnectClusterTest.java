@@ -22,6 +22,8 @@ import java.util.TreeMap;
 import java.util.concurrent.Callable;
 import java.util.stream.Collectors;
 
+import io.vibemq.harness.BrokerProcess;
+
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.Config;
@@ -59,8 +61,16 @@ import com.fasterxml.jackson.databind.ObjectMapper;
  */
 @ExtendWith(ConnectClusterTest.LogsOnFailure.class)
 class ConnectClusterTest {
-    static final String GROUP = "connect-it";
-    static final String TOPIC = "seq";
+    /**
+     * Names unique to this run, so the test can run again against one
+     * long-lived broker (-Dbootstrap.override, e.g. Apache Kafka).
+     */
+    static final String RUN = Long.toString(System.currentTimeMillis() % 100_000_000L, 36);
+    static final String GROUP = "connect-it-" + RUN;
+    static final String TOPIC = "seq-" + RUN;
+    static final String CONFIGS = "connect-configs-" + RUN;
+    static final String OFFSETS = "connect-offsets-" + RUN;
+    static final String STATUS = "connect-status-" + RUN;
     static final int SOURCE_PARTITIONS = 2;
     static final long RECORDS = 1500; // per source partition
     static final ObjectMapper JSON = new ObjectMapper();
@@ -116,7 +126,9 @@ class ConnectClusterTest {
 
     @BeforeEach
     void setUp(TestInfo info) throws Exception {
-        broker = BrokerProcess.start();
+        String override = BrokerProcess.bootstrapOverride();
+        broker = override != null ? BrokerProcess.external(override) : BrokerProcess.start();
+        System.out.println("[connect-test] broker: " + (override != null ? "external at " + override : "ours at " + broker.bootstrap()));
         sinkFile = Files.createTempFile("connect-sink-", ".txt");
     }
 
@@ -136,9 +148,9 @@ class ConnectClusterTest {
         p.put("group.id", GROUP);
         p.put("key.converter", "org.apache.kafka.connect.storage.StringConverter");
         p.put("value.converter", "org.apache.kafka.connect.storage.StringConverter");
-        p.put("config.storage.topic", "connect-configs");
-        p.put("offset.storage.topic", "connect-offsets");
-        p.put("status.storage.topic", "connect-status");
+        p.put("config.storage.topic", CONFIGS);
+        p.put("offset.storage.topic", OFFSETS);
+        p.put("status.storage.topic", STATUS);
         p.put("config.storage.replication.factor", "1");
         p.put("offset.storage.replication.factor", "1");
         p.put("status.storage.replication.factor", "1");
@@ -489,13 +501,12 @@ class ConnectClusterTest {
         Properties p = new Properties();
         p.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, broker.bootstrap());
         try (Admin admin = Admin.create(p)) {
-            Map<String, Integer> wantPartitions = Map.of("connect-configs", 1, "connect-offsets", 25,
-                    "connect-status", 5, TOPIC, 2);
+            Map<String, Integer> wantPartitions = Map.of(CONFIGS, 1, OFFSETS, 25, STATUS, 5, TOPIC, 2);
             Map<String, TopicDescription> desc = admin.describeTopics(wantPartitions.keySet()).allTopicNames().get();
             for (Map.Entry<String, Integer> e : wantPartitions.entrySet()) {
                 assertEquals(e.getValue(), desc.get(e.getKey()).partitions().size(), e.getKey() + " partitions");
             }
-            List<ConfigResource> internal = List.of("connect-configs", "connect-offsets", "connect-status").stream()
+            List<ConfigResource> internal = List.of(CONFIGS, OFFSETS, STATUS).stream()
                     .map(t -> new ConfigResource(ConfigResource.Type.TOPIC, t)).collect(Collectors.toList());
             Map<ConfigResource, Config> configs = admin.describeConfigs(internal).all().get();
             for (ConfigResource r : internal) {

@@ -13,6 +13,8 @@ import java.util.Properties;
 import java.util.Set;
 import java.util.concurrent.ExecutionException;
 
+import io.vibemq.harness.BrokerProcess;
+
 import org.apache.kafka.clients.CommonClientConfigs;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
@@ -34,6 +36,7 @@ import org.apache.kafka.common.resource.ResourcePattern;
 import org.apache.kafka.common.resource.ResourcePatternFilter;
 import org.apache.kafka.common.resource.ResourceType;
 import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
@@ -53,6 +56,10 @@ class AclTest {
 
     @BeforeAll
     static void start() throws Exception {
+        // This class configures the broker itself (the authorizer, super users and SASL listeners), so it needs
+        // a broker it starts.
+        Assumptions.assumeTrue(BrokerProcess.bootstrapOverride() == null,
+                "AclTest starts its own broker; skipped with -Dbootstrap.override");
         dir = Files.createTempDirectory("java-compat-acl-");
         Path pw = dir.resolve("admin.password");
         Files.writeString(pw, ADMIN_PASSWORD + "\n");

@@ -21,6 +21,8 @@ import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.BooleanSupplier;
 import java.util.function.Supplier;
 
+import io.vibemq.harness.BrokerProcess;
+
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.NewTopic;
@@ -129,7 +131,27 @@ abstract class BrokerTestBase {
         String name = unique(prefix);
         NewTopic t = new NewTopic(name, partitions, (short) 1).configs(configs);
         admin.createTopics(List.of(t)).all().get(30, TimeUnit.SECONDS);
+        awaitTopic(name, partitions);
         return name;
+    }
+
+    /**
+     * Waits until the broker describes topic with every partition led. Our
+     * broker answers CreateTopics once the topic is served; Apache Kafka's
+     * controller answers once the topic is committed to its metadata log,
+     * and its broker serves it a moment later (until then UNKNOWN_TOPIC_OR_PARTITION).
+     */
+    static void awaitTopic(String topic, int partitions) throws InterruptedException {
+        waitFor(() -> {
+            try {
+                var d = admin.describeTopics(List.of(topic)).allTopicNames().get(10, TimeUnit.SECONDS).get(topic);
+                return d.partitions().size() == partitions && d.partitions().stream().allMatch(p -> p.leader() != null);
+            } catch (ExecutionException e) {
+                return false;
+            } catch (Exception e) {
+                throw new AssertionError(e);
+            }
+        }, () -> "topic " + topic + " with " + partitions + " led partitions in describeTopics");
     }
 
     static String createTopic(String prefix, int partitions) throws Exception {

@@ -3,6 +3,8 @@ package io.vibemq.compat;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.vibemq.harness.BrokerProcess;
+
 import org.junit.jupiter.api.Test;
 
 /**

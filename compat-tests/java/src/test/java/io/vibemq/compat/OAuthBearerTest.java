@@ -22,6 +22,8 @@ import javax.security.auth.callback.Callback;
 import javax.security.auth.callback.UnsupportedCallbackException;
 import javax.security.auth.login.AppConfigurationEntry;
 
+import io.vibemq.harness.BrokerProcess;
+
 import org.apache.kafka.clients.CommonClientConfigs;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
@@ -31,6 +33,7 @@ import org.apache.kafka.common.security.auth.AuthenticateCallbackHandler;
 import org.apache.kafka.common.security.oauthbearer.OAuthBearerToken;
 import org.apache.kafka.common.security.oauthbearer.OAuthBearerTokenCallback;
 import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
@@ -49,6 +52,10 @@ class OAuthBearerTest {
 
     @BeforeAll
     static void start() throws Exception {
+        // This class configures the broker itself (OAUTHBEARER keys), so it needs
+        // a broker it starts.
+        Assumptions.assumeTrue(BrokerProcess.bootstrapOverride() == null,
+                "OAuthBearerTest starts its own broker; skipped with -Dbootstrap.override");
         dir = Files.createTempDirectory("java-compat-oauth-");
         KeyPairGenerator gen = KeyPairGenerator.getInstance("RSA");
         gen.initialize(2048);

@@ -20,6 +20,8 @@ import java.util.Properties;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 
+import io.vibemq.harness.BrokerProcess;
+
 import org.apache.kafka.clients.CommonClientConfigs;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
@@ -42,6 +44,7 @@ import org.apache.kafka.common.errors.SslAuthenticationException;
 import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
 import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
@@ -63,6 +66,10 @@ class SecurityTest {
 
     @BeforeAll
     static void start() throws Exception {
+        // This class configures the broker's listeners, certificates and
+        // users itself, so it needs a broker it starts.
+        Assumptions.assumeTrue(BrokerProcess.bootstrapOverride() == null,
+                "SecurityTest starts its own broker with TLS and SASL listeners; skipped with -Dbootstrap.override");
         dir = Files.createTempDirectory("java-compat-tls-");
         makeCertificates();
         Path pw = dir.resolve("admin.password");

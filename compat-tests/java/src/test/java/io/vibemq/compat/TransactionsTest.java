@@ -34,8 +34,10 @@ import org.apache.kafka.common.IsolationLevel;
 import org.apache.kafka.common.KafkaException;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.errors.InvalidProducerEpochException;
+import org.apache.kafka.common.errors.InvalidTxnStateException;
 import org.apache.kafka.common.errors.ProducerFencedException;
 import org.apache.kafka.common.errors.TransactionalIdNotFoundException;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 /** Transactional producer, read_committed consumers, and the transaction Admin methods. */
@@ -282,8 +284,10 @@ class TransactionsTest extends BrokerTestBase {
      * Gap: ListTransactions v2 (KIP-1152, a transactional ID regex) is not
      * served; the 4.1+ client's filterOnTransactionalIdPattern fails with
      * UnsupportedVersionException. Skipped on clients without the method.
+     * Ours only (Kafka 4.1+ serves v2).
      */
     @Test
+    @Tag("ours")
     void listTransactionsByIdPatternIsNotServed() throws Exception {
         java.lang.reflect.Method m;
         try {
@@ -321,9 +325,16 @@ class TransactionsTest extends BrokerTestBase {
                     throw new AssertionError(e);
                 }
             }, () -> "the broker did not abort " + txId + " after its 1 s timeout");
+            // The commit fails and the producer must be closed. Which error
+            // says so differs (DESIGN.md, Deviations from Apache Kafka): we
+            // fence the old epoch (PRODUCER_FENCED); Kafka 4 with
+            // transaction.version 2 (KIP-890) takes an EndTxn with the epoch
+            // before the abort's bump for a retry and answers
+            // INVALID_TXN_STATE, since the transaction completed as an abort.
             KafkaException e = assertThrows(KafkaException.class, p::commitTransaction);
-            assertTrue(e instanceof ProducerFencedException || e instanceof InvalidProducerEpochException,
-                    "commit after the broker's abort: " + e);
+            System.out.printf("commit after the broker's timeout abort -> %s%n", e);
+            assertTrue(e instanceof ProducerFencedException || e instanceof InvalidProducerEpochException
+                    || e instanceof InvalidTxnStateException, "commit after the broker's abort: " + e);
         }
         TopicPartition tp = new TopicPartition(topic, 0);
         waitFor(() -> {

@@ -1,4 +1,4 @@
-package io.vibemq.connect;
+package io.vibemq.harness;
 
 import java.io.IOException;
 import java.io.RandomAccessFile;
@@ -20,31 +20,59 @@ import java.util.stream.Stream;
 
 /**
  * One {@code broker serve} child process on free loopback ports with a fresh
- * temporary data directory: a minimal copy of compat-tests/java BrokerProcess (this module does not depend on that one).
+ * temporary data directory, or an already running broker
+ * ({@code -Dbootstrap.override=host:port}, e.g. Apache Kafka): the Java twin
+ * of compat-tests/harness_test.go. Shared by compat-tests/java and
+ * compat-tests/connect (each pom adds this directory as a test source with
+ * build-helper-maven-plugin).
  * The binary comes from the system property {@code broker.bin} or the
  * environment variable {@code BROKER_BIN}; build it with
  * {@code go build -o broker ./cmd/broker}.
  */
-final class BrokerProcess implements AutoCloseable {
-    static final Duration READY_TIMEOUT = Duration.ofSeconds(60);
-    static final Duration STOP_TIMEOUT = Duration.ofSeconds(30);
-    static final int LOG_TAIL_BYTES = 64 << 10;
+public final class BrokerProcess implements AutoCloseable {
+    public static final Duration READY_TIMEOUT = Duration.ofSeconds(60);
+    public static final Duration STOP_TIMEOUT = Duration.ofSeconds(30);
+    public static final int LOG_TAIL_BYTES = 64 << 10;
 
     private final Path dataDir;
     private final Path logFile;
     private final List<String> extraArgs;
     private String kafkaAddr;
     private String httpAddr;
+    /** Further listener addresses: "{1}".."{3}" in a --listeners argument. */
+    private final String[] extraAddrs = new String[3];
     private Process process;
 
     private BrokerProcess(List<String> extraArgs) throws IOException {
-        this.dataDir = Files.createTempDirectory("connect-compat-data-");
-        this.logFile = Files.createTempFile("connect-compat-broker-", ".log");
+        this.dataDir = Files.createTempDirectory("compat-broker-data-");
+        this.logFile = Files.createTempFile("compat-broker-", ".log");
         this.extraArgs = extraArgs;
     }
 
+    /** An already running broker (e.g. Apache Kafka) at bootstrap: not started, not stopped. */
+    private BrokerProcess(String bootstrap) {
+        this.dataDir = null;
+        this.logFile = null;
+        this.extraArgs = List.of();
+        this.kafkaAddr = bootstrap;
+    }
+
+    /** The system property bootstrap.override (host:port), or null: tests then use that broker instead of starting one. */
+    public static String bootstrapOverride() {
+        String b = System.getProperty("bootstrap.override", "");
+        return b.isBlank() ? null : b.trim();
+    }
+
+    public static BrokerProcess external(String bootstrap) {
+        return new BrokerProcess(bootstrap);
+    }
+
+    public boolean external() {
+        return dataDir == null;
+    }
+
     /** The broker binary, or an IllegalStateException that says how to get one. */
-    static Path brokerBinary() {
+    public static Path brokerBinary() {
         String bin = System.getProperty("broker.bin", "");
         String from = "system property broker.bin";
         if (bin.isBlank()) {
@@ -64,13 +92,21 @@ final class BrokerProcess implements AutoCloseable {
     }
 
     /** Starts a broker and waits until its Kafka port accepts and /readyz is 200. */
-    static BrokerProcess start(String... extraArgs) throws Exception {
+    public static BrokerProcess start(String... extraArgs) throws Exception {
         Path bin = brokerBinary(); // before creating any temporary directory
         BrokerProcess b = new BrokerProcess(List.of(extraArgs));
         // A port picked free can be taken before the broker binds it: retry then only.
         for (int attempt = 1; ; attempt++) {
-            b.kafkaAddr = "127.0.0.1:" + freePort();
-            b.httpAddr = "127.0.0.1:" + freePort();
+            int kafkaPort = freePort();
+            int httpPort = freePort();
+            while (httpPort == kafkaPort) { // the kernel may hand out a just-closed port again
+                httpPort = freePort();
+            }
+            b.kafkaAddr = "127.0.0.1:" + kafkaPort;
+            b.httpAddr = "127.0.0.1:" + httpPort;
+            for (int i = 0; i < b.extraAddrs.length; i++) {
+                b.extraAddrs[i] = "127.0.0.1:" + freePort();
+            }
             String failure = b.tryStart(bin);
             if (failure == null) {
                 return b;
@@ -84,14 +120,25 @@ final class BrokerProcess implements AutoCloseable {
     }
 
     private String tryStart(Path bin) throws Exception {
+        // With --listeners (which replaces --kafka-addr), "{0}" is the
+        // address bootstrap() returns and "{1}".."{3}" are extraAddr(i).
+        boolean listeners = extraArgs.contains("--listeners");
         List<String> cmd = new ArrayList<>(List.of(bin.toString(), "serve",
                 "--data-dir", dataDir.toString(),
-                "--kafka-addr", kafkaAddr,
                 "--http-addr", httpAddr,
                 "--log-level", "info",
                 "--log-format", "json"));
-        cmd.addAll(extraArgs);
-        Files.writeString(logFile, "=== connect-compat: start: " + String.join(" ", cmd) + "\n",
+        if (!listeners) {
+            cmd.addAll(List.of("--kafka-addr", kafkaAddr));
+        }
+        for (String a : extraArgs) {
+            a = a.replace("{0}", kafkaAddr);
+            for (int i = 0; i < extraAddrs.length; i++) {
+                a = a.replace("{" + (i + 1) + "}", extraAddrs[i]);
+            }
+            cmd.add(a);
+        }
+        Files.writeString(logFile, "=== compat-tests: start: " + String.join(" ", cmd) + "\n",
                 StandardCharsets.UTF_8, java.nio.file.StandardOpenOption.APPEND);
         ProcessBuilder pb = new ProcessBuilder(cmd);
         // The broker refuses unknown BROKER_* variables (BROKER_BIN among them).
@@ -139,23 +186,31 @@ final class BrokerProcess implements AutoCloseable {
         return new InetSocketAddress(addr.substring(0, i), Integer.parseInt(addr.substring(i + 1)));
     }
 
-    static int freePort() throws IOException {
+    public static int freePort() throws IOException {
         try (ServerSocket s = new ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress())) {
             return s.getLocalPort();
         }
     }
 
     /** host:port of the Kafka listener, for bootstrap.servers. */
-    String bootstrap() {
+    public String bootstrap() {
         return kafkaAddr;
     }
 
-    boolean alive() {
-        return process != null && process.isAlive();
+    /** The listener address "{i}" (1-3) of a --listeners argument. */
+    public String extraAddr(int i) {
+        return extraAddrs[i - 1];
+    }
+
+    public boolean alive() {
+        return external() || process != null && process.isAlive();
     }
 
     /** The last 64 KiB of the broker's log. */
-    String logTail() {
+    public String logTail() {
+        if (external()) {
+            return "(external broker at " + kafkaAddr + ": no log here)";
+        }
         try (RandomAccessFile f = new RandomAccessFile(logFile.toFile(), "r")) {
             long len = f.length();
             long from = Math.max(0, len - LOG_TAIL_BYTES);
@@ -178,7 +233,10 @@ final class BrokerProcess implements AutoCloseable {
      * directory. Returns null after a clean exit (code 0 within the
      * timeout), else what went wrong.
      */
-    String stop() throws Exception {
+    public String stop() throws Exception {
+        if (external()) {
+            return null;
+        }
         String problem = null;
         if (process != null && process.isAlive()) {
             process.destroy(); // SIGTERM
@@ -197,11 +255,14 @@ final class BrokerProcess implements AutoCloseable {
         return problem;
     }
 
-    void deleteLog() throws IOException {
+    public void deleteLog() throws IOException {
+        if (external()) {
+            return;
+        }
         Files.deleteIfExists(logFile);
     }
 
-    Path logFile() {
+    public Path logFile() {
         return logFile;
     }
 }
