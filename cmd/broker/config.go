@@ -109,6 +109,12 @@ type Config struct {
 	// (KIP-848 group.protocol=consumer).
 	GroupConsumerSessionTimeout    time.Duration
 	GroupConsumerHeartbeatInterval time.Duration
+	// GroupShareRecordLockDuration, GroupShareDeliveryCountLimit and
+	// GroupShareAutoOffsetReset are the delivery settings of share groups
+	// (KIP-932).
+	GroupShareRecordLockDuration time.Duration
+	GroupShareDeliveryCountLimit int
+	GroupShareAutoOffsetReset    string
 	// OffsetsRetention is how long committed offsets of an empty group are
 	// kept.
 	OffsetsRetention time.Duration
@@ -357,6 +363,18 @@ var configKeys = append([]configKey{
 		"how often members of a consumer group using the new protocol (KIP-848) heartbeat",
 		"Kafka group.consumer.heartbeat.interval.ms.",
 		func(c *Config) *time.Duration { return &c.GroupConsumerHeartbeatInterval }, 100*time.Millisecond, 10*time.Minute),
+	durationKey("group-share-record-lock-duration", "30s",
+		"how long a share group member holds a record it fetched before the record is delivered again",
+		"Kafka group.share.record.lock.duration.ms (KIP-932), the acquisition lock.",
+		func(c *Config) *time.Duration { return &c.GroupShareRecordLockDuration }, time.Second, time.Hour),
+	intKey("group-share-delivery-count-limit", "5",
+		"how many times a share group delivers a record before it archives it",
+		"Kafka group.share.delivery.count.limit (KIP-932). An archived record is skipped, never delivered again.",
+		func(c *Config) *int { return &c.GroupShareDeliveryCountLimit }, 1, 1000),
+	enumKey("group-share-auto-offset-reset", "latest",
+		"where a share group starts in a partition it has not read before: latest or earliest",
+		"Kafka's group config share.auto.offset.reset (KIP-932), here for every share group.",
+		func(c *Config) *string { return &c.GroupShareAutoOffsetReset }, "latest", "earliest"),
 	durationKey("offsets-retention", "168h", "how long committed offsets of an empty consumer group are kept",
 		"Kafka offsets.retention.minutes.",
 		func(c *Config) *time.Duration { return &c.OffsetsRetention }, time.Minute, math.MaxInt64),

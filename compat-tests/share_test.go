@@ -1,0 +1,401 @@
+package compattests
+
+// Share groups (KIP-932, issue 10 part 2) with franz-go's share consumer
+// (kgo.ShareGroup, Record.Ack): three members on a plain topic accept
+// every record exactly once overall; a member that acquired records and
+// went silent (no ack, connection kept open) loses them when their
+// acquisition lock expires and they are delivered again; a REJECTed record
+// is never delivered again; a record RELEASEd every time is delivered
+// exactly group-share-delivery-count-limit times; the group shows in
+// ListGroups (type share), ShareGroupDescribe, DescribeGroups (Dead, as
+// Kafka 4) and `broker groups list`. A broker killed with kill -9 keeps
+// every share-partition's state: accepted records are never delivered
+// again, held ones come back once their lock expires with their delivery
+// count.
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// shareBroker starts a broker with short share-group timers: 3s locks,
+// delivery limit 3, share groups starting at the earliest offset.
+func shareBroker(t *testing.T, extra ...string) *brokerProc {
+	return startBroker(t, withArgs(append([]string{
+		"--group-share-record-lock-duration", "3s",
+		"--group-share-delivery-count-limit", "3",
+		"--group-share-auto-offset-reset", "earliest",
+		"--group-consumer-session-timeout", "6s",
+		"--group-consumer-heartbeat-interval", "500ms",
+	}, extra...)...))
+}
+
+// shareLedger counts deliveries and acceptances per value.
+type shareLedger struct {
+	mu         sync.Mutex
+	accepted   map[string]int
+	deliveries map[string][]int32 // delivery counts seen, in order
+	byMember   map[string]int
+}
+
+func newShareLedger() *shareLedger {
+	return &shareLedger{accepted: map[string]int{}, deliveries: map[string][]int32{}, byMember: map[string]int{}}
+}
+
+func (l *shareLedger) snapshot() (accepted map[string]int, deliveries map[string][]int32) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	accepted, deliveries = map[string]int{}, map[string][]int32{}
+	for k, v := range l.accepted {
+		accepted[k] = v
+	}
+	for k, v := range l.deliveries {
+		deliveries[k] = append([]int32(nil), v...)
+	}
+	return accepted, deliveries
+}
+
+// runShareMember polls with a kgo share consumer until ctx ends: values
+// "reject-*" are REJECTed, "poison-*" RELEASEd, the rest ACCEPTed.
+func runShareMember(t *testing.T, ctx context.Context, addr, group, topic, name string, led *shareLedger) *kgo.Client {
+	cl := newClient(t, addr, kgo.ShareGroup(group), kgo.ConsumeTopics(topic), kgo.ClientID(name), kgo.FetchMaxWait(500*time.Millisecond))
+	go func() {
+		for ctx.Err() == nil {
+			fs := cl.PollFetches(ctx)
+			fs.EachRecord(func(r *kgo.Record) {
+				v := string(r.Value)
+				led.mu.Lock()
+				led.deliveries[v] = append(led.deliveries[v], r.DeliveryCount())
+				switch {
+				case strings.HasPrefix(v, "reject-"):
+					r.Ack(kgo.AckReject)
+				case strings.HasPrefix(v, "poison-"):
+					r.Ack(kgo.AckRelease)
+				default:
+					r.Ack(kgo.AckAccept)
+					led.accepted[v]++
+					led.byMember[name]++
+				}
+				led.mu.Unlock()
+			})
+			_ = cl.FlushAcks(ctx)
+		}
+	}()
+	return cl
+}
+
+// rawShareMember is a share group member speaking the protocol itself
+// over one connection: it joins, opens a share session and acquires.
+type rawShareMember struct {
+	t       *testing.T
+	c       *rawConn
+	group   string
+	id      string
+	epoch   int32 // share session epoch of the next request
+	topicID [16]byte
+}
+
+func newRawShareMember(t *testing.T, addr, group, topic, id string) *rawShareMember {
+	m := &rawShareMember{t: t, c: dialRaw(t, addr), group: group, id: id}
+	hb := kmsg.NewPtrShareGroupHeartbeatRequest()
+	hb.Version, hb.GroupID, hb.MemberID, hb.MemberEpoch, hb.SubscribedTopicNames = 1, group, id, 0, []string{topic}
+	resp := m.c.roundTrip(hb).(*kmsg.ShareGroupHeartbeatResponse)
+	if resp.ErrorCode != 0 || resp.Assignment == nil || len(resp.Assignment.TopicPartitions) != 1 {
+		t.Fatalf("raw member join: error %s, assignment %+v", errName(resp.ErrorCode), resp.Assignment)
+	}
+	m.topicID = resp.Assignment.TopicPartitions[0].TopicID
+	return m
+}
+
+// fetch sends a ShareFetch for partitions (none: the session's) with acks,
+// and returns the acquired offsets per partition.
+func (m *rawShareMember) fetch(partitions []int32, acks map[int32][]kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch, maxRecords int32) (*kmsg.ShareFetchResponse, map[int32][]kmsg.ShareFetchResponseTopicPartitionAcquiredRecord) {
+	req := kmsg.NewPtrShareFetchRequest()
+	req.Version = 1
+	req.GroupID, req.MemberID = &m.group, &m.id
+	req.ShareSessionEpoch = m.epoch
+	req.MaxWaitMillis, req.MaxBytes, req.MaxRecords, req.BatchSize = 2000, 1<<20, maxRecords, maxRecords
+	topic := kmsg.NewShareFetchRequestTopic()
+	topic.TopicID = m.topicID
+	for _, p := range partitions {
+		rp := kmsg.NewShareFetchRequestTopicPartition()
+		rp.Partition = p
+		rp.AcknowledgementBatches = acks[p]
+		topic.Partitions = append(topic.Partitions, rp)
+	}
+	req.Topics = []kmsg.ShareFetchRequestTopic{topic}
+	resp := m.c.roundTrip(req).(*kmsg.ShareFetchResponse)
+	if resp.ErrorCode == 0 {
+		m.epoch++
+	}
+	out := map[int32][]kmsg.ShareFetchResponseTopicPartitionAcquiredRecord{}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			out[p.Partition] = append(out[p.Partition], p.AcquiredRecords...)
+		}
+	}
+	return resp, out
+}
+
+// TestShareGroupFranz: three kgo share consumers and one silent member on
+// a plain topic of 3 partitions.
+func TestShareGroupFranz(t *testing.T) {
+	t.Parallel()
+	b := shareBroker(t)
+	adm := newAdmin(t, b.Addr())
+	topic := topicName(t, "")
+	group := "share." + topic
+	createTopic(t, adm, topic, 3, nil)
+	prod := newClient(t, b.Addr(), kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	produce := func(values ...string) {
+		t.Helper()
+		rs := make([]*kgo.Record, len(values))
+		for i, v := range values {
+			rs[i] = &kgo.Record{Value: []byte(v), Partition: int32(i % 3)}
+		}
+		if err := prod.ProduceSync(testCtx(t, opTimeout), rs...).FirstErr(); err != nil {
+			t.Fatalf("produce: %v", err)
+		}
+	}
+	var plain []string
+	for i := range 300 {
+		plain = append(plain, fmt.Sprintf("v-%03d", i))
+	}
+	produce(plain[:100]...)
+
+	// The silent member takes what it can, then never acknowledges nor
+	// heartbeats; its connection stays open.
+	silent := newRawShareMember(t, b.Addr(), group, topic, "silent-member-0000000000000000000")
+	_, held := silent.fetch([]int32{0, 1, 2}, nil, 500)
+	heldCount := 0
+	for _, rs := range held {
+		for _, r := range rs {
+			heldCount += int(r.LastOffset - r.FirstOffset + 1)
+		}
+	}
+	if heldCount == 0 {
+		t.Fatal("the silent member acquired nothing")
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	led := newShareLedger()
+	for i := range 3 {
+		runShareMember(t, ctx, b.Addr(), group, topic, fmt.Sprintf("m%d", i), led)
+	}
+	produce(plain[100:]...)
+	produce("reject-1", "reject-2", "reject-3", "poison-1", "poison-2", "poison-3")
+
+	deadline := time.Now().Add(groupWait)
+	for {
+		accepted, deliveries := led.snapshot()
+		done := len(accepted) == len(plain)
+		for _, v := range []string{"poison-1", "poison-2", "poison-3"} {
+			done = done && len(deliveries[v]) == 3
+		}
+		if done {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("accepted %d of %d records, poison deliveries %v %v %v", len(accepted), len(plain),
+				deliveries["poison-1"], deliveries["poison-2"], deliveries["poison-3"])
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// Let redeliveries that should not happen show up: one lock and a bit.
+	time.Sleep(4 * time.Second)
+	accepted, deliveries := led.snapshot()
+	for _, v := range plain {
+		if accepted[v] != 1 {
+			t.Errorf("%s accepted %d times, want exactly once", v, accepted[v])
+		}
+	}
+	for _, v := range []string{"reject-1", "reject-2", "reject-3"} {
+		if got := deliveries[v]; len(got) != 1 || got[0] != 1 {
+			t.Errorf("%s delivered with counts %v; a REJECTed record is delivered once", v, got)
+		}
+	}
+	for _, v := range []string{"poison-1", "poison-2", "poison-3"} {
+		if got := deliveries[v]; fmt.Sprint(got) != "[1 2 3]" {
+			t.Errorf("%s delivered with counts %v, want [1 2 3] (delivery limit 3)", v, got)
+		}
+	}
+	redelivered := 0
+	for _, v := range plain[:100] {
+		if d := deliveries[v]; len(d) > 0 && d[0] == 2 {
+			redelivered++
+		}
+	}
+	if redelivered != heldCount {
+		t.Errorf("%d records first delivered with count 2, want the %d the silent member held", redelivered, heldCount)
+	}
+	led.mu.Lock()
+	t.Logf("accepted per member: %v; the silent member held %d", led.byMember, heldCount)
+	led.mu.Unlock()
+
+	// The silent member's late acknowledgement: its records went to others.
+	var acks = map[int32][]kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch{}
+	for p, rs := range held {
+		for _, r := range rs {
+			acks[p] = append(acks[p], kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch{FirstOffset: r.FirstOffset, LastOffset: r.LastOffset, AcknowledgeTypes: []int8{1}})
+		}
+	}
+	// Fenced by now (6s without heartbeat): the session is gone;
+	// otherwise each partition answers INVALID_RECORD_STATE.
+	resp, _ := silent.fetch(partitionsOf(acks), acks, 1)
+	if resp.ErrorCode != 0 && resp.ErrorCode != kerr.ShareSessionNotFound.Code {
+		t.Errorf("late ack: %s, want SHARE_SESSION_NOT_FOUND or INVALID_RECORD_STATE per partition", errName(resp.ErrorCode))
+	}
+	for _, rt := range resp.Topics {
+		for _, p := range rt.Partitions {
+			if len(acks[p.Partition]) > 0 && p.AcknowledgeErrorCode != kerr.InvalidRecordState.Code {
+				t.Errorf("late ack of partition %d: %s, want INVALID_RECORD_STATE", p.Partition, errName(p.AcknowledgeErrorCode))
+			}
+		}
+	}
+	checkShareGroupViews(t, b, group, topic)
+}
+
+func partitionsOf[T any](m map[int32]T) []int32 {
+	var out []int32
+	for p := range m {
+		out = append(out, p)
+	}
+	return out
+}
+
+// checkShareGroupViews: ListGroups, ShareGroupDescribe, DescribeGroups and
+// the CLI show the share group.
+func checkShareGroupViews(t *testing.T, b *brokerProc, group, topic string) {
+	t.Helper()
+	cl := newClient(t, b.Addr())
+	lg := kmsg.NewPtrListGroupsRequest()
+	lg.TypesFilter = []string{"share"}
+	lr, err := lg.RequestWith(testCtx(t, opTimeout), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, g := range lr.Groups {
+		found = found || g.Group == group && g.GroupType == "share" && g.ProtocolType == "share"
+	}
+	if !found {
+		t.Errorf("ListGroups(types=share) = %+v, want %s of type share", lr.Groups, group)
+	}
+	dr := kmsg.NewPtrShareGroupDescribeRequest()
+	dr.GroupIDs = []string{group, "no-such-share-group"}
+	d, err := dr.RequestWith(testCtx(t, opTimeout), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := d.Groups[0]; g.ErrorCode != 0 || g.GroupState != "Stable" || len(g.Members) < 3 {
+		t.Errorf("ShareGroupDescribe: error %s state %q, %d members; want Stable with at least 3", errName(g.ErrorCode), g.GroupState, len(g.Members))
+	} else {
+		for _, m := range g.Members {
+			if len(m.Assignment.TopicPartitions) != 1 || len(m.Assignment.TopicPartitions[0].Partitions) != 3 || m.Assignment.TopicPartitions[0].Topic != topic {
+				t.Errorf("member %s assignment %+v, want all 3 partitions of %s", m.MemberID, m.Assignment, topic)
+			}
+		}
+	}
+	if d.Groups[1].ErrorCode != kerr.GroupIDNotFound.Code {
+		t.Errorf("ShareGroupDescribe of a missing group: %s, want GROUP_ID_NOT_FOUND", errName(d.Groups[1].ErrorCode))
+	}
+	dg := kmsg.NewPtrDescribeGroupsRequest()
+	dg.Groups = []string{group}
+	dgr, err := dg.RequestWith(testCtx(t, opTimeout), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dgr.Groups[0].State != "Dead" {
+		t.Errorf("DescribeGroups of a share group: state %q, want Dead (as Kafka 4)", dgr.Groups[0].State)
+	}
+	out, _, _ := runCLI(t, "list", "--bootstrap-server="+b.Addr())
+	if !strings.Contains(out, group) || !strings.Contains(out, "share") {
+		t.Errorf("broker groups list does not show the share group:\n%s", out)
+	}
+}
+
+// TestShareGroupRestartKeepsState: a member acquires 10 of 20 records and
+// accepts 5; the broker is killed (kill -9) and restarted; a kgo share
+// consumer then gets the other 15 (the 5 held ones once their lock
+// expired, at delivery count 2) and never an accepted one.
+func TestShareGroupRestartKeepsState(t *testing.T) {
+	t.Parallel()
+	b := shareBroker(t)
+	adm := newAdmin(t, b.Addr())
+	topic := topicName(t, "")
+	group := "share." + topic
+	createTopic(t, adm, topic, 1, nil)
+	prod := newClient(t, b.Addr(), kgo.DefaultProduceTopic(topic))
+	var rs []*kgo.Record
+	for i := range 20 {
+		rs = append(rs, &kgo.Record{Value: []byte(fmt.Sprintf("r-%02d", i))})
+	}
+	if err := prod.ProduceSync(testCtx(t, opTimeout), rs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	m := newRawShareMember(t, b.Addr(), group, topic, "restart-member-00000000000000000")
+	resp, got := m.fetch([]int32{0}, nil, 10)
+	if len(got[0]) != 1 || got[0][0].FirstOffset != 0 || got[0][0].LastOffset != 9 {
+		t.Fatalf("acquired %+v (error %s), want offsets 0-9", got, errName(resp.ErrorCode))
+	}
+	ack := kmsg.NewPtrShareAcknowledgeRequest()
+	ack.Version = 1
+	ack.GroupID, ack.MemberID, ack.ShareSessionEpoch = &m.group, &m.id, m.epoch
+	at := kmsg.NewShareAcknowledgeRequestTopic()
+	at.TopicID = m.topicID
+	ap := kmsg.NewShareAcknowledgeRequestTopicPartition()
+	ap.AcknowledgementBatches = []kmsg.ShareAcknowledgeRequestTopicPartitionAcknowledgementBatch{{FirstOffset: 0, LastOffset: 4, AcknowledgeTypes: []int8{1}}}
+	at.Partitions = append(at.Partitions, ap)
+	ack.Topics = append(ack.Topics, at)
+	ar := m.c.roundTrip(ack).(*kmsg.ShareAcknowledgeResponse)
+	if ar.ErrorCode != 0 || len(ar.Topics) != 1 || ar.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("ShareAcknowledge: %+v", ar)
+	}
+
+	b.Kill()
+	b.Start()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	led := newShareLedger()
+	runShareMember(t, ctx, b.Addr(), group, topic, "after", led)
+	deadline := time.Now().Add(groupWait)
+	for {
+		accepted, _ := led.snapshot()
+		if len(accepted) >= 15 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the restart %d records accepted, want 15", len(accepted))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(time.Second)
+	accepted, deliveries := led.snapshot()
+	for i := range 20 {
+		v := fmt.Sprintf("r-%02d", i)
+		switch {
+		case i < 5:
+			if len(deliveries[v]) != 0 {
+				t.Errorf("%s was accepted before the restart but delivered again: %v", v, deliveries[v])
+			}
+		case i < 10:
+			if d := deliveries[v]; accepted[v] != 1 || len(d) == 0 || d[0] != 2 {
+				t.Errorf("%s (held at the kill): accepted %d, delivery counts %v, want once at count 2", v, accepted[v], d)
+			}
+		default:
+			if d := deliveries[v]; accepted[v] != 1 || len(d) == 0 || d[0] != 1 {
+				t.Errorf("%s: accepted %d, delivery counts %v, want once at count 1", v, accepted[v], d)
+			}
+		}
+	}
+}
