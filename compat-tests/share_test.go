@@ -15,7 +15,9 @@ package compattests
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -317,9 +319,28 @@ func checkShareGroupViews(t *testing.T, b *brokerProc, group, topic string) {
 	if dgr.Groups[0].State != "Dead" {
 		t.Errorf("DescribeGroups of a share group: state %q, want Dead (as Kafka 4)", dgr.Groups[0].State)
 	}
-	out, _, _ := runCLI(t, "list", "--bootstrap-server="+b.Addr())
-	if !strings.Contains(out, group) || !strings.Contains(out, "share") {
-		t.Errorf("broker groups list does not show the share group:\n%s", out)
+	bs := "--bootstrap-server=" + b.Addr()
+	out, errOut, _ := runCLI(t, "list", bs, "-o", "json")
+	var listed []struct{ Group, State, Type string }
+	if err := json.Unmarshal([]byte(out), &listed); err != nil {
+		t.Fatalf("broker groups list -o json: %v\n%s%s", err, out, errOut)
+	}
+	if !slices.ContainsFunc(listed, func(g struct{ Group, State, Type string }) bool { return g.Group == group && g.Type == "share" }) {
+		t.Errorf("broker groups list does not show the share group %s of type share:\n%s", group, out)
+	}
+	out, errOut, code := runCLI(t, "describe", bs, "-o", "json", group)
+	var described []struct {
+		Group        string
+		ProtocolType string `json:"protocol_type"`
+		Members      []struct {
+			Assigned map[string][]int
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &described); err != nil || code != 0 {
+		t.Fatalf("broker groups describe %s: exit %d, %v\n%s%s", group, code, err, out, errOut)
+	}
+	if len(described) != 1 || described[0].ProtocolType != "share" || len(described[0].Members) < 3 || len(described[0].Members[0].Assigned[topic]) != 3 {
+		t.Errorf("broker groups describe %s: %+v, want a share group whose members have all 3 partitions", group, described)
 	}
 }
 

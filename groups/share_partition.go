@@ -170,7 +170,7 @@ var (
 func (sp *sharePartition) acknowledge(member string, batches []AckBatch, lim shareLimits, now time.Time) error {
 	prev := int64(-1)
 	for _, b := range batches {
-		if b.First > b.Last || b.First <= prev || (len(b.Types) != 1 && int64(len(b.Types)) != b.Last-b.First+1) {
+		if b.First > b.Last || b.First <= prev || len(b.Types) == 0 || (len(b.Types) != 1 && int64(len(b.Types)) != b.Last-b.First+1) {
 			return errInvalidAck
 		}
 		prev = b.Last

@@ -94,6 +94,9 @@ func TestSharePartitionAcknowledgeTypes(t *testing.T) {
 		{{3, 4, []int8{AckAccept, AckAccept, AckAccept}}},
 		{{4, 4, []int8{9}}},
 		{{4, 4, []int8{AckAccept}}, {4, 4, []int8{AckAccept}}},
+		{{4, 4, nil}},
+		{{-1 << 63, 1<<63 - 1, nil}},
+		{{-1 << 63, 1<<63 - 1, []int8{AckAccept}}},
 	} {
 		if err := sp.acknowledge("a", bad, testShareLimits, now); !errors.Is(err, errInvalidAck) {
 			t.Errorf("%v: %v, want invalid acknowledgement", bad, err)

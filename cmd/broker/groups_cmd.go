@@ -38,7 +38,7 @@ func groupsCommand() *cli.Command {
 		Subcommands: []*cli.Command{
 			{
 				Name:        "list",
-				Usage:       "list consumer groups with their state, protocol type and type (classic, or consumer for group.protocol=consumer)",
+				Usage:       "list consumer groups with their state, protocol type and type (classic, consumer for group.protocol=consumer, share for share groups)",
 				Description: groupsExitCodes,
 				Flags:       flags(&cli.StringSliceFlag{Name: "state", Usage: "only groups in this state (Empty, Stable, PreparingRebalance, CompletingRebalance; Assigning, Reconciling for consumer-protocol groups), repeatable"}),
 				Action:      groupsList,
@@ -156,7 +156,8 @@ func groupsList(cCtx *cli.Context) error {
 		State        string `json:"state"`
 		ProtocolType string `json:"protocol_type"`
 		Coordinator  int32  `json:"coordinator"`
-		// Type is "classic" or "consumer" (KIP-848, group.protocol=consumer).
+		// Type is "classic", "consumer" (KIP-848, group.protocol=consumer)
+		// or "share" (KIP-932).
 		Type string `json:"type"`
 	}
 	rows := []row{}
@@ -214,6 +215,13 @@ func groupsDescribe(cCtx *cli.Context) error {
 		}
 	}
 	consumerGroups := describeConsumerGroups(ctx, adm, dead)
+	var notConsumer []string
+	for _, name := range dead {
+		if _, ok := consumerGroups[name]; !ok {
+			notConsumer = append(notConsumer, name)
+		}
+	}
+	shareGroups := describeShareGroups(ctx, adm, notConsumer)
 	var out []describedGroup
 	var missing []string
 	for _, name := range names {
@@ -226,6 +234,10 @@ func groupsDescribe(cCtx *cli.Context) error {
 		}
 		if cg, ok := consumerGroups[name]; ok {
 			out = append(out, consumerGroupDescribed(cg))
+			continue
+		}
+		if sg, ok := shareGroups[name]; ok {
+			out = append(out, shareGroupDescribed(sg))
 			continue
 		}
 		if d.State == "Dead" {

@@ -105,3 +105,35 @@ func consumerGroupLag(ctx context.Context, adm *kadm.Client, d kadm.DescribedCon
 	})
 	return rows, nil
 }
+
+// describeShareGroups describes, through ShareGroupDescribe, the named
+// groups that are share groups (KIP-932); others are left out.
+func describeShareGroups(ctx context.Context, adm *kadm.Client, names []string) map[string]kadm.DescribedShareGroup {
+	out := map[string]kadm.DescribedShareGroup{}
+	if len(names) == 0 {
+		return out
+	}
+	described, _ := adm.DescribeShareGroups(ctx, names...) // partial answers are kept
+	for name, d := range described {
+		if d.Err == nil && d.GroupState != "" && d.GroupState != "Dead" {
+			out[name] = d
+		}
+	}
+	return out
+}
+
+// shareGroupDescribed is a share group in `groups describe` form:
+// protocol type "share", the assignor as the protocol; every member is
+// assigned every partition of its topics.
+func shareGroupDescribed(d kadm.DescribedShareGroup) describedGroup {
+	g := describedGroup{Group: d.GroupID, State: d.GroupState, ProtocolType: "share", Protocol: d.Assignor, Members: []describedMember{}}
+	for _, m := range d.Members {
+		dm := describedMember{MemberID: m.MemberID, ClientID: m.ClientID, ClientHost: m.ClientHost, Assigned: map[string][]int{}}
+		m.Assignment.Each(func(t string, p int32) { dm.Assigned[t] = append(dm.Assigned[t], int(p)) })
+		for t := range dm.Assigned {
+			slices.Sort(dm.Assigned[t])
+		}
+		g.Members = append(g.Members, dm)
+	}
+	return g
+}
