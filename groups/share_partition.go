@@ -174,14 +174,16 @@ func (sp *sharePartition) acknowledge(member string, batches []AckBatch, lim sha
 			return errInvalidAck
 		}
 		prev = b.Last
-		for i, off := 0, b.First; off <= b.Last; i, off = i+1, off+1 {
-			t := b.Types[0]
-			if len(b.Types) > 1 {
-				t = b.Types[i]
-			}
+		for _, t := range b.Types {
 			if t < AckGap || t > AckRenew {
 				return errInvalidAck
 			}
+		}
+		// Offsets below the start offset are final already: skipped
+		// without error, as Kafka's SharePartition does. An offset past
+		// the window fails the loop at once, so it never runs longer
+		// than the window.
+		for off := max(b.First, sp.start); off <= b.Last; off++ {
 			r := sp.at(off)
 			if r == nil || r.state != shareAcquired || r.owner != member {
 				return errInvalidRecordState
@@ -189,10 +191,10 @@ func (sp *sharePartition) acknowledge(member string, batches []AckBatch, lim sha
 		}
 	}
 	for _, b := range batches {
-		for i, off := 0, b.First; off <= b.Last; i, off = i+1, off+1 {
+		for off := max(b.First, sp.start); off <= b.Last; off++ {
 			t := b.Types[0]
 			if len(b.Types) > 1 {
-				t = b.Types[i]
+				t = b.Types[off-b.First]
 			}
 			r := sp.at(off)
 			switch t {

@@ -108,6 +108,15 @@ func TestSharePartitionAcknowledgeTypes(t *testing.T) {
 	if r := sp.at(4); r.state != shareAcquired {
 		t.Fatalf("a failed acknowledgement changed record 4: %+v", r)
 	}
+	// Offsets below the start offset are final: skipped, as Kafka does,
+	// however many (the loop starts at the start offset).
+	if err := sp.acknowledge("a", []AckBatch{{0, 2, []int8{AckAccept}}, {4, 4, []int8{AckAccept}}}, testShareLimits, now); err != nil {
+		t.Fatalf("acknowledging final offsets and a held one: %v", err)
+	}
+	far := &sharePartition{start: 1 << 60}
+	if err := far.acknowledge("a", []AckBatch{{0, 1<<60 - 1, []int8{AckAccept}}}, testShareLimits, now); err != nil {
+		t.Fatalf("a batch wholly below the start offset: %v", err)
+	}
 }
 
 func TestSharePartitionGapsAndControlBatchesAreNotDelivered(t *testing.T) {

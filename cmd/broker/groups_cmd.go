@@ -210,7 +210,9 @@ func groupsDescribe(cCtx *cli.Context) error {
 	}
 	var dead []string
 	for _, name := range names {
-		if d, ok := described[name]; ok && d.Err == nil && d.State == "Dead" {
+		// Kafka 4.2 answers DescribeGroups v6 for a share group with
+		// GROUP_ID_NOT_FOUND; before v6, and here, it is Dead.
+		if d, ok := described[name]; ok && (d.Err == nil && d.State == "Dead" || errors.Is(d.Err, kerr.GroupIDNotFound)) {
 			dead = append(dead, name)
 		}
 	}
@@ -225,13 +227,6 @@ func groupsDescribe(cCtx *cli.Context) error {
 	var out []describedGroup
 	var missing []string
 	for _, name := range names {
-		d, ok := described[name]
-		if !ok || d.Err != nil {
-			if !ok {
-				return groupsError("describing group "+name, errors.New("no answer"))
-			}
-			return groupsError("describing group "+name, d.Err)
-		}
 		if cg, ok := consumerGroups[name]; ok {
 			out = append(out, consumerGroupDescribed(cg))
 			continue
@@ -239,6 +234,17 @@ func groupsDescribe(cCtx *cli.Context) error {
 		if sg, ok := shareGroups[name]; ok {
 			out = append(out, shareGroupDescribed(sg))
 			continue
+		}
+		d, ok := described[name]
+		if !ok {
+			return groupsError("describing group "+name, errors.New("no answer"))
+		}
+		if errors.Is(d.Err, kerr.GroupIDNotFound) {
+			missing = append(missing, name)
+			continue
+		}
+		if d.Err != nil {
+			return groupsError("describing group "+name, d.Err)
 		}
 		if d.State == "Dead" {
 			missing = append(missing, name)
