@@ -473,3 +473,107 @@ func TestShareGroupRestartKeepsState(t *testing.T) {
 		}
 	}
 }
+
+// TestShareGroupConfigs: share.auto.offset.reset=earliest set on the group
+// with IncrementalAlterConfigs (GROUP resource) before it exists makes a
+// kgo share consumer get the records produced before it joined;
+// DescribeConfigs shows the value as GROUP_CONFIG and the rest as defaults;
+// a bad value and an unknown name get INVALID_CONFIG. On this broker the
+// config survives a restart. Also against Apache Kafka 4.2.
+func TestShareGroupConfigs(t *testing.T) {
+	t.Parallel()
+	t.Run("broker", func(t *testing.T) { testShareGroupConfigs(t, startBroker(t), false) })
+	t.Run("apache-kafka", func(t *testing.T) { testShareGroupConfigs(t, &brokerProc{t: t, kafkaAddr: referenceKafka(t)}, true) })
+}
+
+func testShareGroupConfigs(t *testing.T, b *brokerProc, ref bool) {
+	adm := newAdmin(t, b.Addr())
+	topic := topicName(t, "")
+	group := "share." + topic
+	createTopic(t, adm, topic, 1, nil)
+	cl := newClient(t, b.Addr(), kgo.DefaultProduceTopic(topic))
+	var rs []*kgo.Record
+	for i := range 10 {
+		rs = append(rs, &kgo.Record{Value: []byte(fmt.Sprintf("c-%d", i))})
+	}
+	if err := cl.ProduceSync(testCtx(t, opTimeout), rs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	alter := func(name string, value *string) int16 {
+		t.Helper()
+		req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+		res := kmsg.NewIncrementalAlterConfigsRequestResource()
+		res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeGroupConfig, group
+		c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+		c.Name, c.Value, c.Op = name, value, kmsg.IncrementalAlterConfigOpSet
+		res.Configs = append(res.Configs, c)
+		req.Resources = append(req.Resources, res)
+		resp, err := req.RequestWith(testCtx(t, opTimeout), cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Resources[0].ErrorCode
+	}
+	if code := alter("share.auto.offset.reset", kmsg.StringPtr("earliest")); code != 0 {
+		t.Fatalf("setting share.auto.offset.reset: %s", errName(code))
+	}
+	if code := alter("share.auto.offset.reset", kmsg.StringPtr("sometimes")); code != kerr.InvalidConfig.Code {
+		t.Errorf("share.auto.offset.reset=sometimes: %s, want INVALID_CONFIG", errName(code))
+	}
+	if code := alter("no.such.group.config", kmsg.StringPtr("1")); code != kerr.InvalidConfig.Code {
+		t.Errorf("an unknown group config: %s, want INVALID_CONFIG", errName(code))
+	}
+	describe := func() map[string]kmsg.DescribeConfigsResponseResourceConfig {
+		t.Helper()
+		req := kmsg.NewPtrDescribeConfigsRequest()
+		res := kmsg.NewDescribeConfigsRequestResource()
+		res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeGroupConfig, group
+		req.Resources = append(req.Resources, res)
+		resp, err := req.RequestWith(testCtx(t, opTimeout), newClient(t, b.Addr()))
+		if err != nil || resp.Resources[0].ErrorCode != 0 {
+			t.Fatalf("DescribeConfigs of the group: %v %+v", err, resp)
+		}
+		out := map[string]kmsg.DescribeConfigsResponseResourceConfig{}
+		for _, c := range resp.Resources[0].Configs {
+			out[c.Name] = c
+		}
+		return out
+	}
+	check := func(what string) {
+		t.Helper()
+		got := describe()
+		if c := got["share.auto.offset.reset"]; c.Value == nil || *c.Value != "earliest" || c.Source != kmsg.ConfigSourceGroupConfig {
+			t.Errorf("%s: share.auto.offset.reset %+v, want earliest from GROUP_CONFIG", what, c)
+		}
+		if c, ok := got["share.record.lock.duration.ms"]; !ok || c.Source == kmsg.ConfigSourceGroupConfig {
+			t.Errorf("%s: share.record.lock.duration.ms %+v, want listed, not set on the group", what, c)
+		}
+		names := make([]string, 0, len(got))
+		for n := range got {
+			names = append(names, n)
+		}
+		slices.Sort(names)
+		t.Logf("%s: group configs %v", what, names)
+	}
+	check("after the change")
+	if !ref {
+		b.Restart()
+		check("after a restart")
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	led := newShareLedger()
+	runShareMember(t, ctx, b.Addr(), group, topic, "late", led)
+	deadline := time.Now().Add(groupWait)
+	for {
+		if accepted, _ := led.snapshot(); len(accepted) == 10 {
+			break
+		}
+		if time.Now().After(deadline) {
+			accepted, _ := led.snapshot()
+			t.Fatalf("a member joining after the records got %d of 10 with share.auto.offset.reset=earliest", len(accepted))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

@@ -82,10 +82,8 @@ type shareState struct {
 	groups   map[string]*shareGroup
 	sessions map[shareSessionKey]*shareSession
 	nextID   uint64
-}
-
-func (c *Coordinator) shareLimits() shareLimits {
-	return shareLimits{lock: c.cfg.ShareRecordLockDuration, deliveryLimit: int16(c.cfg.ShareDeliveryCountLimit), maxInFlight: c.cfg.ShareMaxRecordLocks}
+	// configs are the group configs set per group (share_config.go).
+	configs map[string]map[string]string
 }
 
 func shareGroupKey(name string) []byte {
@@ -285,7 +283,7 @@ func (c *Coordinator) removeShareMemberLocked(g *shareGroup, member string) *sha
 // releaseShareMemberLocked releases what member holds in every partition
 // of g. REQUIRES: share.mu held.
 func (c *Coordinator) releaseShareMemberLocked(g *shareGroup, member string) *shareWrite {
-	lim := c.shareLimits()
+	lim := c.shareLimitsLocked(g.name)
 	return c.applyShareLocked(func(b *pebblestore.Batch) {
 		for tp, sp := range g.parts {
 			if sp.releaseMember(member, lim) {
@@ -299,10 +297,10 @@ func (c *Coordinator) releaseShareMemberLocked(g *shareGroup, member string) *sh
 // records whose acquisition lock expired.
 func (c *Coordinator) tickShare(now time.Time) {
 	s := &c.share
-	lim := c.shareLimits()
 	var writes []*shareWrite
 	s.mu.Lock()
 	for _, g := range s.groups {
+		lim := c.shareLimitsLocked(g.name)
 		for id, m := range g.members {
 			if !now.Before(m.deadline) {
 				c.log.Info().Str("group", g.name).Str("member", id).Msg("share member session expired; removing it")
@@ -331,6 +329,9 @@ func (c *Coordinator) recoverShare() error {
 	s := &c.share
 	s.groups = map[string]*shareGroup{}
 	s.sessions = map[shareSessionKey]*shareSession{}
+	if err := c.recoverShareConfigs(); err != nil {
+		return err
+	}
 	lower := []byte{pebblestore.PrefixShareGroup}
 	it, err := c.store.NewIter(lower, pebblestore.PrefixEnd(lower))
 	if err != nil {
@@ -481,6 +482,10 @@ func (c *Coordinator) sharePartitionLog(tp shareTP) (*topics.Topic, *topics.Part
 	return t, p, ok
 }
 
-// ShareRecordLockDuration is the acquisition lock's duration, as
+// ShareRecordLockDuration is the acquisition lock's duration of group, as
 // ShareFetch announces it.
-func (c *Coordinator) ShareRecordLockDuration() time.Duration { return c.cfg.ShareRecordLockDuration }
+func (c *Coordinator) ShareRecordLockDuration(group string) time.Duration {
+	c.share.mu.Lock()
+	defer c.share.mu.Unlock()
+	return c.shareLimitsLocked(group).lock
+}

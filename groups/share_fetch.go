@@ -130,7 +130,7 @@ func nextShareEpoch(e int32) int32 {
 // applyAcksLocked applies each partition's acknowledgements and records
 // its outcome. REQUIRES: share.mu held.
 func (c *Coordinator) applyAcksLocked(b *pebblestore.Batch, g *shareGroup, req ShareSessionRequest, errs map[SharePartitionID]error, now time.Time) {
-	lim := c.shareLimits()
+	lim := c.shareLimitsLocked(req.Group)
 	for _, a := range req.Acks {
 		tp := shareTP(a.SharePartitionID)
 		var sp *sharePartition
@@ -199,10 +199,10 @@ func (c *Coordinator) ShareAcquire(group, member string, parts []SharePartitionI
 			spans[i], out[i].Err = c.readSpans(shareTP(p), ends[i], maxBytes)
 		}
 	}
-	lim := c.shareLimits()
 	s := &c.share
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	lim := c.shareLimitsLocked(group)
 	g := s.groups[group]
 	if g == nil || g.members[member] == nil || s.sessions[shareSessionKey{group, member}] == nil {
 		return out, func() error { return nil }
@@ -253,7 +253,7 @@ func (c *Coordinator) sharePrepare(group string, parts []SharePartitionID, out [
 		sp := g.parts[shareTP(p)]
 		if sp == nil {
 			sp = &sharePartition{start: lp.HighWatermark()}
-			if c.cfg.ShareAutoOffsetReset == "earliest" {
+			if c.shareResetLocked(group) == "earliest" {
 				sp.start = lp.LogStartOffset()
 			}
 			g.parts[shareTP(p)] = sp

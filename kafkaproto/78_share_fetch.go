@@ -89,7 +89,7 @@ func (s *Server) handleShareFetch(r *request) (reply, error) {
 		}
 		r.c.shareSessions[shareSessionRef{sr.Group, sr.MemberID}] = res.Opened
 	}
-	resp.AcquisitionLockTimeoutMillis = int32(s.cfg.Groups.ShareRecordLockDuration().Milliseconds())
+	resp.AcquisitionLockTimeoutMillis = int32(s.cfg.Groups.ShareRecordLockDuration(sr.Group).Milliseconds())
 	fetch := req.ShareSessionEpoch != -1 && !req.IsRenewAck && len(res.Partitions) > 0
 	finish := func() {
 		if werr := res.Wait(); werr != nil {

@@ -65,7 +65,7 @@ func (s *Server) handleShareAcknowledge(r *request) (reply, error) {
 		return reply{resp: resp}, nil
 	}
 	if req.Version >= 2 {
-		resp.AcquisitionLockTimeoutMillis = int32(s.cfg.Groups.ShareRecordLockDuration().Milliseconds())
+		resp.AcquisitionLockTimeoutMillis = int32(s.cfg.Groups.ShareRecordLockDuration(sr.Group).Milliseconds())
 	}
 	finish := func() {
 		werr := res.Wait()

@@ -45,6 +45,7 @@ var errorTable = []struct {
 	{groups.ErrInvalidShareSessionEpoch, kerr.InvalidShareSessionEpoch},
 	{groups.ErrInvalidRecordState, kerr.InvalidRecordState},
 	{groups.ErrUnknownTopicID, kerr.UnknownTopicID},
+	{groups.ErrInvalidGroupConfig, kerr.InvalidConfig},
 	{txns.ErrInvalidTransactionTimeout, kerr.InvalidTransactionTimeout},
 	{txns.ErrConcurrentTransactions, kerr.ConcurrentTransactions},
 	{txns.ErrProducerFenced, kerr.ProducerFenced},

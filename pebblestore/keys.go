@@ -29,7 +29,8 @@ import (
 //	0x22    groupID u64 | record key                     consumer group (KIP-848) record: latest value of that __consumer_offsets key (see groups/consumer_records.go)
 //	0x23    group name                                   share group (KIP-932): empty value (see groups/share.go)
 //	0x24    topicID [16] | partition u32 | group name    share-partition state: start offset and in-flight records (see groups/share_partition.go)
-//	0x25-2f reserved: consumer groups
+//	0x25    group name                                   share group configs set with IncrementalAlterConfigs (see groups/share_config.go)
+//	0x26-2f reserved: consumer groups
 //	0x30    queue name                                   queue ID u32 (queue catalog; the name is the whole suffix)
 //	0x31    queueID u32                                  queue record (JSON: name, kind, topic ID, attributes)
 //	0x32    "next-queue-id" | "receipt-key"              u32 next queue ID (never reused) | 32-byte receipt HMAC key
@@ -130,6 +131,9 @@ const (
 	// and their share-partition states (groups/share.go).
 	PrefixShareGroup     byte = 0x23
 	PrefixSharePartition byte = 0x24
+	// PrefixShareGroupConfig: group configs of share groups
+	// (groups/share_config.go).
+	PrefixShareGroupConfig byte = 0x25
 
 	// Native queues and dead-letter queues (package queues).
 	PrefixQueueName      byte = 0x30
