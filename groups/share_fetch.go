@@ -266,6 +266,9 @@ func (c *Coordinator) sharePrepare(group string, parts []SharePartitionID, out [
 	return ends
 }
 
+// shareSpanReadBytes bounds one read of batch boundaries.
+const shareSpanReadBytes = 1 << 20
+
 // readSpans reads the batch boundaries stored from offset on, up to about
 // maxBytes.
 func (c *Coordinator) readSpans(tp shareTP, offset int64, maxBytes int) ([]BatchSpan, error) {
@@ -273,7 +276,9 @@ func (c *Coordinator) readSpans(tp shareTP, offset int64, maxBytes int) ([]Batch
 	if !ok {
 		return nil, ErrUnknownTopicID
 	}
-	data, _, err := lp.Read(offset, maxBytes, true, nil)
+	// Spans are only headers: read about what one acquisition can use,
+	// not the request's whole budget (at least one batch).
+	data, _, err := lp.Read(offset, min(maxBytes, shareSpanReadBytes), true, nil)
 	if err != nil {
 		if errors.Is(err, topics.ErrOffsetOutOfRange) {
 			return nil, nil

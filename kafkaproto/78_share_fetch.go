@@ -239,10 +239,13 @@ func (s *Server) readAcquired(id groups.SharePartitionID, ranges []groups.Acquir
 	for _, r := range ranges {
 		off := max(r.First, covered+1)
 		for off <= r.Last {
-			data, _, err := lp.Read(off, max(budget-len(out), 0), len(out) == 0, nil)
+			// At most 1 MiB per read: the batches past the range are
+			// read only to be dropped.
+			data, _, err := lp.Read(off, min(max(budget-len(out), 0), 1<<20), len(out) == 0, nil)
 			if err != nil || len(data) == 0 {
 				return out, err
 			}
+			before := off
 			for len(data) > 0 && off <= r.Last {
 				h, err := topics.ParseBatchHeader(data)
 				if err != nil {
@@ -254,8 +257,11 @@ func (s *Server) readAcquired(id groups.SharePartitionID, ranges []groups.Acquir
 					out = append(out, data[:size]...)
 					covered = last
 				}
-				off = last + 1
+				off = max(off, last+1)
 				data = data[size:]
+			}
+			if off == before {
+				return out, nil // nothing at or after off: the log was trimmed meanwhile
 			}
 		}
 	}
