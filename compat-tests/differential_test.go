@@ -55,10 +55,11 @@ var diffNotCompared = map[string]string{
 	// (share_test.go: TestShareGroupFranz, TestShareGroupConfigs), not
 	// field by field: Kafka assigns after the join's answer and spreads
 	// partitions over members, this broker assigns every partition at once.
-	"ShareGroupHeartbeat v1": "share groups: compared by behaviour in share_test.go (assignment timing and spread differ by design)",
-	"ShareGroupDescribe v1":  "share groups: compared by behaviour in share_test.go (epochs and assignments differ by design)",
-	"ShareFetch v1-v2":       "share groups: compared by behaviour in share_test.go (acquisition sizes are the broker's choice)",
-	"ShareAcknowledge v1-v2": "share groups: compared by behaviour in share_test.go",
+	"ShareGroupHeartbeat v1":          "share groups: compared by behaviour in share_test.go (assignment timing and spread differ by design)",
+	"ShareGroupDescribe v1":           "share groups: compared by behaviour in share_test.go (epochs and assignments differ by design)",
+	"ShareFetch v1-v2":                "share groups: compared by behaviour in share_test.go (acquisition sizes are the broker's choice)",
+	"ShareAcknowledge v1-v2":          "share groups: compared by behaviour in share_test.go",
+	"DescribeShareGroupOffsets v0-v1": "share groups: compared by behaviour in share_test.go (start offsets and lag after every record is final)",
 }
 
 // diffEnv is one broker's side of a differential run.

@@ -367,6 +367,43 @@ func checkShareGroupViews(t *testing.T, b *brokerProc, group, topic string, ref 
 	if g, ok := byID["no-such-share-group"]; !ok || g.ErrorCode != kerr.GroupIDNotFound.Code {
 		t.Errorf("ShareGroupDescribe of a missing group: %s, want GROUP_ID_NOT_FOUND", errName(g.ErrorCode))
 	}
+	// DescribeShareGroupOffsets: every record is final, so each start
+	// offset is the partition's end offset and the lag 0 (KIP-1226).
+	ends := endOffsets(t, newAdmin(t, b.Addr()), topic)
+	so := kmsg.NewPtrDescribeShareGroupOffsetsRequest()
+	sg := kmsg.NewDescribeShareGroupOffsetsRequestGroup()
+	sg.GroupID = group
+	so.Groups = append(so.Groups, sg)
+	var sor *kmsg.DescribeShareGroupOffsetsResponse
+	settled := func() bool {
+		for _, p := range sor.Groups[0].Topics[0].Partitions {
+			if p.StartOffset != ends[p.Partition] {
+				return false
+			}
+		}
+		return true
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		sor, err = so.RequestWith(testCtx(t, opTimeout), cl)
+		if err != nil || len(sor.Groups) != 1 || sor.Groups[0].ErrorCode != 0 || len(sor.Groups[0].Topics) != 1 {
+			t.Fatalf("DescribeShareGroupOffsets: %v %+v", err, sor)
+		}
+		if settled() || ref || time.Now().After(deadline) {
+			break
+		}
+	}
+	// Apache Kafka 4.2 answers start offset 0 here (the share coordinator
+	// moves its stored start offset lazily) with lag 0; this broker the
+	// start offset it keeps.
+	for _, p := range sor.Groups[0].Topics[0].Partitions {
+		if p.ErrorCode != 0 || (!ref && p.StartOffset != ends[p.Partition]) || p.StartOffset < 0 || p.StartOffset > ends[p.Partition] || p.Lag != 0 {
+			t.Errorf("DescribeShareGroupOffsets partition %d: start %d lag %d error %s; want start %d (the end offset), lag 0",
+				p.Partition, p.StartOffset, p.Lag, errName(p.ErrorCode), ends[p.Partition])
+		}
+	}
+	if n := len(sor.Groups[0].Topics[0].Partitions); n != 3 {
+		t.Errorf("DescribeShareGroupOffsets listed %d partitions, want 3", n)
+	}
 	dg := kmsg.NewPtrDescribeGroupsRequest()
 	dg.Groups = []string{group}
 	dgr, err := dg.RequestWith(testCtx(t, opTimeout), cl)
@@ -441,6 +478,17 @@ func TestShareGroupRestartKeepsState(t *testing.T) {
 
 	b.Kill()
 	b.Start()
+	so := kmsg.NewPtrDescribeShareGroupOffsetsRequest()
+	sg := kmsg.NewDescribeShareGroupOffsetsRequestGroup()
+	sg.GroupID = group
+	so.Groups = append(so.Groups, sg)
+	sor, err := so.RequestWith(testCtx(t, opTimeout), newClient(t, b.Addr()))
+	if err != nil || len(sor.Groups) != 1 || len(sor.Groups[0].Topics) != 1 || len(sor.Groups[0].Topics[0].Partitions) != 1 {
+		t.Fatalf("DescribeShareGroupOffsets after the restart: %v %+v", err, sor)
+	}
+	if p := sor.Groups[0].Topics[0].Partitions[0]; p.StartOffset != 5 || p.Lag != 15 {
+		t.Errorf("after the restart: start offset %d lag %d, want 5 and 15", p.StartOffset, p.Lag)
+	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -394,11 +394,15 @@ type ShareGroupMember struct {
 
 // SharePartitionView is one share-partition's delivery state.
 type SharePartitionView struct {
-	Topic                string
-	Partition            int32
-	StartOffset          int64
-	InFlight, Acquired   int
-	Available, Remaining int64 // Remaining: offsets from start to the high watermark not yet final
+	TopicID            [16]byte
+	Topic              string
+	Partition          int32
+	StartOffset        int64
+	InFlight, Acquired int
+	// Available counts the window's records waiting for delivery; Lag the
+	// offsets from the start offset to the high watermark not yet final
+	// (KIP-1226's share-partition lag).
+	Available, Lag int64
 }
 
 // ShareGroupView describes a share group.
@@ -431,11 +435,11 @@ func (c *Coordinator) DescribeShareGroup(name string) (ShareGroupView, bool) {
 		if !ok {
 			continue
 		}
-		pv := SharePartitionView{Topic: t.Name, Partition: tp.Partition, StartOffset: sp.start, InFlight: len(sp.window)}
+		pv := SharePartitionView{TopicID: tp.TopicID, Topic: t.Name, Partition: tp.Partition, StartOffset: sp.start, InFlight: len(sp.window)}
 		acq, avail := sp.counts()
 		pv.Acquired, pv.Available = acq, int64(avail)
 		if p, ok := t.Partition(tp.Partition); ok {
-			pv.Remaining = max(0, p.HighWatermark()-sp.end()) + int64(acq+avail)
+			pv.Lag = max(0, p.HighWatermark()-sp.end()) + int64(acq+avail)
 		}
 		v.Partitions = append(v.Partitions, pv)
 	}
