@@ -436,6 +436,21 @@ func checkShareGroupViews(t *testing.T, b *brokerProc, group, topic string, ref 
 	if len(described) != 1 || described[0].ProtocolType != "share" || len(described[0].Members) < 3 || (!ref && len(described[0].Members[0].Assigned[topic]) != 3) {
 		t.Errorf("broker groups describe %s: %+v, want a share group whose members have all 3 partitions", group, described)
 	}
+	out, errOut, code = runCLI(t, "lag", bs, "-o", "json", group)
+	var lags []struct {
+		Topic          string
+		Partition      int32
+		Committed, End int64
+		Lag            int64
+	}
+	if err := json.Unmarshal([]byte(out), &lags); err != nil || code != 0 || len(lags) != 3 {
+		t.Fatalf("broker groups lag %s: exit %d, %v\n%s%s", group, code, err, out, errOut)
+	}
+	for _, l := range lags {
+		if l.Topic != topic || l.Lag != 0 || l.End != ends[l.Partition] || (!ref && l.Committed != l.End) {
+			t.Errorf("broker groups lag: %+v, want lag 0 at end offset %d", l, ends[l.Partition])
+		}
+	}
 }
 
 // TestShareGroupRestartKeepsState: a member acquires 10 of 20 records and

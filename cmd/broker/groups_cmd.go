@@ -53,7 +53,7 @@ func groupsCommand() *cli.Command {
 			},
 			{
 				Name:        "lag",
-				Usage:       "show each partition's committed offset, end offset and lag, with the member consuming it",
+				Usage:       "show each partition's committed offset (a share group's start offset), end offset and lag, with the member consuming it",
 				ArgsUsage:   "GROUP...",
 				Description: groupsExitCodes,
 				Flags:       flags(),
@@ -365,28 +365,44 @@ func groupsLag(cCtx *cli.Context) error {
 	}
 	var dead []string
 	for _, name := range names {
-		if l, ok := lags[name]; ok && l.Error() == nil && l.State == "Dead" {
+		if l, ok := lags[name]; ok && (l.Error() == nil && l.State == "Dead" || errors.Is(l.Error(), kerr.GroupIDNotFound)) {
 			dead = append(dead, name)
 		}
 	}
 	consumerGroups := describeConsumerGroups(ctx, adm, dead)
+	var notConsumer []string
+	for _, name := range dead {
+		if _, ok := consumerGroups[name]; !ok {
+			notConsumer = append(notConsumer, name)
+		}
+	}
+	shareGroups := describeShareGroups(ctx, adm, notConsumer)
 	rows := []lagRow{}
 	var missing []string
 	for _, name := range names {
+		var more []lagRow
+		if cg, ok := consumerGroups[name]; ok {
+			more, err = consumerGroupLag(ctx, adm, cg)
+		} else if _, ok := shareGroups[name]; ok {
+			more, err = shareGroupLag(ctx, adm, name)
+		}
+		if err != nil {
+			return groupsError("computing the lag of "+name, err)
+		}
+		if more != nil {
+			rows = append(rows, more...)
+			continue
+		}
 		l, ok := lags[name]
 		if !ok {
 			return groupsError("computing the lag of "+name, errors.New("no answer"))
 		}
+		if errors.Is(l.Error(), kerr.GroupIDNotFound) {
+			missing = append(missing, name)
+			continue
+		}
 		if err := l.Error(); err != nil {
 			return groupsError("computing the lag of "+name, err)
-		}
-		if cg, ok := consumerGroups[name]; ok {
-			crows, err := consumerGroupLag(ctx, adm, cg)
-			if err != nil {
-				return groupsError("computing the lag of "+name, err)
-			}
-			rows = append(rows, crows...)
-			continue
 		}
 		if l.State == "Dead" {
 			missing = append(missing, name)
