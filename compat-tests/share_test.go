@@ -23,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -650,5 +651,75 @@ func testShareGroupConfigs(t *testing.T, b *brokerProc, ref bool) {
 			t.Fatalf("a member joining after the records got %d of 10 with share.auto.offset.reset=earliest", len(accepted))
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestShareGroupErrors: the error codes of the share protocol, the same
+// on both brokers: ShareFetch without a session SHARE_SESSION_NOT_FOUND,
+// a wrong epoch INVALID_SHARE_SESSION_EPOCH, acknowledging a record the
+// member does not hold INVALID_RECORD_STATE; ShareGroupHeartbeat of an
+// unknown member UNKNOWN_MEMBER_ID, a join without topics INVALID_REQUEST,
+// a share heartbeat on a classic group's name GROUP_ID_NOT_FOUND.
+func TestShareGroupErrors(t *testing.T) {
+	t.Parallel()
+	t.Run("broker", func(t *testing.T) { testShareGroupErrors(t, shareBroker(t)) })
+	t.Run("apache-kafka", func(t *testing.T) { testShareGroupErrors(t, &brokerProc{t: t, kafkaAddr: referenceKafka(t)}) })
+}
+
+func testShareGroupErrors(t *testing.T, b *brokerProc) {
+	adm := newAdmin(t, b.Addr())
+	topic := topicName(t, "")
+	group := "share." + topic
+	createTopic(t, adm, topic, 1, nil)
+	m := newRawShareMember(t, b.Addr(), group, topic, "errors-member-00000001")
+
+	m.epoch = 3
+	if resp, _ := m.fetch([]int32{0}, nil, 10); resp.ErrorCode != kerr.ShareSessionNotFound.Code {
+		t.Errorf("ShareFetch epoch 3 without a session: %s, want SHARE_SESSION_NOT_FOUND", errName(resp.ErrorCode))
+	}
+	m.epoch = 0
+	if resp, _ := m.fetch([]int32{0}, nil, 10); resp.ErrorCode != 0 {
+		t.Fatalf("opening the session: %s", errName(resp.ErrorCode))
+	}
+	m.epoch = 7
+	if resp, _ := m.fetch(nil, nil, 10); resp.ErrorCode != kerr.InvalidShareSessionEpoch.Code {
+		t.Errorf("ShareFetch epoch 7 where 1 is due: %s, want INVALID_SHARE_SESSION_EPOCH", errName(resp.ErrorCode))
+	}
+	m.epoch = 1
+	acks := map[int32][]kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch{0: {{FirstOffset: 0, LastOffset: 0, AcknowledgeTypes: []int8{1}}}}
+	prod := newClient(t, b.Addr(), kgo.DefaultProduceTopic(topic))
+	if err := prod.ProduceSync(testCtx(t, opTimeout), &kgo.Record{Value: []byte("x")}, &kgo.Record{Value: []byte("y")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	// Acknowledge offset 0 before acquiring it.
+	resp, _ := m.fetch([]int32{0}, acks, 0)
+	code := int16(-1)
+	for _, rt := range resp.Topics {
+		for _, p := range rt.Partitions {
+			code = p.AcknowledgeErrorCode
+		}
+	}
+	if resp.ErrorCode != 0 || code != kerr.InvalidRecordState.Code {
+		t.Errorf("acknowledging an offset not acquired: %s / %s, want INVALID_RECORD_STATE", errName(resp.ErrorCode), errName(code))
+	}
+
+	c := dialRaw(t, b.Addr())
+	hb := kmsg.NewPtrShareGroupHeartbeatRequest()
+	hb.Version, hb.GroupID, hb.MemberID, hb.MemberEpoch = 1, group, "unknown-member-0000001", 4
+	if r := c.roundTrip(hb).(*kmsg.ShareGroupHeartbeatResponse); r.ErrorCode != kerr.UnknownMemberID.Code {
+		t.Errorf("heartbeat of an unknown member: %s, want UNKNOWN_MEMBER_ID", errName(r.ErrorCode))
+	}
+	hb.MemberEpoch = 0
+	if r := c.roundTrip(hb).(*kmsg.ShareGroupHeartbeatResponse); r.ErrorCode != kerr.InvalidRequest.Code {
+		t.Errorf("a join without topics: %s, want INVALID_REQUEST", errName(r.ErrorCode))
+	}
+	// A classic group of that name (offsets committed by an admin).
+	classic := "classic." + topic
+	if _, err := adm.CommitOffsets(testCtx(t, opTimeout), classic, kadm.OffsetsFromRecords(kgo.Record{Topic: topic, Partition: 0, Offset: 0})); err != nil {
+		t.Fatal(err)
+	}
+	hb.GroupID, hb.SubscribedTopicNames = classic, []string{topic}
+	if r := c.roundTrip(hb).(*kmsg.ShareGroupHeartbeatResponse); r.ErrorCode != kerr.GroupIDNotFound.Code {
+		t.Errorf("a share member joining a classic group's name: %s, want GROUP_ID_NOT_FOUND", errName(r.ErrorCode))
 	}
 }
