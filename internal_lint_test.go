@@ -198,7 +198,21 @@ const maxFunctionLines = 120
 // module root): removed when issue 15's queue/httpapi/groups splits land.
 var longFunctionsPending = map[string]bool{}
 
-// TestFunctionLength fails for a function longer than maxFunctionLines in
+// maxParams is the most parameters a function takes (receiver not
+// counted); more become a struct.
+const maxParams = 5
+
+// paramCount is the number of parameters of fn, each name counted.
+func paramCount(fn *ast.FuncDecl) int {
+	n := 0
+	for _, f := range fn.Type.Params.List {
+		n += max(len(f.Names), 1)
+	}
+	return n
+}
+
+// TestFunctionLength fails for a function with more than maxParams
+// parameters, and for a function longer than maxFunctionLines in
 // any non-test, non-generated Go file of the repository (the bench/
 // modules included), unless the line right above it is a "// long:"
 // comment with a reason, or it is in longFunctionsPending; and for an
@@ -240,6 +254,10 @@ func TestFunctionLength(t *testing.T) {
 				continue
 			}
 			first, last := fset.Position(fn.Pos()).Line, fset.Position(fn.End()).Line
+			if n := paramCount(fn); n > maxParams {
+				t.Errorf("%s:%d: %s takes %d parameters, over %d: pass the ones that belong together as a struct (issue 15)",
+					path, first, fn.Name.Name, n, maxParams)
+			}
 			if n := last - first + 1; n > maxFunctionLines {
 				if first >= 2 {
 					above := strings.TrimSpace(lines[first-2])

@@ -80,18 +80,10 @@ func (p *plainSession) Step(token []byte) ([]byte, bool, error) {
 		// an authorization id that is different from username".
 		return nil, false, failed("the authorization id differs from the user name")
 	}
-	for _, m := range []Mechanism{ScramSHA512, ScramSHA256} {
-		if c, ok := p.store.Lookup(user, m); ok {
-			if c.Verify(m, password) {
-				return nil, true, nil
-			}
-			return nil, false, failed("invalid credentials")
-		}
+	if _, ok := verifyPassword(p.store, user, password); !ok {
+		return nil, false, failed("invalid credentials")
 	}
-	// An unknown user costs the same key derivation as a wrong password,
-	// so the answer's timing does not tell which user names exist.
-	dummyCredential.Verify(ScramSHA512, password)
-	return nil, false, failed("invalid credentials")
+	return nil, true, nil
 }
 
 // dummyCredential is verified against for unknown users (plainSession).

@@ -86,7 +86,10 @@ func newConsoleBrowser(t *testing.T, httpAddr string) *consoleBrowser {
 		}
 	}))
 	ctx, cancelTimeout := context.WithTimeout(ctx, 3*time.Minute)
-	t.Cleanup(func() { cancelTimeout(); cancelTab(); cancelAlloc() })
+	// Close the browser gracefully and wait for it to exit before the
+	// test's temporary directories (its profile) are removed: a killed
+	// chromium may still be writing the profile during RemoveAll.
+	t.Cleanup(func() { _ = chromedp.Cancel(ctx); cancelTimeout(); cancelTab(); cancelAlloc() })
 	b := &consoleBrowser{t: t, ctx: ctx, base: "http://" + httpAddr + "/ui/", artifacts: artifacts}
 	chromedp.ListenTarget(ctx, func(ev any) {
 		switch ev := ev.(type) {

@@ -215,7 +215,7 @@ func diffFlatten(v reflect.Value, path string, out map[string]string) {
 // compared by key: Kafka answers several APIs in hash-map order (clients
 // match answers by name), and a path like Configs[retention.ms].Value
 // reads better than an index.
-var diffKeyFields = []string{"Topic", "Name", "Group", "TransactionalID", "Partition", "ApiKey", "Key"}
+var diffKeyFields = []string{"Topic", "Name", "Group", "TransactionalID", "User", "Partition", "ApiKey", "Key"}
 
 // diffKeys returns each element's path key: its key field's value, or its
 // index when it has none; a repeated key gets "#n" appended.
@@ -386,6 +386,8 @@ func TestDifferential(t *testing.T) {
 		"Transactions":      diffScenarioTransactions,
 		"Hostile":           diffScenarioHostile,
 		"ConsumerGroups":    diffScenarioConsumerGroups,
+		"SASL":              diffScenarioSASL,
+		"ACLsDisabled":      diffScenarioACLsDisabled,
 	}
 	t.Run("scenarios", func(t *testing.T) {
 		for name, fn := range scenarios {
@@ -634,7 +636,8 @@ func (e *diffEnv) waitTopic(topic string, partitions int32) {
 		rt.Topic = kmsg.StringPtr(topic)
 		req.Topics = append(req.Topics, rt)
 		resp := e.conn.roundTrip(req).(*kmsg.MetadataResponse)
-		if len(resp.Topics) == 1 && resp.Topics[0].ErrorCode == 0 && len(resp.Topics[0].Partitions) == int(partitions) {
+		if len(resp.Topics) == 1 && resp.Topics[0].ErrorCode == 0 && len(resp.Topics[0].Partitions) == int(partitions) &&
+			e.partitionsLead(topic, partitions) {
 			e.topicIDs[topic] = resp.Topics[0].TopicID
 			return
 		}
@@ -649,6 +652,42 @@ func (e *diffEnv) waitTopic(topic string, partitions int32) {
 // alter, incremental alter, validation), the cluster and its one node,
 // log directories, leader election and reassignment at every common
 // version.
+// diffScenarioACLsDisabled: the ACL APIs of a broker without an authorizer
+// (the default of both) answer SECURITY_DISABLED at every version.
+func diffScenarioACLsDisabled(t *testing.T) {
+	diffRun(t, func(e *diffEnv) {
+		e.each(kmsg.DescribeACLs, func(v int16) {
+			req := kmsg.NewPtrDescribeACLsRequest()
+			req.Version = v
+			req.ResourceType, req.Operation, req.PermissionType = kmsg.ACLResourceTypeAny, kmsg.ACLOperationAny, kmsg.ACLPermissionTypeAny
+			if v >= 1 {
+				req.ResourcePatternType = kmsg.ACLResourcePatternTypeAny
+			}
+			e.do("describe every ACL", req)
+		})
+		e.each(kmsg.CreateACLs, func(v int16) {
+			req := kmsg.NewPtrCreateACLsRequest()
+			req.Version = v
+			c := kmsg.NewCreateACLsRequestCreation()
+			c.ResourceType, c.ResourceName = kmsg.ACLResourceTypeTopic, "t"
+			c.Principal, c.Host, c.Operation, c.PermissionType = "User:alice", "*", kmsg.ACLOperationRead, kmsg.ACLPermissionTypeAllow
+			req.Creations = append(req.Creations, c)
+			e.do("create an ACL", req)
+		})
+		e.each(kmsg.DeleteACLs, func(v int16) {
+			req := kmsg.NewPtrDeleteACLsRequest()
+			req.Version = v
+			f := kmsg.NewDeleteACLsRequestFilter()
+			f.ResourceType, f.Operation, f.PermissionType = kmsg.ACLResourceTypeAny, kmsg.ACLOperationAny, kmsg.ACLPermissionTypeAny
+			if v >= 1 {
+				f.ResourcePatternType = kmsg.ACLResourcePatternTypeAny
+			}
+			req.Filters = append(req.Filters, f)
+			e.do("delete every ACL", req)
+		})
+	}, nil)
+}
+
 func diffScenarioConfigsAndCluster(t *testing.T) {
 	sfx := diffSuffix(t)
 	diffRun(t, func(e *diffEnv) {
@@ -819,6 +858,32 @@ func diffScenarioConfigsAndCluster(t *testing.T) {
 	}, map[string]string{
 		"|Configs[min.insync.replicas]": diffMinISRSource,
 	})
+}
+
+// partitionsLead reports whether the broker answers ListOffsets for every
+// partition of topic without error: Kafka lists a new partition's leader
+// in Metadata before the leader has loaded its log (Produce then answers
+// NOT_LEADER_OR_FOLLOWER for a moment). Nothing is recorded.
+func (e *diffEnv) partitionsLead(topic string, partitions int32) bool {
+	req := kmsg.NewPtrListOffsetsRequest()
+	req.Version, req.ReplicaID = 4, -1
+	rt := kmsg.NewListOffsetsRequestTopic()
+	rt.Topic = topic
+	for p := range partitions {
+		rp := kmsg.NewListOffsetsRequestTopicPartition()
+		rp.Partition, rp.Timestamp, rp.CurrentLeaderEpoch = p, -1, -1
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	req.Topics = append(req.Topics, rt)
+	resp := e.conn.roundTrip(req).(*kmsg.ListOffsetsResponse)
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			if p.ErrorCode != 0 {
+				return false
+			}
+		}
+	}
+	return len(resp.Topics) == 1
 }
 
 // waitCoordinator asks for the coordinator of key until one is ready:
@@ -1415,4 +1480,68 @@ func diffScenarioConsumerGroups(t *testing.T) {
 		"|Configs[min.insync.replicas]":              diffMinISRSource,
 		"ConsumerGroupDescribe|AuthorizedOperations": diffGroupOps,
 	}, withArgs("--group-consumer-session-timeout", "6s", "--group-consumer-heartbeat-interval", "500ms"))
+}
+
+// diffScenarioSASL: the SASL and SCRAM credential APIs on a PLAINTEXT
+// listener at every common version: SaslHandshake (PLAIN, an unknown
+// mechanism), SaslAuthenticate without a handshake, AlterUserScramCredentials
+// (upsert, too few iterations, an unknown mechanism, deleting a missing
+// credential), DescribeUserScramCredentials (the user, a missing one).
+func diffScenarioSASL(t *testing.T) {
+	sfx := diffSuffix(t)
+	user := "diff-" + sfx
+	frame := func(req kmsg.Request) []byte {
+		return kmsg.NewRequestFormatter(kmsg.FormatterClientID("diff")).AppendRequest(nil, req, 7)
+	}
+	diffRun(t, func(e *diffEnv) {
+		e.each(kmsg.SASLHandshake, func(v int16) {
+			for _, mech := range []string{"PLAIN", "NOPE"} {
+				req := kmsg.NewPtrSASLHandshakeRequest()
+				req.Version, req.Mechanism = v, mech
+				// A fresh connection each: a handshake changes its state.
+				e.rawOutcome(fmt.Sprintf("SaslHandshake v%d %s on PLAINTEXT", v, mech), frame(req), kmsg.NewPtrSASLHandshakeResponse())
+				diffCovered.add(int16(kmsg.SASLHandshake), v, e.common)
+			}
+		})
+		e.each(kmsg.SASLAuthenticate, func(v int16) {
+			req := kmsg.NewPtrSASLAuthenticateRequest()
+			req.Version, req.SASLAuthBytes = v, []byte("\x00u\x00p")
+			resp := kmsg.NewPtrSASLAuthenticateResponse()
+			resp.Version = v
+			e.rawOutcome(fmt.Sprintf("SaslAuthenticate v%d without a handshake", v), frame(req), resp)
+			diffCovered.add(int16(kmsg.SASLAuthenticate), v, e.common)
+		})
+		e.each(kmsg.AlterUserSCRAMCredentials, func(v int16) {
+			req := kmsg.NewPtrAlterUserSCRAMCredentialsRequest()
+			req.Version = v
+			up := func(name string, mech int8, iters int32) {
+				u := kmsg.NewAlterUserSCRAMCredentialsRequestUpsertion()
+				u.Name, u.Mechanism, u.Iterations = name, mech, iters
+				u.Salt, u.SaltedPassword = []byte("0123456789abcdef"), make([]byte, 32+32*int(mech-1))
+				req.Upsertions = append(req.Upsertions, u)
+			}
+			up(user, 1, 4096)
+			up(user+"-few", 1, 10)
+			up(user+"-mech", 9, 4096)
+			d := kmsg.NewAlterUserSCRAMCredentialsRequestDeletion()
+			d.Name, d.Mechanism = user+"-none", 2
+			req.Deletions = append(req.Deletions, d)
+			e.do("upsert, too few iterations, an unknown mechanism, delete a missing credential", req)
+		})
+		e.each(kmsg.DescribeUserSCRAMCredentials, func(v int16) {
+			req := kmsg.NewPtrDescribeUserSCRAMCredentialsRequest()
+			req.Version = v
+			for _, name := range []string{user, user + "-missing"} {
+				u := kmsg.NewDescribeUserSCRAMCredentialsRequestUser()
+				u.Name = name
+				req.Users = append(req.Users, u)
+			}
+			// Kafka applies credentials through its metadata image, a
+			// moment after the alter answered.
+			e.doRetry("the user and a missing one", req, func(r kmsg.Response) bool {
+				res := r.(*kmsg.DescribeUserSCRAMCredentialsResponse).Results
+				return len(res) == 0 || res[0].ErrorCode != 0
+			})
+		})
+	}, map[string]string{})
 }

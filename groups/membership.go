@@ -109,7 +109,7 @@ func (c *Coordinator) joinNewMemberLocked(o *op, g *group, req JoinRequest, ch c
 		if oldID, ok := g.staticMembers[*req.InstanceID]; ok {
 			c.log.Info().Str("group", g.name).Str("instance", *req.InstanceID).Str("old_member", oldID).Str("member", newID).
 				Msg("static member rejoined with an unknown member id; replacing the previous member")
-			c.updateStaticMemberLocked(o, g, req, oldID, newID, ch)
+			c.updateStaticMemberLocked(o, g, req, memberIDChange{from: oldID, to: newID}, ch)
 			return
 		}
 		c.addMemberLocked(o, g, req, newID, ch)
@@ -248,7 +248,8 @@ func (c *Coordinator) replaceStaticMemberLocked(g *group, instanceID, oldID, new
 // updateStaticMemberThenRebalanceOrCompleteJoin: a static member coming
 // back (e.g. after a restart) takes its old place; in a Stable group whose
 // protocol it does not change, without a rebalance (KIP-345).
-func (c *Coordinator) updateStaticMemberLocked(o *op, g *group, req JoinRequest, oldID, newID string, ch chan JoinResult) {
+func (c *Coordinator) updateStaticMemberLocked(o *op, g *group, req JoinRequest, ids memberIDChange, ch chan JoinResult) {
+	oldID, newID := ids.from, ids.to
 	currentLeader := g.leader
 	m := c.replaceStaticMemberLocked(g, *req.InstanceID, oldID, newID)
 	m.heartbeatDeadline = o.now.Add(m.sessionTimeout)
@@ -661,4 +662,10 @@ func (c *Coordinator) leaveLocked(o *op, g *group, members []LeaveMember) LeaveR
 		}
 	}
 	return res
+}
+
+// memberIDChange is a static member's old member ID and the new one that
+// replaces it.
+type memberIDChange struct {
+	from, to string
 }

@@ -187,10 +187,20 @@ type ShareFetched struct {
 	Err      error
 }
 
-// ShareAcquire acquires up to maxRecords records for member over parts, in
-// order, reading at most maxBytes of new batches per partition. wait makes
-// the acquisitions durable (their delivery counts and locks).
-func (c *Coordinator) ShareAcquire(group, member string, parts []SharePartitionID, maxRecords, maxBytes int, now time.Time) ([]ShareFetched, func() error) {
+// ShareAcquireRequest asks for records for a member of a share group.
+type ShareAcquireRequest struct {
+	Group, MemberID string
+	Partitions      []SharePartitionID
+	// MaxRecords bounds the records acquired over all partitions;
+	// MaxBytes the new batches read per partition.
+	MaxRecords, MaxBytes int
+}
+
+// ShareAcquire acquires up to MaxRecords records for the member over the
+// partitions, in order. wait makes the acquisitions durable (their
+// delivery counts and locks).
+func (c *Coordinator) ShareAcquire(req ShareAcquireRequest, now time.Time) ([]ShareFetched, func() error) {
+	group, member, parts, maxRecords, maxBytes := req.Group, req.MemberID, req.Partitions, req.MaxRecords, req.MaxBytes
 	out := make([]ShareFetched, len(parts))
 	ends := c.sharePrepare(group, parts, out, now)
 	spans := make([][]BatchSpan, len(parts))

@@ -59,7 +59,7 @@ func (h *harness) shareSession(req ShareSessionRequest) ShareSessionResult {
 
 func (h *harness) acquire(group, member string, p SharePartitionID, max int) []AcquiredRange {
 	h.t.Helper()
-	got, wait := h.c.ShareAcquire(group, member, []SharePartitionID{p}, max, 1<<20, h.now)
+	got, wait := h.c.ShareAcquire(ShareAcquireRequest{Group: group, MemberID: member, Partitions: []SharePartitionID{p}, MaxRecords: max, MaxBytes: 1 << 20}, h.now)
 	if err := wait(); err != nil || got[0].Err != nil {
 		h.t.Fatalf("acquire: %v %v", err, got[0].Err)
 	}

@@ -116,6 +116,11 @@ var nativeCodeStatus = map[string]int{
 	"too_many_streams":      http.StatusServiceUnavailable,
 	"body_memory_exhausted": http.StatusServiceUnavailable,
 
+	// HTTP authentication (auth.go): missing or wrong credentials, and an
+	// authorizer's refusal.
+	"unauthorized": http.StatusUnauthorized,
+	"forbidden":    http.StatusForbidden,
+
 	// The server's own answers: a path served with another method (with
 	// Allow), and /readyz while the broker does not take traffic.
 	"method_not_allowed": http.StatusMethodNotAllowed,

@@ -24,7 +24,7 @@ func (s *Server) registerHealthRoutes() {
 			Timeout:           s.cfg.WriteTimeout,
 			EnableOpenMetrics: false,
 		})
-		s.mux.Handle("GET /metrics", promhttp.InstrumentMetricHandler(s.cfg.Registry, metrics))
+		s.mux.Handle("GET /metrics", s.authorized("GET /metrics", promhttp.InstrumentMetricHandler(s.cfg.Registry, metrics)))
 	}
 }
 

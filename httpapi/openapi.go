@@ -9,6 +9,7 @@ import (
 	"path"
 	"reflect"
 	"sort"
+	"strings"
 	"sync"
 )
 
@@ -107,7 +108,43 @@ func buildOpenAPI() (map[string]any, error) {
 		byStatus[s] = append(byStatus[s], code)
 	}
 	schema["x-status-of-codes"] = byStatus
+	addOpenAPISecurity(doc)
 	return doc, nil
+}
+
+// addOpenAPISecurity documents HTTP authentication on every operation
+// that is not open: the schemes it accepts (none needed with http-auth
+// none: the empty requirement), a 401 answer, and a 403 where an
+// Authorizer decides (routeAccess).
+func addOpenAPISecurity(doc map[string]any) {
+	paths, _ := doc["paths"].(map[string]any)
+	anyOf := []any{map[string]any{}, map[string]any{"basic": []any{}}, map[string]any{"bearer": []any{}}, map[string]any{"session": []any{}}}
+	for p, item := range paths {
+		ops, _ := item.(map[string]any)
+		for method, op := range ops {
+			opMap, ok := op.(map[string]any)
+			if !ok {
+				continue
+			}
+			pattern := strings.ToUpper(method) + " " + p
+			if openRoutes[pattern] || openRoutes[pattern+"/"] {
+				continue
+			}
+			opMap["security"] = anyOf
+			responses, _ := opMap["responses"].(map[string]any)
+			if responses == nil {
+				continue
+			}
+			if _, ok := responses["401"]; !ok {
+				responses["401"] = map[string]any{"$ref": "#/components/responses/Unauthorized"}
+			}
+			if _, ok := routeAccess[pattern]; ok {
+				if _, ok := responses["403"]; !ok {
+					responses["403"] = map[string]any{"$ref": "#/components/responses/Forbidden"}
+				}
+			}
+		}
+	}
 }
 
 // mergeOpenAPI adds fragment frag into doc.

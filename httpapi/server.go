@@ -82,6 +82,10 @@ type Config struct {
 	// body would exceed it is answered 503 body_memory_exhausted. It is
 	// raised to the largest body a route accepts.
 	MaxInflightBodyBytes int64
+
+	// Auth is HTTP authentication (auth.go); the zero value serves every
+	// route to anyone, as before issue 12.
+	Auth AuthConfig
 }
 
 func (c *Config) applyDefaults() {
@@ -123,6 +127,7 @@ type Server struct {
 	httpSrv *http.Server
 	metrics *requestMetrics // nil without a Registry
 	limits  *limitMetrics   // never nil (limits.go)
+	auth    *authState      // never nil (auth.go)
 
 	logLimit loglimit.Limiter
 	// maxBodyBytes is the largest body a route accepts (noteBodyLimit);
@@ -166,10 +171,16 @@ func New(cfg Config) *Server {
 		s.metrics = newRequestMetrics(cfg.Registry)
 	}
 	s.limits = newLimitMetrics(cfg.Registry)
+	var reg prometheus.Registerer
+	if cfg.Registry != nil {
+		reg = cfg.Registry
+	}
+	s.auth = newAuthState(&s.cfg.Auth, reg)
 	s.maxBodyBytes = smallBodyLimit
 	s.bodies.capacity = max(cfg.MaxInflightBodyBytes, s.maxBodyBytes)
 	s.streams.capacity = int64(cfg.MaxStreams)
 	s.registerHealthRoutes()
+	s.registerAuthRoutes()
 	return s
 }
 
@@ -183,7 +194,7 @@ func (s *Server) Handle(pattern string, h http.Handler) {
 	if started {
 		panic(fmt.Sprintf("httpapi: Handle(%q) called after Start", pattern))
 	}
-	s.mux.Handle(pattern, h)
+	s.mux.Handle(pattern, s.authorized(pattern, h))
 }
 
 // Start listens on Config.Addr and serves in a goroutine. A listen error
@@ -290,6 +301,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			": the path has an empty, . or .. segment (escape a name . or .. as %2E or %2E%2E)"))
 		return
 	}
+	authed, ok := s.authenticate(sw, r, pattern)
+	if !ok {
+		return
+	}
+	r = authed
 	if pattern == "" {
 		s.serveUnmatched(sw, r)
 		return

@@ -49,6 +49,10 @@ package kafkaproto
 //     keep working. Magic-0 messages, which have no timestamp, get the
 //     append time. Kafka 4 advertises them only for KAFKA-18659 and answers
 //     UNSUPPORTED_VERSION.
+//   - Authorization (KafkaApis.handleProduceRequest): a transactional
+//     producer needs WRITE on its transactional ID, else every partition
+//     is TRANSACTIONAL_ID_AUTHORIZATION_FAILED; each topic needs WRITE,
+//     else its partitions are TOPIC_AUTHORIZATION_FAILED.
 //   - v8 adds per-partition error messages (KIP-467).
 
 import (
@@ -56,6 +60,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/vibemq/broker/auth"
 	"github.com/vibemq/broker/topics"
 )
 
@@ -79,6 +84,9 @@ func (s *Server) handleProduce(r *request) (reply, error) {
 	if total > s.cfg.MaxPartitionsPerRequest {
 		fixedErr = kerr.PolicyViolation.Code
 	}
+	if fixedErr == 0 && req.TransactionID != nil && !r.allowedTxn(auth.OpWrite, *req.TransactionID) {
+		fixedErr = kerr.TransactionalIDAuthorizationFailed.Code
+	}
 
 	appends := make([]*topics.Append, 0, total)
 	type slot struct {
@@ -96,6 +104,7 @@ func (s *Server) handleProduce(r *request) (reply, error) {
 		// Clients may not write internal topics (Kafka: INVALID_TOPIC_EXCEPTION);
 		// only the coordinators append to them.
 		internal := topics.IsInternalTopic(rt.Topic)
+		denied := !r.allowedTopic(auth.OpWrite, rt.Topic)
 		var owned error
 		if topicOK {
 			owned = t.CheckClientChange(topics.ChangeProduce)
@@ -107,6 +116,10 @@ func (s *Server) handleProduce(r *request) (reply, error) {
 			sp.BaseOffset, sp.LogAppendTime, sp.LogStartOffset = -1, -1, -1
 			if fixedErr != 0 {
 				sp.ErrorCode = fixedErr
+				continue
+			}
+			if denied {
+				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
 				continue
 			}
 			if internal {

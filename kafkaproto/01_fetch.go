@@ -41,6 +41,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/vibemq/broker/auth"
 	"github.com/vibemq/broker/topics"
 )
 
@@ -71,7 +72,7 @@ func (s *Server) handleFetch(r *request) (reply, error) {
 	req := r.kreq.(*kmsg.FetchRequest)
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
 
-	items, sess, incremental, errCode := s.planFetch(req)
+	items, sess, incremental, errCode := s.planFetch(r, req)
 	if errCode != 0 {
 		resp.ErrorCode = errCode
 		return reply{resp: resp}, nil
@@ -79,7 +80,8 @@ func (s *Server) handleFetch(r *request) (reply, error) {
 	if sess != nil {
 		resp.SessionID = sess.id
 	}
-	finish := func() { s.runFetch(r.c, req, resp, items, sess, incremental) }
+	plan := fetchPlan{items: items, sess: sess, incremental: incremental}
+	finish := func() { s.runFetch(r.c, req, resp, plan) }
 	release := func() {
 		for _, it := range items {
 			putBuffer(it.records)
@@ -97,7 +99,7 @@ func (s *Server) handleFetch(r *request) (reply, error) {
 }
 
 // planFetch resolves the session and lists the partitions to read.
-func (s *Server) planFetch(req *kmsg.FetchRequest) (items []*fetchItem, sess *fetchSession, incremental bool, errCode int16) {
+func (s *Server) planFetch(r *request, req *kmsg.FetchRequest) (items []*fetchItem, sess *fetchSession, incremental bool, errCode int16) {
 	n := 0
 	for _, t := range req.Topics {
 		n += len(t.Partitions)
@@ -185,7 +187,7 @@ func (s *Server) planFetch(req *kmsg.FetchRequest) (items []*fetchItem, sess *fe
 		}
 	}
 	for _, it := range items {
-		s.resolveFetchItem(req.Version, it)
+		s.resolveFetchItem(r, req.Version, it)
 	}
 	return items, sess, incremental, 0
 }
@@ -198,7 +200,11 @@ func (s *Server) fetchKey(version int16, topic string, id [16]byte, partition in
 	return sessionKey{topic: topic, partition: partition}
 }
 
-func (s *Server) resolveFetchItem(version int16, it *fetchItem) {
+// resolveFetchItem finds the partition, after the READ check on its topic
+// (Kafka: by ID, an unknown ID answers UNKNOWN_TOPIC_ID before any check;
+// by name, an unauthorized topic is TOPIC_AUTHORIZATION_FAILED whether or
+// not it exists).
+func (s *Server) resolveFetchItem(r *request, version int16, it *fetchItem) {
 	var t *topics.Topic
 	var ok bool
 	if version >= 13 {
@@ -207,7 +213,15 @@ func (s *Server) resolveFetchItem(version int16, it *fetchItem) {
 			it.errCode = kerr.UnknownTopicID.Code
 			return
 		}
+		if !r.allowedTopic(auth.OpRead, t.Name) {
+			it.errCode = kerr.TopicAuthorizationFailed.Code
+			return
+		}
 	} else {
+		if !r.allowedTopic(auth.OpRead, it.key.topic) {
+			it.errCode = kerr.TopicAuthorizationFailed.Code
+			return
+		}
 		t, ok = s.topics.Topic(it.key.topic)
 		if !ok {
 			it.errCode = kerr.UnknownTopicOrPartition.Code
@@ -231,7 +245,16 @@ func (s *Server) resolveFetchItem(version int16, it *fetchItem) {
 }
 
 // runFetch reads, waits for min_bytes if needed, and fills resp.
-func (s *Server) runFetch(c *conn, req *kmsg.FetchRequest, resp *kmsg.FetchResponse, items []*fetchItem, sess *fetchSession, incremental bool) {
+// fetchPlan is what planFetch resolved: the partitions to read, the fetch
+// session (nil without one) and whether the request is incremental.
+type fetchPlan struct {
+	items       []*fetchItem
+	sess        *fetchSession
+	incremental bool
+}
+
+func (s *Server) runFetch(c *conn, req *kmsg.FetchRequest, resp *kmsg.FetchResponse, plan fetchPlan) {
+	items, sess, incremental := plan.items, plan.sess, plan.incremental
 	maxWait := time.Duration(req.MaxWaitMillis) * time.Millisecond
 	if maxWait > maxFetchWait {
 		maxWait = maxFetchWait

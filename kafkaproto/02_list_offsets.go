@@ -24,12 +24,15 @@ package kafkaproto
 //     offset whose record is at least t old, or the high watermark. Kafka's
 //     v0 answered a timestamp from segment file times instead, which were
 //     never exact; we answer from record timestamps, as v1+ does.
+//   - A topic the principal may not DESCRIBE answers
+//     TOPIC_AUTHORIZATION_FAILED for each partition (KafkaApis).
 //   - v8 is the maximum: -5 (latest tiered, v9, KIP-1005) and -6 (earliest
 //     pending upload, v11) are not served.
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/vibemq/broker/auth"
 	"github.com/vibemq/broker/topics"
 )
 
@@ -44,6 +47,7 @@ func (s *Server) handleListOffsets(r *request) (reply, error) {
 	for _, rt := range req.Topics {
 		st := kmsg.NewListOffsetsResponseTopic()
 		st.Topic = rt.Topic
+		denied := !r.allowedTopic(auth.OpDescribe, rt.Topic)
 		t, topicOK := s.topics.Topic(rt.Topic)
 		seen := map[int32]int{}
 		for _, rp := range rt.Partitions {
@@ -58,6 +62,8 @@ func (s *Server) handleListOffsets(r *request) (reply, error) {
 				p, _ = t.Partition(rp.Partition)
 			}
 			switch {
+			case denied:
+				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
 			case seen[rp.Partition] > 1:
 				sp.ErrorCode = kerr.InvalidRequest.Code
 			case p == nil:

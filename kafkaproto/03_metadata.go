@@ -15,9 +15,13 @@ package kafkaproto
 //     KafkaApis uses the IDs whenever one is non-zero). An unknown ID gets
 //     UNKNOWN_TOPIC_ID.
 //   - Invalid topic names get INVALID_TOPIC_EXCEPTION.
-//   - Authorized operations (v8+, when asked for) are every operation of
-//     the topic or cluster: there is no authorizer (Kafka answers the same
-//     without one).
+//   - Authorization (KafkaApis.handleTopicMetadataRequest): the list of
+//     every topic leaves out those the principal may not DESCRIBE; a named
+//     one answers TOPIC_AUTHORIZATION_FAILED without saying whether it
+//     exists (by ID: with its ID and no name); auto-creation needs CREATE
+//     on the cluster or the topic, else TOPIC_AUTHORIZATION_FAILED.
+//   - Authorized operations (v8+, when asked for) are computed from the
+//     ACLs (KIP-430); without an authorizer, every operation.
 //
 // Version notes:
 //   - v10 adds topic IDs (KIP-516); v7 leader epochs (KIP-320).
@@ -28,6 +32,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/vibemq/broker/auth"
 	"github.com/vibemq/broker/topics"
 )
 
@@ -38,12 +43,15 @@ func (s *Server) handleMetadata(r *request) (reply, error) {
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
 	defer func() {
 		if req.Version >= 8 && req.IncludeClusterAuthorizedOperations {
-			resp.AuthorizedOperations = clusterOperationsAll
+			resp.AuthorizedOperations = 0
+			if r.allowedCluster(auth.OpDescribe) {
+				resp.AuthorizedOperations = r.clusterAuthorizedOperations()
+			}
 		}
 		if req.Version >= 8 && req.IncludeTopicAuthorizedOperations {
 			for i := range resp.Topics {
 				if resp.Topics[i].ErrorCode == 0 {
-					resp.Topics[i].AuthorizedOperations = topicOperationsAll
+					resp.Topics[i].AuthorizedOperations = r.topicAuthorizedOperations(*resp.Topics[i].Topic)
 				}
 			}
 		}
@@ -58,6 +66,9 @@ func (s *Server) handleMetadata(r *request) (reply, error) {
 	all := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)
 	if all {
 		for _, t := range s.topics.Topics() {
+			if !r.allowedTopic(auth.OpDescribe, t.Name) {
+				continue
+			}
 			resp.Topics = append(resp.Topics, s.metadataTopic(t))
 		}
 		return reply{resp: resp}, nil
@@ -74,6 +85,13 @@ func (s *Server) handleMetadata(r *request) (reply, error) {
 				resp.Topics = append(resp.Topics, mt)
 				continue
 			}
+			if !r.allowedTopic(auth.OpDescribe, t.Name) {
+				mt := kmsg.NewMetadataResponseTopic()
+				mt.TopicID = rt.TopicID
+				mt.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				resp.Topics = append(resp.Topics, mt)
+				continue
+			}
 			resp.Topics = append(resp.Topics, s.metadataTopic(t))
 			continue
 		}
@@ -82,7 +100,15 @@ func (s *Server) handleMetadata(r *request) (reply, error) {
 			continue
 		}
 		seen[name] = true
+		if !r.allowedTopic(auth.OpDescribe, name) {
+			resp.Topics = append(resp.Topics, metadataTopicError(name, kerr.TopicAuthorizationFailed.Code))
+			continue
+		}
 		t, ok := s.topics.Topic(name)
+		if !ok && allowCreate && s.topics.AutoCreate() && !r.allowedCluster(auth.OpCreate) && !r.allowedTopic(auth.OpCreate, name) {
+			resp.Topics = append(resp.Topics, metadataTopicError(name, kerr.TopicAuthorizationFailed.Code))
+			continue
+		}
 		if !ok && allowCreate && s.topics.AutoCreate() {
 			var err error
 			t, err = s.topics.CreateTopic(name, 0, nil, false)
@@ -112,6 +138,13 @@ func (s *Server) handleMetadata(r *request) (reply, error) {
 		resp.Topics = append(resp.Topics, s.metadataTopic(t))
 	}
 	return reply{resp: resp}, nil
+}
+
+func metadataTopicError(name string, code int16) kmsg.MetadataResponseTopic {
+	mt := kmsg.NewMetadataResponseTopic()
+	mt.Topic = &name
+	mt.ErrorCode = code
+	return mt
 }
 
 // brokerEntry describes this broker as the listener c came in on

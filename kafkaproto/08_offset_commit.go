@@ -32,6 +32,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/vibemq/broker/auth"
 	"github.com/vibemq/broker/groups"
 )
 
@@ -50,7 +51,13 @@ func (s *Server) handleOffsetCommit(r *request) (reply, error) {
 		fixed = kerr.PolicyViolation.Code
 	case s.cfg.Groups == nil:
 		fixed = kerr.CoordinatorNotAvailable.Code
+	case !r.allowedGroup(auth.OpRead, req.Group):
+		fixed = kerr.GroupAuthorizationFailed.Code
 	}
+	// Topics the principal may not READ are answered
+	// TOPIC_AUTHORIZATION_FAILED and left out of the commit (KafkaApis
+	// handleOffsetCommitRequest); denied[i] marks them.
+	denied := make([]bool, len(req.Topics))
 	resp.Topics = make([]kmsg.OffsetCommitResponseTopic, len(req.Topics))
 	for i, t := range req.Topics {
 		rt := &resp.Topics[i]
@@ -63,6 +70,12 @@ func (s *Server) handleOffsetCommit(r *request) (reply, error) {
 			rp.Partition = p.Partition
 			rp.ErrorCode = fixed
 		}
+		if fixed == 0 && !r.allowedTopic(auth.OpRead, t.Topic) {
+			denied[i] = true
+			for j := range rt.Partitions {
+				rt.Partitions[j].ErrorCode = kerr.TopicAuthorizationFailed.Code
+			}
+		}
 	}
 	if fixed != 0 {
 		return reply{resp: resp}, nil
@@ -73,7 +86,7 @@ func (s *Server) handleOffsetCommit(r *request) (reply, error) {
 		MemberID:   req.MemberID,
 		InstanceID: req.InstanceID,
 		Version:    req.Version,
-		Topics:     make([]groups.CommitTopic, len(req.Topics)),
+		Topics:     make([]groups.CommitTopic, 0, len(req.Topics)),
 	}
 	if req.Version == 0 {
 		cr.Generation = -1
@@ -83,6 +96,9 @@ func (s *Server) handleOffsetCommit(r *request) (reply, error) {
 		cr.Retention = &d
 	}
 	for i, t := range req.Topics {
+		if denied[i] {
+			continue
+		}
 		ct := groups.CommitTopic{Topic: t.Topic, Partitions: make([]groups.CommitPartition, len(t.Partitions))}
 		for j, p := range t.Partitions {
 			epoch := int32(-1)
@@ -91,15 +107,20 @@ func (s *Server) handleOffsetCommit(r *request) (reply, error) {
 			}
 			ct.Partitions[j] = groups.CommitPartition{Partition: p.Partition, Offset: p.Offset, LeaderEpoch: epoch, Metadata: p.Metadata}
 		}
-		cr.Topics[i] = ct
+		cr.Topics = append(cr.Topics, ct)
 	}
 	fut := s.cfg.Groups.Commit(cr, s.now())
 	finish := func() {
 		res := fut.Wait(nil)
+		k := 0
 		for i := range resp.Topics {
-			for j := range resp.Topics[i].Partitions {
-				resp.Topics[i].Partitions[j].ErrorCode = errorCode(res.Topics[i][j])
+			if denied[i] {
+				continue
 			}
+			for j := range resp.Topics[i].Partitions {
+				resp.Topics[i].Partitions[j].ErrorCode = errorCode(res.Topics[k][j])
+			}
+			k++
 		}
 	}
 	return reply{resp: resp, finish: finish}, nil

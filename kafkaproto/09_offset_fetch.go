@@ -23,10 +23,36 @@ package kafkaproto
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/vibemq/broker/auth"
 	"github.com/vibemq/broker/groups"
 )
 
 func init() { register(kmsg.OffsetFetch, 0, 9, (*Server).handleOffsetFetch) }
+
+// authorizeFetchedOffsets applies the DESCRIBE check on each topic
+// (KafkaApis handleOffsetFetchRequest): a topic the request named is
+// answered TOPIC_AUTHORIZATION_FAILED per partition, and one listed because
+// the request asked for every topic is left out.
+func (r *request) authorizeFetchedOffsets(res *groups.FetchOffsetsResult, named bool) {
+	if r.c.s.cfg.Authorizer == nil {
+		return
+	}
+	kept := res.Topics[:0]
+	for _, t := range res.Topics {
+		if r.allowedTopic(auth.OpDescribe, t.Topic) {
+			kept = append(kept, t)
+			continue
+		}
+		if !named {
+			continue
+		}
+		for i := range t.Partitions {
+			t.Partitions[i] = groups.FetchedOffset{Partition: t.Partitions[i].Partition, Offset: -1, LeaderEpoch: -1, Err: kerr.TopicAuthorizationFailed}
+		}
+		kept = append(kept, t)
+	}
+	res.Topics = kept
+}
 
 func (s *Server) handleOffsetFetch(r *request) (reply, error) {
 	req := r.kreq.(*kmsg.OffsetFetchRequest)
@@ -70,9 +96,14 @@ func (s *Server) handleOffsetFetch(r *request) (reply, error) {
 	}
 
 	for _, a := range asks {
+		fixed := fixed
+		if fixed == 0 && !r.allowedGroup(auth.OpDescribe, a.Group) {
+			fixed = kerr.GroupAuthorizationFailed.Code
+		}
 		var res groups.FetchOffsetsResult
 		if fixed == 0 {
 			res = s.cfg.Groups.FetchOffsets(a)
+			r.authorizeFetchedOffsets(&res, a.Topics != nil)
 		}
 		if req.Version < 8 {
 			resp.ErrorCode = fixed

@@ -18,6 +18,7 @@ package kafkaproto
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/vibemq/broker/auth"
 )
 
 func init() { register(kmsg.FindCoordinator, 0, 5, (*Server).handleFindCoordinator) }
@@ -40,6 +41,10 @@ func (s *Server) handleFindCoordinator(r *request) (reply, error) {
 		case req.CoordinatorType != 0 && req.CoordinatorType != 1:
 			c.ErrorCode = kerr.InvalidRequest.Code
 			c.ErrorMessage = kmsg.StringPtr("only coordinator types 0 (group) and 1 (transaction) are served")
+		case req.CoordinatorType == 0 && !r.allowedGroup(auth.OpDescribe, key):
+			c.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		case req.CoordinatorType == 1 && !r.allowedTxn(auth.OpDescribe, key):
+			c.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
 		case req.CoordinatorType == 0 && s.cfg.Groups == nil:
 			c.ErrorCode = kerr.CoordinatorNotAvailable.Code
 		default:

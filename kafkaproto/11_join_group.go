@@ -34,6 +34,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/vibemq/broker/auth"
 	"github.com/vibemq/broker/groups"
 )
 
@@ -46,6 +47,10 @@ func (s *Server) handleJoinGroup(r *request) (reply, error) {
 	resp.MemberID = req.MemberID
 	if s.cfg.Groups == nil {
 		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
+		return reply{resp: resp}, nil
+	}
+	if !r.allowedGroup(auth.OpRead, req.Group) {
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
 		return reply{resp: resp}, nil
 	}
 	jr := groups.JoinRequest{

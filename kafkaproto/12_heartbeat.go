@@ -15,6 +15,7 @@ package kafkaproto
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/vibemq/broker/auth"
 	"github.com/vibemq/broker/groups"
 )
 
@@ -25,6 +26,10 @@ func (s *Server) handleHeartbeat(r *request) (reply, error) {
 	resp := req.ResponseKind().(*kmsg.HeartbeatResponse)
 	if s.cfg.Groups == nil {
 		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
+		return reply{resp: resp}, nil
+	}
+	if !r.allowedGroup(auth.OpRead, req.Group) {
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
 		return reply{resp: resp}, nil
 	}
 	err := s.cfg.Groups.Heartbeat(groups.HeartbeatRequest{

@@ -18,6 +18,7 @@ package kafkaproto
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/vibemq/broker/auth"
 	"github.com/vibemq/broker/groups"
 )
 
@@ -28,6 +29,10 @@ func (s *Server) handleLeaveGroup(r *request) (reply, error) {
 	resp := req.ResponseKind().(*kmsg.LeaveGroupResponse)
 	if s.cfg.Groups == nil {
 		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
+		return reply{resp: resp}, nil
+	}
+	if !r.allowedGroup(auth.OpRead, req.Group) {
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
 		return reply{resp: resp}, nil
 	}
 	var members []groups.LeaveMember

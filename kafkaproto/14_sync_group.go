@@ -24,6 +24,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/vibemq/broker/auth"
 	"github.com/vibemq/broker/groups"
 )
 
@@ -35,6 +36,10 @@ func (s *Server) handleSyncGroup(r *request) (reply, error) {
 	resp.MemberAssignment = []byte{}
 	if s.cfg.Groups == nil {
 		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
+		return reply{resp: resp}, nil
+	}
+	if !r.allowedGroup(auth.OpRead, req.Group) {
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
 		return reply{resp: resp}, nil
 	}
 	sr := groups.SyncRequest{

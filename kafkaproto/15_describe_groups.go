@@ -20,13 +20,10 @@ package kafkaproto
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/vibemq/broker/auth"
 )
 
 func init() { register(kmsg.DescribeGroups, 0, 5, (*Server).handleDescribeGroups) }
-
-// groupOperations is the authorized-operations bit field of a group when
-// every operation is allowed: READ (3), DELETE (6), DESCRIBE (8).
-const groupOperations = 1<<3 | 1<<6 | 1<<8
 
 func (s *Server) handleDescribeGroups(r *request) (reply, error) {
 	req := r.kreq.(*kmsg.DescribeGroupsRequest)
@@ -43,7 +40,27 @@ func (s *Server) handleDescribeGroups(r *request) (reply, error) {
 		}
 		return reply{resp: resp}, nil
 	}
-	for _, d := range s.cfg.Groups.DescribeGroups(req.Groups) {
+	// Groups the principal may not DESCRIBE are answered
+	// GROUP_AUTHORIZATION_FAILED and not looked up (KafkaApis).
+	var names []string
+	denied := map[int]bool{}
+	for i, name := range req.Groups {
+		if r.allowedGroup(auth.OpDescribe, name) {
+			names = append(names, name)
+		} else {
+			denied[i] = true
+		}
+	}
+	described := s.cfg.Groups.DescribeGroups(names)
+	for i, name := range req.Groups {
+		if denied[i] {
+			g := kmsg.NewDescribeGroupsResponseGroup()
+			g.Group, g.ErrorCode = name, kerr.GroupAuthorizationFailed.Code
+			resp.Groups = append(resp.Groups, g)
+			continue
+		}
+		d := described[0]
+		described = described[1:]
 		g := kmsg.NewDescribeGroupsResponseGroup()
 		g.Group = d.Group
 		g.ErrorCode = errorCode(d.Err)
@@ -51,7 +68,7 @@ func (s *Server) handleDescribeGroups(r *request) (reply, error) {
 		g.ProtocolType = d.ProtocolType
 		g.Protocol = d.Protocol
 		if req.IncludeAuthorizedOperations {
-			g.AuthorizedOperations = groupOperations
+			g.AuthorizedOperations = r.groupAuthorizedOperations(d.Group)
 		}
 		for _, m := range d.Members {
 			rm := kmsg.NewDescribeGroupsResponseGroupMember()

@@ -15,6 +15,7 @@ package kafkaproto
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/vibemq/broker/auth"
 )
 
 func init() { register(kmsg.ListGroups, 0, 5, (*Server).handleListGroups) }
@@ -26,7 +27,13 @@ func (s *Server) handleListGroups(r *request) (reply, error) {
 		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
 		return reply{resp: resp}, nil
 	}
+	// Every group with DESCRIBE on the cluster, else those the principal
+	// may DESCRIBE (KafkaApis handleListGroupsRequest).
+	all := r.allowedCluster(auth.OpDescribe)
 	for _, l := range s.cfg.Groups.ListGroups(req.StatesFilter, req.TypesFilter) {
+		if !all && !r.allowedGroup(auth.OpDescribe, l.Group) {
+			continue
+		}
 		g := kmsg.NewListGroupsResponseGroup()
 		g.Group = l.Group
 		g.ProtocolType = l.ProtocolType

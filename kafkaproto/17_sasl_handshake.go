@@ -13,8 +13,10 @@ package kafkaproto
 //   - A handshake while an exchange is in progress, a v0 handshake on an
 //     authenticated connection, or a re-authentication with another
 //     mechanism answers ILLEGAL_SASL_STATE and closes the connection.
-//   - On a PLAINTEXT or SSL listener: ILLEGAL_SASL_STATE, the connection
-//     stays (Kafka KafkaApis.handleSaslHandshakeRequest).
+//   - On a PLAINTEXT or SSL listener: ILLEGAL_SASL_STATE with no
+//     mechanisms listed, the connection stays (Kafka
+//     KafkaApis.handleSaslHandshakeRequest).
+//   - OAUTHBEARER (KIP-255) is served when SASLConfig.JWT is set.
 //
 // Version notes:
 //   - v0: the tokens that follow are bare length-prefixed frames (no Kafka
@@ -23,7 +25,6 @@ package kafkaproto
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
-	"github.com/vibemq/broker/auth"
 )
 
 func init() { register(kmsg.SASLHandshake, 0, 1, (*Server).handleSaslHandshake) }
@@ -31,12 +32,12 @@ func init() { register(kmsg.SASLHandshake, 0, 1, (*Server).handleSaslHandshake) 
 func (s *Server) handleSaslHandshake(r *request) (reply, error) {
 	req := r.kreq.(*kmsg.SASLHandshakeRequest)
 	resp := req.ResponseKind().(*kmsg.SASLHandshakeResponse)
-	resp.SupportedMechanisms = append([]string(nil), s.cfg.SASL.Mechanisms...)
 	c := r.c
 	if !c.listener.Protocol.SASL() {
 		resp.ErrorCode = kerr.IllegalSaslState.Code
 		return reply{resp: resp}, nil
 	}
+	resp.SupportedMechanisms = append([]string(nil), s.cfg.SASL.Mechanisms...)
 	illegal := func(why string) (reply, error) {
 		c.log.Warn().Str("listener", c.listener.Name).Str("mechanism", req.Mechanism).Msg("closing connection: " + why)
 		c.sasl.closeAfterReply = true
@@ -58,7 +59,7 @@ func (s *Server) handleSaslHandshake(r *request) (reply, error) {
 		resp.ErrorCode = kerr.UnsupportedSaslMechanism.Code
 		return reply{resp: resp}, nil
 	}
-	sess, ok := auth.StartSession(s.cfg.SASL.Credentials, req.Mechanism)
+	sess, ok := s.startSASLSession(req.Mechanism)
 	if !ok {
 		c.sasl.closeAfterReply = true
 		resp.ErrorCode = kerr.UnsupportedSaslMechanism.Code

@@ -21,6 +21,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/vibemq/broker/auth"
 )
 
 func init() { register(kmsg.CreateTopics, 0, 7, (*Server).handleCreateTopics) }
@@ -32,6 +33,9 @@ func (s *Server) handleCreateTopics(r *request) (reply, error) {
 	for _, rt := range req.Topics {
 		count[rt.Topic]++
 	}
+	// CREATE on the cluster, or else on each topic (KafkaApis
+	// handleCreateTopicsRequest).
+	clusterCreate := r.allowedCluster(auth.OpCreate)
 	for _, rt := range req.Topics {
 		st := kmsg.NewCreateTopicsResponseTopic()
 		st.Topic = rt.Topic
@@ -45,6 +49,8 @@ func (s *Server) handleCreateTopics(r *request) (reply, error) {
 		switch {
 		case count[rt.Topic] > 1:
 			fail(kerr.InvalidRequest.Code, fmt.Sprintf("topic %q is named more than once in the request", rt.Topic))
+		case !clusterCreate && !r.allowedTopic(auth.OpCreate, rt.Topic):
+			fail(kerr.TopicAuthorizationFailed.Code, "Authorization failed.")
 		case rt.ReplicationFactor != -1 && rt.ReplicationFactor != 1 && len(rt.ReplicaAssignment) == 0:
 			fail(kerr.InvalidReplicationFactor.Code, fmt.Sprintf("replication factor %d is not possible on a single broker; use 1 or -1", rt.ReplicationFactor))
 		case len(rt.ReplicaAssignment) > 0 && (rt.NumPartitions != -1 || rt.ReplicationFactor != -1):
@@ -85,7 +91,9 @@ func (s *Server) handleCreateTopics(r *request) (reply, error) {
 			st.TopicID = t.ID
 			st.NumPartitions = t.NumPartitions()
 			st.ReplicationFactor = 1
-			if req.Version >= 5 {
+			if req.Version >= 5 && !r.allowedTopic(auth.OpDescribeConfigs, rt.Topic) {
+				st.ConfigErrorCode = kerr.TopicAuthorizationFailed.Code
+			} else if req.Version >= 5 {
 				for _, e := range t.EffectiveConfigs() {
 					c := kmsg.NewCreateTopicsResponseTopicConfig()
 					c.Name = e.Def.Name

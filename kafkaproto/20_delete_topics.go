@@ -16,6 +16,7 @@ package kafkaproto
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/vibemq/broker/auth"
 	"github.com/vibemq/broker/topics"
 )
 
@@ -50,6 +51,18 @@ func (s *Server) handleDeleteTopics(r *request) (reply, error) {
 			st.Topic = &t.Name
 		} else {
 			st.ErrorCode = kerr.UnknownTopicID.Code
+			resp.Topics = append(resp.Topics, st)
+			continue
+		}
+		if tg.name == nil && !r.allowedTopic(auth.OpDescribe, name) {
+			// By ID: Kafka does not name a topic the principal may not see.
+			st.Topic = nil
+			st.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			resp.Topics = append(resp.Topics, st)
+			continue
+		}
+		if !r.allowedTopic(auth.OpDelete, name) {
+			st.ErrorCode = kerr.TopicAuthorizationFailed.Code
 			resp.Topics = append(resp.Topics, st)
 			continue
 		}

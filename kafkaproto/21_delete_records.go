@@ -27,6 +27,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/vibemq/broker/auth"
 	"github.com/vibemq/broker/topics"
 )
 
@@ -54,12 +55,17 @@ func (s *Server) handleDeleteRecords(r *request) (reply, error) {
 		*st = kmsg.NewDeleteRecordsResponseTopic()
 		st.Topic = rt.Topic
 		st.Partitions = make([]kmsg.DeleteRecordsResponseTopicPartition, len(rt.Partitions))
+		denied := !r.allowedTopic(auth.OpDelete, rt.Topic)
 		t, topicOK := s.topics.Topic(rt.Topic)
 		for pi, rp := range rt.Partitions {
 			sp := &st.Partitions[pi]
 			*sp = kmsg.NewDeleteRecordsResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.LowWatermark = -1
+			if denied {
+				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				continue
+			}
 			var p *topics.Partition
 			if topicOK {
 				p, _ = t.Partition(rp.Partition)

@@ -22,6 +22,7 @@ package kafkaproto
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/vibemq/broker/auth"
 )
 
 func init() { register(kmsg.InitProducerID, 0, 5, (*Server).handleInitProducerID) }
@@ -30,6 +31,14 @@ func (s *Server) handleInitProducerID(r *request) (reply, error) {
 	req := r.kreq.(*kmsg.InitProducerIDRequest)
 	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
+	if req.TransactionalID != nil && !r.allowedTxn(auth.OpWrite, *req.TransactionalID) {
+		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+		return reply{resp: resp}, nil
+	}
+	if req.TransactionalID == nil && !r.allowedIdempotent() {
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		return reply{resp: resp}, nil
+	}
 	if req.TransactionalID != nil {
 		if s.cfg.Txns == nil {
 			resp.ErrorCode = kerr.CoordinatorNotAvailable.Code

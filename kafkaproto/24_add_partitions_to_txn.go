@@ -21,6 +21,7 @@ package kafkaproto
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/vibemq/broker/auth"
 	"github.com/vibemq/broker/topics"
 	"github.com/vibemq/broker/txns"
 )
@@ -44,13 +45,18 @@ func (s *Server) handleAddPartitionsToTxn(r *request) (reply, error) {
 		code = kerr.CoordinatorNotAvailable.Code
 	case total > s.cfg.MaxPartitionsPerRequest:
 		code = kerr.PolicyViolation.Code
+	case !r.allowedTxn(auth.OpWrite, req.TransactionalID):
+		code = kerr.TransactionalIDAuthorizationFailed.Code
 	default:
 		parts = make([]txns.TopicPartition, 0, total)
 		for _, t := range req.Topics {
 			tp, ok := s.topics.Topic(t.Topic)
+			denied := !r.allowedTopic(auth.OpWrite, t.Topic)
 			for _, p := range t.Partitions {
 				k := txns.TopicPartition{Topic: t.Topic, Partition: p}
 				switch {
+				case denied:
+					unknown[k] = kerr.TopicAuthorizationFailed.Code
 				case !ok || p < 0 || p >= tp.NumPartitions():
 					unknown[k] = kerr.UnknownTopicOrPartition.Code
 				case tp.Owner() != topics.OwnerNone:

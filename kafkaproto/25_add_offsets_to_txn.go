@@ -13,6 +13,7 @@ package kafkaproto
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/vibemq/broker/auth"
 )
 
 func init() { register(kmsg.AddOffsetsToTxn, 0, 3, (*Server).handleAddOffsetsToTxn) }
@@ -22,6 +23,14 @@ func (s *Server) handleAddOffsetsToTxn(r *request) (reply, error) {
 	resp := req.ResponseKind().(*kmsg.AddOffsetsToTxnResponse)
 	if s.cfg.Txns == nil {
 		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
+		return reply{resp: resp}, nil
+	}
+	if !r.allowedTxn(auth.OpWrite, req.TransactionalID) {
+		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+		return reply{resp: resp}, nil
+	}
+	if !r.allowedGroup(auth.OpRead, req.Group) {
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
 		return reply{resp: resp}, nil
 	}
 	if req.Group == "" {

@@ -18,6 +18,7 @@ package kafkaproto
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/vibemq/broker/auth"
 )
 
 func init() { register(kmsg.EndTxn, 0, 3, (*Server).handleEndTxn) }
@@ -27,6 +28,10 @@ func (s *Server) handleEndTxn(r *request) (reply, error) {
 	resp := req.ResponseKind().(*kmsg.EndTxnResponse)
 	if s.cfg.Txns == nil {
 		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
+		return reply{resp: resp}, nil
+	}
+	if !r.allowedTxn(auth.OpWrite, req.TransactionalID) {
+		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
 		return reply{resp: resp}, nil
 	}
 	now := s.now()

@@ -31,6 +31,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/vibemq/broker/auth"
 	"github.com/vibemq/broker/topics"
 )
 
@@ -48,6 +49,9 @@ func (s *Server) handleWriteTxnMarkers(r *request) (reply, error) {
 	if n > s.cfg.MaxPartitionsPerRequest {
 		return reply{}, errors.New("write txn markers request names too many partitions")
 	}
+	// Only brokers write markers: CLUSTER_ACTION, else every partition is
+	// CLUSTER_AUTHORIZATION_FAILED (KafkaApis handleWriteTxnMarkersRequest).
+	clusterAction := r.allowedCluster(auth.OpClusterAction)
 	type slot struct {
 		code *int16
 		a    *topics.Append
@@ -70,6 +74,10 @@ func (s *Server) handleWriteTxnMarkers(r *request) (reply, error) {
 				sp := &st.Partitions[pi]
 				*sp = kmsg.NewWriteTxnMarkersResponseMarkerTopicPartition()
 				sp.Partition = i
+				if !clusterAction {
+					sp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+					continue
+				}
 				var p *topics.Partition
 				if topicOK {
 					p, _ = t.Partition(i)

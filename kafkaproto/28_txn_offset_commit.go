@@ -22,6 +22,7 @@ package kafkaproto
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/vibemq/broker/auth"
 	"github.com/vibemq/broker/groups"
 	"github.com/vibemq/broker/txns"
 )
@@ -44,6 +45,10 @@ func (s *Server) handleTxnOffsetCommit(r *request) (reply, error) {
 		code = kerr.CoordinatorNotAvailable.Code
 	case total > s.cfg.MaxPartitionsPerRequest:
 		code = kerr.PolicyViolation.Code
+	case !r.allowedTxn(auth.OpWrite, req.TransactionalID):
+		code = kerr.TransactionalIDAuthorizationFailed.Code
+	case !r.allowedGroup(auth.OpRead, req.Group):
+		code = kerr.GroupAuthorizationFailed.Code
 	case req.Group == "":
 		code = kerr.InvalidGroupID.Code
 	default:
@@ -57,7 +62,12 @@ func (s *Server) handleTxnOffsetCommit(r *request) (reply, error) {
 		}
 		for _, t := range req.Topics {
 			tp, ok := s.topics.Topic(t.Topic)
+			denied := !r.allowedTopic(auth.OpRead, t.Topic)
 			for _, p := range t.Partitions {
+				if denied {
+					refused[[2]any{t.Topic, p.Partition}] = kerr.TopicAuthorizationFailed.Code
+					continue
+				}
 				if !ok || p.Partition < 0 || p.Partition >= tp.NumPartitions() {
 					refused[[2]any{t.Topic, p.Partition}] = kerr.UnknownTopicOrPartition.Code
 					continue

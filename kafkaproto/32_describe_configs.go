@@ -36,6 +36,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/vibemq/broker/auth"
 	"github.com/vibemq/broker/groups"
 	"github.com/vibemq/broker/topics"
 )
@@ -64,8 +65,12 @@ func (s *Server) handleDescribeConfigs(r *request) (reply, error) {
 			res.ErrorCode = code
 			res.ErrorMessage = &msg
 		}
-		switch rr.ResourceType {
-		case kmsg.ConfigResourceTypeTopic:
+		switch {
+		case rr.ResourceType == kmsg.ConfigResourceTypeTopic && !r.allowedTopic(auth.OpDescribeConfigs, rr.ResourceName):
+			fail(kerr.TopicAuthorizationFailed.Code, "Authorization failed.")
+		case rr.ResourceType == kmsg.ConfigResourceTypeBroker && !r.allowedCluster(auth.OpDescribeConfigs):
+			fail(kerr.ClusterAuthorizationFailed.Code, "Authorization failed.")
+		case rr.ResourceType == kmsg.ConfigResourceTypeTopic:
 			t, ok := s.topics.Topic(rr.ResourceName)
 			if !ok {
 				if err := topics.ValidateTopicName(rr.ResourceName); err != nil {
@@ -83,7 +88,7 @@ func (s *Server) handleDescribeConfigs(r *request) (reply, error) {
 				}
 				res.Configs = append(res.Configs, s.describeConfigEntry(req, e.Def.Name, e, set, broker))
 			}
-		case kmsg.ConfigResourceTypeBroker:
+		case rr.ResourceType == kmsg.ConfigResourceTypeBroker:
 			if code, msg := s.checkBrokerResource(rr.ResourceName); code != 0 {
 				fail(code, msg)
 				break
@@ -103,7 +108,9 @@ func (s *Server) handleDescribeConfigs(r *request) (reply, error) {
 				}
 				res.Configs = append(res.Configs, bc)
 			}
-		case kmsg.ConfigResourceTypeGroupConfig:
+		case rr.ResourceType == kmsg.ConfigResourceTypeGroupConfig && !r.allowedGroup(auth.OpDescribeConfigs, rr.ResourceName):
+			fail(kerr.GroupAuthorizationFailed.Code, "Authorization failed.")
+		case rr.ResourceType == kmsg.ConfigResourceTypeGroupConfig:
 			if s.cfg.Groups == nil || rr.ResourceName == "" {
 				fail(kerr.InvalidRequest.Code, "a group resource needs a group name and the group coordinator")
 				break

@@ -31,6 +31,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/vibemq/broker/auth"
 	"github.com/vibemq/broker/groups"
 )
 
@@ -56,7 +57,7 @@ func (s *Server) handleAlterConfigs(r *request) (reply, error) {
 			},
 		}
 	}
-	s.alterConfigs(rs, func(rr alterResource, code int16, msg *string) {
+	s.alterConfigs(r, rs, func(rr alterResource, code int16, msg *string) {
 		res := kmsg.NewAlterConfigsResponseResource()
 		res.ResourceType, res.ResourceName = rr.typ, rr.name
 		res.ErrorCode, res.ErrorMessage = code, msg
@@ -82,7 +83,7 @@ type alterResource struct {
 // alterConfigs answers each resource in order with its error code and,
 // when the code is not 0, its message: a resource named twice gets
 // INVALID_REQUEST, then checkAlterRequest, then apply for topics.
-func (s *Server) alterConfigs(rs []alterResource, answer func(rr alterResource, code int16, msg *string)) {
+func (s *Server) alterConfigs(r *request, rs []alterResource, answer func(rr alterResource, code int16, msg *string)) {
 	type resourceKey struct {
 		typ  kmsg.ConfigResourceType
 		name string
@@ -94,6 +95,9 @@ func (s *Server) alterConfigs(rs []alterResource, answer func(rr alterResource, 
 	for _, rr := range rs {
 		code, msg := kerr.InvalidRequest.Code, "duplicate resource"
 		if count[resourceKey{rr.typ, rr.name}] == 1 {
+			code, msg = alterConfigsAuthorized(r, rr)
+		}
+		if code == 0 {
 			code, msg = s.checkAlterRequest(rr)
 		}
 		if code == 0 && (rr.typ == kmsg.ConfigResourceTypeTopic || rr.typ == kmsg.ConfigResourceTypeGroupConfig) {
@@ -107,6 +111,21 @@ func (s *Server) alterConfigs(rs []alterResource, answer func(rr alterResource, 
 		}
 		answer(rr, code, message)
 	}
+}
+
+// alterConfigsAuthorized is the ALTER_CONFIGS check on a topic or the
+// cluster (a broker resource), KafkaApis' before any other check of the
+// resource.
+func alterConfigsAuthorized(r *request, rr alterResource) (int16, string) {
+	switch {
+	case rr.typ == kmsg.ConfigResourceTypeTopic && !r.allowedTopic(auth.OpAlterConfigs, rr.name):
+		return kerr.TopicAuthorizationFailed.Code, "Authorization failed."
+	case rr.typ == kmsg.ConfigResourceTypeBroker && !r.allowedCluster(auth.OpAlterConfigs):
+		return kerr.ClusterAuthorizationFailed.Code, "Authorization failed."
+	case rr.typ == kmsg.ConfigResourceTypeGroupConfig && !r.allowedGroup(auth.OpAlterConfigs, rr.name):
+		return kerr.GroupAuthorizationFailed.Code, "Authorization failed."
+	}
+	return 0, ""
 }
 
 // checkAlterRequest applies the request-level rules shared by AlterConfigs

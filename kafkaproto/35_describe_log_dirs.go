@@ -21,7 +21,9 @@ package kafkaproto
 import (
 	"errors"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/vibemq/broker/auth"
 	"github.com/vibemq/broker/topics"
 )
 
@@ -36,6 +38,11 @@ func (s *Server) handleDescribeLogDirs(r *request) (reply, error) {
 	}
 	if n > s.cfg.MaxPartitionsPerRequest {
 		return reply{}, errors.New("describe log dirs request names too many partitions")
+	}
+	if !r.allowedCluster(auth.OpDescribe) {
+		// KafkaApis: no directories, and from v3 the top-level error.
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		return reply{resp: resp}, nil
 	}
 	ld := s.topics.LogDir()
 	dir := kmsg.NewDescribeLogDirsResponseDir()

@@ -26,6 +26,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/vibemq/broker/auth"
 	"github.com/vibemq/broker/topics"
 )
 
@@ -49,6 +50,8 @@ func (s *Server) handleCreatePartitions(r *request) (reply, error) {
 		switch {
 		case count[rt.Topic] > 1:
 			fail(kerr.InvalidRequest.Code, "duplicate topic name")
+		case !r.allowedTopic(auth.OpAlter, rt.Topic):
+			fail(kerr.TopicAuthorizationFailed.Code, "Authorization failed.")
 		case !ok:
 			fail(kerr.UnknownTopicOrPartition.Code, fmt.Sprintf("topic %q does not exist", rt.Topic))
 		case topics.IsInternalTopic(rt.Topic):

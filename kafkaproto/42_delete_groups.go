@@ -14,6 +14,7 @@ package kafkaproto
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/vibemq/broker/auth"
 )
 
 func init() { register(kmsg.DeleteGroups, 0, 2, (*Server).handleDeleteGroups) }
@@ -36,10 +37,22 @@ func (s *Server) handleDeleteGroups(r *request) (reply, error) {
 		}
 		return reply{resp: resp}, nil
 	}
-	fut := s.cfg.Groups.DeleteGroups(req.Groups, s.now())
+	// Groups the principal may not DELETE are answered
+	// GROUP_AUTHORIZATION_FAILED and left alone (KafkaApis).
+	var names []string
+	var idx []int
+	for i, name := range req.Groups {
+		if !r.allowedGroup(auth.OpDelete, name) {
+			resp.Groups[i].ErrorCode = kerr.GroupAuthorizationFailed.Code
+			continue
+		}
+		names = append(names, name)
+		idx = append(idx, i)
+	}
+	fut := s.cfg.Groups.DeleteGroups(names, s.now())
 	finish := func() {
 		for i, err := range fut.Wait(nil) {
-			resp.Groups[i].ErrorCode = errorCode(err)
+			resp.Groups[idx[i]].ErrorCode = errorCode(err)
 		}
 	}
 	return reply{resp: resp, finish: finish}, nil

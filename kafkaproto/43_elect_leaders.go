@@ -23,6 +23,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/vibemq/broker/auth"
 )
 
 func init() { register(kmsg.ElectLeaders, 0, 2, (*Server).handleElectLeaders) }
@@ -36,6 +37,21 @@ func (s *Server) handleElectLeaders(r *request) (reply, error) {
 	}
 	if n > s.cfg.MaxPartitionsPerRequest {
 		return reply{}, errors.New("elect leaders request names too many partitions")
+	}
+	if !r.allowedCluster(auth.OpAlter) {
+		// KafkaApis: every partition and (v1+) the request fail.
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		for _, rt := range req.Topics {
+			st := kmsg.NewElectLeadersResponseTopic()
+			st.Topic = rt.Topic
+			for _, i := range rt.Partitions {
+				sp := kmsg.NewElectLeadersResponseTopicPartition()
+				sp.Partition, sp.ErrorCode = i, kerr.ClusterAuthorizationFailed.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return reply{resp: resp}, nil
 	}
 	validType := req.ElectionType == 0 || req.ElectionType == 1
 	for _, rt := range req.Topics {

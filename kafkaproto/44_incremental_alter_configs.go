@@ -63,7 +63,7 @@ func (s *Server) handleIncrementalAlterConfigs(r *request) (reply, error) {
 			},
 		}
 	}
-	s.alterConfigs(rs, func(rr alterResource, code int16, msg *string) {
+	s.alterConfigs(r, rs, func(rr alterResource, code int16, msg *string) {
 		res := kmsg.NewIncrementalAlterConfigsResponseResource()
 		res.ResourceType, res.ResourceName = rr.typ, rr.name
 		res.ErrorCode, res.ErrorMessage = code, msg

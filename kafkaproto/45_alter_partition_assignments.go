@@ -24,6 +24,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/vibemq/broker/auth"
 )
 
 func init() {
@@ -41,6 +42,10 @@ func (s *Server) handleAlterPartitionAssignments(r *request) (reply, error) {
 		return reply{}, errors.New("alter partition assignments request names too many partitions")
 	}
 	resp.AllowReplicationFactorChange = req.AllowReplicationFactorChange
+	if !r.allowedCluster(auth.OpAlter) {
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		return reply{resp: resp}, nil
+	}
 	for _, rt := range req.Topics {
 		st := kmsg.NewAlterPartitionAssignmentsResponseTopic()
 		st.Topic = rt.Topic

@@ -15,7 +15,9 @@ package kafkaproto
 import (
 	"errors"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/vibemq/broker/auth"
 )
 
 func init() {
@@ -33,5 +35,8 @@ func (s *Server) handleListPartitionReassignments(r *request) (reply, error) {
 		return reply{}, errors.New("list partition reassignments request names too many partitions")
 	}
 	resp.Topics = []kmsg.ListPartitionReassignmentsResponseTopic{}
+	if !r.allowedCluster(auth.OpDescribe) {
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+	}
 	return reply{resp: resp}, nil
 }

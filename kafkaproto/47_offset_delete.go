@@ -14,6 +14,7 @@ package kafkaproto
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/vibemq/broker/auth"
 	"github.com/vibemq/broker/groups"
 )
 
@@ -34,12 +35,25 @@ func (s *Server) handleOffsetDelete(r *request) (reply, error) {
 		resp.ErrorCode = kerr.PolicyViolation.Code
 		return reply{resp: resp}, nil
 	}
-	topics := make([]groups.OffsetDeleteTopic, len(req.Topics))
+	if !r.allowedGroup(auth.OpDelete, req.Group) {
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		return reply{resp: resp}, nil
+	}
+	// Topics the principal may not READ are answered
+	// TOPIC_AUTHORIZATION_FAILED per partition and left alone (KafkaApis
+	// handleOffsetDeleteRequest).
+	denied := make([]bool, len(req.Topics))
+	topics := make([]groups.OffsetDeleteTopic, 0, len(req.Topics))
 	for i, t := range req.Topics {
-		topics[i].Topic = t.Topic
-		for _, p := range t.Partitions {
-			topics[i].Partitions = append(topics[i].Partitions, p.Partition)
+		if !r.allowedTopic(auth.OpRead, t.Topic) {
+			denied[i] = true
+			continue
 		}
+		dt := groups.OffsetDeleteTopic{Topic: t.Topic}
+		for _, p := range t.Partitions {
+			dt.Partitions = append(dt.Partitions, p.Partition)
+		}
+		topics = append(topics, dt)
 	}
 	fut := s.cfg.Groups.DeleteOffsets(req.Group, topics, s.now())
 	finish := func() {
@@ -48,13 +62,22 @@ func (s *Server) handleOffsetDelete(r *request) (reply, error) {
 		if res.Err != nil {
 			return
 		}
+		k := 0
 		for i, t := range req.Topics {
 			rt := kmsg.NewOffsetDeleteResponseTopic()
 			rt.Topic = t.Topic
+			var errs []error
+			if !denied[i] {
+				errs = res.Topics[k]
+				k++
+			}
 			for j, p := range t.Partitions {
 				rp := kmsg.NewOffsetDeleteResponseTopicPartition()
 				rp.Partition = p.Partition
-				rp.ErrorCode = errorCode(res.Topics[i][j])
+				rp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				if !denied[i] {
+					rp.ErrorCode = errorCode(errs[j])
+				}
 				rt.Partitions = append(rt.Partitions, rp)
 			}
 			resp.Topics = append(resp.Topics, rt)

@@ -37,6 +37,20 @@ func (s *Server) handleDescribeUserScramCredentials(r *request) (reply, error) {
 		}
 		return res
 	}
+	if !r.allowedCluster(auth.OpDescribe) {
+		// Kafka's getErrorResponse: the top-level error and one result
+		// per named user, carrying the error and no name. (Kafka 4.2 throws
+		// a NullPointerException for a null user list and never answers;
+		// we answer the top-level error.)
+		msg := kmsg.StringPtr("Authorization failed: describing SCRAM credentials needs DESCRIBE on the cluster")
+		resp.ErrorCode, resp.ErrorMessage = kerr.ClusterAuthorizationFailed.Code, msg
+		for range min(len(req.Users), s.cfg.MaxPartitionsPerRequest) {
+			res := kmsg.NewDescribeUserSCRAMCredentialsResponseResult()
+			res.ErrorCode, res.ErrorMessage = kerr.ClusterAuthorizationFailed.Code, msg
+			resp.Results = append(resp.Results, res)
+		}
+		return reply{resp: resp}, nil
+	}
 	if req.Users == nil {
 		if store != nil {
 			for _, uc := range store.Describe(nil) {

@@ -44,7 +44,11 @@ func (s *Server) handleAlterUserScramCredentials(r *request) (reply, error) {
 	}
 	if s.saslServed.Load() && r.c.principal == auth.Anonymous {
 		r.c.log.Warn().Str("listener", r.c.listener.Name).Msg("AlterUserScramCredentials refused: an unauthenticated client may not change credentials while SASL is enabled")
-		resp.Results = refuseScramAlter(req)
+		resp.Results = refuseScramAlter(req, "an unauthenticated client may not change SCRAM credentials while a SASL listener is enabled; connect to a SASL listener")
+		return reply{resp: resp}, nil
+	}
+	if !r.allowedCluster(auth.OpAlter) {
+		resp.Results = refuseScramAlter(req, "Authorization failed: changing SCRAM credentials needs ALTER on the cluster")
 		return reply{resp: resp}, nil
 	}
 	a := &scramAlter{store: s.cfg.SASL.Credentials, users: map[string]*scramUserResult{}, seen: map[string]bool{}}
@@ -61,7 +65,7 @@ func (s *Server) handleAlterUserScramCredentials(r *request) (reply, error) {
 
 // refuseScramAlter answers every user of req CLUSTER_AUTHORIZATION_FAILED,
 // once each.
-func refuseScramAlter(req *kmsg.AlterUserSCRAMCredentialsRequest) []kmsg.AlterUserSCRAMCredentialsResponseResult {
+func refuseScramAlter(req *kmsg.AlterUserSCRAMCredentialsRequest, msg string) []kmsg.AlterUserSCRAMCredentialsResponseResult {
 	var out []kmsg.AlterUserSCRAMCredentialsResponseResult
 	seen := map[string]bool{}
 	add := func(user string) {
@@ -71,7 +75,7 @@ func refuseScramAlter(req *kmsg.AlterUserSCRAMCredentialsRequest) []kmsg.AlterUs
 		seen[user] = true
 		res := kmsg.NewAlterUserSCRAMCredentialsResponseResult()
 		res.User, res.ErrorCode = user, kerr.ClusterAuthorizationFailed.Code
-		res.ErrorMessage = kmsg.StringPtr("an unauthenticated client may not change SCRAM credentials while a SASL listener is enabled; connect to a SASL listener")
+		res.ErrorMessage = kmsg.StringPtr(msg)
 		out = append(out, res)
 	}
 	for _, d := range req.Deletions {

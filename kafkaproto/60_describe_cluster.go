@@ -12,6 +12,7 @@ package kafkaproto
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/vibemq/broker/auth"
 )
 
 func init() { register(kmsg.DescribeCluster, 0, 2, (*Server).handleDescribeCluster) }
@@ -27,7 +28,12 @@ func (s *Server) handleDescribeCluster(r *request) (reply, error) {
 		return reply{resp: resp}, nil
 	}
 	if req.IncludeClusterAuthorizedOperations {
-		resp.ClusterAuthorizedOperations = clusterOperationsAll
+		// KafkaApis: the operations when the principal may DESCRIBE the
+		// cluster, else none.
+		resp.ClusterAuthorizedOperations = 0
+		if r.allowedCluster(auth.OpDescribe) {
+			resp.ClusterAuthorizedOperations = r.clusterAuthorizedOperations()
+		}
 	}
 	resp.ClusterID = s.cfg.ClusterID
 	resp.ControllerID = s.cfg.NodeID

@@ -12,6 +12,7 @@ package kafkaproto
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/vibemq/broker/auth"
 	"github.com/vibemq/broker/topics"
 )
 
@@ -28,12 +29,16 @@ func (s *Server) handleDescribeProducers(r *request) (reply, error) {
 	for _, rt := range req.Topics {
 		st := kmsg.NewDescribeProducersResponseTopic()
 		st.Topic = rt.Topic
+		denied := !r.allowedTopic(auth.OpRead, rt.Topic)
 		t, topicOK := s.topics.Topic(rt.Topic)
 		for _, i := range rt.Partitions {
 			sp := kmsg.NewDescribeProducersResponseTopicPartition()
 			sp.Partition = i
-			if tooMany {
+			if tooMany || denied {
 				sp.ErrorCode = kerr.PolicyViolation.Code
+				if !tooMany {
+					sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				}
 				st.Partitions = append(st.Partitions, sp)
 				continue
 			}

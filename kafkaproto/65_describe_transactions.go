@@ -17,6 +17,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/vibemq/broker/auth"
 	"github.com/vibemq/broker/groups"
 	"github.com/vibemq/broker/txns"
 )
@@ -31,6 +32,11 @@ func (s *Server) handleDescribeTransactions(r *request) (reply, error) {
 		st.TransactionalID = id
 		if s.cfg.Txns == nil {
 			st.ErrorCode = kerr.CoordinatorNotAvailable.Code
+			resp.TransactionStates = append(resp.TransactionStates, st)
+			continue
+		}
+		if !r.allowedTxn(auth.OpDescribe, id) {
+			st.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
 			resp.TransactionStates = append(resp.TransactionStates, st)
 			continue
 		}
@@ -54,6 +60,9 @@ func (s *Server) handleDescribeTransactions(r *request) (reply, error) {
 			d.Partitions = slices.Compact(d.Partitions)
 		}
 		for _, p := range d.Partitions {
+			if !r.allowedTopic(auth.OpDescribe, p.Topic) {
+				continue // KafkaApis lists only topics the principal may DESCRIBE
+			}
 			n := len(st.Topics)
 			if n == 0 || st.Topics[n-1].Topic != p.Topic {
 				t := kmsg.NewDescribeTransactionsResponseTransactionStateTopic()

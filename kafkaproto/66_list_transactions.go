@@ -15,6 +15,7 @@ package kafkaproto
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/vibemq/broker/auth"
 	"github.com/vibemq/broker/txns"
 )
 
@@ -55,6 +56,9 @@ func (s *Server) handleListTransactions(r *request) (reply, error) {
 			if d.State != txns.StateOngoing || nowMs-d.StartMs <= req.DurationFilterMillis {
 				continue
 			}
+		}
+		if !r.allowedTxn(auth.OpDescribe, d.TransactionalID) {
+			continue
 		}
 		st := kmsg.NewListTransactionsResponseTransactionState()
 		st.TransactionalID, st.ProducerID, st.TransactionState = d.TransactionalID, d.ProducerID, d.State.String()

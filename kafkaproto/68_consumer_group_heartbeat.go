@@ -30,8 +30,11 @@ package kafkaproto
 //     later; internal topics excluded).
 
 import (
+	"strings"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/vibemq/broker/auth"
 	"github.com/vibemq/broker/groups"
 )
 
@@ -52,6 +55,23 @@ func (s *Server) handleConsumerGroupHeartbeat(r *request) (reply, error) {
 	}
 	if owned+len(req.SubscribedTopicNames) > s.cfg.MaxPartitionsPerRequest {
 		resp.ErrorCode = kerr.PolicyViolation.Code
+		return reply{resp: resp}, nil
+	}
+	if !r.allowedGroup(auth.OpRead, req.Group) {
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		return reply{resp: resp}, nil
+	}
+	// Kafka 4 refuses a subscription to topics the principal may not
+	// DESCRIBE (KafkaApis handleConsumerGroupHeartbeat).
+	var hidden []string
+	for _, name := range req.SubscribedTopicNames {
+		if !r.allowedTopic(auth.OpDescribe, name) {
+			hidden = append(hidden, name)
+		}
+	}
+	if len(hidden) > 0 {
+		resp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+		resp.ErrorMessage = kmsg.StringPtr("unauthorized topics: " + strings.Join(hidden, ", "))
 		return reply{resp: resp}, nil
 	}
 	hr := groups.ConsumerHeartbeatRequest{

@@ -19,6 +19,7 @@ package kafkaproto
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/vibemq/broker/auth"
 	"github.com/vibemq/broker/groups"
 )
 
@@ -41,13 +42,31 @@ func (s *Server) handleConsumerGroupDescribe(r *request) (reply, error) {
 		}
 		return reply{resp: resp}, nil
 	}
-	for _, d := range s.cfg.Groups.DescribeConsumerGroups(req.Groups) {
+	var names []string
+	denied := map[int]bool{}
+	for i, name := range req.Groups {
+		if r.allowedGroup(auth.OpDescribe, name) {
+			names = append(names, name)
+		} else {
+			denied[i] = true
+		}
+	}
+	described := s.cfg.Groups.DescribeConsumerGroups(names)
+	for i, name := range req.Groups {
+		if denied[i] {
+			g := kmsg.NewConsumerGroupDescribeResponseGroup()
+			g.Group, g.ErrorCode = name, kerr.GroupAuthorizationFailed.Code
+			resp.Groups = append(resp.Groups, g)
+			continue
+		}
+		d := described[0]
+		described = described[1:]
 		g := kmsg.NewConsumerGroupDescribeResponseGroup()
 		g.Group = d.Group
 		g.ErrorCode = errorCode(d.Err)
 		g.ErrorMessage = errorMessage(d.Err)
 		if req.IncludeAuthorizedOperations && d.Err == nil {
-			g.AuthorizedOperations = groupOperations
+			g.AuthorizedOperations = r.groupAuthorizedOperations(d.Group)
 		}
 		if d.Err != nil {
 			resp.Groups = append(resp.Groups, g)

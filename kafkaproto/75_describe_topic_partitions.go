@@ -28,6 +28,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/vibemq/broker/auth"
 	"github.com/vibemq/broker/topics"
 )
 
@@ -46,7 +47,9 @@ func (s *Server) handleDescribeTopicPartitions(r *request) (reply, error) {
 	var names []string
 	if len(req.Topics) == 0 {
 		for _, t := range s.topics.Topics() {
-			names = append(names, t.Name)
+			if r.allowedTopic(auth.OpDescribe, t.Name) {
+				names = append(names, t.Name)
+			}
 		}
 	} else {
 		for _, rt := range req.Topics {
@@ -80,6 +83,11 @@ func (s *Server) handleDescribeTopicPartitions(r *request) (reply, error) {
 		}
 		rt := kmsg.NewDescribeTopicPartitionsResponseTopic()
 		rt.Topic = kmsg.StringPtr(name)
+		if !r.allowedTopic(auth.OpDescribe, name) {
+			rt.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			resp.Topics = append(resp.Topics, rt)
+			continue
+		}
 		t, ok := s.topics.Topic(name)
 		if !ok {
 			rt.ErrorCode = kerr.UnknownTopicOrPartition.Code
@@ -95,7 +103,7 @@ func (s *Server) handleDescribeTopicPartitions(r *request) (reply, error) {
 		}
 		rt.TopicID = t.ID
 		rt.IsInternal = topics.IsInternalTopic(name)
-		rt.AuthorizedOperations = topicOperationsAll
+		rt.AuthorizedOperations = r.topicAuthorizedOperations(name)
 		n := t.NumPartitions()
 		for i := first; i < n; i++ {
 			if limit == 0 {

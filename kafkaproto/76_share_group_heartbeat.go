@@ -8,6 +8,8 @@ package kafkaproto
 //     epoch, leaves with -1. Every member is assigned every partition of
 //     its subscribed topics; acquisition locks keep each record with one
 //     member at a time.
+//   - READ on the group (GROUP_AUTHORIZATION_FAILED) and DESCRIBE on each
+//     subscribed topic (TOPIC_AUTHORIZATION_FAILED), as KafkaApis.
 //   - Errors as Kafka 4.2 answers them: INVALID_REQUEST (empty group or
 //     member ID, epoch below -1, a join without topics), GROUP_ID_NOT_FOUND
 //     (the name belongs to a classic or consumer group), UNKNOWN_MEMBER_ID,
@@ -19,8 +21,11 @@ package kafkaproto
 //   - v0 (Kafka 4.0 early access) is not served; v1 is Kafka 4.1+.
 
 import (
+	"strings"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/vibemq/broker/auth"
 	"github.com/vibemq/broker/groups"
 )
 
@@ -37,6 +42,23 @@ func (s *Server) handleShareGroupHeartbeat(r *request) (reply, error) {
 	}
 	if len(req.SubscribedTopicNames) > s.cfg.MaxPartitionsPerRequest {
 		resp.ErrorCode = kerr.PolicyViolation.Code
+		return reply{resp: resp}, nil
+	}
+	// KafkaApis handleShareGroupHeartbeat: READ on the group, DESCRIBE on
+	// every subscribed topic.
+	if !r.allowedGroup(auth.OpRead, req.GroupID) {
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		return reply{resp: resp}, nil
+	}
+	var hidden []string
+	for _, name := range req.SubscribedTopicNames {
+		if !r.allowedTopic(auth.OpDescribe, name) {
+			hidden = append(hidden, name)
+		}
+	}
+	if len(hidden) > 0 {
+		resp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+		resp.ErrorMessage = kmsg.StringPtr("unauthorized topics: " + strings.Join(hidden, ", "))
 		return reply{resp: resp}, nil
 	}
 	hr := groups.ShareHeartbeatRequest{

@@ -9,7 +9,9 @@ package kafkaproto
 //     subscribed topics and assignment.
 //   - A missing group, or one of another type, is GROUP_ID_NOT_FOUND, as
 //     Kafka 4.2 answers.
-//   - include_authorized_operations: every group operation (no authorizer).
+//   - DESCRIBE on the group (GROUP_AUTHORIZATION_FAILED per group, as
+//     KafkaApis); include_authorized_operations: the group operations the
+//     principal may perform.
 //
 // Version notes:
 //   - v0 (Kafka 4.0 early access) is not served.
@@ -17,6 +19,7 @@ package kafkaproto
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/vibemq/broker/auth"
 )
 
 func init() {
@@ -34,6 +37,11 @@ func (s *Server) handleShareGroupDescribe(r *request) (reply, error) {
 			resp.Groups = append(resp.Groups, g)
 			continue
 		}
+		if !r.allowedGroup(auth.OpDescribe, name) {
+			g.ErrorCode = kerr.GroupAuthorizationFailed.Code
+			resp.Groups = append(resp.Groups, g)
+			continue
+		}
 		v, ok := s.cfg.Groups.DescribeShareGroup(name)
 		if !ok {
 			g.ErrorCode = kerr.GroupIDNotFound.Code
@@ -44,7 +52,7 @@ func (s *Server) handleShareGroupDescribe(r *request) (reply, error) {
 		}
 		g.GroupState, g.GroupEpoch, g.AssignmentEpoch, g.Assignor = v.State, v.GroupEpoch, v.GroupEpoch, "simple"
 		if req.IncludeAuthorizedOperations {
-			g.AuthorizedOperations = groupOperations
+			g.AuthorizedOperations = r.groupAuthorizedOperations(name)
 		}
 		for _, m := range v.Members {
 			gm := kmsg.NewShareGroupDescribeResponseGroupMember()

@@ -19,6 +19,8 @@ package kafkaproto
 //   - Every partition acknowledged in the request is in the answer with
 //     its AcknowledgeErrorCode (INVALID_RECORD_STATE for a record the
 //     member does not hold, INVALID_REQUEST for malformed batches).
+//   - READ on the group (GROUP_AUTHORIZATION_FAILED) and on each topic
+//     (TOPIC_AUTHORIZATION_FAILED per partition), as KafkaApis.
 //   - Epoch 0 with acknowledgements: INVALID_REQUEST, as Kafka. Topics a
 //     queue or event store owns: INVALID_REQUEST per partition for now.
 //
@@ -28,10 +30,12 @@ package kafkaproto
 //     is_renew_ack (acknowledgements only, no records).
 
 import (
+	"errors"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/vibemq/broker/auth"
 	"github.com/vibemq/broker/groups"
 	"github.com/vibemq/broker/topics"
 )
@@ -53,9 +57,20 @@ func (s *Server) handleShareFetch(r *request) (reply, error) {
 		resp.ErrorCode = kerr.InvalidRequest.Code
 		return reply{resp: resp}, nil
 	}
+	if !r.allowedGroup(auth.OpRead, *req.GroupID) {
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		return reply{resp: resp}, nil
+	}
 	sr := groups.ShareSessionRequest{Group: *req.GroupID, MemberID: *req.MemberID, Epoch: req.ShareSessionEpoch}
 	n := 0
+	var denied []groups.SharePartitionID
 	for _, t := range req.Topics {
+		if !s.shareTopicAllowed(r, t.TopicID) {
+			for _, p := range t.Partitions {
+				denied = append(denied, groups.SharePartitionID{TopicID: t.TopicID, Partition: p.Partition})
+			}
+			continue
+		}
 		for _, p := range t.Partitions {
 			id := groups.SharePartitionID{TopicID: t.TopicID, Partition: p.Partition}
 			sr.Added = append(sr.Added, id)
@@ -101,6 +116,9 @@ func (s *Server) handleShareFetch(r *request) (reply, error) {
 		if fetch {
 			fetched = s.shareAcquire(r.c, req, sr, res.Partitions)
 		}
+		for _, id := range denied {
+			fetched = append(fetched, groups.ShareFetched{SharePartitionID: id, Err: errTopicAuthorization})
+		}
 		s.fillShareFetch(resp, res.AckErrors, fetched, req.MaxBytes)
 	}
 	return reply{resp: resp, finish: finish}, nil
@@ -135,7 +153,7 @@ func (s *Server) shareAcquire(c *conn, req *kmsg.ShareFetchRequest, sr groups.Sh
 	}()
 	deadline := time.Now().Add(maxWait)
 	for {
-		fetched, wait := s.cfg.Groups.ShareAcquire(sr.Group, sr.MemberID, parts, maxRecords, maxBytes, s.now())
+		fetched, wait := s.cfg.Groups.ShareAcquire(groups.ShareAcquireRequest{Group: sr.Group, MemberID: sr.MemberID, Partitions: parts, MaxRecords: maxRecords, MaxBytes: maxBytes}, s.now())
 		werr := wait()
 		got := false
 		for i := range fetched {
@@ -281,4 +299,16 @@ func (c *conn) closeShareSessions() {
 	for ref, id := range c.shareSessions {
 		c.s.cfg.Groups.CloseShareSession(ref.group, ref.member, id)
 	}
+}
+
+// errTopicAuthorization answers a partition of a topic the principal may
+// not READ (TOPIC_AUTHORIZATION_FAILED).
+var errTopicAuthorization = errors.New("not authorized to read the topic")
+
+// shareTopicAllowed reports whether the principal may READ the topic
+// (KafkaApis handleShareFetchRequest and handleShareAcknowledgeRequest);
+// an unknown topic ID is left to the share-partition's own answer.
+func (s *Server) shareTopicAllowed(r *request, id [16]byte) bool {
+	t, ok := s.topics.TopicByID(id)
+	return !ok || r.allowedTopic(auth.OpRead, t.Name)
 }

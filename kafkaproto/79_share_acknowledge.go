@@ -12,6 +12,8 @@ package kafkaproto
 //   - The share session's epoch is checked and advanced as in ShareFetch;
 //     -1 closes the session after applying the acknowledgements and
 //     releases what the member still holds. Epoch 0 is INVALID_REQUEST.
+//   - READ on the group (GROUP_AUTHORIZATION_FAILED) and on each topic
+//     (TOPIC_AUTHORIZATION_FAILED per partition), as KafkaApis.
 //   - Per partition: INVALID_RECORD_STATE for a record the member does not
 //     hold (expired lock, another member's), INVALID_REQUEST for malformed
 //     batches, UNKNOWN_TOPIC_ID.
@@ -22,6 +24,7 @@ package kafkaproto
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/vibemq/broker/auth"
 	"github.com/vibemq/broker/groups"
 )
 
@@ -38,9 +41,20 @@ func (s *Server) handleShareAcknowledge(r *request) (reply, error) {
 		resp.ErrorCode = kerr.InvalidRequest.Code
 		return reply{resp: resp}, nil
 	}
+	if !r.allowedGroup(auth.OpRead, *req.GroupID) {
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		return reply{resp: resp}, nil
+	}
 	sr := groups.ShareSessionRequest{Group: *req.GroupID, MemberID: *req.MemberID, Epoch: req.ShareSessionEpoch}
 	n := 0
+	denied := map[groups.SharePartitionID]error{}
 	for _, t := range req.Topics {
+		if !s.shareTopicAllowed(r, t.TopicID) {
+			for _, p := range t.Partitions {
+				denied[groups.SharePartitionID{TopicID: t.TopicID, Partition: p.Partition}] = errTopicAuthorization
+			}
+			continue
+		}
 		for _, p := range t.Partitions {
 			a := groups.ShareAcks{SharePartitionID: groups.SharePartitionID{TopicID: t.TopicID, Partition: p.Partition}}
 			for _, b := range p.AcknowledgementBatches {
@@ -69,9 +83,12 @@ func (s *Server) handleShareAcknowledge(r *request) (reply, error) {
 	}
 	finish := func() {
 		werr := res.Wait()
+		for id, err := range denied {
+			res.AckErrors[id] = err
+		}
 		topicIndex := map[[16]byte]int{}
 		for id, aerr := range res.AckErrors {
-			if werr != nil {
+			if werr != nil && aerr != errTopicAuthorization {
 				aerr = werr
 			}
 			ti, ok := topicIndex[id.TopicID]

@@ -10,7 +10,10 @@ package kafkaproto
 //     unknown topic UNKNOWN_TOPIC_OR_PARTITION.
 //   - Lag (v1, KIP-1226): the offsets from the start offset to the high
 //     watermark that are not yet acknowledged or archived.
-//   - A group that is not a share group gets GROUP_ID_NOT_FOUND.
+//   - A group that is not a share group gets GROUP_ID_NOT_FOUND. DESCRIBE
+//     on the group (GROUP_AUTHORIZATION_FAILED) and on each topic (its
+//     partitions TOPIC_AUTHORIZATION_FAILED when named, left out when all
+//     are asked for), as KafkaApis.
 //   - Leader epoch 0 (one replica, as Metadata answers).
 //
 // Version notes:
@@ -19,6 +22,7 @@ package kafkaproto
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/vibemq/broker/auth"
 	"github.com/vibemq/broker/groups"
 )
 
@@ -37,6 +41,11 @@ func (s *Server) handleDescribeShareGroupOffsets(r *request) (reply, error) {
 			resp.Groups = append(resp.Groups, g)
 			continue
 		}
+		if !r.allowedGroup(auth.OpDescribe, rg.GroupID) {
+			g.ErrorCode = kerr.GroupAuthorizationFailed.Code
+			resp.Groups = append(resp.Groups, g)
+			continue
+		}
 		v, ok := s.cfg.Groups.DescribeShareGroup(rg.GroupID)
 		if !ok {
 			g.ErrorCode = kerr.GroupIDNotFound.Code
@@ -49,6 +58,22 @@ func (s *Server) handleDescribeShareGroupOffsets(r *request) (reply, error) {
 		} else {
 			g.Topics = s.shareOffsetsNamed(v, rg.Topics)
 		}
+		// DESCRIBE on each topic: the partitions of others are left out
+		// when all were asked for, refused when named.
+		kept := g.Topics[:0]
+		for _, t := range g.Topics {
+			if !r.allowedTopic(auth.OpDescribe, t.Topic) {
+				if rg.Topics == nil {
+					continue
+				}
+				for i := range t.Partitions {
+					t.Partitions[i].StartOffset, t.Partitions[i].Lag = -1, -1
+					t.Partitions[i].ErrorCode = kerr.TopicAuthorizationFailed.Code
+				}
+			}
+			kept = append(kept, t)
+		}
+		g.Topics = kept
 		resp.Groups = append(resp.Groups, g)
 	}
 	return reply{resp: resp}, nil

@@ -70,16 +70,3 @@ func sortedRegistrations() []*registration {
 	sort.Slice(out, func(i, j int) bool { return out[i].key < out[j].key })
 	return out
 }
-
-// Authorized operations (KIP-430) as Kafka reports them without an
-// authorizer: every operation the resource type supports, as a bit set of
-// AclOperation codes. There is no authorizer yet, so every client may do
-// everything; UIs that grey out actions by these fields need them set.
-const (
-	// topicOperationsAll: READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE,
-	// DESCRIBE_CONFIGS, ALTER_CONFIGS (codes 3-8, 10, 11).
-	topicOperationsAll = 1<<3 | 1<<4 | 1<<5 | 1<<6 | 1<<7 | 1<<8 | 1<<10 | 1<<11
-	// clusterOperationsAll: CREATE, ALTER, DESCRIBE, CLUSTER_ACTION,
-	// DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE (codes 5, 7-12).
-	clusterOperationsAll = 1<<5 | 1<<7 | 1<<8 | 1<<9 | 1<<10 | 1<<11 | 1<<12
-)

@@ -60,8 +60,10 @@ type conn struct {
 	// client certificate, else User:ANONYMOUS. sasl is the SASL state
 	// (sasl.go). Only the reader goroutine (and so handlers) uses both.
 	principal string
-	sasl      saslState
-	replies   chan queued
+	// host is the client's IP address as ACL bindings name it.
+	host    string
+	sasl    saslState
+	replies chan queued
 	// readDone is closed when the reader stops: the client closed the
 	// connection, sent bytes we refuse, or the server is shutting down.
 	// Replies still waiting (long polls) give up then.
@@ -100,6 +102,7 @@ func newConn(s *Server, nc net.Conn, ip netip.Addr, l *Listener) *conn {
 		ip:        ip,
 		listener:  l,
 		principal: auth.Anonymous,
+		host:      ip.String(),
 		log:       s.log.With().Str("remote", nc.RemoteAddr().String()).Logger(),
 		replies:   make(chan queued, s.cfg.MaxInflightRequests),
 		readDone:  make(chan struct{}),

@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/vibemq/broker/auth"
 	"github.com/vibemq/broker/groups"
 	"github.com/vibemq/broker/pebblestore"
 	"github.com/vibemq/broker/topics"
@@ -46,6 +47,7 @@ var errorTable = []struct {
 	{groups.ErrInvalidRecordState, kerr.InvalidRecordState},
 	{groups.ErrUnknownTopicID, kerr.UnknownTopicID},
 	{groups.ErrInvalidGroupConfig, kerr.InvalidConfig},
+	{errTopicAuthorization, kerr.TopicAuthorizationFailed},
 	{txns.ErrInvalidTransactionTimeout, kerr.InvalidTransactionTimeout},
 	{txns.ErrConcurrentTransactions, kerr.ConcurrentTransactions},
 	{txns.ErrProducerFenced, kerr.ProducerFenced},
@@ -84,6 +86,9 @@ var errorTable = []struct {
 	// every client. Last: a domain error that carries a store failure
 	// keeps its own code.
 	{pebblestore.ErrStorage, kerr.KafkaStorageError},
+	{auth.ErrStorage, kerr.KafkaStorageError},
+	// Authorization failures a handler puts among domain results.
+	{kerr.TopicAuthorizationFailed, kerr.TopicAuthorizationFailed},
 }
 
 // errorCode returns the Kafka error code for err (0 for nil). Errors the

@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/vibemq/broker/auth"
 	"github.com/vibemq/broker/pebblestore"
 	"github.com/vibemq/broker/topics"
 )
@@ -43,8 +44,24 @@ func BenchmarkProduce(b *testing.B) {
 	}
 }
 
+// BenchmarkProduceACL is BenchmarkProduce's unsynced 16 KiB case with the
+// authorizer on: 300 bindings, the client (User:ANONYMOUS) allowed WRITE on
+// the topic, so every partition of every request is checked. Compare with
+// BenchmarkProduce/nosync/batch=16KiB for the cost of the checks.
+func BenchmarkProduceACL(b *testing.B) {
+	for _, partitions := range []int32{1, 8} {
+		b.Run(fmt.Sprintf("nosync/batch=16KiB/partitions=%d", partitions), func(b *testing.B) {
+			benchProduceAuthz(b, true, 16, partitions, true)
+		})
+	}
+}
+
 func benchProduce(b *testing.B, noSync bool, records int, partitions int32) {
-	addr := startBenchServer(b, noSync, "bench", partitions)
+	benchProduceAuthz(b, noSync, records, partitions, false)
+}
+
+func benchProduceAuthz(b *testing.B, noSync bool, records int, partitions int32, authz bool) {
+	addr := startBenchServer(b, noSync, "bench", partitions, authz)
 	now := time.Now().UnixMilli()
 	value := make([]byte, 1024)
 	recs := make([]topics.Record, records)
@@ -115,7 +132,7 @@ func benchProduce(b *testing.B, noSync bool, records int, partitions int32) {
 // startBenchServer is startTestServerConfig for benchmarks: broker
 // defaults for the store (64 MiB memtables), synced unless noSync, and a
 // topic of the given partitions. It returns the Kafka address.
-func startBenchServer(tb testing.TB, noSync bool, topic string, partitions int32) string {
+func startBenchServer(tb testing.TB, noSync bool, topic string, partitions int32, authz bool) string {
 	tb.Helper()
 	store, err := pebblestore.Open(tb.TempDir(), pebblestore.Options{Logger: zerolog.Nop(), NoSync: noSync})
 	if err != nil {
@@ -132,7 +149,28 @@ func startBenchServer(tb testing.TB, noSync bool, topic string, partitions int32
 	if err != nil {
 		tb.Fatal(err)
 	}
-	s, err := NewServer(Config{Logger: zerolog.Nop(), NodeID: 1, AdvertisedAddr: ln.Addr().String()}, tm)
+	cfg := Config{Logger: zerolog.Nop(), NodeID: 1, AdvertisedAddr: ln.Addr().String()}
+	if authz {
+		a, err := auth.OpenAuthorizer(store, auth.AuthorizerConfig{})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		bs := []auth.Binding{{ResourceType: auth.ResourceTopic, ResourceName: topic, PatternType: auth.PatternLiteral,
+			Principal: auth.Anonymous, Host: "*", Operation: auth.OpWrite, Permission: auth.PermissionAllow}}
+		for i := range 100 {
+			for _, rt := range []auth.ResourceType{auth.ResourceTopic, auth.ResourceGroup} {
+				bs = append(bs, auth.Binding{ResourceType: rt, ResourceName: fmt.Sprintf("app-%d", i), PatternType: auth.PatternLiteral,
+					Principal: fmt.Sprintf("User:u%d", i), Host: "*", Operation: auth.OpRead, Permission: auth.PermissionAllow})
+			}
+			bs = append(bs, auth.Binding{ResourceType: auth.ResourceTopic, ResourceName: fmt.Sprintf("b%d-", i), PatternType: auth.PatternPrefixed,
+				Principal: "User:*", Host: "*", Operation: auth.OpDescribe, Permission: auth.PermissionAllow})
+		}
+		if _, err := a.Create(bs); err != nil {
+			tb.Fatal(err)
+		}
+		cfg.Authorizer = a
+	}
+	s, err := NewServer(cfg, tm)
 	if err != nil {
 		tb.Fatal(err)
 	}

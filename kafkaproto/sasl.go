@@ -26,6 +26,9 @@ type SASLConfig struct {
 	Mechanisms []string
 	// Credentials holds the users; SASL listeners need it.
 	Credentials *auth.Store
+	// JWT validates the tokens of OAUTHBEARER (KIP-255); nil when the
+	// mechanism is not served. A session ends at its token's exp (KIP-368).
+	JWT *auth.JWTValidator
 	// MaxReauth is the longest a SASL session lasts before the client must
 	// re-authenticate on the same connection (KIP-368, Kafka
 	// connections.max.reauth.ms); 0 means sessions never expire.
@@ -170,6 +173,13 @@ func (c *conn) step(token []byte) ([]byte, error) {
 	if c.s.cfg.SASL.MaxReauth > 0 {
 		c.sasl.expires = c.s.now().Add(c.s.cfg.SASL.MaxReauth)
 	}
+	if exp, ok := sess.(interface{ Expires() time.Time }); ok && !exp.Expires().IsZero() {
+		// A token's session ends with the token (KIP-368): the client
+		// re-authenticates with a fresh one before exp.
+		if c.sasl.expires.IsZero() || exp.Expires().Before(c.sasl.expires) {
+			c.sasl.expires = exp.Expires()
+		}
+	}
 	c.log.Debug().Str("principal", principal).Str("mechanism", c.sasl.mechanism).Bool("reauthentication", c.sasl.reauth).Msg("SASL authentication succeeded")
 	c.sasl.reauth = false
 	return reply, nil
@@ -202,6 +212,18 @@ func (c *conn) authFailed(user string, err error) error {
 		err = fmt.Errorf("%w: %v", auth.ErrAuthenticationFailed, err)
 	}
 	return err
+}
+
+// startSASLSession begins the server side of mechanism; false when the
+// broker cannot serve it.
+func (s *Server) startSASLSession(mechanism string) (auth.Session, bool) {
+	if mechanism == auth.MechanismOAuthBearer {
+		if s.cfg.SASL.JWT == nil {
+			return nil, false
+		}
+		return auth.NewOAuthBearerSession(s.cfg.SASL.JWT, s.now), true
+	}
+	return auth.StartSession(s.cfg.SASL.Credentials, mechanism)
 }
 
 // mechanismEnabled reports whether name is one of the enabled mechanisms.

@@ -38,6 +38,10 @@ type Config struct {
 	// SASL configures authentication on SASL_PLAINTEXT and SASL_SSL
 	// listeners (sasl.go).
 	SASL SASLConfig
+	// Authorizer decides every request's operations from the ACLs
+	// (authz.go); nil (the default) allows everything, as Kafka without
+	// authorizer.class.name, and the ACL APIs answer SECURITY_DISABLED.
+	Authorizer *auth.Authorizer
 	// ClusterID is reported in Metadata and DescribeCluster.
 	ClusterID string
 	// MaxRequestBytes bounds one request frame (Kafka socket.request.max.bytes); default 100 MiB.

@@ -284,3 +284,10 @@ func TestAuthorizedOperationsWithoutAuthorizer(t *testing.T) {
 		t.Errorf("cluster authorized operations: %d", dresp.ClusterAuthorizedOperations)
 	}
 }
+
+// Every operation of a topic and of the cluster (KIP-430 bit sets), what
+// the authorized-operations fields answer without an authorizer.
+const (
+	topicOperationsAll   = 1<<3 | 1<<4 | 1<<5 | 1<<6 | 1<<7 | 1<<8 | 1<<10 | 1<<11
+	clusterOperationsAll = 1<<5 | 1<<7 | 1<<8 | 1<<9 | 1<<10 | 1<<11 | 1<<12
+)

@@ -58,7 +58,8 @@ import (
 //	0x52    topicID [16] | partition u32 | marker u64    aborted transaction: producer u64 | first offset u64 (while its data may remain)
 //	0x53-5f reserved: transactions
 //	0x60    mechanism u8 | user name                     SCRAM credential (JSON: salt, iterations, stored_key, server_key; see auth/store.go); mechanism 1 = SCRAM-SHA-256, 2 = SCRAM-SHA-512 (Kafka's ScramMechanism codes)
-//	0x61-6f reserved: security (ACLs, client quotas)
+//	0x61    SHA-256(binding)[:16]                        ACL binding (JSON: resource type, name, pattern type, principal, host, operation, permission; see auth/acl_store.go)
+//	0x62-6f reserved: security (client quotas)
 //
 // Dedup hash (0x37, 0x38): SHA-256(dedup_id)[:16], or, for content_dedup,
 // SHA-256(0x00 | SHA-256(body))[:16] (a dedup_id never starts with 0x00).
@@ -169,7 +170,17 @@ const (
 	// holds the salt, the iteration count, StoredKey and ServerKey of
 	// RFC 5802, never the password.
 	PrefixScramCredential byte = 0x60
+	// ACL bindings (package auth): one row per binding, keyed by a hash
+	// of its canonical form, so a binding exists at most once and nothing
+	// variable-length sits in the key.
+	PrefixACL byte = 0x61
 )
+
+// ACLKey is the row of one ACL binding, keyed by the first 16 bytes of the
+// SHA-256 of its canonical encoding (auth computes it).
+func ACLKey(hash [16]byte) []byte {
+	return append([]byte{PrefixACL}, hash[:]...)
+}
 
 // ScramCredentialKey is the credential row of one user for one SCRAM
 // mechanism (the user name is the whole suffix).

@@ -463,7 +463,7 @@ func (w *appendWrite) writeBatchLocked(a *Append, h BatchHeader, u *partitionUnd
 	if segTS < 0 {
 		segTS = w.now // a batch without timestamps ages from its append
 	}
-	seg := p.extendActiveLocked(p.Topic.currentSettings(), base, a.end-1, len(a.Batch), h.NumRecords, segTS)
+	seg := p.extendActiveLocked(p.Topic.currentSettings(), appendedBatch{base: base, lastOffset: a.end - 1, size: len(a.Batch), records: h.NumRecords, ts: segTS})
 	w.b.Set(pebblestore.SegmentKey(p.Topic.ID, p.Index, seg.Base), seg.encode())
 	u.bytes += int64(len(a.Batch))
 	u.records += int64(h.NumRecords)

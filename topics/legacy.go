@@ -259,25 +259,25 @@ func DownconvertBatches(dst, batches []byte, magic int8, from int64, limit int) 
 			if len(dst) > start && len(dst)-start+legacyLogOverhead+size > limit {
 				return dst, next, nil
 			}
-			dst = legacyAppend(dst, offset, magic, attrs, ts, r.Key, r.Value)
+			dst = legacyAppend(dst, offset, legacyMessage{magic: magic, attributes: attrs, timestamp: ts, key: r.Key, value: r.Value})
 			next = offset + 1
 		}
 	}
 	return dst, next, nil
 }
 
-// legacyAppend appends one uncompressed message to dst.
-func legacyAppend(dst []byte, offset int64, magic, attrs int8, ts int64, key, value []byte) []byte {
+// legacyAppend appends m at offset to dst (its timestamp only for magic 1).
+func legacyAppend(dst []byte, offset int64, m legacyMessage) []byte {
 	dst = binary.BigEndian.AppendUint64(dst, uint64(offset))
 	sizeAt := len(dst)
 	dst = binary.BigEndian.AppendUint32(dst, 0) // size, set below
 	crcAt := len(dst)
 	dst = binary.BigEndian.AppendUint32(dst, 0) // CRC, set below
-	dst = append(dst, byte(magic), byte(attrs))
-	if magic == 1 {
-		dst = binary.BigEndian.AppendUint64(dst, uint64(ts))
+	dst = append(dst, byte(m.magic), byte(m.attributes))
+	if m.magic == 1 {
+		dst = binary.BigEndian.AppendUint64(dst, uint64(m.timestamp))
 	}
-	for _, b := range [][]byte{key, value} {
+	for _, b := range [][]byte{m.key, m.value} {
 		if b == nil {
 			dst = binary.BigEndian.AppendUint32(dst, 0xFFFFFFFF)
 			continue

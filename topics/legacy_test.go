@@ -13,7 +13,7 @@ import (
 func legacySet(magic int8, ts int64, kvs ...[2][]byte) []byte {
 	var set []byte
 	for i, kv := range kvs {
-		set = legacyAppend(set, int64(i), magic, 0, ts+int64(i), kv[0], kv[1])
+		set = legacyAppend(set, int64(i), legacyMessage{magic: magic, timestamp: ts + int64(i), key: kv[0], value: kv[1]})
 	}
 	return set
 }
@@ -25,7 +25,7 @@ func legacyWrapper(t testing.TB, magic int8, codec Codec, ts int64, inner []byte
 	if err != nil {
 		t.Fatal(err)
 	}
-	return legacyAppend(nil, 0, magic, int8(codec), ts, nil, value)
+	return legacyAppend(nil, 0, legacyMessage{magic: magic, attributes: int8(codec), timestamp: ts, value: value})
 }
 
 func kv(k, v string) [2][]byte {
@@ -111,7 +111,7 @@ func TestUpconvertMessageSetErrors(t *testing.T) {
 	binary.BigEndian.PutUint32(magic5[12:], crcOf(magic5[16:]))
 	nested := legacyWrapper(t, 1, CodecGzip, 1, legacyWrapper(t, 1, CodecGzip, 1, good))
 	zstd := legacyWrapper(t, 1, CodecZstd, 1, good)
-	badValue := legacyAppend(nil, 0, 1, int8(CodecGzip), 1, nil, []byte("not gzip at all, not at all"))
+	badValue := legacyAppend(nil, 0, legacyMessage{magic: 1, attributes: int8(CodecGzip), timestamp: 1, value: []byte("not gzip at all, not at all")})
 	emptyWrapper := legacyWrapper(t, 1, CodecGzip, 1, nil)
 	cases := []struct {
 		name string

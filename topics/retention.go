@@ -92,11 +92,17 @@ type PartitionTrim struct {
 	LogStartOffset int64
 }
 
+// logBounds are a partition's offsets as retention sees them: its log end
+// offset (the next offset), high watermark and log start offset.
+type logBounds struct {
+	leo, hwm, logStart int64
+}
+
 // retentionPrefix returns how many of the oldest segments retention deletes
 // (see the comment at the top of this file). segs are the partition's
-// segments oldest first, leo its log end offset (the next offset), hwm its
-// high watermark and logStart its log start offset.
-func retentionPrefix(segs []segment, leo, hwm, logStart, nowMs int64, s *topicSettings) int {
+// segments oldest first.
+func retentionPrefix(segs []segment, bounds logBounds, nowMs int64, s *topicSettings) int {
+	leo, hwm, logStart := bounds.leo, bounds.hwm, bounds.logStart
 	upper := func(i int) int64 {
 		if i+1 < len(segs) {
 			return segs[i+1].Base
@@ -156,7 +162,7 @@ func (p *Partition) trimSegments(nowMs int64, settings *topicSettings) (Partitio
 		return PartitionTrim{}, err
 	}
 	leo, hwm, logStart := p.mu.nextOffset, p.highWatermark.Load(), p.logStart.Load()
-	n := retentionPrefix(segs, leo, hwm, logStart, nowMs, settings)
+	n := retentionPrefix(segs, logBounds{leo: leo, hwm: hwm, logStart: logStart}, nowMs, settings)
 	if n == 0 {
 		p.mu.Unlock()
 		return PartitionTrim{}, nil

@@ -70,23 +70,32 @@ func (s *segment) shouldRoll(settings *topicSettings, batchSize int, batchTimest
 		lastOffset-s.Base > math.MaxInt32
 }
 
+// appendedBatch is what a segment records of one appended batch: its
+// offsets, size, record count and timestamp (the batch's max timestamp, or
+// the append time when the batch has none).
+type appendedBatch struct {
+	base, lastOffset int64
+	size             int
+	records          int32
+	ts               int64
+}
+
 // extendActiveLocked records an appended batch in the active segment,
 // rolling first if needed, and returns the new active segment, whose row
-// the caller writes in the append's Pebble batch. ts is the batch's max
-// timestamp, or the append time when the batch has none.
+// the caller writes in the append's Pebble batch.
 // REQUIRES: p.mu held.
-func (p *Partition) extendActiveLocked(settings *topicSettings, base, lastOffset int64, size int, records int32, ts int64) *segment {
+func (p *Partition) extendActiveLocked(settings *topicSettings, b appendedBatch) *segment {
 	cur := p.mu.active
 	var next segment
-	if cur == nil || cur.shouldRoll(settings, size, ts, lastOffset) {
-		next = segment{Base: base, RollTimestamp: ts, MaxTimestamp: ts}
+	if cur == nil || cur.shouldRoll(settings, b.size, b.ts, b.lastOffset) {
+		next = segment{Base: b.base, RollTimestamp: b.ts, MaxTimestamp: b.ts}
 	} else {
 		next = *cur
 	}
-	next.LastOffset = lastOffset
-	next.Size += int64(size)
-	next.Records += int64(records)
-	next.MaxTimestamp = max(next.MaxTimestamp, ts)
+	next.LastOffset = b.lastOffset
+	next.Size += int64(b.size)
+	next.Records += int64(b.records)
+	next.MaxTimestamp = max(next.MaxTimestamp, b.ts)
 	p.mu.active = &next
 	return &next
 }

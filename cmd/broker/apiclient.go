@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -38,10 +40,17 @@ const clientExitCodes = "Exit codes: 0 ok, 1 error, 2 usage (nothing was sent), 
 	"6 broker unreachable or unavailable."
 
 const (
-	serverFlag  = "server"
-	outputFlag  = "output"
-	timeoutFlag = "timeout"
+	serverFlag       = "server"
+	outputFlag       = "output"
+	timeoutFlag      = "timeout"
+	userFlag         = "user"
+	passwordFileFlag = "password-file"
+	tokenFileFlag    = "token-file"
 )
+
+// clientTokenFileEnv names a file holding a JWT the HTTP client
+// subcommands send as Authorization: Bearer (--token-file).
+const clientTokenFileEnv = "BROKER_CLIENT_TOKEN_FILE"
 
 // clientFlags are the flags of every client subcommand.
 func clientFlags() []cli.Flag {
@@ -54,7 +63,46 @@ func clientFlags() []cli.Flag {
 		},
 		&cli.StringFlag{Name: outputFlag, Aliases: []string{"o"}, Usage: "output format: table or json", Value: "table"},
 		&cli.DurationFlag{Name: timeoutFlag, Usage: "give up on a request after this long", Value: 30 * time.Second},
+		// Credentials for http-auth required: the users and variables of
+		// the Kafka commands' SASL settings, so one set serves both.
+		&cli.StringFlag{Name: userFlag, Usage: "broker user for HTTP Basic authentication (http-auth required)", EnvVars: []string{clientSecurityEnv["sasl-user"]}},
+		&cli.StringFlag{Name: passwordFileFlag, Usage: "file holding the password of --user (else " + clientPasswordEnv + ")", EnvVars: []string{clientSecurityEnv["sasl-password-file"]}},
+		&cli.StringFlag{Name: tokenFileFlag, Usage: "file holding a JWT sent as Authorization: Bearer (instead of --user)", EnvVars: []string{clientTokenFileEnv}},
 	}
+}
+
+// clientCredentials sets the request's Authorization from --user and its
+// password, or --token-file. Nothing when neither is given.
+func clientCredentials(cCtx *cli.Context) (func(*http.Request), error) {
+	user, tokenFile := cCtx.String(userFlag), cCtx.String(tokenFileFlag)
+	switch {
+	case user != "" && tokenFile != "":
+		return nil, usageErrorf("give --user or --token-file, not both")
+	case tokenFile != "":
+		b, err := os.ReadFile(tokenFile)
+		if err != nil {
+			return nil, usageErrorf("--token-file: %v", err)
+		}
+		token := strings.TrimSpace(string(b))
+		if token == "" {
+			return nil, usageErrorf("--token-file %s is empty", tokenFile)
+		}
+		return func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+token) }, nil
+	case user != "":
+		password := os.Getenv(clientPasswordEnv)
+		if f := cCtx.String(passwordFileFlag); f != "" {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				return nil, usageErrorf("--password-file: %v", err)
+			}
+			password = strings.TrimRight(string(b), "\r\n")
+		}
+		if password == "" {
+			return nil, usageErrorf("--user %s has no password: give --password-file or set %s", user, clientPasswordEnv)
+		}
+		return func(r *http.Request) { r.SetBasicAuth(user, password) }, nil
+	}
+	return nil, nil
 }
 
 // outputFormat returns the --output value, checked.
@@ -72,6 +120,8 @@ type apiClient struct {
 	base    *url.URL
 	http    *http.Client
 	timeout time.Duration
+	// authorize adds the credentials (nil without any).
+	authorize func(*http.Request)
 }
 
 // newAPIClient builds the client from --server and --timeout.
@@ -85,7 +135,45 @@ func newAPIClient(cCtx *cli.Context) (*apiClient, error) {
 		return nil, usageErrorf("--server %q is not an http(s) URL or host:port, e.g. http://localhost:8080", cCtx.String(serverFlag))
 	}
 	u.Path = strings.TrimSuffix(u.Path, "/")
-	return &apiClient{base: u, http: &http.Client{}, timeout: cCtx.Duration(timeoutFlag)}, nil
+	authorize, err := clientCredentials(cCtx)
+	if err != nil {
+		return nil, err
+	}
+	client := &http.Client{}
+	if u.Scheme == "https" {
+		cfg, err := apiTLSConfig()
+		if err != nil {
+			return nil, usageErrorf("%v", err)
+		}
+		client.Transport = &http.Transport{TLSClientConfig: cfg, Proxy: http.ProxyFromEnvironment}
+	}
+	return &apiClient{base: u, http: client, timeout: cCtx.Duration(timeoutFlag), authorize: authorize}, nil
+}
+
+// apiTLSConfig is the HTTPS client's TLS: the broker's certificate is
+// checked against BROKER_CLIENT_TLS_CA_FILE when set (else the system
+// roots), and BROKER_CLIENT_TLS_CERT_FILE/KEY_FILE are presented
+// (ssl-client-auth) — the variables of the Kafka commands.
+func apiTLSConfig() (*tls.Config, error) {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if ca := os.Getenv(clientSecurityEnv["tls-ca-file"]); ca != "" {
+		pem, err := os.ReadFile(ca)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %v", clientSecurityEnv["tls-ca-file"], err)
+		}
+		cfg.RootCAs = x509.NewCertPool()
+		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("%s %s holds no PEM certificate", clientSecurityEnv["tls-ca-file"], ca)
+		}
+	}
+	if cert := os.Getenv(clientSecurityEnv["tls-cert-file"]); cert != "" {
+		pair, err := tls.LoadX509KeyPair(cert, os.Getenv(clientSecurityEnv["tls-key-file"]))
+		if err != nil {
+			return nil, fmt.Errorf("%s and %s: %v", clientSecurityEnv["tls-cert-file"], clientSecurityEnv["tls-key-file"], err)
+		}
+		cfg.Certificates = []tls.Certificate{pair}
+	}
+	return cfg, nil
 }
 
 // outputAndClient returns the checked --output and the client of
@@ -114,6 +202,9 @@ func (e *apiError) Error() string {
 	if e.Code == "" {
 		return fmt.Sprintf("the broker answered %d %s", e.Status, http.StatusText(e.Status))
 	}
+	if e.Status == http.StatusUnauthorized {
+		return fmt.Sprintf("%s: %s (give --user with --password-file or %s, or --token-file)", e.Code, e.Message, clientPasswordEnv)
+	}
 	return fmt.Sprintf("%s: %s", e.Code, e.Message)
 }
 
@@ -140,10 +231,19 @@ func (c *apiClient) url(path string, query url.Values) string {
 	return s
 }
 
+// apiCall is one request of the native API: method, path, query (may be
+// nil) and a body sent as JSON (nil: none).
+type apiCall struct {
+	method, path string
+	query        url.Values
+	body         any
+}
+
 // request sends a request and returns the response of a 2xx status; other
 // statuses become *apiError, transport failures an exitUnavailable error.
 // A zero timeout means none (tails). The caller closes the body.
-func (c *apiClient) request(ctx context.Context, method, path string, query url.Values, body any, header http.Header) (*http.Response, context.CancelFunc, error) {
+func (c *apiClient) request(ctx context.Context, ac apiCall, header http.Header) (*http.Response, context.CancelFunc, error) {
+	method, path, query, body := ac.method, ac.path, ac.query, ac.body
 	cancel := context.CancelFunc(func() {})
 	if c.timeout > 0 && header.Get("Accept") != "text/event-stream" {
 		ctx, cancel = context.WithTimeout(ctx, c.timeout)
@@ -167,6 +267,9 @@ func (c *apiClient) request(ctx context.Context, method, path string, query url.
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.authorize != nil {
+		c.authorize(req)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
@@ -197,8 +300,8 @@ func (c *apiClient) transportError(err error) error {
 
 // call sends a JSON request and decodes a JSON answer into out (if not nil).
 // It returns the status code.
-func (c *apiClient) call(ctx context.Context, method, path string, query url.Values, body, out any) (int, error) {
-	resp, cancel, err := c.request(ctx, method, path, query, body, http.Header{})
+func (c *apiClient) call(ctx context.Context, ac apiCall, out any) (int, error) {
+	resp, cancel, err := c.request(ctx, ac, http.Header{})
 	if err != nil {
 		return 0, err
 	}
@@ -218,8 +321,8 @@ func (c *apiClient) call(ctx context.Context, method, path string, query url.Val
 
 // callProgress sends a request asking for NDJSON progress lines and
 // reports each to progress; the final result is decoded into out.
-func (c *apiClient) callProgress(ctx context.Context, method, path string, body, out any, progress func(done, total int64)) error {
-	resp, cancel, err := c.request(ctx, method, path, nil, body, http.Header{"Accept": {"application/x-ndjson"}})
+func (c *apiClient) callProgress(ctx context.Context, ac apiCall, out any, progress func(done, total int64)) error {
+	resp, cancel, err := c.request(ctx, ac, http.Header{"Accept": {"application/x-ndjson"}})
 	if err != nil {
 		return err
 	}

@@ -194,9 +194,7 @@ const (
 // configKeys is the table of every configuration key, in documentation
 // order. Defaults are parsed by the same setters as user input.
 var configKeys = append([]configKey{
-	stringKey("data-dir", "./data",
-		"data directory: the Pebble store and the FORMAT marker",
-		"Created at first start. A directory written by a broker with another\nstorage format is refused, never rewritten.",
+	stringKey(keyInfo{name: "data-dir", def: "./data", usage: "data directory: the Pebble store and the FORMAT marker", doc: "Created at first start. A directory written by a broker with another\nstorage format is refused, never rewritten."},
 		func(c *Config) *string { return &c.DataDir },
 		func(v string) string {
 			if v == "" {
@@ -204,22 +202,17 @@ var configKeys = append([]configKey{
 			}
 			return ""
 		}),
-	stringKey("kafka-addr", "localhost:9092",
-		"host:port of the Kafka listener",
-		"Use :9092 or 0.0.0.0:9092 to accept connections from other machines; see advertised-addr.",
+	stringKey(keyInfo{name: "kafka-addr", def: "localhost:9092", usage: "host:port of the Kafka listener", doc: "Use :9092 or 0.0.0.0:9092 to accept connections from other machines; see advertised-addr."},
 		func(c *Config) *string { return &c.KafkaAddr },
 		func(v string) string { return checkHostPort(v, hostPortRules{example: "localhost:9092"}) }),
-	stringKey("advertised-addr", "",
-		"host:port given to clients in Metadata; empty means kafka-addr",
-		"Set it when clients reach the broker through another name or address\nthan the one it listens on (containers, NAT). When empty and kafka-addr\nlistens on every interface (:9092, 0.0.0.0:9092), the machine's hostname\nis advertised.",
+	stringKey(keyInfo{name: "advertised-addr", def: "", usage: "host:port given to clients in Metadata; empty means kafka-addr", doc: "Set it when clients reach the broker through another name or address\nthan the one it listens on (containers, NAT). When empty and kafka-addr\nlistens on every interface (:9092, 0.0.0.0:9092), the machine's hostname\nis advertised."},
 		func(c *Config) *string { return &c.AdvertisedAddr },
 		func(v string) string {
 			return checkHostPort(v, hostPortRules{example: "broker1.example.com:9092", allowEmpty: true, dialable: true})
 		}),
-	int32Key("node-id", "1", "broker node id", "",
-		func(c *Config) *int32 { return &c.NodeID }, parseInteger, 0, math.MaxInt32, strconv.FormatInt),
-	stringKey("rack", "",
-		"rack reported in Metadata; empty means none", "",
+	int32Key(keyInfo{name: "node-id", def: "1", usage: "broker node id", doc: ""},
+		func(c *Config) *int32 { return &c.NodeID }, parseInteger, int64Range{low: 0, high: math.MaxInt32}, strconv.FormatInt),
+	stringKey(keyInfo{name: "rack", def: "", usage: "rack reported in Metadata; empty means none", doc: ""},
 		func(c *Config) *string { return &c.Rack },
 		func(v string) string {
 			if len(v) > 255 {
@@ -232,15 +225,14 @@ var configKeys = append([]configKey{
 			}
 			return ""
 		}),
-	stringKey("http-addr", "localhost:8080",
-		"host:port of the HTTP listener (/healthz, /readyz, /metrics, native API); empty disables it", "",
+	stringKey(keyInfo{name: "http-addr", def: "localhost:8080", usage: "host:port of the HTTP listener (/healthz, /readyz, /metrics, native API); empty disables it", doc: ""},
 		func(c *Config) *string { return &c.HTTPAddr },
 		func(v string) string {
 			return checkHostPort(v, hostPortRules{example: "localhost:8080", allowEmpty: true})
 		}),
-	enumKey("log-level", "info", "least severe log level written: debug, info, warn or error", "",
+	enumKey(keyInfo{name: "log-level", def: "info", usage: "least severe log level written: debug, info, warn or error", doc: ""},
 		func(c *Config) *string { return &c.LogLevel }, "debug", "info", "warn", "error"),
-	enumKey("log-format", "auto", "log format: json, console, or auto (console when stderr is a terminal, else json)", "",
+	enumKey(keyInfo{name: "log-format", def: "auto", usage: "log format: json, console, or auto (console when stderr is a terminal, else json)", doc: ""},
 		func(c *Config) *string { return &c.LogFormat }, "auto", "json", "console"),
 	{
 		name:   "auto-create-topics",
@@ -258,131 +250,97 @@ var configKeys = append([]configKey{
 		},
 		get: func(c *Config) string { return strconv.FormatBool(c.AutoCreateTopics) },
 	},
-	int32Key("default-partitions", "1", "partitions of auto-created topics (Kafka num.partitions)", "",
-		func(c *Config) *int32 { return &c.DefaultPartitions }, parseInteger, 1, 10000, strconv.FormatInt),
-	enumKey("fsync", "always", "always: acknowledge writes after fsync; never: relaxed mode, acknowledge before fsync",
-		"With never, acknowledged messages can be lost when the machine crashes\n(not when only the broker process does). The broker logs a warning at start.",
+	int32Key(keyInfo{name: "default-partitions", def: "1", usage: "partitions of auto-created topics (Kafka num.partitions)", doc: ""},
+		func(c *Config) *int32 { return &c.DefaultPartitions }, parseInteger, int64Range{low: 1, high: 10000}, strconv.FormatInt),
+	enumKey(keyInfo{name: "fsync", def: "always", usage: "always: acknowledge writes after fsync; never: relaxed mode, acknowledge before fsync", doc: "With never, acknowledged messages can be lost when the machine crashes\n(not when only the broker process does). The broker logs a warning at start."},
 		func(c *Config) *string { return &c.Fsync }, "always", "never"),
-	byteSizeKey("disk-free-min", "512MiB",
-		"least free space on the data directory's filesystem; below it new data is refused (Kafka KAFKA_STORAGE_ERROR, HTTP 507 storage_full); 0 disables the check",
-		"Accepts a byte size such as 512MiB or 2GiB. New data = produce, queue sends, event appends,\n"+
-			"dead-letter and redrive moves; reads, acks, offset commits, transaction markers and\n"+
-			"deletions (DeleteRecords, DeleteTopics, queue purge and delete, retention) go on, so\n"+
-			"space can be freed: the range of a deleted topic, queue, event store or of deleted\n"+
-			"records is compacted at once (values that share Pebble blob files with data that\n"+
-			"stays come back later, see README). Writes are accepted again, without a restart,\n"+
-			"once free space is back above this\n"+
-			"limit + 25%. The space below the limit is what Pebble needs to flush its memtables\n"+
-			"(up to 4 x memtable-size) and compact; if the disk fills up anyway the broker stops\n"+
-			"(Pebble cannot survive a failed write). Free space is measured every second and after\n"+
-			"every 16MiB of new data.",
+	byteSizeKey(keyInfo{name: "disk-free-min", def: "512MiB", usage: "least free space on the data directory's filesystem; below it new data is refused (Kafka KAFKA_STORAGE_ERROR, HTTP 507 storage_full); 0 disables the check", doc: "Accepts a byte size such as 512MiB or 2GiB. New data = produce, queue sends, event appends,\n" +
+		"dead-letter and redrive moves; reads, acks, offset commits, transaction markers and\n" +
+		"deletions (DeleteRecords, DeleteTopics, queue purge and delete, retention) go on, so\n" +
+		"space can be freed: the range of a deleted topic, queue, event store or of deleted\n" +
+		"records is compacted at once (values that share Pebble blob files with data that\n" +
+		"stays come back later, see README). Writes are accepted again, without a restart,\n" +
+		"once free space is back above this\n" +
+		"limit + 25%. The space below the limit is what Pebble needs to flush its memtables\n" +
+		"(up to 4 x memtable-size) and compact; if the disk fills up anyway the broker stops\n" +
+		"(Pebble cannot survive a failed write). Free space is measured every second and after\n" +
+		"every 16MiB of new data."},
 		func(c *Config) *int64 { return &c.DiskFreeMin }, 0, math.MaxInt64),
-	int32Key("message-max-bytes", "1048588", "default max.message.bytes of topics: the largest record batch accepted",
-		"Accepts a byte size such as 1MiB. At most max-request-bytes.",
-		func(c *Config) *int32 { return &c.MessageMaxBytes }, parseByteSize, 1, math.MaxInt32, formatByteSize),
-	int32Key("max-request-bytes", "104857600", "largest request frame accepted (Kafka socket.request.max.bytes)",
-		"Accepts a byte size such as 100MiB.",
-		func(c *Config) *int32 { return &c.MaxRequestBytes }, parseByteSize, 1024, math.MaxInt32, formatByteSize),
-	intKey("max-inflight-requests", "64", "pipelined requests per connection before the broker pauses reading it", "",
+	int32Key(keyInfo{name: "message-max-bytes", def: "1048588", usage: "default max.message.bytes of topics: the largest record batch accepted", doc: "Accepts a byte size such as 1MiB. At most max-request-bytes."},
+		func(c *Config) *int32 { return &c.MessageMaxBytes }, parseByteSize, int64Range{low: 1, high: math.MaxInt32}, formatByteSize),
+	int32Key(keyInfo{name: "max-request-bytes", def: "104857600", usage: "largest request frame accepted (Kafka socket.request.max.bytes)", doc: "Accepts a byte size such as 100MiB."},
+		func(c *Config) *int32 { return &c.MaxRequestBytes }, parseByteSize, int64Range{low: 1024, high: math.MaxInt32}, formatByteSize),
+	intKey(keyInfo{name: "max-inflight-requests", def: "64", usage: "pipelined requests per connection before the broker pauses reading it", doc: ""},
 		func(c *Config) *int { return &c.MaxInflightRequests }, 1, 1024),
-	intKey("max-connections", "10000", "most open Kafka client connections; further connections are refused", "",
+	intKey(keyInfo{name: "max-connections", def: "10000", usage: "most open Kafka client connections; further connections are refused", doc: ""},
 		func(c *Config) *int { return &c.MaxConnections }, 1, 1_000_000),
-	intKey("max-connections-per-ip", "1000", "most open Kafka client connections from one IP address (Kafka max.connections.per.ip); further ones are refused",
-		"Kafka's default is unlimited; 1000 keeps one misbehaving host (a connection leak, a\n"+
-			"reconnect storm) from taking all of max-connections, while leaving room for many\n"+
-			"clients behind one NAT address. Refusals are counted in\n"+
-			"broker_kafka_connections_refused_total and logged at most every 10s. Set it to\n"+
-			"max-connections to have no per-address limit.",
+	intKey(keyInfo{name: "max-connections-per-ip", def: "1000", usage: "most open Kafka client connections from one IP address (Kafka max.connections.per.ip); further ones are refused", doc: "Kafka's default is unlimited; 1000 keeps one misbehaving host (a connection leak, a\n" +
+		"reconnect storm) from taking all of max-connections, while leaving room for many\n" +
+		"clients behind one NAT address. Refusals are counted in\n" +
+		"broker_kafka_connections_refused_total and logged at most every 10s. Set it to\n" +
+		"max-connections to have no per-address limit."},
 		func(c *Config) *int { return &c.MaxConnectionsPerIP }, 1, 1_000_000),
-	byteSizeKey("queued-max-request-bytes", "0",
-		"memory for Kafka requests being read or waiting for their replies, all connections together (Kafka queued.max.request.bytes); 0 derives it from memory",
-		"0 means min(1/8 of the machine's or the container's memory, 1GiB), and at least\n"+
-			"max-request-bytes; the value chosen is logged at start. Each request reserves its\n"+
-			"claimed size before more than 64KiB of it is read (buffers grow as bytes arrive)\n"+
-			"and gives it back once its reply is written;\n"+
-			"while the budget is used up the broker stops reading from client sockets (back\n"+
-			"pressure) instead of allocating more. Must be at least max-request-bytes, so that a\n"+
-			"request of the largest size can always be read. Metrics:\n"+
-			"broker_kafka_request_memory_bytes, broker_kafka_request_memory_waits_total.",
+	byteSizeKey(keyInfo{name: "queued-max-request-bytes", def: "0", usage: "memory for Kafka requests being read or waiting for their replies, all connections together (Kafka queued.max.request.bytes); 0 derives it from memory", doc: "0 means min(1/8 of the machine's or the container's memory, 1GiB), and at least\n" +
+		"max-request-bytes; the value chosen is logged at start. Each request reserves its\n" +
+		"claimed size before more than 64KiB of it is read (buffers grow as bytes arrive)\n" +
+		"and gives it back once its reply is written;\n" +
+		"while the budget is used up the broker stops reading from client sockets (back\n" +
+		"pressure) instead of allocating more. Must be at least max-request-bytes, so that a\n" +
+		"request of the largest size can always be read. Metrics:\n" +
+		"broker_kafka_request_memory_bytes, broker_kafka_request_memory_waits_total."},
 		func(c *Config) *int64 { return &c.QueuedMaxRequestBytes }, 0, math.MaxInt64),
-	durationKey("connections-max-idle", "10m",
-		"close a Kafka connection after this long without a request in progress or a reply outstanding (Kafka connections.max.idle.ms)",
-		"A long-polling fetch is outstanding, so its connection is not idle. A client that reads\n"+
-			"none of its replies for this long is closed too.",
+	durationKey(keyInfo{name: "connections-max-idle", def: "10m", usage: "close a Kafka connection after this long without a request in progress or a reply outstanding (Kafka connections.max.idle.ms)", doc: "A long-polling fetch is outstanding, so its connection is not idle. A client that reads\n" +
+		"none of its replies for this long is closed too."},
 		func(c *Config) *time.Duration { return &c.ConnectionsMaxIdle }, 100*time.Millisecond, 7*24*time.Hour),
-	durationKey("request-read-timeout", "30s",
-		"close a Kafka connection whose request frame is not complete this long after its first byte",
-		"Bounds how long a stalled or trickling client holds its request memory. 30s is the\n"+
-			"request.timeout.ms of Kafka clients, which give up on a request by then anyway; the\n"+
-			"largest request (max-request-bytes, 100MiB) must then arrive at about 3.5MB/s. Time\n"+
-			"spent waiting for request memory does not count.",
+	durationKey(keyInfo{name: "request-read-timeout", def: "30s", usage: "close a Kafka connection whose request frame is not complete this long after its first byte", doc: "Bounds how long a stalled or trickling client holds its request memory. 30s is the\n" +
+		"request.timeout.ms of Kafka clients, which give up on a request by then anyway; the\n" +
+		"largest request (max-request-bytes, 100MiB) must then arrive at about 3.5MB/s. Time\n" +
+		"spent waiting for request memory does not count."},
 		func(c *Config) *time.Duration { return &c.RequestReadTimeout }, 100*time.Millisecond, time.Hour),
-	intKey("http-max-connections", "10000", "most open HTTP connections; further connections are closed at once", "",
+	intKey(keyInfo{name: "http-max-connections", def: "10000", usage: "most open HTTP connections; further connections are closed at once", doc: ""},
 		func(c *Config) *int { return &c.HTTPMaxConnections }, 1, 1_000_000),
-	intKey("http-max-connections-per-ip", "1000", "most open HTTP connections from one IP address; further ones are closed at once",
-		"As max-connections-per-ip for Kafka: keeps one misbehaving host from taking all of\n"+
-			"http-max-connections. Refusals are counted in broker_http_connections_refused_total\n"+
-			"and logged at most every 10s. Set it to http-max-connections to have no per-address\n"+
-			"limit.",
+	intKey(keyInfo{name: "http-max-connections-per-ip", def: "1000", usage: "most open HTTP connections from one IP address; further ones are closed at once", doc: "As max-connections-per-ip for Kafka: keeps one misbehaving host from taking all of\n" +
+		"http-max-connections. Refusals are counted in broker_http_connections_refused_total\n" +
+		"and logged at most every 10s. Set it to http-max-connections to have no per-address\n" +
+		"limit."},
 		func(c *Config) *int { return &c.HTTPMaxConnectionsPerIP }, 1, 1_000_000),
-	intKey("http-max-streams", "1000", "most SSE tails and waiting long polls (queue receive and store reads with wait_ms) open at once; further ones get 503 too_many_streams",
-		"Each holds a connection and a goroutine for as long as it waits. The answer carries\n"+
-			"Retry-After: 1; a poll without wait_ms is not counted. Gauge: broker_http_streams.",
+	intKey(keyInfo{name: "http-max-streams", def: "1000", usage: "most SSE tails and waiting long polls (queue receive and store reads with wait_ms) open at once; further ones get 503 too_many_streams", doc: "Each holds a connection and a goroutine for as long as it waits. The answer carries\n" +
+		"Retry-After: 1; a poll without wait_ms is not counted. Gauge: broker_http_streams."},
 		func(c *Config) *int { return &c.HTTPMaxStreams }, 1, 1_000_000),
-	byteSizeKey("http-max-inflight-body-bytes", "0",
-		"memory for HTTP request bodies being read or handled, all connections together; 0 derives it from memory",
-		"0 means min(1/16 of the machine's or the container's memory, 256MiB), and at least\n"+
-			"32MiB; the value chosen is logged at start. A request reserves its declared\n"+
-			"Content-Length (a chunked body: the largest body a route accepts, 17MiB) before its\n"+
-			"body is read and gives it back when it is answered; a request that does not fit is\n"+
-			"answered 503 body_memory_exhausted with Retry-After: 1 at once, unread. Must be at\n"+
-			"least 17MiB (the largest request body, a queue send). Metrics:\n"+
-			"broker_http_body_memory_bytes, broker_http_requests_refused_total{reason=\"body_memory\"}.",
+	byteSizeKey(keyInfo{name: "http-max-inflight-body-bytes", def: "0", usage: "memory for HTTP request bodies being read or handled, all connections together; 0 derives it from memory", doc: "0 means min(1/16 of the machine's or the container's memory, 256MiB), and at least\n" +
+		"32MiB; the value chosen is logged at start. A request reserves its declared\n" +
+		"Content-Length (a chunked body: the largest body a route accepts, 17MiB) before its\n" +
+		"body is read and gives it back when it is answered; a request that does not fit is\n" +
+		"answered 503 body_memory_exhausted with Retry-After: 1 at once, unread. Must be at\n" +
+		"least 17MiB (the largest request body, a queue send). Metrics:\n" +
+		"broker_http_body_memory_bytes, broker_http_requests_refused_total{reason=\"body_memory\"}."},
 		func(c *Config) *int64 { return &c.HTTPMaxInflightBodyBytes }, 0, math.MaxInt64),
-	durationKey("http-write-timeout", "30s",
-		"close an HTTP connection whose response is not written within this: an ordinary response after its request headers, a long poll after its wait, each event or heartbeat of an SSE tail",
-		"An SSE tail whose client stops reading is closed when one write misses it, and counted\n"+
-			"in broker_http_stream_write_timeouts_total. Go's http.Server WriteTimeout for\n"+
-			"ordinary requests, so a handler must also answer within it (pprof profiles\n"+
-			"included).",
+	durationKey(keyInfo{name: "http-write-timeout", def: "30s", usage: "close an HTTP connection whose response is not written within this: an ordinary response after its request headers, a long poll after its wait, each event or heartbeat of an SSE tail", doc: "An SSE tail whose client stops reading is closed when one write misses it, and counted\n" +
+		"in broker_http_stream_write_timeouts_total. Go's http.Server WriteTimeout for\n" +
+		"ordinary requests, so a handler must also answer within it (pprof profiles\n" +
+		"included)."},
 		func(c *Config) *time.Duration { return &c.HTTPWriteTimeout }, 100*time.Millisecond, time.Hour),
-	byteSizeKey("memtable-size", "64MiB", "size of one Pebble memtable",
-		"Larger memtables let more concurrent writers share one flush.",
+	byteSizeKey(keyInfo{name: "memtable-size", def: "64MiB", usage: "size of one Pebble memtable", doc: "Larger memtables let more concurrent writers share one flush."},
 		func(c *Config) *int64 { return &c.MemtableSize }, 1<<20, 4095<<20), // Pebble: < 4GiB
-	byteSizeKey("cache-size", "256MiB", "size of Pebble's block cache", "",
+	byteSizeKey(keyInfo{name: "cache-size", def: "256MiB", usage: "size of Pebble's block cache", doc: ""},
 		func(c *Config) *int64 { return &c.CacheSize }, 0, math.MaxInt64),
-	durationKey("group-initial-rebalance-delay", "3s",
-		"how long a new consumer group waits for more members before its first rebalance",
-		"Kafka group.initial.rebalance.delay.ms.",
+	durationKey(keyInfo{name: "group-initial-rebalance-delay", def: "3s", usage: "how long a new consumer group waits for more members before its first rebalance", doc: "Kafka group.initial.rebalance.delay.ms."},
 		func(c *Config) *time.Duration { return &c.GroupInitialRebalanceDelay }, 0, 10*time.Minute),
-	durationKey("group-consumer-session-timeout", "45s",
-		"how long a member of a consumer group using the new protocol (KIP-848) may go without a heartbeat",
-		"Kafka group.consumer.session.timeout.ms. Must exceed group-consumer-heartbeat-interval.",
+	durationKey(keyInfo{name: "group-consumer-session-timeout", def: "45s", usage: "how long a member of a consumer group using the new protocol (KIP-848) may go without a heartbeat", doc: "Kafka group.consumer.session.timeout.ms. Must exceed group-consumer-heartbeat-interval."},
 		func(c *Config) *time.Duration { return &c.GroupConsumerSessionTimeout }, time.Second, time.Hour),
-	durationKey("group-consumer-heartbeat-interval", "5s",
-		"how often members of a consumer group using the new protocol (KIP-848) heartbeat",
-		"Kafka group.consumer.heartbeat.interval.ms.",
+	durationKey(keyInfo{name: "group-consumer-heartbeat-interval", def: "5s", usage: "how often members of a consumer group using the new protocol (KIP-848) heartbeat", doc: "Kafka group.consumer.heartbeat.interval.ms."},
 		func(c *Config) *time.Duration { return &c.GroupConsumerHeartbeatInterval }, 100*time.Millisecond, 10*time.Minute),
-	durationKey("group-share-record-lock-duration", "30s",
-		"how long a share group member holds a record it fetched before the record is delivered again",
-		"Kafka group.share.record.lock.duration.ms (KIP-932), the acquisition lock.",
+	durationKey(keyInfo{name: "group-share-record-lock-duration", def: "30s", usage: "how long a share group member holds a record it fetched before the record is delivered again", doc: "Kafka group.share.record.lock.duration.ms (KIP-932), the acquisition lock."},
 		func(c *Config) *time.Duration { return &c.GroupShareRecordLockDuration }, time.Second, time.Hour),
-	intKey("group-share-delivery-count-limit", "5",
-		"how many times a share group delivers a record before it archives it",
-		"Kafka group.share.delivery.count.limit (KIP-932). An archived record is skipped, never delivered again.",
+	intKey(keyInfo{name: "group-share-delivery-count-limit", def: "5", usage: "how many times a share group delivers a record before it archives it", doc: "Kafka group.share.delivery.count.limit (KIP-932). An archived record is skipped, never delivered again."},
 		func(c *Config) *int { return &c.GroupShareDeliveryCountLimit }, 1, 1000),
-	enumKey("group-share-auto-offset-reset", "latest",
-		"where a share group starts in a partition it has not read before: latest or earliest",
-		"Kafka's group config share.auto.offset.reset (KIP-932), here for every share group.",
+	enumKey(keyInfo{name: "group-share-auto-offset-reset", def: "latest", usage: "where a share group starts in a partition it has not read before: latest or earliest", doc: "Kafka's group config share.auto.offset.reset (KIP-932), here for every share group."},
 		func(c *Config) *string { return &c.GroupShareAutoOffsetReset }, "latest", "earliest"),
-	durationKey("offsets-retention", "168h", "how long committed offsets of an empty consumer group are kept",
-		"Kafka offsets.retention.minutes.",
+	durationKey(keyInfo{name: "offsets-retention", def: "168h", usage: "how long committed offsets of an empty consumer group are kept", doc: "Kafka offsets.retention.minutes."},
 		func(c *Config) *time.Duration { return &c.OffsetsRetention }, time.Minute, math.MaxInt64),
-	durationKey("transaction-max-timeout", "15m", "the largest transaction.timeout.ms a transactional producer may ask for",
-		"Kafka transaction.max.timeout.ms.",
+	durationKey(keyInfo{name: "transaction-max-timeout", def: "15m", usage: "the largest transaction.timeout.ms a transactional producer may ask for", doc: "Kafka transaction.max.timeout.ms."},
 		func(c *Config) *time.Duration { return &c.TransactionMaxTimeout }, time.Second, 24*time.Hour),
-	durationKey("transactional-id-expiration", "168h", "how long a transactional ID without an open transaction is remembered after its last use",
-		"Kafka transactional.id.expiration.ms.",
+	durationKey(keyInfo{name: "transactional-id-expiration", def: "168h", usage: "how long a transactional ID without an open transaction is remembered after its last use", doc: "Kafka transactional.id.expiration.ms."},
 		func(c *Config) *time.Duration { return &c.TransactionalIDExpiration }, time.Minute, math.MaxInt64),
 }, append(logConfigKeys, // log retention and compaction: logs.go
 	securityConfigKeys...)...) // listeners, TLS, SASL: security.go
@@ -684,18 +642,29 @@ func renderExampleConfig() string {
 // Key constructors. Each returns a configKey whose set, get and check
 // close over one field of Config.
 
-func stringKey(name, def, usage, doc string, field func(*Config) *string, check func(string) string) configKey {
+// keyInfo is what every key declares: its name, default, one-line usage
+// and optional further doc (the fields of configKey of the same names).
+type keyInfo struct {
+	name, def, usage, doc string
+}
+
+// int64Range bounds an integer key's values (inclusive).
+type int64Range struct {
+	low, high int64
+}
+
+func stringKey(k keyInfo, field func(*Config) *string, check func(string) string) configKey {
 	return configKey{
-		name: name, def: def, usage: usage, doc: doc, quoted: true,
+		name: k.name, def: k.def, usage: k.usage, doc: k.doc, quoted: true,
 		set:   func(c *Config, v string) error { *field(c) = v; return nil },
 		get:   func(c *Config) string { return *field(c) },
 		check: func(c *Config) string { return check(*field(c)) },
 	}
 }
 
-func enumKey(name, def, usage, doc string, field func(*Config) *string, allowed ...string) configKey {
+func enumKey(k keyInfo, field func(*Config) *string, allowed ...string) configKey {
 	return configKey{
-		name: name, def: def, usage: usage, doc: doc,
+		name: k.name, def: k.def, usage: k.usage, doc: k.doc,
 		set: func(c *Config, v string) error { *field(c) = v; return nil },
 		get: func(c *Config) string { return *field(c) },
 		check: func(c *Config) string {
@@ -711,10 +680,11 @@ func enumKey(name, def, usage, doc string, field func(*Config) *string, allowed 
 
 // int32Key declares an int32 key whose text is read by parse (a plain
 // integer or a byte size) and written back by format.
-func int32Key(name, def, usage, doc string, field func(*Config) *int32,
-	parse func(string) (int64, error), low, high int64, format func(int64, int) string) configKey {
+func int32Key(k keyInfo, field func(*Config) *int32,
+	parse func(string) (int64, error), bounds int64Range, format func(int64, int) string) configKey {
+	low, high := bounds.low, bounds.high
 	return configKey{
-		name: name, def: def, usage: usage, doc: doc,
+		name: k.name, def: k.def, usage: k.usage, doc: k.doc,
 		set: func(c *Config, v string) error {
 			n, err := parse(v)
 			if err != nil {
@@ -731,9 +701,9 @@ func int32Key(name, def, usage, doc string, field func(*Config) *int32,
 	}
 }
 
-func intKey(name, def, usage, doc string, field func(*Config) *int, low, high int64) configKey {
+func intKey(k keyInfo, field func(*Config) *int, low, high int64) configKey {
 	return configKey{
-		name: name, def: def, usage: usage, doc: doc,
+		name: k.name, def: k.def, usage: k.usage, doc: k.doc,
 		set: func(c *Config, v string) error {
 			n, err := parseInteger(v)
 			if err != nil {
@@ -747,9 +717,9 @@ func intKey(name, def, usage, doc string, field func(*Config) *int, low, high in
 	}
 }
 
-func byteSizeKey(name, def, usage, doc string, field func(*Config) *int64, low, high int64) configKey {
+func byteSizeKey(k keyInfo, field func(*Config) *int64, low, high int64) configKey {
 	return configKey{
-		name: name, def: def, usage: usage, doc: doc,
+		name: k.name, def: k.def, usage: k.usage, doc: k.doc,
 		set: func(c *Config, v string) error {
 			n, err := parseByteSize(v)
 			if err != nil {
@@ -763,9 +733,9 @@ func byteSizeKey(name, def, usage, doc string, field func(*Config) *int64, low, 
 	}
 }
 
-func durationKey(name, def, usage, doc string, field func(*Config) *time.Duration, low, high time.Duration) configKey {
+func durationKey(k keyInfo, field func(*Config) *time.Duration, low, high time.Duration) configKey {
 	return configKey{
-		name: name, def: def, usage: usage, doc: doc,
+		name: k.name, def: k.def, usage: k.usage, doc: k.doc,
 		set: func(c *Config, v string) error {
 			d, err := time.ParseDuration(strings.TrimSpace(v))
 			if err != nil {

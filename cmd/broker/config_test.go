@@ -113,6 +113,10 @@ func TestDefaults(t *testing.T) {
 			SSLPrincipalMappingRules:  "DEFAULT",
 			SASLMechanisms:            "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
 			FailedAuthenticationDelay: 100 * time.Millisecond,
+			OAuthSubClaim:             "sub",
+			OAuthClockSkew:            30 * time.Second,
+			HTTPAuth:                  "none",
+			HTTPAuthMetrics:           "required",
 		},
 	}
 	if !reflect.DeepEqual(c, want) {

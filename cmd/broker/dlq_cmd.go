@@ -54,7 +54,7 @@ func resolveDLQ(cCtx *cli.Context, name string) (string, *apiClient, error) {
 		return "", nil, err
 	}
 	var info cliQueueInfo
-	if _, err := c.call(cCtx.Context, "GET", queuePath(name), nil, nil, &info); err != nil {
+	if _, err := c.call(cCtx.Context, apiCall{method: "GET", path: queuePath(name), query: nil, body: nil}, &info); err != nil {
 		return "", nil, err
 	}
 	if info.Kind == "dlq" {
@@ -97,7 +97,7 @@ func dlqPeek(cCtx *cli.Context) error {
 		Messages []cliMessage `json:"messages"`
 		Next     string       `json:"next"`
 	}
-	if _, err := c.call(cCtx.Context, "GET", queuePath(dlq, "messages"), q, nil, &res); err != nil {
+	if _, err := c.call(cCtx.Context, apiCall{method: "GET", path: queuePath(dlq, "messages"), query: q, body: nil}, &res); err != nil {
 		return err
 	}
 	if out == "json" {
@@ -150,7 +150,7 @@ func dlqRedrive(cCtx *cli.Context) error {
 		body["limit"] = l
 	}
 	var raw json.RawMessage
-	if _, err := c.call(cCtx.Context, "POST", queuePath(dlq, "redrive"), nil, body, &raw); err != nil {
+	if _, err := c.call(cCtx.Context, apiCall{method: "POST", path: queuePath(dlq, "redrive"), query: nil, body: body}, &raw); err != nil {
 		return err
 	}
 	var task map[string]any
@@ -212,7 +212,7 @@ func waitRedrive(cCtx *cli.Context, c *apiClient, dlq string, t redriveTask, out
 			return cCtx.Context.Err()
 		case <-time.After(redriveTaskPoll):
 		}
-		if _, err := c.call(cCtx.Context, "GET", fmt.Sprintf("/v1/tasks/%d", t.ID), nil, nil, &t); err != nil {
+		if _, err := c.call(cCtx.Context, apiCall{method: "GET", path: fmt.Sprintf("/v1/tasks/%d", t.ID), query: nil, body: nil}, &t); err != nil {
 			bar.done()
 			return err
 		}

@@ -198,7 +198,7 @@ func eventsAppend(cCtx *cli.Context) error {
 		EventIDs             []string `json:"event_ids"`
 	}
 	body := map[string]any{"expected_revision": expectedJSON, "events": evs}
-	if _, err := c.call(cCtx.Context, http.MethodPost, eventPath(store, stream)+"/events", nil, body, &res); err != nil {
+	if _, err := c.call(cCtx.Context, apiCall{method: http.MethodPost, path: eventPath(store, stream) + "/events", query: nil, body: body}, &res); err != nil {
 		return err
 	}
 	out := cCtx.App.Writer
@@ -306,7 +306,7 @@ func eventsRead(cCtx *cli.Context) error {
 	var all readPage
 	for {
 		var page readPage
-		if _, err := c.call(cCtx.Context, http.MethodGet, path, q, nil, &page); err != nil {
+		if _, err := c.call(cCtx.Context, apiCall{method: http.MethodGet, path: path, query: q, body: nil}, &page); err != nil {
 			return err
 		}
 		all.Events = append(all.Events, page.Events...)
@@ -431,7 +431,7 @@ func eventsTail(cCtx *cli.Context) error {
 			header.Set("Last-Event-ID", strconv.FormatInt(lastID, 10))
 		}
 		err := func() error {
-			resp, cancel, err := c.request(ctx, http.MethodGet, eventPath(store, "")+"/events", q, nil, header)
+			resp, cancel, err := c.request(ctx, apiCall{method: http.MethodGet, path: eventPath(store, "") + "/events", query: q, body: nil}, header)
 			if err != nil {
 				return err
 			}
@@ -605,7 +605,7 @@ func eventsDelete(cCtx *cli.Context) error {
 		q.Set("hard", "true")
 	}
 	var info cliStreamInfo
-	if _, err := c.call(cCtx.Context, http.MethodDelete, eventPath(store, stream), q, nil, &info); err != nil {
+	if _, err := c.call(cCtx.Context, apiCall{method: http.MethodDelete, path: eventPath(store, stream), query: q, body: nil}, &info); err != nil {
 		return err
 	}
 	out := cCtx.App.Writer

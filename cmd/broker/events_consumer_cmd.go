@@ -114,7 +114,7 @@ func eventsConsumerCreate(cCtx *cli.Context) error {
 		return err
 	}
 	var res cliConsumer
-	status, err := c.call(cCtx.Context, http.MethodPut, consumerPath(args[0], args[1]), nil, map[string]string{"start": cCtx.String("start")}, &res)
+	status, err := c.call(cCtx.Context, apiCall{method: http.MethodPut, path: consumerPath(args[0], args[1]), query: nil, body: map[string]string{"start": cCtx.String("start")}}, &res)
 	if err != nil {
 		return err
 	}
@@ -131,7 +131,7 @@ func eventsConsumerDescribe(cCtx *cli.Context) error {
 		return err
 	}
 	var res cliConsumer
-	if _, err := c.call(cCtx.Context, http.MethodGet, consumerPath(args[0], args[1]), nil, nil, &res); err != nil {
+	if _, err := c.call(cCtx.Context, apiCall{method: http.MethodGet, path: consumerPath(args[0], args[1]), query: nil, body: nil}, &res); err != nil {
 		return err
 	}
 	return printConsumer(cCtx, format, "", res)
@@ -145,7 +145,7 @@ func eventsConsumerList(cCtx *cli.Context) error {
 	var res struct {
 		Consumers []cliConsumer `json:"consumers"`
 	}
-	if _, err := c.call(cCtx.Context, http.MethodGet, eventPath(args[0], "")+"/consumers", nil, nil, &res); err != nil {
+	if _, err := c.call(cCtx.Context, apiCall{method: http.MethodGet, path: eventPath(args[0], "") + "/consumers", query: nil, body: nil}, &res); err != nil {
 		return err
 	}
 	if format == "json" {
@@ -172,7 +172,7 @@ func eventsConsumerCommit(cCtx *cli.Context) error {
 	pos, _ := strconv.ParseInt(args[2], 10, 64)
 	var res cliConsumer
 	body := map[string]any{"position": pos, "force": cCtx.Bool("force")}
-	if _, err := c.call(cCtx.Context, http.MethodPost, consumerPath(args[0], args[1])+"/commit", nil, body, &res); err != nil {
+	if _, err := c.call(cCtx.Context, apiCall{method: http.MethodPost, path: consumerPath(args[0], args[1]) + "/commit", query: nil, body: body}, &res); err != nil {
 		return err
 	}
 	return printConsumer(cCtx, format, "committed: ", res)
@@ -183,7 +183,7 @@ func eventsConsumerDelete(cCtx *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if _, err := c.call(cCtx.Context, http.MethodDelete, consumerPath(args[0], args[1]), nil, nil, nil); err != nil {
+	if _, err := c.call(cCtx.Context, apiCall{method: http.MethodDelete, path: consumerPath(args[0], args[1]), query: nil, body: nil}, nil); err != nil {
 		return err
 	}
 	if format == "json" {

@@ -72,17 +72,13 @@ var logConfigKeys = []configKey{
 			return formatByteSize(c.LogRetentionBytes, 10)
 		},
 	},
-	byteSizeKey("log-segment-bytes", "1GiB", "default segment.bytes of topics: size at which a segment, the unit of retention and compaction, closes",
-		"Kafka log.segment.bytes; at least 1MiB.",
+	byteSizeKey(keyInfo{name: "log-segment-bytes", def: "1GiB", usage: "default segment.bytes of topics: size at which a segment, the unit of retention and compaction, closes", doc: "Kafka log.segment.bytes; at least 1MiB."},
 		func(c *Config) *int64 { return &c.LogSegmentBytes }, 1<<20, math.MaxInt32),
-	durationKey("log-roll", "168h", "default segment.ms of topics: age after which the next append closes a segment",
-		"Kafka log.roll.hours. Counted from the segment's first record timestamp.",
+	durationKey(keyInfo{name: "log-roll", def: "168h", usage: "default segment.ms of topics: age after which the next append closes a segment", doc: "Kafka log.roll.hours. Counted from the segment's first record timestamp."},
 		func(c *Config) *time.Duration { return &c.LogRoll }, time.Millisecond, math.MaxInt64),
-	durationKey("log-cleaner-delete-retention", "24h", "default delete.retention.ms of topics: how long compaction keeps a tombstone",
-		"Kafka log.cleaner.delete.retention.ms.",
+	durationKey(keyInfo{name: "log-cleaner-delete-retention", def: "24h", usage: "default delete.retention.ms of topics: how long compaction keeps a tombstone", doc: "Kafka log.cleaner.delete.retention.ms."},
 		func(c *Config) *time.Duration { return &c.LogCleanerDeleteRetention }, 0, math.MaxInt64),
-	durationKey("log-cleaner-min-compaction-lag", "0s", "default min.compaction.lag.ms of topics: shortest time a record stays uncompacted",
-		"Kafka log.cleaner.min.compaction.lag.ms.",
+	durationKey(keyInfo{name: "log-cleaner-min-compaction-lag", def: "0s", usage: "default min.compaction.lag.ms of topics: shortest time a record stays uncompacted", doc: "Kafka log.cleaner.min.compaction.lag.ms."},
 		func(c *Config) *time.Duration { return &c.LogCleanerMinCompactionLag }, 0, math.MaxInt64),
 	{
 		name:  "log-cleaner-min-cleanable-ratio",
@@ -105,11 +101,9 @@ var logConfigKeys = []configKey{
 			return ""
 		},
 	},
-	durationKey("log-retention-check-interval", "5m", "how often retention looks for segments to delete",
-		"Kafka log.retention.check.interval.ms.",
+	durationKey(keyInfo{name: "log-retention-check-interval", def: "5m", usage: "how often retention looks for segments to delete", doc: "Kafka log.retention.check.interval.ms."},
 		func(c *Config) *time.Duration { return &c.LogRetentionCheckInterval }, time.Millisecond, 24*time.Hour),
-	durationKey("log-cleaner-backoff", "15s", "how long compaction waits before looking again when no partition needs it",
-		"Kafka log.cleaner.backoff.ms. A partition being compacted is compacted without pauses.",
+	durationKey(keyInfo{name: "log-cleaner-backoff", def: "15s", usage: "how long compaction waits before looking again when no partition needs it", doc: "Kafka log.cleaner.backoff.ms. A partition being compacted is compacted without pauses."},
 		func(c *Config) *time.Duration { return &c.LogCleanerBackoff }, time.Millisecond, time.Hour),
 	{
 		name:   "log-cleaner-enable",
@@ -127,8 +121,7 @@ var logConfigKeys = []configKey{
 		},
 		get: func(c *Config) string { return strconv.FormatBool(c.LogCleanerEnable) },
 	},
-	byteSizeKey("log-cleaner-dedupe-buffer-size", "64MiB", "memory for compaction's key map, which bounds the keys one compaction pass deduplicates",
-		"About 48 bytes per distinct key. Kafka log.cleaner.dedupe.buffer.size.",
+	byteSizeKey(keyInfo{name: "log-cleaner-dedupe-buffer-size", def: "64MiB", usage: "memory for compaction's key map, which bounds the keys one compaction pass deduplicates", doc: "About 48 bytes per distinct key. Kafka log.cleaner.dedupe.buffer.size."},
 		func(c *Config) *int64 { return &c.LogCleanerDedupeBufferSize }, 1<<20, 1<<40),
 }
 

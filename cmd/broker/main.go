@@ -76,6 +76,7 @@ func newApp() *cli.App {
 			groupsCommand(),
 			transactionsCommand(),
 			usersCommand(),
+			aclsCommand(),
 			healthcheckCommand(),
 			completionCommand(),
 		},

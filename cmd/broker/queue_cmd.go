@@ -165,7 +165,7 @@ func queueCreate(cCtx *cli.Context) error {
 		return err
 	}
 	var info cliQueueInfo
-	status, err := c.call(cCtx.Context, "PUT", queuePath(args[0]), nil, attrs, &info)
+	status, err := c.call(cCtx.Context, apiCall{method: "PUT", path: queuePath(args[0]), query: nil, body: attrs}, &info)
 	if err != nil {
 		return err
 	}
@@ -232,7 +232,7 @@ func listQueues(cCtx *cli.Context, prefix, kind string) error {
 		if after != "" {
 			q.Set("after", after)
 		}
-		if _, err := c.call(cCtx.Context, "GET", "/v1/queues", q, nil, &page); err != nil {
+		if _, err := c.call(cCtx.Context, apiCall{method: "GET", path: "/v1/queues", query: q, body: nil}, &page); err != nil {
 			return err
 		}
 		for _, qi := range page.Queues {
@@ -273,7 +273,7 @@ func queueDescribe(cCtx *cli.Context) error {
 		return err
 	}
 	var info cliQueueInfo
-	if _, err := c.call(cCtx.Context, "GET", queuePath(args[0]), nil, nil, &info); err != nil {
+	if _, err := c.call(cCtx.Context, apiCall{method: "GET", path: queuePath(args[0]), query: nil, body: nil}, &info); err != nil {
 		return err
 	}
 	if out == "json" {
@@ -306,7 +306,7 @@ func queueDelete(cCtx *cli.Context) error {
 	if cCtx.Bool("force") {
 		q.Set("force", "true")
 	}
-	if _, err := c.call(cCtx.Context, "DELETE", queuePath(args[0]), q, nil, nil); err != nil {
+	if _, err := c.call(cCtx.Context, apiCall{method: "DELETE", path: queuePath(args[0]), query: q, body: nil}, nil); err != nil {
 		return err
 	}
 	_, err = fmt.Fprintf(cCtx.App.Writer, "queue %s deleted\n", args[0])
@@ -369,7 +369,7 @@ func queueSend(cCtx *cli.Context) error {
 	var res struct {
 		Results []map[string]any `json:"results"`
 	}
-	if _, err := c.call(cCtx.Context, "POST", queuePath(args[0], "messages"), nil, map[string]any{"messages": []any{msg}}, &res); err != nil {
+	if _, err := c.call(cCtx.Context, apiCall{method: "POST", path: queuePath(args[0], "messages"), query: nil, body: map[string]any{"messages": []any{msg}}}, &res); err != nil {
 		return err
 	}
 	if len(res.Results) == 1 {
@@ -457,7 +457,7 @@ func queueReceive(cCtx *cli.Context) error {
 	var res struct {
 		Messages []cliMessage `json:"messages"`
 	}
-	if _, err := c.call(cCtx.Context, "POST", queuePath(args[0], "receive"), nil, req, &res); err != nil {
+	if _, err := c.call(cCtx.Context, apiCall{method: "POST", path: queuePath(args[0], "receive"), query: nil, body: req}, &res); err != nil {
 		return err
 	}
 	if cCtx.Bool("ack") && len(res.Messages) > 0 {
@@ -468,7 +468,7 @@ func queueReceive(cCtx *cli.Context) error {
 		var ack struct {
 			Results []map[string]any `json:"results"`
 		}
-		if _, err := c.call(cCtx.Context, "POST", queuePath(args[0], "ack"), nil, map[string]any{"receipts": receipts}, &ack); err != nil {
+		if _, err := c.call(cCtx.Context, apiCall{method: "POST", path: queuePath(args[0], "ack"), query: nil, body: map[string]any{"receipts": receipts}}, &ack); err != nil {
 			return err
 		}
 		for _, r := range ack.Results {
@@ -519,7 +519,7 @@ func settle(cCtx *cli.Context, verb string, body map[string]any) error {
 	var res struct {
 		Results []map[string]any `json:"results"`
 	}
-	if _, err := c.call(cCtx.Context, "POST", queuePath(args[0], verb), nil, body, &res); err != nil {
+	if _, err := c.call(cCtx.Context, apiCall{method: "POST", path: queuePath(args[0], verb), query: nil, body: body}, &res); err != nil {
 		return err
 	}
 	if out == "json" {
@@ -632,7 +632,7 @@ func purgeQueue(cCtx *cli.Context, name string, body map[string]any, desc string
 	var res struct {
 		Deleted json.Number `json:"deleted"`
 	}
-	if _, err := c.call(cCtx.Context, "POST", queuePath(name, "purge"), nil, body, &res); err != nil {
+	if _, err := c.call(cCtx.Context, apiCall{method: "POST", path: queuePath(name, "purge"), query: nil, body: body}, &res); err != nil {
 		return err
 	}
 	if out == "json" {
@@ -652,7 +652,7 @@ func queueStats(cCtx *cli.Context) error {
 		return err
 	}
 	var st map[string]any
-	if _, err := c.call(cCtx.Context, "GET", queuePath(args[0], "stats"), nil, nil, &st); err != nil {
+	if _, err := c.call(cCtx.Context, apiCall{method: "GET", path: queuePath(args[0], "stats"), query: nil, body: nil}, &st); err != nil {
 		return err
 	}
 	if out == "json" {

@@ -110,6 +110,10 @@ type broker struct {
 	// creds are the SCRAM users, tls the certificates (nil without TLS).
 	creds *auth.Store
 	tls   *auth.TLSSource
+	// jwt checks OAUTHBEARER and HTTP Bearer tokens (nil without keys).
+	jwt *auth.JWTValidator
+	// authz is the ACL authorizer; nil unless authorizer-enabled.
+	authz *auth.Authorizer
 }
 
 // openStore opens the data directory's store.
@@ -275,7 +279,39 @@ func (b *broker) openSecurity() error {
 	if err != nil {
 		return err
 	}
-	b.creds, b.tls = creds, tlsSource
+	jwt, err := newJWTValidator(cfg)
+	if err != nil {
+		return err
+	}
+	if cfg.Security.HTTPAuth == "required" && !creds.HasUsers() && jwt == nil {
+		log.Warn().Msg("http-auth is required but there is no user and no JWT key: only /healthz and /readyz can be used; create a user (broker users create, or sasl-bootstrap-user)")
+	}
+	b.creds, b.tls, b.jwt = creds, tlsSource, jwt
+	return b.openAuthorizer()
+}
+
+// openAuthorizer reads the ACLs when authorizer-enabled is set.
+func (b *broker) openAuthorizer() error {
+	sc := b.cfg.Security
+	if !sc.AuthorizerEnabled {
+		return nil
+	}
+	superUsers, err := parseSuperUsers(sc.SuperUsers)
+	if err != nil {
+		return fmt.Errorf("super-users %w", err)
+	}
+	a, err := auth.OpenAuthorizer(b.store, auth.AuthorizerConfig{SuperUsers: superUsers, AllowIfNoACL: sc.AllowEveryoneIfNoACL})
+	if err != nil {
+		return fmt.Errorf("reading the ACLs in %s: %w", b.cfg.DataDir, err)
+	}
+	n := len(a.Describe(auth.Filter{ResourceType: auth.ResourceAny, PatternType: auth.PatternAny, Operation: auth.OpAny, Permission: auth.PermissionAny}))
+	e := b.log.Info()
+	if len(superUsers) == 0 && n == 0 && !sc.AllowEveryoneIfNoACL {
+		e = b.log.Warn()
+	}
+	e.Strs("super_users", superUsers).Int("acls", n).Bool("allow_everyone_if_no_acl_found", sc.AllowEveryoneIfNoACL).
+		Msg("authorizer enabled: every Kafka request is checked against the ACLs (with no ACL and no super user, nothing is allowed: set super-users)")
+	b.authz = a
 	return nil
 }
 
@@ -294,7 +330,8 @@ func (b *broker) newKafka() (*kafkaListener, error) {
 		Logger:              log,
 		NodeID:              cfg.NodeID,
 		Rack:                cfg.Rack,
-		SASL:                saslConfig(cfg, b.creds),
+		SASL:                saslConfig(cfg, b.creds, b.jwt),
+		Authorizer:          b.authz,
 		ClusterID:           b.topics.ClusterID(),
 		MaxRequestBytes:     cfg.MaxRequestBytes,
 		MaxInflightRequests: cfg.MaxInflightRequests,
@@ -336,6 +373,7 @@ func (b *broker) startHTTP() (*httpapi.Server, error) {
 		MaxConnectionsPerIP:  cfg.HTTPMaxConnectionsPerIP,
 		MaxStreams:           cfg.HTTPMaxStreams,
 		MaxInflightBodyBytes: bodyMemory,
+		Auth:                 httpAuth(cfg, b.creds, b.jwt),
 		Ready: func() error {
 			if !b.serving.Load() {
 				return errors.New("the broker is starting or stopping")

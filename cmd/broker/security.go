@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/vibemq/broker/auth"
+	"github.com/vibemq/broker/httpapi"
 	"github.com/vibemq/broker/kafkaproto"
 )
 
@@ -43,6 +45,36 @@ type SecurityConfig struct {
 	FailedAuthenticationDelay time.Duration
 	BootstrapUser             string
 	BootstrapPasswordFile     string
+
+	// OAUTHBEARER and HTTP Bearer tokens (Kafka's sasl.oauthbearer.*).
+	OAuthPublicKeyFiles string
+	OAuthJWKSFile       string
+	OAuthIssuer         string
+	OAuthAudience       string
+	OAuthSubClaim       string
+	OAuthClockSkew      time.Duration
+
+	// HTTPAuth is none or required; HTTPAuthMetrics open or required.
+	HTTPAuth        string
+	HTTPAuthMetrics string
+
+	AuthorizerEnabled    bool
+	SuperUsers           string
+	AllowEveryoneIfNoACL bool
+}
+
+// jwtConfig is the OAUTHBEARER settings as auth takes them.
+func (sc *SecurityConfig) jwtConfig() auth.JWTConfig {
+	var files []string
+	for _, f := range strings.Split(sc.OAuthPublicKeyFiles, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			files = append(files, f)
+		}
+	}
+	return auth.JWTConfig{
+		PublicKeyFiles: files, JWKSFile: sc.OAuthJWKSFile, Issuer: sc.OAuthIssuer, Audience: sc.OAuthAudience,
+		PrincipalClaim: sc.OAuthSubClaim, ClockSkew: sc.OAuthClockSkew,
+	}
 }
 
 // bootstrapPasswordEnv gives the bootstrap user's password when no file
@@ -50,9 +82,9 @@ type SecurityConfig struct {
 // password must not be a flag).
 const bootstrapPasswordEnv = "BROKER_SASL_BOOTSTRAP_PASSWORD"
 
-func boolKey(name, def, usage, doc string, field func(*Config) *bool) configKey {
+func boolKey(k keyInfo, field func(*Config) *bool) configKey {
 	return configKey{
-		name: name, def: def, usage: usage, doc: doc, isBool: true,
+		name: k.name, def: k.def, usage: k.usage, doc: k.doc, isBool: true,
 		set: func(c *Config, v string) error {
 			b, err := strconv.ParseBool(v)
 			if err != nil {
@@ -70,35 +102,21 @@ func noCheck(string) string { return "" }
 // securityConfigKeys are the listener, TLS and SASL keys (Kafka's names in
 // this file's spelling: listeners, advertised.listeners, ssl.client.auth...).
 var securityConfigKeys = []configKey{
-	stringKey("listeners", "",
-		"Kafka listeners as NAME://host:port, comma-separated (Kafka listeners); empty means one PLAINTEXT listener on kafka-addr",
-		"E.g. PLAINTEXT://localhost:9092,SASL_SSL://:9093. A name is a security protocol\n(PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL) or is given one by\nlistener-security-protocol-map. When set, kafka-addr and advertised-addr are\nignored (with a warning at start).",
+	stringKey(keyInfo{name: "listeners", def: "", usage: "Kafka listeners as NAME://host:port, comma-separated (Kafka listeners); empty means one PLAINTEXT listener on kafka-addr", doc: "E.g. PLAINTEXT://localhost:9092,SASL_SSL://:9093. A name is a security protocol\n(PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL) or is given one by\nlistener-security-protocol-map. When set, kafka-addr and advertised-addr are\nignored (with a warning at start)."},
 		func(c *Config) *string { return &c.Security.Listeners }, noCheck),
-	stringKey("advertised-listeners", "",
-		"addresses given to clients, per listener name, as NAME://host:port (Kafka advertised.listeners); a listener not named here advertises its own address",
-		"Each client is answered (Metadata, FindCoordinator, DescribeCluster) with the\naddress of the listener it connected to.",
+	stringKey(keyInfo{name: "advertised-listeners", def: "", usage: "addresses given to clients, per listener name, as NAME://host:port (Kafka advertised.listeners); a listener not named here advertises its own address", doc: "Each client is answered (Metadata, FindCoordinator, DescribeCluster) with the\naddress of the listener it connected to."},
 		func(c *Config) *string { return &c.Security.AdvertisedListeners }, noCheck),
-	stringKey("listener-security-protocol-map", "",
-		"security protocol of listener names that are not protocols, as NAME:PROTOCOL,... (Kafka listener.security.protocol.map)",
-		"E.g. INTERNAL:SASL_PLAINTEXT,EXTERNAL:SASL_SSL.",
+	stringKey(keyInfo{name: "listener-security-protocol-map", def: "", usage: "security protocol of listener names that are not protocols, as NAME:PROTOCOL,... (Kafka listener.security.protocol.map)", doc: "E.g. INTERNAL:SASL_PLAINTEXT,EXTERNAL:SASL_SSL."},
 		func(c *Config) *string { return &c.Security.ListenerProtocolMap }, noCheck),
-	stringKey("ssl-cert-file", "",
-		"PEM certificate chain of the SSL and SASL_SSL listeners (and of HTTPS with http-tls)",
-		"Reloaded without a restart when the file changes (checked at most once a second,\non a handshake). TLS 1.2 or later.",
+	stringKey(keyInfo{name: "ssl-cert-file", def: "", usage: "PEM certificate chain of the SSL and SASL_SSL listeners (and of HTTPS with http-tls)", doc: "Reloaded without a restart when the file changes (checked at most once a second,\non a handshake). TLS 1.2 or later."},
 		func(c *Config) *string { return &c.Security.SSLCertFile }, noCheck),
-	stringKey("ssl-key-file", "",
-		"PEM private key of ssl-cert-file", "",
+	stringKey(keyInfo{name: "ssl-key-file", def: "", usage: "PEM private key of ssl-cert-file", doc: ""},
 		func(c *Config) *string { return &c.Security.SSLKeyFile }, noCheck),
-	stringKey("ssl-client-ca-file", "",
-		"PEM CA certificates that client certificates must chain to (mutual TLS)", "",
+	stringKey(keyInfo{name: "ssl-client-ca-file", def: "", usage: "PEM CA certificates that client certificates must chain to (mutual TLS)", doc: ""},
 		func(c *Config) *string { return &c.Security.SSLClientCAFile }, noCheck),
-	enumKey("ssl-client-auth", "none",
-		"client certificates on TLS listeners: none, requested or required (Kafka ssl.client.auth)",
-		"On an SSL listener the principal is the certificate's subject, mapped by\nssl-principal-mapping-rules; without a certificate it is User:ANONYMOUS.",
+	enumKey(keyInfo{name: "ssl-client-auth", def: "none", usage: "client certificates on TLS listeners: none, requested or required (Kafka ssl.client.auth)", doc: "On an SSL listener the principal is the certificate's subject, mapped by\nssl-principal-mapping-rules; without a certificate it is User:ANONYMOUS."},
 		func(c *Config) *string { return &c.Security.SSLClientAuth }, "none", "requested", "required"),
-	stringKey("ssl-principal-mapping-rules", "DEFAULT",
-		"how a client certificate's subject becomes a user name (Kafka ssl.principal.mapping.rules)",
-		"RULE:pattern/replacement/[LU],...,DEFAULT; DEFAULT is the whole DN as Kafka\nwrites it (CN=alice,OU=eng,O=Example,C=US). E.g. RULE:^CN=([^,]+),.*$/$1/,DEFAULT.",
+	stringKey(keyInfo{name: "ssl-principal-mapping-rules", def: "DEFAULT", usage: "how a client certificate's subject becomes a user name (Kafka ssl.principal.mapping.rules)", doc: "RULE:pattern/replacement/[LU],...,DEFAULT; DEFAULT is the whole DN as Kafka\nwrites it (CN=alice,OU=eng,O=Example,C=US). E.g. RULE:^CN=([^,]+),.*$/$1/,DEFAULT."},
 		func(c *Config) *string { return &c.Security.SSLPrincipalMappingRules },
 		func(v string) string {
 			if _, err := auth.ParsePrincipalRules(v); err != nil {
@@ -106,12 +124,9 @@ var securityConfigKeys = []configKey{
 			}
 			return ""
 		}),
-	boolKey("http-tls", "false",
-		"serve the HTTP listener over TLS with ssl-cert-file, ssl-key-file, ssl-client-ca-file and ssl-client-auth", "",
+	boolKey(keyInfo{name: "http-tls", def: "false", usage: "serve the HTTP listener over TLS with ssl-cert-file, ssl-key-file, ssl-client-ca-file and ssl-client-auth", doc: ""},
 		func(c *Config) *bool { return &c.Security.HTTPTLS }),
-	stringKey("sasl-enabled-mechanisms", "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
-		"SASL mechanisms of the SASL listeners (Kafka sasl.enabled.mechanisms)",
-		"PLAIN checks the password against the stored SCRAM credentials. Use PLAIN only\nover SASL_SSL: it sends the password.",
+	stringKey(keyInfo{name: "sasl-enabled-mechanisms", def: "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512", usage: "SASL mechanisms of the SASL listeners (Kafka sasl.enabled.mechanisms)", doc: "PLAIN checks the password against the stored SCRAM credentials. Use PLAIN only\nover SASL_SSL: it sends the password."},
 		func(c *Config) *string { return &c.Security.SASLMechanisms },
 		func(v string) string {
 			if _, err := parseMechanisms(v); err != nil {
@@ -119,15 +134,9 @@ var securityConfigKeys = []configKey{
 			}
 			return ""
 		}),
-	durationKey("connections-max-reauth", "0s",
-		"longest SASL session before the client must re-authenticate on its connection (KIP-368, Kafka connections.max.reauth.ms); 0 means never",
-		"", func(c *Config) *time.Duration { return &c.Security.ConnectionsMaxReauth }, 0, 365*24*time.Hour),
-	durationKey("connection-failed-authentication-delay", "100ms",
-		"delay before answering a failed SASL authentication; repeated failures from one address within a minute wait longer, up to 5s (Kafka connection.failed.authentication.delay.ms)",
-		"", func(c *Config) *time.Duration { return &c.Security.FailedAuthenticationDelay }, 0, 5*time.Second),
-	stringKey("sasl-bootstrap-user", "",
-		"user created at start with SCRAM-SHA-256 and SCRAM-SHA-512 credentials if it has none yet (the first admin)",
-		"Its password comes from sasl-bootstrap-password-file or the environment\nvariable "+bootstrapPasswordEnv+" (never a flag; never logged). An existing\nuser is never changed, so `broker users passwd` stays in force.",
+	durationKey(keyInfo{name: "connections-max-reauth", def: "0s", usage: "longest SASL session before the client must re-authenticate on its connection (KIP-368, Kafka connections.max.reauth.ms); 0 means never", doc: ""}, func(c *Config) *time.Duration { return &c.Security.ConnectionsMaxReauth }, 0, 365*24*time.Hour),
+	durationKey(keyInfo{name: "connection-failed-authentication-delay", def: "100ms", usage: "delay before answering a failed SASL authentication; repeated failures from one address within a minute wait longer, up to 5s (Kafka connection.failed.authentication.delay.ms)", doc: ""}, func(c *Config) *time.Duration { return &c.Security.FailedAuthenticationDelay }, 0, 5*time.Second),
+	stringKey(keyInfo{name: "sasl-bootstrap-user", def: "", usage: "user created at start with SCRAM-SHA-256 and SCRAM-SHA-512 credentials if it has none yet (the first admin)", doc: "Its password comes from sasl-bootstrap-password-file or the environment\nvariable " + bootstrapPasswordEnv + " (never a flag; never logged). An existing\nuser is never changed, so `broker users passwd` stays in force."},
 		func(c *Config) *string { return &c.Security.BootstrapUser },
 		func(v string) string {
 			if v != "" && auth.CheckUser(v) != nil {
@@ -135,9 +144,58 @@ var securityConfigKeys = []configKey{
 			}
 			return ""
 		}),
-	stringKey("sasl-bootstrap-password-file", "",
-		"file holding the password of sasl-bootstrap-user (trailing newline ignored)", "",
+	stringKey(keyInfo{name: "sasl-bootstrap-password-file", def: "", usage: "file holding the password of sasl-bootstrap-user (trailing newline ignored)", doc: ""},
 		func(c *Config) *string { return &c.Security.BootstrapPasswordFile }, noCheck),
+	stringKey(keyInfo{name: "sasl-oauthbearer-public-key-files", def: "", usage: "PEM files of the public keys (RSA, ECDSA, Ed25519, or certificates) that sign the JWTs of OAUTHBEARER and of HTTP Bearer, comma-separated", doc: "Read at start. Tokens are checked for signature, exp (required), nbf, iat,\nand the expected issuer and audience when set (KIP-255)."},
+		func(c *Config) *string { return &c.Security.OAuthPublicKeyFiles }, noCheck),
+	stringKey(keyInfo{name: "sasl-oauthbearer-jwks-file", def: "", usage: "JSON Web Key Set file of the JWT signing keys (instead of or beside sasl-oauthbearer-public-key-files; Kafka sasl.oauthbearer.jwks.endpoint.url with a file: URL)", doc: "A key with a kid is used only for tokens with that kid. Read at start."},
+		func(c *Config) *string { return &c.Security.OAuthJWKSFile }, noCheck),
+	stringKey(keyInfo{name: "sasl-oauthbearer-expected-issuer", def: "", usage: "iss that every JWT must have; empty accepts any (Kafka sasl.oauthbearer.expected.issuer)", doc: ""},
+		func(c *Config) *string { return &c.Security.OAuthIssuer }, noCheck),
+	stringKey(keyInfo{name: "sasl-oauthbearer-expected-audience", def: "", usage: "audience that every JWT's aud must contain; empty accepts any (Kafka sasl.oauthbearer.expected.audience)", doc: ""},
+		func(c *Config) *string { return &c.Security.OAuthAudience }, noCheck),
+	stringKey(keyInfo{name: "sasl-oauthbearer-sub-claim-name", def: "sub", usage: "JWT claim whose value is the user name of the principal (Kafka sasl.oauthbearer.sub.claim.name)", doc: ""},
+		func(c *Config) *string { return &c.Security.OAuthSubClaim },
+		func(v string) string {
+			if v == "" {
+				return "is empty; use e.g. sub"
+			}
+			return ""
+		}),
+	durationKey(keyInfo{name: "sasl-oauthbearer-clock-skew", def: "30s", usage: "clock difference allowed when checking a JWT's exp, nbf and iat (Kafka sasl.oauthbearer.clock.skew.seconds)", doc: ""}, func(c *Config) *time.Duration { return &c.Security.OAuthClockSkew }, 0, 10*time.Minute),
+	enumKey(keyInfo{name: "http-auth", def: "none", usage: "authentication on the HTTP listener: none, or required (HTTP Basic with a broker user, Bearer with a JWT, or the console's login)", doc: "With required, /healthz, /readyz and the console's login page stay open;\n/metrics and /debug/pprof/ follow http-auth-metrics."},
+		func(c *Config) *string { return &c.Security.HTTPAuth }, "none", "required"),
+	enumKey(keyInfo{name: "http-auth-metrics", def: "required", usage: "with http-auth required: whether /metrics and /debug/pprof/ need credentials too (required) or stay open (open)", doc: "Keep required when the HTTP port is reachable by others: profiles and metrics\ntell a lot about the broker. A Prometheus scrape can send Basic credentials."},
+		func(c *Config) *string { return &c.Security.HTTPAuthMetrics }, "open", "required"),
+	boolKey(keyInfo{name: "authorizer-enabled", def: "false", usage: "check every Kafka request against the ACLs (Kafka authorizer.class.name=StandardAuthorizer); off allows everything", doc: "ACLs are managed with `broker acls` or any Kafka admin client (CreateAcls,\nDescribeAcls, DeleteAcls) and stored in the data directory. Put the admin in\nsuper-users, or nobody may create the first ACL."},
+		func(c *Config) *bool { return &c.Security.AuthorizerEnabled }),
+	stringKey(keyInfo{name: "super-users", def: "", usage: "principals allowed everything when authorizer-enabled, as User:alice;User:bob (Kafka super.users)", doc: ""},
+		func(c *Config) *string { return &c.Security.SuperUsers },
+		func(v string) string {
+			if _, err := parseSuperUsers(v); err != nil {
+				return err.Error()
+			}
+			return ""
+		}),
+	boolKey(keyInfo{name: "allow-everyone-if-no-acl-found", def: "false", usage: "with authorizer-enabled, allow an operation on a resource no ACL names at all (Kafka allow.everyone.if.no.acl.found)", doc: ""},
+		func(c *Config) *bool { return &c.Security.AllowEveryoneIfNoACL }),
+}
+
+// parseSuperUsers reads Kafka's super.users: principals separated by ";".
+func parseSuperUsers(v string) ([]string, error) {
+	var out []string
+	for _, p := range strings.Split(v, ";") {
+		p = strings.TrimSpace(p)
+		if p == "" {
+			continue
+		}
+		typ, name, ok := strings.Cut(p, ":")
+		if !ok || typ != auth.PrincipalType || name == "" {
+			return nil, fmt.Errorf("names %q, which is not a principal; use User:alice;User:bob", p)
+		}
+		out = append(out, p)
+	}
+	return out, nil
 }
 
 func parseMechanisms(v string) ([]string, error) {
@@ -147,9 +205,9 @@ func parseMechanisms(v string) ([]string, error) {
 		if m == "" {
 			continue
 		}
-		if m != auth.MechanismPlain {
+		if m != auth.MechanismPlain && m != auth.MechanismOAuthBearer {
 			if _, ok := auth.ParseMechanism(m); !ok {
-				return nil, fmt.Errorf("names %q, which is not PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", m)
+				return nil, fmt.Errorf("names %q, which is not PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER", m)
 			}
 		}
 		out = append(out, m)
@@ -277,6 +335,9 @@ func (c *Config) validateSecurity() []error {
 	if sc.SSLClientAuth != "none" && sc.SSLClientCAFile == "" {
 		errs = append(errs, fmt.Errorf("ssl-client-auth is %s but ssl-client-ca-file is empty; set it to the PEM CA that signs client certificates", sc.SSLClientAuth))
 	}
+	if mechs, _ := parseMechanisms(sc.SASLMechanisms); slices.Contains(mechs, auth.MechanismOAuthBearer) && !sc.jwtConfig().Enabled() {
+		errs = append(errs, errors.New("sasl-enabled-mechanisms has OAUTHBEARER but no JWT key is configured; set sasl-oauthbearer-public-key-files or sasl-oauthbearer-jwks-file"))
+	}
 	if sc.BootstrapPasswordFile != "" && sc.BootstrapUser == "" {
 		errs = append(errs, errors.New("sasl-bootstrap-password-file is set but sasl-bootstrap-user is not; name the user"))
 	}
@@ -360,11 +421,12 @@ func newTLSSource(cfg *Config, log zerolog.Logger) (*auth.TLSSource, error) {
 }
 
 // saslConfig is the kafkaproto SASL configuration.
-func saslConfig(cfg *Config, creds *auth.Store) kafkaproto.SASLConfig {
+func saslConfig(cfg *Config, creds *auth.Store, jwt *auth.JWTValidator) kafkaproto.SASLConfig {
 	mechs, _ := parseMechanisms(cfg.Security.SASLMechanisms) // Validate checked
 	return kafkaproto.SASLConfig{
 		Mechanisms:   mechs,
 		Credentials:  creds,
+		JWT:          jwt,
 		MaxReauth:    cfg.Security.ConnectionsMaxReauth,
 		FailureDelay: cfg.Security.FailedAuthenticationDelay,
 	}
@@ -406,6 +468,30 @@ func bootstrapUser(cfg *Config, creds *auth.Store, log zerolog.Logger) error {
 	}
 	log.Info().Str("user", user).Str("password_from", source).Msg("bootstrap user created (SCRAM-SHA-256, SCRAM-SHA-512)")
 	return nil
+}
+
+// newJWTValidator loads the OAUTHBEARER keys; nil when none is configured.
+func newJWTValidator(cfg *Config) (*auth.JWTValidator, error) {
+	jc := cfg.Security.jwtConfig()
+	if !jc.Enabled() {
+		return nil, nil
+	}
+	v, err := auth.NewJWTValidator(jc)
+	if err != nil {
+		return nil, fmt.Errorf("sasl-oauthbearer keys: %w", err)
+	}
+	return v, nil
+}
+
+// httpAuth is the HTTP listener's authentication.
+func httpAuth(cfg *Config, creds *auth.Store, jwt *auth.JWTValidator) httpapi.AuthConfig {
+	return httpapi.AuthConfig{
+		Required:     cfg.Security.HTTPAuth == "required",
+		Passwords:    auth.NewPasswordChecker(creds, 0, 0),
+		JWT:          jwt,
+		MetricsOpen:  cfg.Security.HTTPAuthMetrics == "open",
+		FailureDelay: cfg.Security.FailedAuthenticationDelay,
+	}
 }
 
 // httpTLS is the HTTP listener's TLS configuration when http-tls is on.

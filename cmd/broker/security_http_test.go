@@ -49,7 +49,10 @@ func writeTestCert(t *testing.T, dir string) (certFile, keyFile string, pool *x5
 
 // TestHTTPTLS: with http-tls the HTTP listener serves HTTPS with the ssl-*
 // files (TLS 1.2+); a plaintext HTTP request gets no answer. A broker
-// whose TLS files are missing does not start, and says which file.
+// whose TLS files are missing does not start, and says which file. With
+// http-auth required too, the probes stay open and the client subcommands
+// check the certificate against BROKER_CLIENT_TLS_CA_FILE and send their
+// credentials over HTTPS.
 func TestHTTPTLS(t *testing.T) {
 	dir := t.TempDir()
 	certFile, keyFile, pool := writeTestCert(t, dir)
@@ -60,6 +63,12 @@ func TestHTTPTLS(t *testing.T) {
 	cfg.MemtableSize, cfg.CacheSize = 4<<20, 8<<20
 	cfg.Security.HTTPTLS = true
 	cfg.Security.SSLCertFile, cfg.Security.SSLKeyFile = certFile, keyFile
+	cfg.Security.HTTPAuth = "required"
+	pwFile := filepath.Join(dir, "admin.password")
+	if err := os.WriteFile(pwFile, []byte("admin-secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Security.BootstrapUser, cfg.Security.BootstrapPasswordFile = "admin", pwFile
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -100,6 +109,14 @@ func TestHTTPTLS(t *testing.T) {
 	if code, out := healthcheck(); code != 1 {
 		t.Fatalf("plain healthcheck against HTTPS: exit %d: %s", code, out)
 	}
+	queueList := func(args ...string) (int, string) {
+		var out, errOut bytes.Buffer
+		code := realMain(append([]string{"broker", "queue", "list", "--server", "https://" + cfg.HTTPAddr, "-o", "json"}, args...), &out, &errOut)
+		return code, out.String() + errOut.String()
+	}
+	if code, out := queueList("--user", "admin", "--password-file", pwFile); code != exitUnavailable || !strings.Contains(out, "certificate") {
+		t.Fatalf("CLI over HTTPS without the CA: exit %d: %s", code, out)
+	}
 	caFile := filepath.Join(dir, "ca.pem")
 	if err := os.WriteFile(caFile, pemOf(t, certFile), 0o600); err != nil {
 		t.Fatal(err)
@@ -107,6 +124,12 @@ func TestHTTPTLS(t *testing.T) {
 	t.Setenv("BROKER_CLIENT_TLS_CA_FILE", caFile)
 	if code, out := healthcheck("--http-tls"); code != 0 || !strings.Contains(out, "ready") {
 		t.Fatalf("healthcheck --http-tls: exit %d: %s", code, out)
+	}
+	if code, out := queueList(); code != exitFailure || !strings.Contains(out, "unauthorized") {
+		t.Fatalf("CLI over HTTPS without credentials: exit %d: %s", code, out)
+	}
+	if code, out := queueList("--user", "admin", "--password-file", pwFile); code != 0 || !strings.Contains(out, "[]") {
+		t.Fatalf("CLI over HTTPS with credentials: exit %d: %s", code, out)
 	}
 
 	bad := *cfg

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -54,6 +56,10 @@ func TestSecurityConfig(t *testing.T) {
 		"bad mechanism":                {[]string{"--sasl-enabled-mechanisms", "PLAIN,GSSAPI"}, "GSSAPI"},
 		"bad mapping rule":             {[]string{"--ssl-principal-mapping-rules", "RULE:oops"}, "not RULE:pattern/replacement/[LU] or DEFAULT"},
 		"password file without user":   {[]string{"--sasl-bootstrap-password-file", "pw"}, "sasl-bootstrap-user is not"},
+		"OAUTHBEARER without keys":     {[]string{"--sasl-enabled-mechanisms", "OAUTHBEARER"}, "set sasl-oauthbearer-public-key-files or sasl-oauthbearer-jwks-file"},
+		"bad http-auth":                {[]string{"--http-auth", "basic"}, "none or required"},
+		"bad http-auth-metrics":        {[]string{"--http-auth-metrics", "yes"}, "open or required"},
+		"empty sub claim":              {[]string{"--sasl-oauthbearer-sub-claim-name", ""}, "use e.g. sub"},
 	} {
 		c, err := loadFromArgs(t, tc.args, nil)
 		if err == nil {
@@ -77,7 +83,41 @@ func TestSecurityConfig(t *testing.T) {
 	}
 	// The client and bootstrap-password variables are not config keys but
 	// serve accepts them.
-	if _, err := loadFromArgs(t, nil, []string{"BROKER_SASL_BOOTSTRAP_PASSWORD=x", "BROKER_CLIENT_SASL_USER=u"}); err != nil {
+	if _, err := loadFromArgs(t, nil, []string{"BROKER_SASL_BOOTSTRAP_PASSWORD=x", "BROKER_CLIENT_SASL_USER=u", "BROKER_CLIENT_TOKEN_FILE=t"}); err != nil {
 		t.Fatalf("client variables refused: %v", err)
+	}
+}
+
+// TestJWTKeysAtStart: the OAUTHBEARER key files are read at start; an
+// unreadable file or one without a key stops the broker with a sentence
+// naming the key and the file.
+func TestJWTKeysAtStart(t *testing.T) {
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "empty.pem")
+	if err := os.WriteFile(empty, []byte("not a key\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for name, tc := range map[string]struct {
+		args []string
+		want string
+	}{
+		"missing PEM": {[]string{"--sasl-oauthbearer-public-key-files", filepath.Join(dir, "nope.pem")}, "nope.pem"},
+		"no key":      {[]string{"--sasl-oauthbearer-public-key-files", empty}, "holds no PEM public key"},
+		"bad JWKS":    {[]string{"--sasl-oauthbearer-jwks-file", empty}, "is not a JSON Web Key Set"},
+	} {
+		c, err := loadFromArgs(t, tc.args, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := newJWTValidator(c); err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "sasl-oauthbearer") {
+			t.Errorf("%s: got %v, want an error naming sasl-oauthbearer and %q", name, err, tc.want)
+		}
+	}
+	c, err := loadFromArgs(t, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, err := newJWTValidator(c); v != nil || err != nil {
+		t.Errorf("no key files: %v %v, want no validator", v, err)
 	}
 }

@@ -73,7 +73,7 @@ func storageOnline(cCtx *cli.Context, path string, bar *progressBar, out any) er
 		return err
 	}
 	c.timeout = 0
-	err = c.callProgress(cCtx.Context, http.MethodPost, path, nil, out, bar.update)
+	err = c.callProgress(cCtx.Context, apiCall{method: http.MethodPost, path: path, body: nil}, out, bar.update)
 	bar.done()
 	return err
 }
@@ -113,7 +113,7 @@ func storageStats(cCtx *cli.Context) error {
 		if err != nil {
 			return err
 		}
-		if _, err := c.call(cCtx.Context, http.MethodGet, "/v1/admin/storage", nil, nil, &stats); err != nil {
+		if _, err := c.call(cCtx.Context, apiCall{method: http.MethodGet, path: "/v1/admin/storage", query: nil, body: nil}, &stats); err != nil {
 			return err
 		}
 	}
@@ -192,7 +192,7 @@ func storageBackup(cCtx *cli.Context) error {
 			return err
 		}
 		c.timeout = 0 // a large store takes a while to checkpoint
-		if _, err := c.call(cCtx.Context, http.MethodPost, "/v1/admin/backup", nil, httpapi.BackupRequest{Dir: to}, &res); err != nil {
+		if _, err := c.call(cCtx.Context, apiCall{method: http.MethodPost, path: "/v1/admin/backup", query: nil, body: httpapi.BackupRequest{Dir: to}}, &res); err != nil {
 			return err
 		}
 	}

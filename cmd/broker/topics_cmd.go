@@ -109,18 +109,28 @@ func bootstrapFlag() *cli.StringFlag {
 // kafkaAdmin connects a kadm client to --bootstrap-server. Its context
 // ends after timeout; done cancels it and closes the client.
 func kafkaAdmin(cCtx *cli.Context, timeout time.Duration) (adm *kadm.Client, ctx context.Context, done func(), err error) {
+	cl, ctx, done, err := kafkaClient(cCtx, timeout)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return kadm.NewClient(cl), ctx, done, nil
+}
+
+// kafkaClient connects a franz-go client to --bootstrap-server with the
+// client security settings.
+func kafkaClient(cCtx *cli.Context, timeout time.Duration) (cl *kgo.Client, ctx context.Context, done func(), err error) {
 	addr := cCtx.String("bootstrap-server")
 	security, err := clientSecurityOpts(cCtx) // users_cmd.go
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(strings.Split(addr, ",")...), kgo.ClientID("broker-cli"),
+	cl, err = kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(strings.Split(addr, ",")...), kgo.ClientID("broker-cli"),
 		kgo.RequestRetries(2), kgo.RetryTimeout(10 * time.Second)}, security...)...)
 	if err != nil {
 		return nil, nil, nil, usageErrorf("--bootstrap-server %q: %v", addr, err)
 	}
 	ctx, cancel := context.WithTimeout(cCtx.Context, timeout)
-	return kadm.NewClient(cl), ctx, func() { cancel(); cl.Close() }, nil
+	return cl, ctx, func() { cancel(); cl.Close() }, nil
 }
 
 // topicsAdmin connects a kadm client to --bootstrap-server.

@@ -8,6 +8,7 @@ import { groupsPage, groupPage } from './groups.js';
 import { queuesPage, queuePage } from './queues.js';
 import { storesPage, storePage } from './stores.js';
 import { transactionsPage } from './transactions.js';
+import { checkLogin, showLogin } from './login.js';
 
 const routes = {
   overview: [overviewPage, overviewPage],
@@ -60,5 +61,11 @@ async function render() {
   root.setAttribute('data-loaded', 'true');
 }
 
-window.addEventListener('hashchange', render);
-render();
+// A 401 from any call (the session ended, the password changed) stops
+// the page and shows the login form; a login renders the page again.
+window.addEventListener('broker-unauthorized', () => {
+  if (current) current.stop();
+  showLogin(render);
+});
+window.addEventListener('hashchange', () => { if (!document.getElementById('login-form')) render(); });
+checkLogin(render);

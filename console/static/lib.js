@@ -11,9 +11,13 @@ export class APIError extends Error {
 }
 
 // api calls the broker's JSON API; a non-2xx answer throws an APIError
-// carrying the broker's code and sentence.
+// carrying the broker's code and sentence. Every call carries the
+// X-Broker-Console header: with http-auth required the broker accepts the
+// login's session cookie only with it (another origin cannot send a custom
+// header without a CORS preflight, which the broker never answers). A 401
+// fires 'broker-unauthorized', and the app shows the login form again.
 export async function api(method, path, body) {
-  const init = { method, headers: {} };
+  const init = { method, headers: { 'X-Broker-Console': '1' }, credentials: 'same-origin' };
   if (body !== undefined) {
     init.headers['Content-Type'] = 'application/json';
     init.body = JSON.stringify(body);
@@ -24,6 +28,9 @@ export async function api(method, path, body) {
   const text = await resp.text();
   if (text) {
     try { data = JSON.parse(text); } catch { data = { message: text }; }
+  }
+  if (resp.status === 401 && path !== '/v1/auth/login') {
+    window.dispatchEvent(new CustomEvent('broker-unauthorized'));
   }
   if (!resp.ok) throw new APIError(resp.status, data);
   return data;

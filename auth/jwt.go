@@ -1,0 +1,337 @@
+package auth
+
+import (
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/elliptic"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"math/big"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// JWTConfig says which bearer tokens (JWTs, RFC 7519) the broker accepts:
+// the SASL mechanism OAUTHBEARER (KIP-255) and HTTP's Authorization:
+// Bearer use the same settings.
+type JWTConfig struct {
+	// PublicKeyFiles are PEM files of public keys (RSA, ECDSA, Ed25519;
+	// "PUBLIC KEY" blocks or certificates) that may sign tokens.
+	PublicKeyFiles []string
+	// JWKSFile is a JSON Web Key Set file (RFC 7517) of signing keys; keys
+	// with a kid are matched to the token's kid.
+	JWKSFile string
+	// Issuer, when set, must equal the token's iss.
+	Issuer string
+	// Audience, when set, must be one of the token's aud.
+	Audience string
+	// PrincipalClaim names the claim that becomes the user name (default
+	// "sub").
+	PrincipalClaim string
+	// ClockSkew is allowed on exp, nbf and iat (default 30s).
+	ClockSkew time.Duration
+}
+
+// Enabled reports whether any signing key is configured.
+func (c JWTConfig) Enabled() bool { return len(c.PublicKeyFiles) > 0 || c.JWKSFile != "" }
+
+// signingAlgorithms are the accepted "alg" values: asymmetric only, so
+// that a public key can never be used as an HMAC secret, and never "none".
+var signingAlgorithms = []string{"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"}
+
+// JWTValidator checks bearer tokens against the configured keys. It is
+// read-only after NewJWTValidator and safe for concurrent use.
+type JWTValidator struct {
+	cfg    JWTConfig
+	keys   []jwtKey
+	parser func(now time.Time) *jwt.Parser
+}
+
+type jwtKey struct {
+	kid string
+	key crypto.PublicKey
+}
+
+// Token is what a valid token says.
+type Token struct {
+	// User is the principal claim's value (the user of "User:name").
+	User string
+	// Expires is the token's exp.
+	Expires time.Time
+}
+
+// NewJWTValidator loads the keys; an unreadable file, or one without a
+// usable key, is an error naming it.
+func NewJWTValidator(cfg JWTConfig) (*JWTValidator, error) {
+	if cfg.PrincipalClaim == "" {
+		cfg.PrincipalClaim = "sub"
+	}
+	if cfg.ClockSkew <= 0 {
+		cfg.ClockSkew = 30 * time.Second
+	}
+	v := &JWTValidator{cfg: cfg}
+	for _, f := range cfg.PublicKeyFiles {
+		keys, err := loadPEMKeys(f)
+		if err != nil {
+			return nil, err
+		}
+		v.keys = append(v.keys, keys...)
+	}
+	if cfg.JWKSFile != "" {
+		keys, err := loadJWKS(cfg.JWKSFile)
+		if err != nil {
+			return nil, err
+		}
+		v.keys = append(v.keys, keys...)
+	}
+	if len(v.keys) == 0 {
+		return nil, errors.New("auth: no JWT signing key is configured; set a PEM public key file or a JWKS file")
+	}
+	v.parser = func(now time.Time) *jwt.Parser {
+		opts := []jwt.ParserOption{
+			jwt.WithValidMethods(signingAlgorithms),
+			jwt.WithLeeway(cfg.ClockSkew),
+			jwt.WithExpirationRequired(),
+			jwt.WithIssuedAt(),
+			jwt.WithTimeFunc(func() time.Time { return now }),
+		}
+		if cfg.Issuer != "" {
+			opts = append(opts, jwt.WithIssuer(cfg.Issuer))
+		}
+		if cfg.Audience != "" {
+			opts = append(opts, jwt.WithAudience(cfg.Audience))
+		}
+		return jwt.NewParser(opts...)
+	}
+	return v, nil
+}
+
+// Validate checks the token's signature, exp (required), nbf, iat, iss
+// and aud at now, and returns its principal. The error says why, without
+// the token.
+func (v *JWTValidator) Validate(raw string, now time.Time) (Token, error) {
+	claims := jwt.MapClaims{}
+	tok, err := v.parser(now).ParseWithClaims(raw, claims, v.keyFor)
+	if err != nil || !tok.Valid {
+		return Token{}, fmt.Errorf("%w: invalid token: %v", ErrAuthenticationFailed, jwtReason(err))
+	}
+	user, _ := claims[v.cfg.PrincipalClaim].(string)
+	if user == "" {
+		return Token{}, fmt.Errorf("%w: the token has no string claim %q (the principal)", ErrAuthenticationFailed, v.cfg.PrincipalClaim)
+	}
+	if len(user) > MaxUserNameBytes {
+		return Token{}, fmt.Errorf("%w: the token's principal is longer than %d bytes", ErrAuthenticationFailed, MaxUserNameBytes)
+	}
+	exp, err := claims.GetExpirationTime()
+	if err != nil || exp == nil {
+		return Token{}, fmt.Errorf("%w: the token has no exp", ErrAuthenticationFailed)
+	}
+	return Token{User: user, Expires: exp.Time}, nil
+}
+
+// jwtReason shortens the library's error to its class.
+func jwtReason(err error) string {
+	for _, e := range []error{jwt.ErrTokenExpired, jwt.ErrTokenNotValidYet, jwt.ErrTokenUsedBeforeIssued,
+		jwt.ErrTokenInvalidIssuer, jwt.ErrTokenInvalidAudience, jwt.ErrTokenSignatureInvalid,
+		jwt.ErrTokenUnverifiable, jwt.ErrTokenMalformed, jwt.ErrTokenRequiredClaimMissing} {
+		if errors.Is(err, e) {
+			return e.Error()
+		}
+	}
+	if err == nil {
+		return "not valid"
+	}
+	return err.Error()
+}
+
+// keyFor returns the keys that may have signed t: the one with its kid,
+// else every key of the algorithm's type.
+func (v *JWTValidator) keyFor(t *jwt.Token) (any, error) {
+	kid, _ := t.Header["kid"].(string)
+	var set jwt.VerificationKeySet
+	for _, k := range v.keys {
+		if kid != "" && k.kid != "" && k.kid != kid {
+			continue
+		}
+		if keyFitsMethod(k.key, t.Method) {
+			set.Keys = append(set.Keys, k.key)
+		}
+	}
+	if len(set.Keys) == 0 {
+		return nil, fmt.Errorf("no configured key fits alg %s kid %q", t.Method.Alg(), kid)
+	}
+	return set, nil
+}
+
+func keyFitsMethod(key crypto.PublicKey, m jwt.SigningMethod) bool {
+	switch key.(type) {
+	case *rsa.PublicKey:
+		return strings.HasPrefix(m.Alg(), "RS") || strings.HasPrefix(m.Alg(), "PS")
+	case *ecdsa.PublicKey:
+		return strings.HasPrefix(m.Alg(), "ES")
+	case ed25519.PublicKey:
+		return m.Alg() == "EdDSA"
+	}
+	return false
+}
+
+// loadPEMKeys reads the public keys and certificates of a PEM file.
+func loadPEMKeys(file string) ([]jwtKey, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read the JWT public key file: %w", err)
+	}
+	var out []jwtKey
+	for {
+		var block *pem.Block
+		block, data = pem.Decode(data)
+		if block == nil {
+			break
+		}
+		var key any
+		switch block.Type {
+		case "PUBLIC KEY":
+			key, err = x509.ParsePKIXPublicKey(block.Bytes)
+		case "RSA PUBLIC KEY":
+			key, err = x509.ParsePKCS1PublicKey(block.Bytes)
+		case "CERTIFICATE":
+			var cert *x509.Certificate
+			if cert, err = x509.ParseCertificate(block.Bytes); err == nil {
+				key = cert.PublicKey
+			}
+		default:
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("JWT public key file %s: a %s block cannot be read: %v", file, block.Type, err)
+		}
+		switch key.(type) {
+		case *rsa.PublicKey, *ecdsa.PublicKey, ed25519.PublicKey:
+			out = append(out, jwtKey{key: key})
+		default:
+			return nil, fmt.Errorf("JWT public key file %s holds a %T key; use RSA, ECDSA or Ed25519", file, key)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("JWT public key file %s holds no PEM public key or certificate", file)
+	}
+	return out, nil
+}
+
+// jwk is one key of a JWKS (RFC 7517, RFC 7518 section 6).
+type jwk struct {
+	Kty string `json:"kty"`
+	Kid string `json:"kid"`
+	Use string `json:"use"`
+	N   string `json:"n"`
+	E   string `json:"e"`
+	Crv string `json:"crv"`
+	X   string `json:"x"`
+	Y   string `json:"y"`
+}
+
+// loadJWKS reads the signing keys of a JWKS file: RSA, EC (P-256, P-384,
+// P-521) and OKP (Ed25519); keys for encryption are skipped.
+func loadJWKS(file string) ([]jwtKey, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read the JWKS file: %w", err)
+	}
+	var set struct {
+		Keys []jwk `json:"keys"`
+	}
+	if err := json.Unmarshal(data, &set); err != nil {
+		return nil, fmt.Errorf("JWKS file %s is not a JSON Web Key Set: %v", file, err)
+	}
+	var out []jwtKey
+	for i, k := range set.Keys {
+		if k.Use != "" && k.Use != "sig" {
+			continue
+		}
+		key, err := k.publicKey()
+		if err != nil {
+			return nil, fmt.Errorf("JWKS file %s: key %d (kid %q): %v", file, i, k.Kid, err)
+		}
+		out = append(out, jwtKey{kid: k.Kid, key: key})
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("JWKS file %s holds no signing key", file)
+	}
+	return out, nil
+}
+
+func b64(field, s string) ([]byte, error) {
+	b, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(s, "="))
+	if err != nil || len(b) == 0 {
+		return nil, fmt.Errorf("member %q is not base64url", field)
+	}
+	return b, nil
+}
+
+func (k jwk) publicKey() (crypto.PublicKey, error) {
+	switch k.Kty {
+	case "RSA":
+		n, err := b64("n", k.N)
+		if err != nil {
+			return nil, err
+		}
+		e, err := b64("e", k.E)
+		if err != nil {
+			return nil, err
+		}
+		if len(e) > 4 {
+			return nil, errors.New("the RSA exponent is too large")
+		}
+		key := &rsa.PublicKey{N: new(big.Int).SetBytes(n), E: int(new(big.Int).SetBytes(e).Int64())}
+		if key.N.BitLen() < 2048 {
+			return nil, fmt.Errorf("the RSA key has %d bits; use at least 2048", key.N.BitLen())
+		}
+		return key, nil
+	case "EC":
+		curves := map[string]elliptic.Curve{"P-256": elliptic.P256(), "P-384": elliptic.P384(), "P-521": elliptic.P521()}
+		curve, ok := curves[k.Crv]
+		if !ok {
+			return nil, fmt.Errorf("curve %q is not P-256, P-384 or P-521", k.Crv)
+		}
+		x, err := b64("x", k.X)
+		if err != nil {
+			return nil, err
+		}
+		y, err := b64("y", k.Y)
+		if err != nil {
+			return nil, err
+		}
+		size := (curve.Params().BitSize + 7) / 8
+		if len(x) != size || len(y) != size {
+			return nil, fmt.Errorf("x and y must be %d bytes for %s", size, k.Crv)
+		}
+		// The standard library checks that the point is on the curve.
+		key, err := ecdsa.ParseUncompressedPublicKey(curve, append(append([]byte{4}, x...), y...))
+		if err != nil {
+			return nil, fmt.Errorf("the EC point is not valid: %v", err)
+		}
+		return key, nil
+	case "OKP":
+		if k.Crv != "Ed25519" {
+			return nil, fmt.Errorf("OKP curve %q is not Ed25519", k.Crv)
+		}
+		x, err := b64("x", k.X)
+		if err != nil {
+			return nil, err
+		}
+		if len(x) != ed25519.PublicKeySize {
+			return nil, errors.New("an Ed25519 key is 32 bytes")
+		}
+		return ed25519.PublicKey(x), nil
+	}
+	return nil, fmt.Errorf("key type %q is not RSA, EC or OKP", k.Kty)
+}
