@@ -722,4 +722,27 @@ func testShareGroupErrors(t *testing.T, b *brokerProc) {
 	if r := c.roundTrip(hb).(*kmsg.ShareGroupHeartbeatResponse); r.ErrorCode != kerr.GroupIDNotFound.Code {
 		t.Errorf("a share member joining a classic group's name: %s, want GROUP_ID_NOT_FOUND", errName(r.ErrorCode))
 	}
+
+	// DeleteGroups: NON_EMPTY_GROUP while the member is in, then deleted.
+	del := func() int16 {
+		t.Helper()
+		req := kmsg.NewPtrDeleteGroupsRequest()
+		req.Groups = []string{group}
+		resp, err := req.RequestWith(testCtx(t, opTimeout), newClient(t, b.Addr()))
+		if err != nil || len(resp.Groups) != 1 {
+			t.Fatalf("DeleteGroups: %v %+v", err, resp)
+		}
+		return resp.Groups[0].ErrorCode
+	}
+	if code := del(); code != kerr.NonEmptyGroup.Code {
+		t.Errorf("deleting a share group with a member: %s, want NON_EMPTY_GROUP", errName(code))
+	}
+	leave := kmsg.NewPtrShareGroupHeartbeatRequest()
+	leave.Version, leave.GroupID, leave.MemberID, leave.MemberEpoch = 1, group, m.id, -1
+	if r := m.c.roundTrip(leave).(*kmsg.ShareGroupHeartbeatResponse); r.ErrorCode != 0 {
+		t.Fatalf("leaving: %s", errName(r.ErrorCode))
+	}
+	if code := del(); code != 0 {
+		t.Errorf("deleting the empty share group: %s", errName(code))
+	}
 }

@@ -107,9 +107,13 @@ func (c *Coordinator) DeleteGroups(names []string, now time.Time) *Future[[]erro
 	}
 	f := newFuture(failed)
 	res := make([]error, len(names))
+	share := c.deleteShareGroups(names, res)
 	o := &op{now: now}
 	c.mu.Lock()
 	for i, name := range names {
+		if share[i] {
+			continue
+		}
 		g := c.mu.groups[name]
 		switch {
 		case g == nil || g.is(StateDead):

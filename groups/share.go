@@ -493,3 +493,49 @@ func (c *Coordinator) ShareRecordLockDuration(group string) time.Duration {
 	defer c.share.mu.Unlock()
 	return c.shareLimitsLocked(group).lock
 }
+
+// deleteShareGroups deletes the named share groups that have no members
+// (their rows, share-partition states and configs; ErrNonEmptyGroup for
+// one with members), setting res for them, and reports which names were
+// share groups. The deletion is durable when it returns.
+func (c *Coordinator) deleteShareGroups(names []string, res []error) []bool {
+	out := make([]bool, len(names))
+	s := &c.share
+	s.mu.Lock()
+	var gone []string
+	w := c.applyShareLocked(func(b *pebblestore.Batch) {
+		for i, name := range names {
+			g := s.groups[name]
+			if g == nil {
+				continue
+			}
+			out[i] = true
+			if len(g.members) > 0 {
+				res[i] = fmt.Errorf("%w: share group %s has %d members", ErrNonEmptyGroup, name, len(g.members))
+				continue
+			}
+			b.Delete(shareGroupKey(name))
+			b.Delete(shareConfigKey(name))
+			for tp := range g.parts {
+				b.Delete(sharePartitionKey(tp, name))
+			}
+			gone = append(gone, name)
+		}
+	})
+	if w.errOrNil() == nil {
+		for _, name := range gone {
+			delete(s.groups, name)
+			delete(s.configs, name)
+			c.log.Info().Str("group", name).Msg("share group deleted")
+		}
+	}
+	s.mu.Unlock()
+	if err := w.wait(); err != nil {
+		for i, name := range names {
+			if slices.Contains(gone, name) {
+				res[i] = err
+			}
+		}
+	}
+	return out
+}

@@ -141,3 +141,34 @@ func TestShareSessionEpochs(t *testing.T) {
 		t.Fatalf("after closing: %v", err)
 	}
 }
+
+// TestShareGroupDelete: DeleteGroups refuses a share group with members,
+// deletes an empty one with its state, and it stays deleted after a
+// restart.
+func TestShareGroupDelete(t *testing.T) {
+	h := newHarness(t, Config{ShareAutoOffsetReset: "earliest"})
+	h.createTopic("orders", 1)
+	h.produce("orders", 2)
+	p := h.shareJoin("workers", "a", "orders")
+	h.shareSession(ShareSessionRequest{Group: "workers", MemberID: "a", Epoch: 0, Added: []SharePartitionID{p}})
+	h.acquire("workers", "a", p, 1)
+	if res := result(t, h.c.DeleteGroups([]string{"workers"}, h.now)); !errors.Is(res[0], ErrNonEmptyGroup) {
+		t.Fatalf("deleting a share group with a member: %v", res[0])
+	}
+	if _, wait, err := h.c.ShareHeartbeat(ShareHeartbeatRequest{Group: "workers", MemberID: "a", MemberEpoch: -1}, h.now); err != nil || wait() != nil {
+		t.Fatalf("leaving: %v", err)
+	}
+	if res := result(t, h.c.DeleteGroups([]string{"workers"}, h.now)); res[0] != nil {
+		t.Fatalf("deleting the empty share group: %v", res[0])
+	}
+	h.reopen()
+	if _, ok := h.c.DescribeShareGroup("workers"); ok {
+		t.Fatal("the deleted share group is back after a restart")
+	}
+	// A new group of that name starts over.
+	p = h.shareJoin("workers", "b", "orders")
+	h.shareSession(ShareSessionRequest{Group: "workers", MemberID: "b", Epoch: 0, Added: []SharePartitionID{p}})
+	if got := h.acquire("workers", "b", p, 10); !reflect.DeepEqual(got, []AcquiredRange{{0, 1, 1}}) {
+		t.Fatalf("the new group acquired %v, want 0-1 at count 1", got)
+	}
+}
