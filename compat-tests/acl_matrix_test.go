@@ -265,6 +265,8 @@ func runACLMatrix(t *testing.T, a aclTarget) {
 		delTopic = "acl-gone"
 		group    = "acl-group"
 		txnID    = "acl-txn"
+		// shareGroup is a share group (KIP-932).
+		shareGroup = "acl-share"
 	)
 	createTopic(t, a.admin, topic, 1, nil)
 	createTopic(t, a.admin, delTopic, 1, nil)
@@ -673,6 +675,49 @@ func runACLMatrix(t *testing.T, a aclTarget) {
 			call: func(ctx context.Context, cl *kgo.Client, br *kgo.Broker) int16 {
 				req := kmsg.NewPtrConsumerGroupDescribeRequest()
 				req.Groups = []string{group}
+				resp, err := req.RequestWith(ctx, br)
+				if err != nil || len(resp.Groups) != 1 {
+					return -100
+				}
+				return resp.Groups[0].ErrorCode
+			}},
+		{name: "ShareGroupHeartbeat", denied: kerr.GroupAuthorizationFailed, base: []binding{describeTopic}, grant: []binding{allowACL(G, shareGroup, kmsg.ACLOperationRead)},
+			call: func(ctx context.Context, cl *kgo.Client, br *kgo.Broker) int16 {
+				return aclShareJoin(ctx, br, shareGroup, topic)
+			}},
+		{name: "ShareGroupHeartbeat/subscribed topic", denied: kerr.TopicAuthorizationFailed, base: []binding{allowACL(G, shareGroup, kmsg.ACLOperationRead)}, grant: []binding{describeTopic},
+			call: func(ctx context.Context, cl *kgo.Client, br *kgo.Broker) int16 {
+				return aclShareJoin(ctx, br, shareGroup, topic)
+			}},
+		{name: "ShareGroupDescribe", denied: kerr.GroupAuthorizationFailed, grant: []binding{allowACL(G, shareGroup, kmsg.ACLOperationDescribe)},
+			call: func(ctx context.Context, cl *kgo.Client, br *kgo.Broker) int16 {
+				req := kmsg.NewPtrShareGroupDescribeRequest()
+				req.GroupIDs = []string{shareGroup}
+				resp, err := req.RequestWith(ctx, br)
+				if err != nil || len(resp.Groups) != 1 {
+					return -100
+				}
+				return resp.Groups[0].ErrorCode
+			}},
+		{name: "ShareFetch/group", denied: kerr.GroupAuthorizationFailed, grant: []binding{allowACL(G, shareGroup, kmsg.ACLOperationRead)},
+			call: func(ctx context.Context, cl *kgo.Client, br *kgo.Broker) int16 {
+				top, _ := aclShareFetch(ctx, br, shareGroup, topicID)
+				return top
+			}},
+		{name: "ShareFetch/topic", denied: kerr.TopicAuthorizationFailed, base: []binding{allowACL(G, shareGroup, kmsg.ACLOperationRead)}, grant: []binding{allowACL(T, topic, kmsg.ACLOperationRead)},
+			call: func(ctx context.Context, cl *kgo.Client, br *kgo.Broker) int16 {
+				top, part := aclShareFetch(ctx, br, shareGroup, topicID)
+				if top != 0 {
+					return top
+				}
+				return part
+			}},
+		{name: "DescribeShareGroupOffsets", denied: kerr.GroupAuthorizationFailed, grant: []binding{allowACL(G, shareGroup, kmsg.ACLOperationDescribe)},
+			call: func(ctx context.Context, cl *kgo.Client, br *kgo.Broker) int16 {
+				req := kmsg.NewPtrDescribeShareGroupOffsetsRequest()
+				g := kmsg.NewDescribeShareGroupOffsetsRequestGroup()
+				g.GroupID = shareGroup
+				req.Groups = append(req.Groups, g)
 				resp, err := req.RequestWith(ctx, br)
 				if err != nil || len(resp.Groups) != 1 {
 					return -100
@@ -1108,4 +1153,41 @@ func initIdempotentCall(ctx context.Context, cl *kgo.Client, br *kgo.Broker) int
 		return -100
 	}
 	return resp.ErrorCode
+}
+
+// aclShareMember is the share group member ID of the matrix's rows.
+const aclShareMember = "acl-share-member-00001"
+
+// aclShareJoin joins the share group (ShareGroupHeartbeat, epoch 0).
+func aclShareJoin(ctx context.Context, br *kgo.Broker, group, topic string) int16 {
+	req := kmsg.NewPtrShareGroupHeartbeatRequest()
+	req.GroupID, req.MemberID, req.MemberEpoch, req.SubscribedTopicNames = group, aclShareMember, 0, []string{topic}
+	resp, err := req.RequestWith(ctx, br)
+	if err != nil {
+		return -100
+	}
+	return resp.ErrorCode
+}
+
+// aclShareFetch opens a share session on partition 0 of the topic and
+// returns the top-level and the partition's error codes.
+func aclShareFetch(ctx context.Context, br *kgo.Broker, group string, topicID [16]byte) (int16, int16) {
+	req := kmsg.NewPtrShareFetchRequest()
+	member := aclShareMember
+	req.GroupID, req.MemberID, req.MaxRecords, req.BatchSize, req.MaxBytes = &group, &member, 1, 1, 1<<20
+	t := kmsg.NewShareFetchRequestTopic()
+	t.TopicID = topicID
+	t.Partitions = []kmsg.ShareFetchRequestTopicPartition{{Partition: 0}}
+	req.Topics = append(req.Topics, t)
+	resp, err := req.RequestWith(ctx, br)
+	if err != nil {
+		return -100, -100
+	}
+	part := int16(0)
+	for _, rt := range resp.Topics {
+		for _, p := range rt.Partitions {
+			part = p.ErrorCode
+		}
+	}
+	return resp.ErrorCode, part
 }

@@ -24,9 +24,15 @@ func (c *Coordinator) ListGroups(states, types []string) []GroupListing {
 	for _, t := range types {
 		wantType[strings.ToLower(strings.TrimSpace(t))] = true
 	}
+	all := c.shareListings()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := make([]GroupListing, 0, len(c.mu.groups))
+	out := make([]GroupListing, 0, len(c.mu.groups)+len(all))
+	for _, l := range all {
+		if (len(wantState) == 0 || wantState[strings.ToLower(l.State)]) && (len(wantType) == 0 || wantType[l.Type]) {
+			out = append(out, l)
+		}
+	}
 	for _, g := range c.mu.groups {
 		l := GroupListing{Group: g.name, State: g.state.String(), Type: "classic"}
 		if g.protocolType != nil {
@@ -101,9 +107,13 @@ func (c *Coordinator) DeleteGroups(names []string, now time.Time) *Future[[]erro
 	}
 	f := newFuture(failed)
 	res := make([]error, len(names))
+	share := c.deleteShareGroups(names, res)
 	o := &op{now: now}
 	c.mu.Lock()
 	for i, name := range names {
+		if share[i] {
+			continue
+		}
 		g := c.mu.groups[name]
 		switch {
 		case g == nil || g.is(StateDead):

@@ -65,6 +65,21 @@ type Config struct {
 	// of consumer groups (Kafka group.consumer.heartbeat.interval.ms);
 	// default 5s.
 	ConsumerHeartbeatInterval time.Duration
+	// ShareRecordLockDuration is how long a share group member holds a
+	// record it acquired before it is delivered again (Kafka
+	// group.share.record.lock.duration.ms); default 30s.
+	ShareRecordLockDuration time.Duration
+	// ShareDeliveryCountLimit is how many times a record is delivered to
+	// a share group before it is archived (Kafka
+	// group.share.delivery.count.limit); default 5.
+	ShareDeliveryCountLimit int
+	// ShareMaxRecordLocks bounds a share-partition's in-flight window
+	// (Kafka group.share.partition.max.record.locks); default 2000.
+	ShareMaxRecordLocks int
+	// ShareAutoOffsetReset is where a share group starts reading a
+	// partition it has not read before: "latest" (default) or "earliest"
+	// (Kafka's group config share.auto.offset.reset).
+	ShareAutoOffsetReset string
 }
 
 func (c *Config) setDefaults() {
@@ -101,6 +116,18 @@ func (c *Config) setDefaults() {
 	if c.ConsumerHeartbeatInterval == 0 {
 		c.ConsumerHeartbeatInterval = 5 * time.Second
 	}
+	if c.ShareRecordLockDuration == 0 {
+		c.ShareRecordLockDuration = 30 * time.Second
+	}
+	if c.ShareDeliveryCountLimit == 0 {
+		c.ShareDeliveryCountLimit = 5
+	}
+	if c.ShareMaxRecordLocks == 0 {
+		c.ShareMaxRecordLocks = 2000
+	}
+	if c.ShareAutoOffsetReset == "" {
+		c.ShareAutoOffsetReset = "latest"
+	}
 }
 
 // Validate checks the config after defaults are applied.
@@ -123,6 +150,12 @@ func (c *Config) Validate() error {
 	}
 	if c.ConsumerSessionTimeout < 0 || c.ConsumerHeartbeatInterval < 0 || c.ConsumerHeartbeatInterval >= c.ConsumerSessionTimeout {
 		errs = append(errs, fmt.Errorf("groups: the consumer heartbeat interval %v must be positive and below the consumer session timeout %v", c.ConsumerHeartbeatInterval, c.ConsumerSessionTimeout))
+	}
+	if c.ShareRecordLockDuration < 0 || c.ShareDeliveryCountLimit < 1 || c.ShareDeliveryCountLimit > 32767 || c.ShareMaxRecordLocks < 1 {
+		errs = append(errs, fmt.Errorf("groups: share record lock duration %v, delivery count limit %d and max record locks %d must be positive (the limit at most 32767)", c.ShareRecordLockDuration, c.ShareDeliveryCountLimit, c.ShareMaxRecordLocks))
+	}
+	if c.ShareAutoOffsetReset != "latest" && c.ShareAutoOffsetReset != "earliest" {
+		errs = append(errs, fmt.Errorf("groups: share auto offset reset %q; use latest or earliest", c.ShareAutoOffsetReset))
 	}
 	return errors.Join(errs...)
 }

@@ -278,6 +278,10 @@ func (c *Coordinator) ConsumerHeartbeat(req ConsumerHeartbeatRequest, now time.T
 	if err := c.validateConsumerHeartbeat(&req); err != nil {
 		return fail(err)
 	}
+	if c.isShareGroup(req.Group) {
+		// Kafka 4 (getOrMaybeCreateConsumerGroup): a group of another type.
+		return fail(fmt.Errorf("%w: group %s is a share group, not a consumer group", ErrGroupIDNotFound, req.Group))
+	}
 	if req.MemberID == "" {
 		req.MemberID = generateConsumerMemberID()
 	}

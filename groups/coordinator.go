@@ -67,6 +67,9 @@ type Coordinator struct {
 	// numPartitions is the partition count of __consumer_offsets.
 	numPartitions int32
 	metrics       *metrics
+	// share holds the share groups (KIP-932, share.go), under their own
+	// mutex, never taken together with mu.
+	share shareState
 
 	mu struct {
 		sync.Mutex
@@ -117,6 +120,9 @@ func Open(store *pebblestore.Store, tm *topics.Manager, cfg Config, now time.Tim
 	}
 	c.metrics = newMetrics(c, cfg.Registerer)
 
+	if err := c.recoverShare(); err != nil {
+		return nil, fmt.Errorf("groups: recovering share groups: %w", err)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err := c.recoverLocked(now); err != nil {
@@ -232,6 +238,7 @@ func (c *Coordinator) Tick(now time.Time) {
 	if err := o.waitAll(); err != nil {
 		c.log.Warn().Err(err).Msg("a group change made by a timer was not stored")
 	}
+	c.tickShare(now)
 }
 
 type timerKind int8

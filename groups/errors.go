@@ -1,6 +1,10 @@
 package groups
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/vibemq/broker/pebblestore"
+)
 
 // Domain errors, each named after the Kafka error code kafkaproto maps it
 // to (kafkaproto/errors.go). Unknown topics and partitions are reported
@@ -30,6 +34,13 @@ var (
 	ErrUnreleasedInstanceID     = errors.New("groups: unreleased instance id")
 	ErrUnsupportedAssignor      = errors.New("groups: unsupported assignor")
 	ErrInvalidRegularExpression = errors.New("groups: invalid regular expression")
+	// Share groups (KIP-932).
+	ErrShareSessionNotFound     = errors.New("groups: share session not found; open a new one with epoch 0")
+	ErrInvalidShareSessionEpoch = errors.New("groups: invalid share session epoch")
+	ErrInvalidRecordState       = errors.New("groups: invalid record state")
+	ErrUnknownTopicID           = errors.New("groups: unknown topic id")
+	// ErrShareStorage wraps a store failure of a share-partition write.
+	ErrShareStorage = pebblestore.StorageSentinel("groups: storing share-group state failed")
 	// ErrUnknownServer is an error Kafka answers as UNKNOWN_SERVER_ERROR:
 	// the group's metadata record was too large to store.
 	ErrUnknownServer = errors.New("groups: group metadata too large to store")

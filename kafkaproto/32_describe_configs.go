@@ -15,6 +15,10 @@ package kafkaproto
 //     defaults of topic configs under their broker names (log.retention.ms,
 //     message.max.bytes, ...) and a few broker settings, all read-only:
 //     broker settings are static here.
+//   - Group resources (KIP-932 group configs) list a share group's
+//     share.auto.offset.reset, share.delivery.count.limit and
+//     share.record.lock.duration.ms: GROUP_CONFIG when set on the group,
+//     else the broker's group-share-* setting as DEFAULT_CONFIG.
 //   - include_synonyms (v1+) lists, most specific first, the topic value,
 //     the broker setting and Kafka's default (KIP-226);
 //     include_documentation (v3+) adds each config's documentation.
@@ -33,6 +37,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/vibemq/broker/auth"
+	"github.com/vibemq/broker/groups"
 	"github.com/vibemq/broker/topics"
 )
 
@@ -102,6 +107,29 @@ func (s *Server) handleDescribeConfigs(r *request) (reply, error) {
 					continue
 				}
 				res.Configs = append(res.Configs, bc)
+			}
+		case rr.ResourceType == kmsg.ConfigResourceTypeGroupConfig && !r.allowedGroup(auth.OpDescribeConfigs, rr.ResourceName):
+			fail(kerr.GroupAuthorizationFailed.Code, "Authorization failed.")
+		case rr.ResourceType == kmsg.ConfigResourceTypeGroupConfig:
+			if s.cfg.Groups == nil || rr.ResourceName == "" {
+				fail(kerr.InvalidRequest.Code, "a group resource needs a group name and the group coordinator")
+				break
+			}
+			for _, e := range s.cfg.Groups.ShareGroupConfigs(rr.ResourceName) {
+				if !want(e.Name) {
+					continue
+				}
+				c := kmsg.NewDescribeConfigsResponseResourceConfig()
+				c.Name, c.Value = e.Name, kmsg.StringPtr(e.Value)
+				c.Source, c.IsDefault = kmsg.ConfigSourceDefaultConfig, true
+				if e.Set {
+					c.Source, c.IsDefault = kmsg.ConfigSourceGroupConfig, false
+				}
+				c.ConfigType = kmsg.ConfigTypeInt
+				if e.Name == groups.ShareAutoOffsetResetConfig {
+					c.ConfigType = kmsg.ConfigTypeString
+				}
+				res.Configs = append(res.Configs, c)
 			}
 		default:
 			fail(kerr.InvalidRequest.Code, fmt.Sprintf("config resource type %d is not supported", rr.ResourceType))

@@ -27,9 +27,12 @@ package kafkaproto
 //     is the flexible version.
 
 import (
+	"fmt"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/vibemq/broker/auth"
+	"github.com/vibemq/broker/groups"
 )
 
 func init() { register(kmsg.AlterConfigs, 0, 2, (*Server).handleAlterConfigs) }
@@ -43,6 +46,9 @@ func (s *Server) handleAlterConfigs(r *request) (reply, error) {
 			typ: rr.ResourceType, name: rr.ResourceName, configs: len(rr.Configs),
 			config: func(j int) (string, bool) { return rr.Configs[j].Name, rr.Configs[j].Value == nil },
 			apply: func() error {
+				if rr.ResourceType == kmsg.ConfigResourceTypeGroupConfig {
+					return fmt.Errorf("%w: group configs are changed with IncrementalAlterConfigs (kafka-configs --alter --entity-type groups)", groups.ErrInvalidRequest)
+				}
 				configs := make(map[string]string, len(rr.Configs))
 				for _, c := range rr.Configs {
 					configs[c.Name] = *c.Value
@@ -94,7 +100,7 @@ func (s *Server) alterConfigs(r *request, rs []alterResource, answer func(rr alt
 		if code == 0 {
 			code, msg = s.checkAlterRequest(rr)
 		}
-		if code == 0 && rr.typ == kmsg.ConfigResourceTypeTopic {
+		if code == 0 && (rr.typ == kmsg.ConfigResourceTypeTopic || rr.typ == kmsg.ConfigResourceTypeGroupConfig) {
 			if err := rr.apply(); err != nil {
 				code, msg = errorCode(err), err.Error()
 			}
@@ -116,6 +122,8 @@ func alterConfigsAuthorized(r *request, rr alterResource) (int16, string) {
 		return kerr.TopicAuthorizationFailed.Code, "Authorization failed."
 	case rr.typ == kmsg.ConfigResourceTypeBroker && !r.allowedCluster(auth.OpAlterConfigs):
 		return kerr.ClusterAuthorizationFailed.Code, "Authorization failed."
+	case rr.typ == kmsg.ConfigResourceTypeGroupConfig && !r.allowedGroup(auth.OpAlterConfigs, rr.name):
+		return kerr.GroupAuthorizationFailed.Code, "Authorization failed."
 	}
 	return 0, ""
 }
@@ -139,6 +147,14 @@ func (s *Server) checkAlterRequest(rr alterResource) (int16, string) {
 	case kmsg.ConfigResourceTypeTopic:
 		if rr.name == "" {
 			return kerr.InvalidRequest.Code, "default topic resources are not allowed"
+		}
+		return 0, ""
+	case kmsg.ConfigResourceTypeGroupConfig:
+		if rr.name == "" {
+			return kerr.InvalidRequest.Code, "a group resource needs a group name"
+		}
+		if s.cfg.Groups == nil {
+			return kerr.CoordinatorNotAvailable.Code, "the group coordinator is not running"
 		}
 		return 0, ""
 	case kmsg.ConfigResourceTypeBroker:

@@ -15,6 +15,12 @@ package kafkaproto
 //     unknown operation or an empty topic name get INVALID_REQUEST; an
 //     unknown topic UNKNOWN_TOPIC_OR_PARTITION; a topic owned by a queue or
 //     an event store POLICY_VIOLATION with a message naming the owner.
+//   - GROUP resources (KIP-932 group configs): share.auto.offset.reset
+//     (latest, earliest), share.record.lock.duration.ms (1000-3600000) and
+//     share.delivery.count.limit (1-1000) of a share group, SET or DELETE
+//     (back to the broker's group-share-* setting), before or after the
+//     group exists, stored durably (groups/share_config.go); another name,
+//     a bad value, APPEND or SUBTRACT get INVALID_CONFIG.
 //   - BROKER resources: as in AlterConfigs, static here (INVALID_REQUEST
 //     for any change).
 //   - validate_only checks everything and changes nothing.
@@ -23,7 +29,10 @@ package kafkaproto
 //   - v1 is the flexible version (KIP-482).
 
 import (
+	"fmt"
+
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/vibemq/broker/groups"
 	"github.com/vibemq/broker/topics"
 )
 
@@ -43,6 +52,9 @@ func (s *Server) handleIncrementalAlterConfigs(r *request) (reply, error) {
 				return c.Name, c.Value == nil && c.Op != kmsg.IncrementalAlterConfigOpDelete
 			},
 			apply: func() error {
+				if rr.ResourceType == kmsg.ConfigResourceTypeGroupConfig {
+					return s.alterGroupConfigs(rr, req.ValidateOnly)
+				}
 				ops := make([]topics.ConfigOp, len(rr.Configs))
 				for i, c := range rr.Configs {
 					ops[i] = topics.ConfigOp{Name: c.Name, Op: topics.ConfigOpType(c.Op), Value: c.Value}
@@ -58,4 +70,20 @@ func (s *Server) handleIncrementalAlterConfigs(r *request) (reply, error) {
 		resp.Resources = append(resp.Resources, res)
 	})
 	return reply{resp: resp}, nil
+}
+
+// alterGroupConfigs applies a GROUP resource's operations.
+func (s *Server) alterGroupConfigs(rr kmsg.IncrementalAlterConfigsRequestResource, validateOnly bool) error {
+	ops := make([]groups.GroupConfigOp, 0, len(rr.Configs))
+	for _, c := range rr.Configs {
+		switch c.Op {
+		case kmsg.IncrementalAlterConfigOpSet:
+			ops = append(ops, groups.GroupConfigOp{Name: c.Name, Value: *c.Value})
+		case kmsg.IncrementalAlterConfigOpDelete:
+			ops = append(ops, groups.GroupConfigOp{Name: c.Name, Delete: true})
+		default:
+			return fmt.Errorf("%w: %s of group config %s; group configs are not lists, use SET or DELETE", groups.ErrInvalidGroupConfig, c.Op, c.Name)
+		}
+	}
+	return s.cfg.Groups.AlterShareGroupConfigs(rr.ResourceName, ops, validateOnly)
 }

@@ -72,6 +72,9 @@ type conn struct {
 	// gives up.
 	stop     chan struct{}
 	stopOnce sync.Once
+	// shareSessions are the share sessions (KIP-932) opened on this
+	// connection; they close with it. Only the reader goroutine uses it.
+	shareSessions map[shareSessionRef]uint64
 
 	// dl decides the read deadline. The reader, the writer and Shutdown
 	// all set it, so every SetReadDeadline happens under dl, and the
@@ -176,6 +179,7 @@ var errStopped = errors.New("connection stopped reading")
 func (c *conn) readLoop() {
 	defer close(c.replies)
 	defer close(c.readDone)
+	defer c.closeShareSessions()
 	if !c.startTLS() {
 		return
 	}

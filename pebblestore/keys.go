@@ -27,7 +27,10 @@ import (
 //	0x20    groupID u64                                  consumer group row: u16 name length | name | last GroupMetadataValue (see groups/store.go)
 //	0x21    groupID u64 | topicID [16] | partition u32   committed offset: u16 topic length | topic | OffsetCommitValue (see groups/store.go)
 //	0x22    groupID u64 | record key                     consumer group (KIP-848) record: latest value of that __consumer_offsets key (see groups/consumer_records.go)
-//	0x23-2f reserved: consumer groups
+//	0x23    group name                                   share group (KIP-932): empty value (see groups/share.go)
+//	0x24    topicID [16] | partition u32 | group name    share-partition state: start offset and in-flight records (see groups/share_partition.go)
+//	0x25    group name                                   share group configs set with IncrementalAlterConfigs (see groups/share_config.go)
+//	0x26-2f reserved: consumer groups
 //	0x30    queue name                                   queue ID u32 (queue catalog; the name is the whole suffix)
 //	0x31    queueID u32                                  queue record (JSON: name, kind, topic ID, attributes)
 //	0x32    "next-queue-id" | "receipt-key"              u32 next queue ID (never reused) | 32-byte receipt HMAC key
@@ -125,6 +128,13 @@ const (
 	// PrefixConsumerGroupRecord: the latest value of each KIP-848 record
 	// of a consumer group (groups/consumer_records.go).
 	PrefixConsumerGroupRecord byte = 0x22
+	// PrefixShareGroup and PrefixSharePartition: share groups (KIP-932)
+	// and their share-partition states (groups/share.go).
+	PrefixShareGroup     byte = 0x23
+	PrefixSharePartition byte = 0x24
+	// PrefixShareGroupConfig: group configs of share groups
+	// (groups/share_config.go).
+	PrefixShareGroupConfig byte = 0x25
 
 	// Native queues and dead-letter queues (package queues).
 	PrefixQueueName      byte = 0x30

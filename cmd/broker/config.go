@@ -109,6 +109,12 @@ type Config struct {
 	// (KIP-848 group.protocol=consumer).
 	GroupConsumerSessionTimeout    time.Duration
 	GroupConsumerHeartbeatInterval time.Duration
+	// GroupShareRecordLockDuration, GroupShareDeliveryCountLimit and
+	// GroupShareAutoOffsetReset are the delivery settings of share groups
+	// (KIP-932).
+	GroupShareRecordLockDuration time.Duration
+	GroupShareDeliveryCountLimit int
+	GroupShareAutoOffsetReset    string
 	// OffsetsRetention is how long committed offsets of an empty group are
 	// kept.
 	OffsetsRetention time.Duration
@@ -324,6 +330,12 @@ var configKeys = append([]configKey{
 		func(c *Config) *time.Duration { return &c.GroupConsumerSessionTimeout }, time.Second, time.Hour),
 	durationKey(keyInfo{name: "group-consumer-heartbeat-interval", def: "5s", usage: "how often members of a consumer group using the new protocol (KIP-848) heartbeat", doc: "Kafka group.consumer.heartbeat.interval.ms."},
 		func(c *Config) *time.Duration { return &c.GroupConsumerHeartbeatInterval }, 100*time.Millisecond, 10*time.Minute),
+	durationKey(keyInfo{name: "group-share-record-lock-duration", def: "30s", usage: "how long a share group member holds a record it fetched before the record is delivered again", doc: "Kafka group.share.record.lock.duration.ms (KIP-932), the acquisition lock."},
+		func(c *Config) *time.Duration { return &c.GroupShareRecordLockDuration }, time.Second, time.Hour),
+	intKey(keyInfo{name: "group-share-delivery-count-limit", def: "5", usage: "how many times a share group delivers a record before it archives it", doc: "Kafka group.share.delivery.count.limit (KIP-932). An archived record is skipped, never delivered again."},
+		func(c *Config) *int { return &c.GroupShareDeliveryCountLimit }, 1, 1000),
+	enumKey(keyInfo{name: "group-share-auto-offset-reset", def: "latest", usage: "where a share group starts in a partition it has not read before: latest or earliest", doc: "Kafka's group config share.auto.offset.reset (KIP-932), here for every share group."},
+		func(c *Config) *string { return &c.GroupShareAutoOffsetReset }, "latest", "earliest"),
 	durationKey(keyInfo{name: "offsets-retention", def: "168h", usage: "how long committed offsets of an empty consumer group are kept", doc: "Kafka offsets.retention.minutes."},
 		func(c *Config) *time.Duration { return &c.OffsetsRetention }, time.Minute, math.MaxInt64),
 	durationKey(keyInfo{name: "transaction-max-timeout", def: "15m", usage: "the largest transaction.timeout.ms a transactional producer may ask for", doc: "Kafka transaction.max.timeout.ms."},

@@ -38,7 +38,7 @@ func groupsCommand() *cli.Command {
 		Subcommands: []*cli.Command{
 			{
 				Name:        "list",
-				Usage:       "list consumer groups with their state, protocol type and type (classic, or consumer for group.protocol=consumer)",
+				Usage:       "list consumer groups with their state, protocol type and type (classic, consumer for group.protocol=consumer, share for share groups)",
 				Description: groupsExitCodes,
 				Flags:       flags(&cli.StringSliceFlag{Name: "state", Usage: "only groups in this state (Empty, Stable, PreparingRebalance, CompletingRebalance; Assigning, Reconciling for consumer-protocol groups), repeatable"}),
 				Action:      groupsList,
@@ -53,7 +53,7 @@ func groupsCommand() *cli.Command {
 			},
 			{
 				Name:        "lag",
-				Usage:       "show each partition's committed offset, end offset and lag, with the member consuming it",
+				Usage:       "show each partition's committed offset (a share group's start offset), end offset and lag, with the member consuming it",
 				ArgsUsage:   "GROUP...",
 				Description: groupsExitCodes,
 				Flags:       flags(),
@@ -156,7 +156,8 @@ func groupsList(cCtx *cli.Context) error {
 		State        string `json:"state"`
 		ProtocolType string `json:"protocol_type"`
 		Coordinator  int32  `json:"coordinator"`
-		// Type is "classic" or "consumer" (KIP-848, group.protocol=consumer).
+		// Type is "classic", "consumer" (KIP-848, group.protocol=consumer)
+		// or "share" (KIP-932).
 		Type string `json:"type"`
 	}
 	rows := []row{}
@@ -209,24 +210,41 @@ func groupsDescribe(cCtx *cli.Context) error {
 	}
 	var dead []string
 	for _, name := range names {
-		if d, ok := described[name]; ok && d.Err == nil && d.State == "Dead" {
+		// Kafka 4.2 answers DescribeGroups v6 for a share group with
+		// GROUP_ID_NOT_FOUND; before v6, and here, it is Dead.
+		if d, ok := described[name]; ok && (d.Err == nil && d.State == "Dead" || errors.Is(d.Err, kerr.GroupIDNotFound)) {
 			dead = append(dead, name)
 		}
 	}
 	consumerGroups := describeConsumerGroups(ctx, adm, dead)
+	var notConsumer []string
+	for _, name := range dead {
+		if _, ok := consumerGroups[name]; !ok {
+			notConsumer = append(notConsumer, name)
+		}
+	}
+	shareGroups := describeShareGroups(ctx, adm, notConsumer)
 	var out []describedGroup
 	var missing []string
 	for _, name := range names {
-		d, ok := described[name]
-		if !ok || d.Err != nil {
-			if !ok {
-				return groupsError("describing group "+name, errors.New("no answer"))
-			}
-			return groupsError("describing group "+name, d.Err)
-		}
 		if cg, ok := consumerGroups[name]; ok {
 			out = append(out, consumerGroupDescribed(cg))
 			continue
+		}
+		if sg, ok := shareGroups[name]; ok {
+			out = append(out, shareGroupDescribed(sg))
+			continue
+		}
+		d, ok := described[name]
+		if !ok {
+			return groupsError("describing group "+name, errors.New("no answer"))
+		}
+		if errors.Is(d.Err, kerr.GroupIDNotFound) {
+			missing = append(missing, name)
+			continue
+		}
+		if d.Err != nil {
+			return groupsError("describing group "+name, d.Err)
 		}
 		if d.State == "Dead" {
 			missing = append(missing, name)
@@ -347,28 +365,44 @@ func groupsLag(cCtx *cli.Context) error {
 	}
 	var dead []string
 	for _, name := range names {
-		if l, ok := lags[name]; ok && l.Error() == nil && l.State == "Dead" {
+		if l, ok := lags[name]; ok && (l.Error() == nil && l.State == "Dead" || errors.Is(l.Error(), kerr.GroupIDNotFound)) {
 			dead = append(dead, name)
 		}
 	}
 	consumerGroups := describeConsumerGroups(ctx, adm, dead)
+	var notConsumer []string
+	for _, name := range dead {
+		if _, ok := consumerGroups[name]; !ok {
+			notConsumer = append(notConsumer, name)
+		}
+	}
+	shareGroups := describeShareGroups(ctx, adm, notConsumer)
 	rows := []lagRow{}
 	var missing []string
 	for _, name := range names {
+		var more []lagRow
+		if cg, ok := consumerGroups[name]; ok {
+			more, err = consumerGroupLag(ctx, adm, cg)
+		} else if _, ok := shareGroups[name]; ok {
+			more, err = shareGroupLag(ctx, adm, name)
+		}
+		if err != nil {
+			return groupsError("computing the lag of "+name, err)
+		}
+		if more != nil {
+			rows = append(rows, more...)
+			continue
+		}
 		l, ok := lags[name]
 		if !ok {
 			return groupsError("computing the lag of "+name, errors.New("no answer"))
 		}
+		if errors.Is(l.Error(), kerr.GroupIDNotFound) {
+			missing = append(missing, name)
+			continue
+		}
 		if err := l.Error(); err != nil {
 			return groupsError("computing the lag of "+name, err)
-		}
-		if cg, ok := consumerGroups[name]; ok {
-			crows, err := consumerGroupLag(ctx, adm, cg)
-			if err != nil {
-				return groupsError("computing the lag of "+name, err)
-			}
-			rows = append(rows, crows...)
-			continue
 		}
 		if l.State == "Dead" {
 			missing = append(missing, name)

@@ -206,6 +206,9 @@ func (b *broker) openDomains() (err error) {
 		InitialRebalanceDelay:     cfg.GroupInitialRebalanceDelay,
 		ConsumerSessionTimeout:    cfg.GroupConsumerSessionTimeout,
 		ConsumerHeartbeatInterval: cfg.GroupConsumerHeartbeatInterval,
+		ShareRecordLockDuration:   cfg.GroupShareRecordLockDuration,
+		ShareDeliveryCountLimit:   cfg.GroupShareDeliveryCountLimit,
+		ShareAutoOffsetReset:      cfg.GroupShareAutoOffsetReset,
 		OffsetsRetention:          cfg.OffsetsRetention,
 	}, time.Now())
 	if err != nil {

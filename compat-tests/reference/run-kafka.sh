@@ -44,6 +44,13 @@ group.consumer.min.session.timeout.ms=6000
 group.consumer.session.timeout.ms=6000
 group.consumer.min.heartbeat.interval.ms=500
 group.consumer.heartbeat.interval.ms=500
+group.share.min.session.timeout.ms=6000
+group.share.session.timeout.ms=6000
+group.share.min.heartbeat.interval.ms=500
+group.share.heartbeat.interval.ms=500
+group.share.min.record.lock.duration.ms=1000
+group.share.record.lock.duration.ms=3000
+group.share.delivery.count.limit=3
 PROPS
 for kv in "$@"; do echo "$kv" >>"$props"; done
 cp="$lib/*"

@@ -1,0 +1,238 @@
+package groups
+
+// Group configs of share groups (KIP-932 "Group configuration", Kafka's
+// GroupConfig): share.auto.offset.reset, share.record.lock.duration.ms
+// and share.delivery.count.limit, set per group with
+// IncrementalAlterConfigs on GROUP resources, before or after the group
+// exists (as in Kafka). A group without one uses the broker's setting
+// (group-share-auto-offset-reset, group-share-record-lock-duration,
+// group-share-delivery-count-limit).
+//
+// Row (pebblestore key 0x25 | group name): u16 count | count x (u16 name
+// length | name | u16 value length | value).
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/vibemq/broker/pebblestore"
+)
+
+// Share group config names (Kafka GroupConfig).
+const (
+	ShareAutoOffsetResetConfig    = "share.auto.offset.reset"
+	ShareRecordLockDurationConfig = "share.record.lock.duration.ms"
+	ShareDeliveryCountLimitConfig = "share.delivery.count.limit"
+)
+
+// shareConfigNames are the group configs served, in DescribeConfigs order.
+var shareConfigNames = []string{ShareAutoOffsetResetConfig, ShareDeliveryCountLimitConfig, ShareRecordLockDurationConfig}
+
+// ErrInvalidGroupConfig is a group config name or value this broker does
+// not accept (Kafka INVALID_CONFIG).
+var ErrInvalidGroupConfig = errors.New("groups: invalid group config")
+
+// GroupConfigEntry is one group config with its effective value; Set
+// tells a value set on the group from the broker's default.
+type GroupConfigEntry struct {
+	Name, Value string
+	Set         bool
+}
+
+// GroupConfigOp is one IncrementalAlterConfigs operation: Delete returns
+// the config to the broker's default, else Value is set.
+type GroupConfigOp struct {
+	Name   string
+	Delete bool
+	Value  string
+}
+
+func shareConfigKey(group string) []byte {
+	return append([]byte{pebblestore.PrefixShareGroupConfig}, group...)
+}
+
+func checkGroupConfig(name, value string) error {
+	switch name {
+	case ShareAutoOffsetResetConfig:
+		if value != "latest" && value != "earliest" {
+			return fmt.Errorf("%w: %s is %q; use latest or earliest (by_duration is not served)", ErrInvalidGroupConfig, name, value)
+		}
+	case ShareRecordLockDurationConfig:
+		if n, err := strconv.ParseInt(value, 10, 64); err != nil || n < 1000 || n > 3600000 {
+			return fmt.Errorf("%w: %s is %q; use 1000 to 3600000 milliseconds", ErrInvalidGroupConfig, name, value)
+		}
+	case ShareDeliveryCountLimitConfig:
+		if n, err := strconv.ParseInt(value, 10, 64); err != nil || n < 1 || n > 1000 {
+			return fmt.Errorf("%w: %s is %q; use 1 to 1000", ErrInvalidGroupConfig, name, value)
+		}
+	default:
+		return fmt.Errorf("%w: unknown group config %q; this broker serves %s, %s and %s", ErrInvalidGroupConfig, name,
+			ShareAutoOffsetResetConfig, ShareRecordLockDurationConfig, ShareDeliveryCountLimitConfig)
+	}
+	return nil
+}
+
+// ShareGroupConfigs lists the share group configs of group, effective
+// values included.
+func (c *Coordinator) ShareGroupConfigs(group string) []GroupConfigEntry {
+	c.share.mu.Lock()
+	set := c.share.configs[group]
+	c.share.mu.Unlock()
+	defaults := map[string]string{
+		ShareAutoOffsetResetConfig:    c.cfg.ShareAutoOffsetReset,
+		ShareRecordLockDurationConfig: strconv.FormatInt(c.cfg.ShareRecordLockDuration.Milliseconds(), 10),
+		ShareDeliveryCountLimitConfig: strconv.Itoa(c.cfg.ShareDeliveryCountLimit),
+	}
+	var out []GroupConfigEntry
+	for _, name := range shareConfigNames {
+		e := GroupConfigEntry{Name: name, Value: defaults[name]}
+		if v, ok := set[name]; ok {
+			e.Value, e.Set = v, true
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// AlterShareGroupConfigs applies ops to group's configs, all or none,
+// durably; validateOnly checks them only.
+func (c *Coordinator) AlterShareGroupConfigs(group string, ops []GroupConfigOp, validateOnly bool) error {
+	if group == "" {
+		return fmt.Errorf("%w: the group name is empty", ErrInvalidRequest)
+	}
+	for _, op := range ops {
+		if op.Delete {
+			if !slices.Contains(shareConfigNames, op.Name) {
+				return checkGroupConfig(op.Name, "")
+			}
+			continue
+		}
+		if err := checkGroupConfig(op.Name, op.Value); err != nil {
+			return err
+		}
+	}
+	if validateOnly {
+		return nil
+	}
+	s := &c.share
+	s.mu.Lock()
+	next := map[string]string{}
+	for k, v := range s.configs[group] {
+		next[k] = v
+	}
+	for _, op := range ops {
+		if op.Delete {
+			delete(next, op.Name)
+		} else {
+			next[op.Name] = op.Value
+		}
+	}
+	w := c.applyShareLocked(func(b *pebblestore.Batch) {
+		if len(next) == 0 {
+			b.Delete(shareConfigKey(group))
+		} else {
+			b.Set(shareConfigKey(group), encodeGroupConfigs(next))
+		}
+	})
+	if w.errOrNil() == nil {
+		if len(next) == 0 {
+			delete(s.configs, group)
+		} else {
+			s.configs[group] = next
+		}
+	}
+	s.mu.Unlock()
+	return w.wait()
+}
+
+func encodeGroupConfigs(m map[string]string) []byte {
+	names := make([]string, 0, len(m))
+	for k := range m {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	out := binary.BigEndian.AppendUint16(nil, uint16(len(names)))
+	for _, k := range names {
+		out = binary.BigEndian.AppendUint16(out, uint16(len(k)))
+		out = append(out, k...)
+		out = binary.BigEndian.AppendUint16(out, uint16(len(m[k])))
+		out = append(out, m[k]...)
+	}
+	return out
+}
+
+func decodeGroupConfigs(b []byte) (map[string]string, error) {
+	if len(b) < 2 {
+		return nil, errors.New("group config row shorter than its count")
+	}
+	n := int(binary.BigEndian.Uint16(b))
+	b = b[2:]
+	out := make(map[string]string, n)
+	for range n {
+		var kv [2]string
+		for i := range kv {
+			if len(b) < 2 || len(b) < 2+int(binary.BigEndian.Uint16(b)) {
+				return nil, errors.New("group config row ends inside an entry")
+			}
+			l := int(binary.BigEndian.Uint16(b))
+			kv[i] = string(b[2 : 2+l])
+			b = b[2+l:]
+		}
+		out[kv[0]] = kv[1]
+	}
+	return out, nil
+}
+
+// recoverShareConfigs reads the group config rows. REQUIRES: called from
+// recoverShare.
+func (c *Coordinator) recoverShareConfigs() error {
+	c.share.configs = map[string]map[string]string{}
+	lower := []byte{pebblestore.PrefixShareGroupConfig}
+	it, err := c.store.NewIter(lower, pebblestore.PrefixEnd(lower))
+	if err != nil {
+		return err
+	}
+	defer func() { _ = it.Close() }()
+	for ok := it.First(); ok; ok = it.Next() {
+		val, err := it.Value()
+		if err != nil {
+			return err
+		}
+		m, err := decodeGroupConfigs(val)
+		if err != nil {
+			return fmt.Errorf("%w: group %q: %v", pebblestore.ErrCorruption, it.Key()[1:], err)
+		}
+		c.share.configs[string(it.Key()[1:])] = m
+	}
+	return nil
+}
+
+// shareLimitsLocked are group's delivery settings. REQUIRES: share.mu held.
+func (c *Coordinator) shareLimitsLocked(group string) shareLimits {
+	lim := shareLimits{lock: c.cfg.ShareRecordLockDuration, deliveryLimit: int16(c.cfg.ShareDeliveryCountLimit), maxInFlight: c.cfg.ShareMaxRecordLocks}
+	set := c.share.configs[group]
+	if v, ok := set[ShareRecordLockDurationConfig]; ok {
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+			lim.lock = time.Duration(n) * time.Millisecond
+		}
+	}
+	if v, ok := set[ShareDeliveryCountLimitConfig]; ok {
+		if n, err := strconv.ParseInt(v, 10, 16); err == nil {
+			lim.deliveryLimit = int16(n)
+		}
+	}
+	return lim
+}
+
+// shareResetLocked is group's share.auto.offset.reset. REQUIRES: share.mu
+// held.
+func (c *Coordinator) shareResetLocked(group string) string {
+	if v, ok := c.share.configs[group][ShareAutoOffsetResetConfig]; ok {
+		return v
+	}
+	return c.cfg.ShareAutoOffsetReset
+}

@@ -1,0 +1,308 @@
+package groups
+
+// Share sessions, acknowledgements and acquisition: what ShareFetch (78)
+// and ShareAcknowledge (79) do, KIP-932 "Share sessions" and "In-flight
+// records".
+//
+// A member opens a session with epoch 0 (a session it had is replaced and
+// its records released), then sends 1, 2, ...: each request must carry
+// the epoch the previous one left (else INVALID_SHARE_SESSION_EPOCH;
+// without a session, SHARE_SESSION_NOT_FOUND). Epoch -1 applies the
+// request's acknowledgements and closes the session, releasing what the
+// member still holds. Acknowledgements are refused on epoch 0
+// (INVALID_REQUEST), as Kafka's ShareFetch does.
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/vibemq/broker/pebblestore"
+	"github.com/vibemq/broker/topics"
+)
+
+// SharePartitionID names a partition by topic ID.
+type SharePartitionID struct {
+	TopicID   [16]byte
+	Partition int32
+}
+
+// ShareAcks are the acknowledgement batches of one partition.
+type ShareAcks struct {
+	SharePartitionID
+	Batches []AckBatch
+}
+
+// ShareSessionRequest is the session part of a ShareFetch or a
+// ShareAcknowledge: the epoch, the partitions the request adds to (Added)
+// or removes from (Forgotten) the session, and its acknowledgements.
+type ShareSessionRequest struct {
+	Group, MemberID string
+	Epoch           int32
+	Added           []SharePartitionID
+	Forgotten       []SharePartitionID
+	Acks            []ShareAcks
+}
+
+// ShareSessionResult is the outcome: one error (nil when applied) per
+// acknowledged partition, the session's partitions (to fetch from), and
+// wait, which makes the acknowledgements durable.
+type ShareSessionResult struct {
+	AckErrors  map[SharePartitionID]error
+	Partitions []SharePartitionID
+	Wait       func() error
+	// Opened names the session an epoch-0 request opened (else 0), for
+	// CloseShareSession when its connection closes.
+	Opened uint64
+}
+
+// ShareSession checks the session epoch, updates the session, and applies
+// the acknowledgements. Errors: ErrShareSessionNotFound,
+// ErrInvalidShareSessionEpoch, ErrUnknownMemberID, ErrInvalidRequest.
+// Per-partition acknowledgement errors: ErrInvalidRecordState,
+// ErrInvalidRequest, ErrUnknownTopicID, or a storage error.
+func (c *Coordinator) ShareSession(req ShareSessionRequest, now time.Time) (ShareSessionResult, error) {
+	res := ShareSessionResult{Wait: func() error { return nil }}
+	s := &c.share
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g := s.groups[req.Group]
+	key := shareSessionKey{req.Group, req.MemberID}
+	sess := s.sessions[key]
+	var releaseW *shareWrite
+	switch {
+	case req.Epoch == 0:
+		if len(req.Acks) > 0 {
+			return res, fmt.Errorf("%w: a share session opens (epoch 0) without acknowledgements", ErrInvalidRequest)
+		}
+		if g == nil || g.members[req.MemberID] == nil {
+			return res, fmt.Errorf("%w: member %s is not in share group %s; send ShareGroupHeartbeat first", ErrUnknownMemberID, req.MemberID, req.Group)
+		}
+		if sess != nil {
+			releaseW = c.releaseShareMemberLocked(g, req.MemberID)
+		}
+		s.nextID++
+		sess = &shareSession{id: s.nextID, parts: map[shareTP]bool{}}
+		s.sessions[key] = sess
+		res.Opened = sess.id
+	case sess == nil:
+		return res, fmt.Errorf("%w: member %s of share group %s has no share session; open one with epoch 0", ErrShareSessionNotFound, req.MemberID, req.Group)
+	case req.Epoch != -1 && req.Epoch != sess.epoch:
+		return res, fmt.Errorf("%w: the share session expects epoch %d, not %d", ErrInvalidShareSessionEpoch, sess.epoch, req.Epoch)
+	}
+	for _, p := range req.Added {
+		sess.parts[shareTP(p)] = true
+	}
+	for _, p := range req.Forgotten {
+		delete(sess.parts, shareTP(p))
+	}
+	res.AckErrors = map[SharePartitionID]error{}
+	w := c.applyShareLocked(func(b *pebblestore.Batch) { c.applyAcksLocked(b, g, req, res.AckErrors, now) })
+	if req.Epoch == -1 {
+		delete(s.sessions, key)
+		if g != nil {
+			w2 := c.releaseShareMemberLocked(g, req.MemberID)
+			res.Wait = func() error { return errors.Join(w.wait(), w2.wait()) }
+			return res, nil
+		}
+	} else {
+		sess.epoch = nextShareEpoch(req.Epoch)
+		for tp := range sess.parts {
+			res.Partitions = append(res.Partitions, SharePartitionID(tp))
+		}
+	}
+	res.Wait = func() error { return errors.Join(releaseW.wait(), w.wait()) }
+	if err := w.errOrNil(); err != nil {
+		for id := range res.AckErrors {
+			res.AckErrors[id] = err
+		}
+	}
+	return res, nil
+}
+
+func nextShareEpoch(e int32) int32 {
+	if e == 1<<31-1 {
+		return 1
+	}
+	return e + 1
+}
+
+// applyAcksLocked applies each partition's acknowledgements and records
+// its outcome. REQUIRES: share.mu held.
+func (c *Coordinator) applyAcksLocked(b *pebblestore.Batch, g *shareGroup, req ShareSessionRequest, errs map[SharePartitionID]error, now time.Time) {
+	lim := c.shareLimitsLocked(req.Group)
+	for _, a := range req.Acks {
+		tp := shareTP(a.SharePartitionID)
+		var sp *sharePartition
+		if g != nil {
+			sp = g.parts[tp]
+		}
+		switch {
+		case sp == nil:
+			if _, ok := c.tm.TopicByID(a.TopicID); !ok {
+				errs[a.SharePartitionID] = ErrUnknownTopicID
+			} else {
+				errs[a.SharePartitionID] = fmt.Errorf("%w: nothing of this partition was acquired by this group", ErrInvalidRecordState)
+			}
+		default:
+			err := sp.acknowledge(req.MemberID, a.Batches, lim, now)
+			switch {
+			case errors.Is(err, errInvalidAck):
+				err = fmt.Errorf("%w: %v", ErrInvalidRequest, err)
+			case errors.Is(err, errInvalidRecordState):
+				err = fmt.Errorf("%w: %v", ErrInvalidRecordState, err)
+			case err == nil:
+				b.Set(sharePartitionKey(tp, g.name), sp.encodeRow())
+			}
+			errs[a.SharePartitionID] = err
+		}
+	}
+}
+
+// CloseShareSession closes the session id of member, if it is still
+// open, and releases the records the member holds: its connection closed
+// (Kafka releases them when the connection of a share session closes).
+func (c *Coordinator) CloseShareSession(group, member string, id uint64) {
+	s := &c.share
+	s.mu.Lock()
+	key := shareSessionKey{group, member}
+	sess := s.sessions[key]
+	g := s.groups[group]
+	if sess == nil || sess.id != id || g == nil {
+		s.mu.Unlock()
+		return
+	}
+	delete(s.sessions, key)
+	w := c.releaseShareMemberLocked(g, member)
+	s.mu.Unlock()
+	if err := w.wait(); err != nil {
+		c.log.Warn().Err(err).Str("group", group).Msg("releasing the records of a closed share session was not stored")
+	}
+}
+
+// ShareFetched is what one partition gave a ShareFetch.
+type ShareFetched struct {
+	SharePartitionID
+	Acquired []AcquiredRange
+	Err      error
+}
+
+// ShareAcquireRequest asks for records for a member of a share group.
+type ShareAcquireRequest struct {
+	Group, MemberID string
+	Partitions      []SharePartitionID
+	// MaxRecords bounds the records acquired over all partitions;
+	// MaxBytes the new batches read per partition.
+	MaxRecords, MaxBytes int
+}
+
+// ShareAcquire acquires up to MaxRecords records for the member over the
+// partitions, in order. wait makes the acquisitions durable (their
+// delivery counts and locks).
+func (c *Coordinator) ShareAcquire(req ShareAcquireRequest, now time.Time) ([]ShareFetched, func() error) {
+	group, member, parts, maxRecords, maxBytes := req.Group, req.MemberID, req.Partitions, req.MaxRecords, req.MaxBytes
+	out := make([]ShareFetched, len(parts))
+	ends := c.sharePrepare(group, parts, out, now)
+	spans := make([][]BatchSpan, len(parts))
+	for i, p := range parts {
+		if out[i].Err == nil && ends[i] >= 0 {
+			spans[i], out[i].Err = c.readSpans(shareTP(p), ends[i], maxBytes)
+		}
+	}
+	s := &c.share
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	lim := c.shareLimitsLocked(group)
+	g := s.groups[group]
+	if g == nil || g.members[member] == nil || s.sessions[shareSessionKey{group, member}] == nil {
+		return out, func() error { return nil }
+	}
+	left := maxRecords
+	w := c.applyShareLocked(func(b *pebblestore.Batch) {
+		for i, p := range parts {
+			sp := g.parts[shareTP(p)]
+			if out[i].Err != nil || sp == nil || left <= 0 {
+				continue
+			}
+			got, changed := sp.acquire(member, left, spans[i], lim, now)
+			for _, r := range got {
+				left -= int(r.Last - r.First + 1)
+			}
+			out[i].Acquired = got
+			if changed {
+				b.Set(sharePartitionKey(shareTP(p), group), sp.encodeRow())
+			}
+		}
+	})
+	return out, w.wait
+}
+
+// sharePrepare creates the share-partitions a group fetches for the first
+// time (start offset by share.auto.offset.reset: the high watermark for
+// latest, the log start for earliest), moves start offsets past records
+// the log no longer holds, and returns each partition's end offset when
+// new records are stored after it (-1 otherwise).
+func (c *Coordinator) sharePrepare(group string, parts []SharePartitionID, out []ShareFetched, now time.Time) []int64 {
+	ends := make([]int64, len(parts))
+	s := &c.share
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g := s.groups[group]
+	for i, p := range parts {
+		out[i].SharePartitionID = p
+		ends[i] = -1
+		t, lp, ok := c.sharePartitionLog(shareTP(p))
+		if !ok || g == nil {
+			out[i].Err = ErrUnknownTopicID
+			continue
+		}
+		if t.Owner() != topics.OwnerNone {
+			out[i].Err = fmt.Errorf("%w: topic %s is managed by the broker (%s); share groups read plain topics only for now", ErrInvalidRequest, t.Name, t.Owner())
+			continue
+		}
+		sp := g.parts[shareTP(p)]
+		if sp == nil {
+			sp = &sharePartition{start: lp.HighWatermark()}
+			if c.shareResetLocked(group) == "earliest" {
+				sp.start = lp.LogStartOffset()
+			}
+			g.parts[shareTP(p)] = sp
+		}
+		sp.startAt(lp.LogStartOffset())
+		if sp.end() < lp.HighWatermark() && len(sp.window) < c.cfg.ShareMaxRecordLocks {
+			ends[i] = sp.end()
+		}
+	}
+	return ends
+}
+
+// shareSpanReadBytes bounds one read of batch boundaries.
+const shareSpanReadBytes = 1 << 20
+
+// readSpans reads the batch boundaries stored from offset on, up to about
+// maxBytes.
+func (c *Coordinator) readSpans(tp shareTP, offset int64, maxBytes int) ([]BatchSpan, error) {
+	_, lp, ok := c.sharePartitionLog(tp)
+	if !ok {
+		return nil, ErrUnknownTopicID
+	}
+	// Spans are only headers: read about what one acquisition can use,
+	// not the request's whole budget (at least one batch).
+	data, _, err := lp.Read(offset, min(maxBytes, shareSpanReadBytes), true, nil)
+	if err != nil {
+		if errors.Is(err, topics.ErrOffsetOutOfRange) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	var spans []BatchSpan
+	for len(data) > 0 {
+		h, err := topics.ParseBatchHeader(data)
+		if err != nil {
+			return spans, nil
+		}
+		spans = append(spans, BatchSpan{Base: h.BaseOffset, Last: h.BaseOffset + int64(h.LastOffsetDelta), Control: h.Attributes&0x20 != 0})
+		data = data[int(h.BatchLength)+12:]
+	}
+	return spans, nil
+}
