@@ -36,13 +36,7 @@ func (s *Server) handleCreateAcls(r *request) (reply, error) {
 		return reply{}, errors.New("create ACLs request has too many creations")
 	}
 	a := s.cfg.Authorizer
-	fixed, msg := int16(0), ""
-	switch {
-	case a == nil:
-		fixed, msg = kerr.SecurityDisabled.Code, securityDisabled
-	case !r.allowedCluster(auth.OpAlter):
-		fixed, msg = kerr.ClusterAuthorizationFailed.Code, "Authorization failed: creating ACLs needs ALTER on the cluster"
-	}
+	fixed, msg := s.aclChangeRefusal(r, "creating ACLs")
 	resp.Results = make([]kmsg.CreateACLsResponseResult, len(req.Creations))
 	for i := range resp.Results {
 		resp.Results[i] = kmsg.NewCreateACLsResponseResult()

@@ -33,13 +33,7 @@ func (s *Server) handleDeleteAcls(r *request) (reply, error) {
 		return reply{}, errors.New("delete ACLs request has too many filters")
 	}
 	a := s.cfg.Authorizer
-	fixed, msg := int16(0), ""
-	switch {
-	case a == nil:
-		fixed, msg = kerr.SecurityDisabled.Code, securityDisabled
-	case !r.allowedCluster(auth.OpAlter):
-		fixed, msg = kerr.ClusterAuthorizationFailed.Code, "Authorization failed: deleting ACLs needs ALTER on the cluster"
-	}
+	fixed, msg := s.aclChangeRefusal(r, "deleting ACLs")
 	resp.Results = make([]kmsg.DeleteACLsResponseResult, len(req.Filters))
 	for i := range resp.Results {
 		resp.Results[i] = kmsg.NewDeleteACLsResponseResult()

@@ -30,8 +30,6 @@ package kafkaproto
 //     later; internal topics excluded).
 
 import (
-	"strings"
-
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/vibemq/broker/auth"
@@ -63,15 +61,8 @@ func (s *Server) handleConsumerGroupHeartbeat(r *request) (reply, error) {
 	}
 	// Kafka 4 refuses a subscription to topics the principal may not
 	// DESCRIBE (KafkaApis handleConsumerGroupHeartbeat).
-	var hidden []string
-	for _, name := range req.SubscribedTopicNames {
-		if !r.allowedTopic(auth.OpDescribe, name) {
-			hidden = append(hidden, name)
-		}
-	}
-	if len(hidden) > 0 {
-		resp.ErrorCode = kerr.TopicAuthorizationFailed.Code
-		resp.ErrorMessage = kmsg.StringPtr("unauthorized topics: " + strings.Join(hidden, ", "))
+	if msg := r.deniedTopics(auth.OpDescribe, req.SubscribedTopicNames); msg != nil {
+		resp.ErrorCode, resp.ErrorMessage = kerr.TopicAuthorizationFailed.Code, msg
 		return reply{resp: resp}, nil
 	}
 	hr := groups.ConsumerHeartbeatRequest{

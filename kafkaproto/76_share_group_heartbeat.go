@@ -21,8 +21,6 @@ package kafkaproto
 //   - v0 (Kafka 4.0 early access) is not served; v1 is Kafka 4.1+.
 
 import (
-	"strings"
-
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/vibemq/broker/auth"
@@ -50,15 +48,8 @@ func (s *Server) handleShareGroupHeartbeat(r *request) (reply, error) {
 		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
 		return reply{resp: resp}, nil
 	}
-	var hidden []string
-	for _, name := range req.SubscribedTopicNames {
-		if !r.allowedTopic(auth.OpDescribe, name) {
-			hidden = append(hidden, name)
-		}
-	}
-	if len(hidden) > 0 {
-		resp.ErrorCode = kerr.TopicAuthorizationFailed.Code
-		resp.ErrorMessage = kmsg.StringPtr("unauthorized topics: " + strings.Join(hidden, ", "))
+	if msg := r.deniedTopics(auth.OpDescribe, req.SubscribedTopicNames); msg != nil {
+		resp.ErrorCode, resp.ErrorMessage = kerr.TopicAuthorizationFailed.Code, msg
 		return reply{resp: resp}, nil
 	}
 	hr := groups.ShareHeartbeatRequest{

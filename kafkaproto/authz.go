@@ -1,6 +1,10 @@
 package kafkaproto
 
 import (
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/vibemq/broker/auth"
 )
 
@@ -82,4 +86,35 @@ func (r *request) groupAuthorizedOperations(group string) int32 {
 
 func (r *request) clusterAuthorizedOperations() int32 {
 	return r.authorizedOperations(auth.ResourceCluster, auth.ClusterName, clusterOperations)
+}
+
+// deniedTopics is nil when the principal may do op on every named topic,
+// else the message of the TOPIC_AUTHORIZATION_FAILED that Kafka answers a
+// group heartbeat subscribing to them (KafkaApis
+// handleConsumerGroupHeartbeat, handleShareGroupHeartbeat).
+func (r *request) deniedTopics(op auth.Operation, names []string) *string {
+	var hidden []string
+	for _, name := range names {
+		if !r.allowedTopic(op, name) {
+			hidden = append(hidden, name)
+		}
+	}
+	if len(hidden) == 0 {
+		return nil
+	}
+	return kmsg.StringPtr("unauthorized topics: " + strings.Join(hidden, ", "))
+}
+
+// aclChangeRefusal is why CreateAcls or DeleteAcls (what: "creating ACLs")
+// changes nothing: SECURITY_DISABLED without an authorizer, else
+// CLUSTER_AUTHORIZATION_FAILED without ALTER on the cluster; code 0 when
+// the change may go ahead.
+func (s *Server) aclChangeRefusal(r *request, what string) (int16, string) {
+	switch {
+	case s.cfg.Authorizer == nil:
+		return kerr.SecurityDisabled.Code, securityDisabled
+	case !r.allowedCluster(auth.OpAlter):
+		return kerr.ClusterAuthorizationFailed.Code, "Authorization failed: " + what + " needs ALTER on the cluster"
+	}
+	return 0, ""
 }
