@@ -28,6 +28,22 @@ const (
 	ResourceUser            ResourceType = 7
 )
 
+// The native API's resource types (DESIGN.md "Security"): a queue (with
+// its DLQ) and an event store are resources of their own, not topics, so
+// an ACL on a queue does not open its topic to Kafka clients nor the
+// reverse. Their codes are this broker's, far above Kafka's (0-7, which
+// grow by one per KIP), and a Kafka client never meets them unless it
+// names one: a filter of resource type ANY selects Kafka's types only
+// (Filter.Matches), so DescribeAcls never answers a row a Kafka client
+// cannot parse and DeleteAcls ANY leaves the native bindings alone.
+const (
+	ResourceQueue ResourceType = 100
+	ResourceStore ResourceType = 101
+)
+
+// Native reports whether t is one of the native API's resource types.
+func (t ResourceType) Native() bool { return t == ResourceQueue || t == ResourceStore }
+
 // PatternType is Kafka's PatternType code.
 type PatternType int8
 
@@ -118,11 +134,11 @@ var ErrInvalidACL = errors.New("invalid ACL")
 // AclControlManager.validateNewAcl).
 func ValidateBinding(b Binding) error {
 	switch b.ResourceType {
-	case ResourceTopic, ResourceGroup, ResourceCluster, ResourceTransactionalID:
+	case ResourceTopic, ResourceGroup, ResourceCluster, ResourceTransactionalID, ResourceQueue, ResourceStore:
 	case ResourceDelegationToken, ResourceUser:
 		return fmt.Errorf("%w: resource type %s is not supported: this broker has no delegation tokens or user resources; use Topic, Group, Cluster or TransactionalId", ErrInvalidACL, b.ResourceType)
 	default:
-		return fmt.Errorf("%w: resource type %d is not a resource type a binding can name (Topic, Group, Cluster, TransactionalId)", ErrInvalidACL, b.ResourceType)
+		return fmt.Errorf("%w: resource type %d is not a resource type a binding can name (Topic, Group, Cluster, TransactionalId, and the native API's Queue and Store)", ErrInvalidACL, b.ResourceType)
 	}
 	if b.PatternType != PatternLiteral && b.PatternType != PatternPrefixed {
 		return fmt.Errorf("%w: pattern type %s: a binding is LITERAL or PREFIXED", ErrInvalidACL, b.PatternType)
@@ -158,6 +174,9 @@ func ValidateBinding(b Binding) error {
 // Matches reports whether the filter selects the binding (Kafka
 // AclBindingFilter.matches).
 func (f Filter) Matches(b Binding) bool {
+	if f.ResourceType == ResourceAny && b.ResourceType.Native() {
+		return false // Kafka's ANY: Kafka's resource types only
+	}
 	if f.ResourceType != ResourceAny && f.ResourceType != b.ResourceType {
 		return false
 	}
@@ -199,7 +218,7 @@ func (f Filter) Matches(b Binding) bool {
 
 // ValidateFilter says why a filter cannot be used, or nil.
 func ValidateFilter(f Filter) error {
-	if f.ResourceType <= ResourceUnknown || f.ResourceType > ResourceUser {
+	if (f.ResourceType <= ResourceUnknown || f.ResourceType > ResourceUser) && !f.ResourceType.Native() {
 		return fmt.Errorf("%w: filter resource type %d", ErrInvalidACL, f.ResourceType)
 	}
 	if f.PatternType <= PatternUnknown || f.PatternType > PatternPrefixed {
@@ -214,7 +233,7 @@ func ValidateFilter(f Filter) error {
 	return nil
 }
 
-var resourceTypeNames = map[ResourceType]string{ResourceUnknown: "UNKNOWN", ResourceAny: "ANY", ResourceTopic: "TOPIC", ResourceGroup: "GROUP", ResourceCluster: "CLUSTER", ResourceTransactionalID: "TRANSACTIONAL_ID", ResourceDelegationToken: "DELEGATION_TOKEN", ResourceUser: "USER"}
+var resourceTypeNames = map[ResourceType]string{ResourceUnknown: "UNKNOWN", ResourceAny: "ANY", ResourceTopic: "TOPIC", ResourceGroup: "GROUP", ResourceCluster: "CLUSTER", ResourceTransactionalID: "TRANSACTIONAL_ID", ResourceDelegationToken: "DELEGATION_TOKEN", ResourceUser: "USER", ResourceQueue: "QUEUE", ResourceStore: "STORE"}
 
 func (t ResourceType) String() string {
 	if s, ok := resourceTypeNames[t]; ok {

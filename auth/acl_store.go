@@ -180,6 +180,9 @@ func implies(granted, op Operation) bool {
 // allows everything (Kafka without authorizer.class.name).
 func (a *Authorizer) Enabled() bool { return a != nil }
 
+// Len is the number of bindings, of every resource type.
+func (a *Authorizer) Len() int { return len(a.idx.Load().all) }
+
 // IsSuperUser reports whether the principal is a super user.
 func (a *Authorizer) IsSuperUser(principal string) bool { return a.superUsers[principal] }
 

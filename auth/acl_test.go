@@ -187,3 +187,67 @@ func BenchmarkAuthorize(b *testing.B) {
 		}
 	}
 }
+
+// TestNativeResourceTypes: queue and event-store bindings decide only
+// their own type (an ACL on queue "orders" opens neither topic "orders"
+// nor store "orders"), and Kafka's filters of resource type ANY neither
+// list nor delete them (a Kafka client cannot parse their codes); a
+// filter naming the type selects them.
+func TestNativeResourceTypes(t *testing.T) {
+	a, store := openTestAuthorizer(t, t.TempDir(), AuthorizerConfig{})
+	defer store.Close()
+	errs, err := a.Create([]Binding{
+		allow(ResourceQueue, "orders", PatternLiteral, "User:alice", "*", OpWrite),
+		allow(ResourceStore, "acct-", PatternPrefixed, "User:alice", "*", OpRead),
+		deny(ResourceStore, "acct-secret", PatternLiteral, "User:alice", "*", OpAll),
+		allow(ResourceTopic, "t", PatternLiteral, "User:alice", "*", OpRead),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, e := range errs {
+		if e != nil {
+			t.Fatalf("binding %d refused: %v", i, e)
+		}
+	}
+	for _, tc := range []struct {
+		op   Operation
+		rt   ResourceType
+		name string
+		want bool
+	}{
+		{OpWrite, ResourceQueue, "orders", true},
+		{OpDescribe, ResourceQueue, "orders", true},
+		{OpRead, ResourceQueue, "orders", false},
+		{OpWrite, ResourceTopic, "orders", false},
+		{OpWrite, ResourceStore, "orders", false},
+		{OpRead, ResourceStore, "acct-1", true},
+		{OpRead, ResourceStore, "acct-secret", false},
+		{OpRead, ResourceQueue, "acct-1", false},
+	} {
+		if got := a.Authorize("User:alice", "10.0.0.1", tc.op, tc.rt, tc.name); got != tc.want {
+			t.Errorf("%s %s %q: %v, want %v", tc.op, tc.rt, tc.name, got, tc.want)
+		}
+	}
+	any := Filter{ResourceType: ResourceAny, PatternType: PatternAny, Operation: OpAny, Permission: PermissionAny}
+	if got := a.Describe(any); len(got) != 1 || got[0].ResourceType != ResourceTopic {
+		t.Errorf("filter ANY selects %v, want the topic binding only", got)
+	}
+	queues := any
+	queues.ResourceType = ResourceQueue
+	if err := ValidateFilter(queues); err != nil {
+		t.Fatal(err)
+	}
+	if got := a.Describe(queues); len(got) != 1 || got[0].ResourceName != "orders" {
+		t.Errorf("filter QUEUE selects %v", got)
+	}
+	if _, err := a.Delete([]Filter{any}); err != nil {
+		t.Fatal(err)
+	}
+	if a.Len() != 3 || !a.Authorize("User:alice", "h", OpWrite, ResourceQueue, "orders") {
+		t.Errorf("DeleteAcls ANY removed native bindings: %d left", a.Len())
+	}
+	if rt, ok := ParseResourceType("queue"); !ok || rt != ResourceQueue {
+		t.Errorf("ParseResourceType(queue) = %v %v", rt, ok)
+	}
+}

@@ -1,21 +1,52 @@
 package httpapi
 
-import "net/http"
+import (
+	"context"
+	"net/http"
 
-// Additional operations of Kafka's ACL model used by the native API.
+	"github.com/vibemq/broker/auth"
+)
+
+// Short names of the ACL model's resource types and operations (auth's
+// codes, Kafka's for Kafka's types) for the table below.
 const (
-	OperationAlterConfigs    Operation = "AlterConfigs"
-	OperationDescribeConfigs Operation = "DescribeConfigs"
+	resourceTopic   = auth.ResourceTopic
+	resourceGroup   = auth.ResourceGroup
+	resourceCluster = auth.ResourceCluster
+	resourceTxn     = auth.ResourceTransactionalID
+	resourceQueue   = auth.ResourceQueue
+	resourceStore   = auth.ResourceStore
+
+	opRead            = auth.OpRead
+	opWrite           = auth.OpWrite
+	opCreate          = auth.OpCreate
+	opDelete          = auth.OpDelete
+	opAlter           = auth.OpAlter
+	opDescribe        = auth.OpDescribe
+	opDescribeConfigs = auth.OpDescribeConfigs
+	opAlterConfigs    = auth.OpAlterConfigs
 )
 
 // access is what a route does, for an Authorizer: the resource type, the
-// path parameter naming the resource ("" for a list or a route whose
-// resource is in the body, which the Authorizer sees with name ""), and
-// the operation, chosen as Kafka chooses for the equivalent API.
+// path parameter naming the resource ("" for the cluster, or a route
+// whose resource is in the body), and the operation, chosen as Kafka
+// chooses for the equivalent API.
 type access struct {
-	resource ResourceType
+	resource auth.ResourceType
 	param    string
-	op       Operation
+	op       auth.Operation
+}
+
+// listRoutes are the routes of routeAccess that list resources of their
+// type: they are not refused but show only the items the principal may
+// do the route's operation on (visible), as Kafka's Metadata hides the
+// topics a principal may not describe.
+var listRoutes = map[string]bool{
+	"GET /v1/queues":             true,
+	"GET /v1/stores":             true,
+	"GET /v1/admin/topics":       true,
+	"GET /v1/admin/groups":       true,
+	"GET /v1/admin/transactions": true,
 }
 
 // routeAccess holds every route of the native API that needs an
@@ -23,86 +54,98 @@ type access struct {
 // routes (openRoutes), /openapi.json and logout need none. A queue and an
 // event store are resource types of their own: their operations (receive,
 // ack, append) are not a topic's, and an ACL on them does not open the
-// underlying topic to Kafka clients, nor the reverse. Lists answer whole
-// (name ""): filtering a list per item is the authorizer's work to come.
+// underlying topic to Kafka clients, nor the reverse. A queue's DLQ
+// routes are the queue's. Lists show the items the principal may
+// describe (listRoutes); the transactions list shows the transactional IDs
+// it may describe, as Kafka's ListTransactions.
 var routeAccess = map[string]access{
 	// Health and profiles.
-	"GET /metrics":             {ResourceCluster, "", OperationDescribe},
-	"GET /debug/pprof/":        {ResourceCluster, "", OperationDescribe},
-	"GET /debug/pprof/profile": {ResourceCluster, "", OperationDescribe},
-	"GET /debug/pprof/trace":   {ResourceCluster, "", OperationDescribe},
-	"GET /debug/pprof/symbol":  {ResourceCluster, "", OperationDescribe},
+	"GET /metrics":             {resourceCluster, "", opDescribe},
+	"GET /debug/pprof/":        {resourceCluster, "", opDescribe},
+	"GET /debug/pprof/profile": {resourceCluster, "", opDescribe},
+	"GET /debug/pprof/trace":   {resourceCluster, "", opDescribe},
+	"GET /debug/pprof/symbol":  {resourceCluster, "", opDescribe},
 
 	// Queues and their DLQs (queues.go).
-	"GET /v1/queues":                                      {ResourceQueue, "", OperationDescribe},
-	"PUT /v1/queues/{queue}":                              {ResourceQueue, "queue", OperationCreate},
-	"GET /v1/queues/{queue}":                              {ResourceQueue, "queue", OperationDescribe},
-	"PATCH /v1/queues/{queue}":                            {ResourceQueue, "queue", OperationAlter},
-	"DELETE /v1/queues/{queue}":                           {ResourceQueue, "queue", OperationDelete},
-	"POST /v1/queues/{queue}/messages":                    {ResourceQueue, "queue", OperationWrite},
-	"GET /v1/queues/{queue}/messages":                     {ResourceQueue, "queue", OperationRead},
-	"GET /v1/queues/{queue}/messages/{id}":                {ResourceQueue, "queue", OperationRead},
-	"DELETE /v1/queues/{queue}/messages/{id}":             {ResourceQueue, "queue", OperationDelete},
-	"POST /v1/queues/{queue}/receive":                     {ResourceQueue, "queue", OperationRead},
-	"POST /v1/queues/{queue}/ack":                         {ResourceQueue, "queue", OperationRead},
-	"POST /v1/queues/{queue}/nack":                        {ResourceQueue, "queue", OperationRead},
-	"POST /v1/queues/{queue}/extend":                      {ResourceQueue, "queue", OperationRead},
-	"DELETE /v1/queues/{queue}/receipts/{receipt}":        {ResourceQueue, "queue", OperationRead},
-	"POST /v1/queues/{queue}/purge":                       {ResourceQueue, "queue", OperationDelete},
-	"GET /v1/queues/{queue}/stats":                        {ResourceQueue, "queue", OperationDescribe},
-	"GET /v1/queues/{queue}/dlq":                          {ResourceQueue, "queue", OperationRead},
-	"POST /v1/queues/{queue}/redrive":                     {ResourceQueue, "queue", OperationAlter},
-	"GET /v1/tasks":                                       {ResourceCluster, "", OperationDescribe},
-	"GET /v1/tasks/{id}":                                  {ResourceCluster, "", OperationDescribe},
-	"DELETE /v1/tasks/{id}":                               {ResourceCluster, "", OperationAlter},
-	"GET /v1/stores":                                      {ResourceStore, "", OperationDescribe},
-	"PUT /v1/stores/{store}":                              {ResourceStore, "store", OperationCreate},
-	"GET /v1/stores/{store}":                              {ResourceStore, "store", OperationDescribe},
-	"DELETE /v1/stores/{store}":                           {ResourceStore, "store", OperationDelete},
-	"GET /v1/stores/{store}/events":                       {ResourceStore, "store", OperationRead},
-	"GET /v1/stores/{store}/streams":                      {ResourceStore, "store", OperationDescribe},
-	"GET /v1/stores/{store}/streams/{stream}":             {ResourceStore, "store", OperationDescribe},
-	"GET /v1/stores/{store}/streams/{stream}/events":      {ResourceStore, "store", OperationRead},
-	"POST /v1/stores/{store}/streams/{stream}/events":     {ResourceStore, "store", OperationWrite},
-	"DELETE /v1/stores/{store}/streams/{stream}":          {ResourceStore, "store", OperationDelete},
-	"GET /v1/stores/{store}/consumers":                    {ResourceStore, "store", OperationDescribe},
-	"PUT /v1/stores/{store}/consumers/{consumer}":         {ResourceStore, "store", OperationRead},
-	"GET /v1/stores/{store}/consumers/{consumer}":         {ResourceStore, "store", OperationDescribe},
-	"DELETE /v1/stores/{store}/consumers/{consumer}":      {ResourceStore, "store", OperationDelete},
-	"POST /v1/stores/{store}/consumers/{consumer}/commit": {ResourceStore, "store", OperationRead},
+	"GET /v1/queues":                                      {resourceQueue, "", opDescribe},
+	"PUT /v1/queues/{queue}":                              {resourceQueue, "queue", opCreate},
+	"GET /v1/queues/{queue}":                              {resourceQueue, "queue", opDescribe},
+	"PATCH /v1/queues/{queue}":                            {resourceQueue, "queue", opAlter},
+	"DELETE /v1/queues/{queue}":                           {resourceQueue, "queue", opDelete},
+	"POST /v1/queues/{queue}/messages":                    {resourceQueue, "queue", opWrite},
+	"GET /v1/queues/{queue}/messages":                     {resourceQueue, "queue", opRead},
+	"GET /v1/queues/{queue}/messages/{id}":                {resourceQueue, "queue", opRead},
+	"DELETE /v1/queues/{queue}/messages/{id}":             {resourceQueue, "queue", opDelete},
+	"POST /v1/queues/{queue}/receive":                     {resourceQueue, "queue", opRead},
+	"POST /v1/queues/{queue}/ack":                         {resourceQueue, "queue", opRead},
+	"POST /v1/queues/{queue}/nack":                        {resourceQueue, "queue", opRead},
+	"POST /v1/queues/{queue}/extend":                      {resourceQueue, "queue", opRead},
+	"DELETE /v1/queues/{queue}/receipts/{receipt}":        {resourceQueue, "queue", opRead},
+	"POST /v1/queues/{queue}/purge":                       {resourceQueue, "queue", opDelete},
+	"GET /v1/queues/{queue}/stats":                        {resourceQueue, "queue", opDescribe},
+	"GET /v1/queues/{queue}/dlq":                          {resourceQueue, "queue", opRead},
+	"POST /v1/queues/{queue}/redrive":                     {resourceQueue, "queue", opAlter},
+	"GET /v1/tasks":                                       {resourceCluster, "", opDescribe},
+	"GET /v1/tasks/{id}":                                  {resourceCluster, "", opDescribe},
+	"DELETE /v1/tasks/{id}":                               {resourceCluster, "", opAlter},
+	"GET /v1/stores":                                      {resourceStore, "", opDescribe},
+	"PUT /v1/stores/{store}":                              {resourceStore, "store", opCreate},
+	"GET /v1/stores/{store}":                              {resourceStore, "store", opDescribe},
+	"DELETE /v1/stores/{store}":                           {resourceStore, "store", opDelete},
+	"GET /v1/stores/{store}/events":                       {resourceStore, "store", opRead},
+	"GET /v1/stores/{store}/streams":                      {resourceStore, "store", opDescribe},
+	"GET /v1/stores/{store}/streams/{stream}":             {resourceStore, "store", opDescribe},
+	"GET /v1/stores/{store}/streams/{stream}/events":      {resourceStore, "store", opRead},
+	"POST /v1/stores/{store}/streams/{stream}/events":     {resourceStore, "store", opWrite},
+	"DELETE /v1/stores/{store}/streams/{stream}":          {resourceStore, "store", opDelete},
+	"GET /v1/stores/{store}/consumers":                    {resourceStore, "store", opDescribe},
+	"PUT /v1/stores/{store}/consumers/{consumer}":         {resourceStore, "store", opRead},
+	"GET /v1/stores/{store}/consumers/{consumer}":         {resourceStore, "store", opDescribe},
+	"DELETE /v1/stores/{store}/consumers/{consumer}":      {resourceStore, "store", opDelete},
+	"POST /v1/stores/{store}/consumers/{consumer}/commit": {resourceStore, "store", opRead},
 
 	// Storage administration (storage.go).
-	"GET /v1/admin/storage":  {ResourceCluster, "", OperationDescribe},
-	"POST /v1/admin/backup":  {ResourceCluster, "", OperationAlter},
-	"POST /v1/admin/compact": {ResourceCluster, "", OperationAlter},
-	"POST /v1/admin/verify":  {ResourceCluster, "", OperationAlter},
+	"GET /v1/admin/storage":  {resourceCluster, "", opDescribe},
+	"POST /v1/admin/backup":  {resourceCluster, "", opAlter},
+	"POST /v1/admin/compact": {resourceCluster, "", opAlter},
+	"POST /v1/admin/verify":  {resourceCluster, "", opAlter},
 
 	// Admin routes of the console (admin*.go). Creating a topic names it
 	// in the body: Cluster Create, as Kafka accepts for CreateTopics.
-	"GET /v1/admin/overview":                                      {ResourceCluster, "", OperationDescribe},
-	"GET /v1/admin/topics":                                        {ResourceTopic, "", OperationDescribe},
-	"POST /v1/admin/topics":                                       {ResourceCluster, "", OperationCreate},
-	"GET /v1/admin/topics/{topic}":                                {ResourceTopic, "topic", OperationDescribeConfigs},
-	"PATCH /v1/admin/topics/{topic}/configs":                      {ResourceTopic, "topic", OperationAlterConfigs},
-	"DELETE /v1/admin/topics/{topic}":                             {ResourceTopic, "topic", OperationDelete},
-	"GET /v1/admin/topics/{topic}/partitions/{partition}/records": {ResourceTopic, "topic", OperationRead},
-	"GET /v1/admin/groups":                                        {ResourceGroup, "", OperationDescribe},
-	"GET /v1/admin/groups/{group}":                                {ResourceGroup, "group", OperationDescribe},
-	"POST /v1/admin/groups/{group}/reset-offsets":                 {ResourceGroup, "group", OperationRead},
-	"GET /v1/admin/transactions":                                  {ResourceCluster, "", OperationDescribe},
+	"GET /v1/admin/overview":                                      {resourceCluster, "", opDescribe},
+	"GET /v1/admin/topics":                                        {resourceTopic, "", opDescribe},
+	"POST /v1/admin/topics":                                       {resourceCluster, "", opCreate},
+	"GET /v1/admin/topics/{topic}":                                {resourceTopic, "topic", opDescribeConfigs},
+	"PATCH /v1/admin/topics/{topic}/configs":                      {resourceTopic, "topic", opAlterConfigs},
+	"DELETE /v1/admin/topics/{topic}":                             {resourceTopic, "topic", opDelete},
+	"GET /v1/admin/topics/{topic}/partitions/{partition}/records": {resourceTopic, "topic", opRead},
+	"GET /v1/admin/groups":                                        {resourceGroup, "", opDescribe},
+	"GET /v1/admin/groups/{group}":                                {resourceGroup, "group", opDescribe},
+	"POST /v1/admin/groups/{group}/reset-offsets":                 {resourceGroup, "group", opRead},
+	"GET /v1/admin/transactions":                                  {resourceTxn, "", opDescribe},
 }
 
 // authorized wraps a route's handler: with an Authorizer configured, the
-// request's principal must be allowed the route's access (routeAccess),
-// else 403 forbidden. It runs after the mux matched, so the path
-// parameters are known. Without an Authorizer it is the handler itself.
+// request's principal, from the request's address, must be allowed the
+// route's access (routeAccess), else 403 forbidden. It runs after the mux
+// matched, so the path parameters are known. A list route is not refused:
+// its handler asks visible per item. Without an Authorizer, and for
+// /metrics and /debug/pprof/ with http-auth-metrics open, it is the
+// handler itself.
 func (s *Server) authorized(pattern string, h http.Handler) http.Handler {
 	a, ok := routeAccess[pattern]
-	if !ok || s.cfg.Auth.Authorizer == nil {
+	if !ok || s.cfg.Auth.Authorizer == nil || (s.cfg.Auth.MetricsOpen && isMetricsRoute(pattern)) {
 		return h
 	}
+	if listRoutes[pattern] {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			p, host := Principal(r.Context()), clientIP(r).String()
+			check := func(name string) bool { return s.cfg.Auth.Authorizer.Authorize(p, host, a.op, a.resource, name) }
+			h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), visibleKey{}, check)))
+		})
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		name := ""
+		name := auth.ClusterName
 		if a.param != "" {
 			name = r.PathValue(a.param)
 		}
@@ -112,4 +155,38 @@ func (s *Server) authorized(pattern string, h http.Handler) http.Handler {
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+type visibleKey struct{}
+
+// visible reports whether a list route's request may show the item name
+// (the route's resource type and operation in routeAccess); true without
+// an Authorizer.
+func visible(r *http.Request, name string) bool {
+	if check, ok := r.Context().Value(visibleKey{}).(func(string) bool); ok {
+		return check(name)
+	}
+	return true
+}
+
+// RouteRule is what a route needs from an Authorizer (RouteRules).
+type RouteRule struct {
+	// Resource is the resource type; Param the path parameter naming the
+	// resource ("" for the cluster); Operation Kafka's operation.
+	Resource  auth.ResourceType
+	Param     string
+	Operation auth.Operation
+	// List routes are not refused: they show the items the principal may
+	// do Operation on.
+	List bool
+}
+
+// RouteRules returns the authorization of every route that needs one,
+// by mux pattern (for tests and documentation).
+func RouteRules() map[string]RouteRule {
+	out := make(map[string]RouteRule, len(routeAccess))
+	for p, a := range routeAccess {
+		out[p] = RouteRule{Resource: a.resource, Param: a.param, Operation: a.op, List: listRoutes[p]}
+	}
+	return out
 }

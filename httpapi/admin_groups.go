@@ -108,7 +108,7 @@ func (api *adminAPI) listGroups(r adminRequest) (int, any, error) {
 	}{Groups: []GroupSummary{}}
 	var page []string
 	for _, g := range listed {
-		if g.Group <= after || !strings.HasPrefix(g.Group, prefix) {
+		if g.Group <= after || !strings.HasPrefix(g.Group, prefix) || !visible(r.Request, g.Group) {
 			continue
 		}
 		if len(out.Groups) == limit {

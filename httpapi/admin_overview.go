@@ -109,7 +109,7 @@ func (api *adminAPI) listTransactions(r adminRequest) (int, any, error) {
 		Next         string            `json:"next,omitempty"`
 	}{Transactions: []TransactionInfo{}}
 	for _, d := range all {
-		if d.TransactionalID <= after || !strings.HasPrefix(d.TransactionalID, prefix) || (state != "" && d.State.String() != state) {
+		if d.TransactionalID <= after || !strings.HasPrefix(d.TransactionalID, prefix) || (state != "" && d.State.String() != state) || !visible(r.Request, d.TransactionalID) {
 			continue
 		}
 		if len(out.Transactions) == limit {

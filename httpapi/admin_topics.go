@@ -70,7 +70,7 @@ func (api *adminAPI) listTopics(r adminRequest) (int, any, error) {
 		Next string `json:"next,omitempty"`
 	}{Topics: []TopicSummary{}}
 	for _, t := range api.cfg.Topics.Topics() { // sorted by name
-		if t.Name <= after || !strings.HasPrefix(t.Name, prefix) || (!internal && topics.IsInternalTopic(t.Name)) {
+		if t.Name <= after || !strings.HasPrefix(t.Name, prefix) || (!internal && topics.IsInternalTopic(t.Name)) || !visible(r.Request, t.Name) {
 			continue
 		}
 		if len(out.Topics) == limit {

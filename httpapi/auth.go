@@ -38,55 +38,35 @@ type AuthConfig struct {
 	// address; repeated failures within a minute wait n times as long, at
 	// most 5s (as the Kafka listeners: connection-failed-authentication-delay).
 	FailureDelay time.Duration
-	// Authorizer, when set, is asked by Server.Authorize.
+	// Authorizer, when set, decides every route of routeAccess
+	// (access.go) with the request's principal and address.
 	Authorizer Authorizer
 	// Now is the clock of token expiry and sessions (default time.Now).
 	Now func() time.Time
 }
 
-// ResourceType is what an HTTP request acts on, for an Authorizer.
-type ResourceType string
-
-// The resource types of the native API.
-const (
-	ResourceTopic   ResourceType = "topic"
-	ResourceGroup   ResourceType = "group"
-	ResourceQueue   ResourceType = "queue"
-	ResourceStore   ResourceType = "store"
-	ResourceCluster ResourceType = "cluster"
-)
-
-// Operation is what a request does to a resource (Kafka's ACL operations).
-type Operation string
-
-// The operations, with Kafka's ACL names.
-const (
-	OperationRead     Operation = "Read"
-	OperationWrite    Operation = "Write"
-	OperationCreate   Operation = "Create"
-	OperationDelete   Operation = "Delete"
-	OperationAlter    Operation = "Alter"
-	OperationDescribe Operation = "Describe"
-)
-
-// Authorizer decides whether a principal ("User:alice") may do op on a
-// resource. The ACL work plugs one in; without it every authenticated
+// Authorizer decides whether a principal ("User:alice") connected from
+// host (the client's IP address, as netip writes it) may do op on a
+// resource of the ACL model (auth's resource types: Kafka's, and the
+// native Queue and Store). *auth.Authorizer is one: the same ACLs and
+// decision as the Kafka listeners. Without one every authenticated
 // principal may do everything (as Kafka without an authorizer).
 type Authorizer interface {
-	Authorize(principal string, resource ResourceType, name string, op Operation) bool
+	Authorize(principal, host string, op auth.Operation, rt auth.ResourceType, name string) bool
 }
 
-// Authorize asks the configured Authorizer about r's principal; the error
-// (403 forbidden) is the route's answer. Nil without an Authorizer.
-func (s *Server) Authorize(r *http.Request, resource ResourceType, name string, op Operation) error {
+// Authorize asks the configured Authorizer about r's principal and
+// address; the error (403 forbidden) is the route's answer. Nil without
+// an Authorizer.
+func (s *Server) Authorize(r *http.Request, rt auth.ResourceType, name string, op auth.Operation) error {
 	if s.cfg.Auth.Authorizer == nil {
 		return nil
 	}
 	p := Principal(r.Context())
-	if s.cfg.Auth.Authorizer.Authorize(p, resource, name, op) {
+	if s.cfg.Auth.Authorizer.Authorize(p, clientIP(r).String(), op, rt, name) {
 		return nil
 	}
-	return newNativeError("forbidden", "%s may not %s %s %q", p, op, resource, name)
+	return newNativeError("forbidden", "%s may not %s %s %q: ask an administrator for an ACL (broker acls add --principal %s --operation %s ...)", p, op, rt, name, p, op)
 }
 
 type principalKey struct{}

@@ -229,10 +229,10 @@ type decisionLog struct {
 	deny map[string]bool
 }
 
-func (d *decisionLog) Authorize(principal string, resource ResourceType, name string, op Operation) bool {
+func (d *decisionLog) Authorize(principal, host string, op auth.Operation, rt auth.ResourceType, name string) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.asks = append(d.asks, principal+" "+string(resource)+" "+name+" "+string(op))
+	d.asks = append(d.asks, principal+" "+host+" "+rt.String()+" "+name+" "+op.String())
 	return !d.deny[name]
 }
 
@@ -266,7 +266,7 @@ func TestAuthorizerDecides(t *testing.T) {
 	if r.status != 403 || ran != 1 {
 		t.Errorf("denied: %d, handler ran %d times", r.status, ran)
 	}
-	want := []string{"User:alice queue orders Create", "User:alice queue secret Create"}
+	want := []string{"User:alice 127.0.0.1 QUEUE orders CREATE", "User:alice 127.0.0.1 QUEUE secret CREATE"}
 	if strings.Join(decisions.asks, "|") != strings.Join(want, "|") {
 		t.Errorf("the authorizer was asked %q, want %q", decisions.asks, want)
 	}

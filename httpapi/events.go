@@ -228,11 +228,13 @@ func (api *eventsAPI) store(w http.ResponseWriter, r *http.Request) (*events.Sto
 	return st, true
 }
 
-func (api *eventsAPI) handleListStores(w http.ResponseWriter, _ *http.Request) {
+func (api *eventsAPI) handleListStores(w http.ResponseWriter, r *http.Request) {
 	stores := api.svc.Stores()
 	out := make([]storeInfoJSON, 0, len(stores))
 	for _, st := range stores {
-		out = append(out, storeInfoJSON(st.Info()))
+		if info := st.Info(); visible(r, info.Name) { // with an authorizer, the stores it may describe
+			out = append(out, storeInfoJSON(info))
+		}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"stores": out})
 }

@@ -102,14 +102,34 @@ func (api *queueAPI) handleList(w http.ResponseWriter, r *http.Request) {
 		writeError(w, qerr)
 		return
 	}
-	list, next, err := api.e.ListQueues(r.URL.Query().Get("prefix"), r.URL.Query().Get("after"), int(limit))
-	if err != nil {
-		writeError(w, err)
-		return
+	// With an authorizer, the queues the principal may not describe are
+	// left out, and further pages read until the page is full.
+	n := int(limit)
+	if n == 0 {
+		n = 100
 	}
-	out := make([]queueInfoJSON, len(list))
-	for i := range list {
-		out[i] = toQueueInfoJSON(&list[i])
+	prefix, after := r.URL.Query().Get("prefix"), r.URL.Query().Get("after")
+	out := []queueInfoJSON{}
+	next := ""
+	for next == "" {
+		list, more, err := api.e.ListQueues(prefix, after, n)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		for i := range list {
+			if visible(r, list[i].Name) {
+				out = append(out, toQueueInfoJSON(&list[i]))
+			}
+			if len(out) == n && (i < len(list)-1 || more != "") {
+				next = list[i].Name
+				break
+			}
+		}
+		if more == "" {
+			break
+		}
+		after = more
 	}
 	writeJSON(w, http.StatusOK, listQueuesResponse{Queues: out, Next: next})
 }

@@ -19,7 +19,9 @@ func aclsCommand() *cli.Command {
 		&cli.StringFlag{Name: "topic", Usage: "topic resource (\"*\" for every topic)"},
 		&cli.StringFlag{Name: "group", Usage: "consumer group resource (\"*\" for every group)"},
 		&cli.StringFlag{Name: "transactional-id", Usage: "transactional ID resource (\"*\" for every one)"},
-		&cli.BoolFlag{Name: "cluster", Usage: "the cluster resource"},
+		&cli.BoolFlag{Name: "cluster", Usage: "the cluster resource (also the HTTP API's admin routes, /metrics and /debug/pprof/)"},
+		&cli.StringFlag{Name: "queue", Usage: "native queue resource, with its DLQ (\"*\" for every queue; HTTP API only)"},
+		&cli.StringFlag{Name: "store", Usage: "event store resource (\"*\" for every store; HTTP API only)"},
 		&cli.StringFlag{Name: "principal", Usage: "principal, as User:name (User:* for everyone)"},
 		&cli.StringFlag{Name: "host", Usage: "client IP address the binding applies to"},
 		&cli.StringFlag{Name: "operation", Usage: "operations, comma-separated: ALL, READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE"},
@@ -35,7 +37,9 @@ func aclsCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "acls",
 		Usage: "add, list and remove ACLs on a running broker (needs authorizer-enabled)",
-		Description: "Resources are --topic, --group, --transactional-id or --cluster. add needs a\n" +
+		Description: "Resources are --topic, --group, --transactional-id, --cluster, and the native\n" +
+			"API's --queue and --store (resource types of their own: an ACL on queue q does\n" +
+			"not open topic q to Kafka clients). add needs a\n" +
 			"resource, --principal and --operation; --permission defaults to ALLOW and --host to *.\n" +
 			"list and remove take the same flags as a filter; a flag not given matches anything.\n" +
 			"Example: broker acls add --principal User:alice --operation READ,DESCRIBE --topic orders",
@@ -56,7 +60,7 @@ func aclResource(cCtx *cli.Context, required bool) (auth.ResourceType, *string, 
 	for _, f := range []struct {
 		flag string
 		rt   auth.ResourceType
-	}{{"topic", auth.ResourceTopic}, {"group", auth.ResourceGroup}, {"transactional-id", auth.ResourceTransactionalID}} {
+	}{{"topic", auth.ResourceTopic}, {"group", auth.ResourceGroup}, {"transactional-id", auth.ResourceTransactionalID}, {"queue", auth.ResourceQueue}, {"store", auth.ResourceStore}} {
 		if cCtx.IsSet(f.flag) {
 			n++
 			v := cCtx.String(f.flag)
@@ -70,9 +74,9 @@ func aclResource(cCtx *cli.Context, required bool) (auth.ResourceType, *string, 
 	}
 	switch {
 	case n > 1:
-		return 0, nil, usageErrorf("name one resource: --topic, --group, --transactional-id or --cluster")
+		return 0, nil, usageErrorf("name one resource: --topic, --group, --transactional-id, --cluster, --queue or --store")
 	case n == 0 && required:
-		return 0, nil, usageErrorf("name a resource: --topic, --group, --transactional-id or --cluster")
+		return 0, nil, usageErrorf("name a resource: --topic, --group, --transactional-id, --cluster, --queue or --store")
 	}
 	return rt, name, nil
 }
@@ -202,9 +206,18 @@ func aclFilters(cCtx *cli.Context) ([]auth.Filter, error) {
 	if v := cCtx.String("host"); v != "" {
 		host = &v
 	}
+	// Kafka's resource type ANY selects Kafka's types only (a Kafka client
+	// cannot parse the native ones): without a resource flag the native
+	// types are asked for by name too.
+	types := []auth.ResourceType{rt}
+	if rt == auth.ResourceAny {
+		types = append(types, auth.ResourceQueue, auth.ResourceStore)
+	}
 	var fs []auth.Filter
-	for _, op := range ops {
-		fs = append(fs, auth.Filter{ResourceType: rt, ResourceName: name, PatternType: pt, Principal: principal, Host: host, Operation: op, Permission: perm})
+	for _, t := range types {
+		for _, op := range ops {
+			fs = append(fs, auth.Filter{ResourceType: t, ResourceName: name, PatternType: pt, Principal: principal, Host: host, Operation: op, Permission: perm})
+		}
 	}
 	return fs, nil
 }

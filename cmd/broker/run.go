@@ -304,7 +304,7 @@ func (b *broker) openAuthorizer() error {
 	if err != nil {
 		return fmt.Errorf("reading the ACLs in %s: %w", b.cfg.DataDir, err)
 	}
-	n := len(a.Describe(auth.Filter{ResourceType: auth.ResourceAny, PatternType: auth.PatternAny, Operation: auth.OpAny, Permission: auth.PermissionAny}))
+	n := a.Len()
 	e := b.log.Info()
 	if len(superUsers) == 0 && n == 0 && !sc.AllowEveryoneIfNoACL {
 		e = b.log.Warn()
@@ -373,7 +373,7 @@ func (b *broker) startHTTP() (*httpapi.Server, error) {
 		MaxConnectionsPerIP:  cfg.HTTPMaxConnectionsPerIP,
 		MaxStreams:           cfg.HTTPMaxStreams,
 		MaxInflightBodyBytes: bodyMemory,
-		Auth:                 httpAuth(cfg, b.creds, b.jwt),
+		Auth:                 httpAuth(cfg, b.creds, b.jwt, b.authz),
 		Ready: func() error {
 			if !b.serving.Load() {
 				return errors.New("the broker is starting or stopping")

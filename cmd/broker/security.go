@@ -165,9 +165,9 @@ var securityConfigKeys = []configKey{
 	durationKey(keyInfo{name: "sasl-oauthbearer-clock-skew", def: "30s", usage: "clock difference allowed when checking a JWT's exp, nbf and iat (Kafka sasl.oauthbearer.clock.skew.seconds)", doc: ""}, func(c *Config) *time.Duration { return &c.Security.OAuthClockSkew }, 0, 10*time.Minute),
 	enumKey(keyInfo{name: "http-auth", def: "none", usage: "authentication on the HTTP listener: none, or required (HTTP Basic with a broker user, Bearer with a JWT, or the console's login)", doc: "With required, /healthz, /readyz and the console's login page stay open;\n/metrics and /debug/pprof/ follow http-auth-metrics."},
 		func(c *Config) *string { return &c.Security.HTTPAuth }, "none", "required"),
-	enumKey(keyInfo{name: "http-auth-metrics", def: "required", usage: "with http-auth required: whether /metrics and /debug/pprof/ need credentials too (required) or stay open (open)", doc: "Keep required when the HTTP port is reachable by others: profiles and metrics\ntell a lot about the broker. A Prometheus scrape can send Basic credentials."},
+	enumKey(keyInfo{name: "http-auth-metrics", def: "required", usage: "with http-auth required: whether /metrics and /debug/pprof/ need credentials too (required) or stay open (open)", doc: "Keep required when the HTTP port is reachable by others: profiles and metrics\ntell a lot about the broker. A Prometheus scrape can send Basic credentials.\nWith authorizer-enabled, required also needs DESCRIBE on the cluster; open\nskips the ACLs too."},
 		func(c *Config) *string { return &c.Security.HTTPAuthMetrics }, "open", "required"),
-	boolKey(keyInfo{name: "authorizer-enabled", def: "false", usage: "check every Kafka request against the ACLs (Kafka authorizer.class.name=StandardAuthorizer); off allows everything", doc: "ACLs are managed with `broker acls` or any Kafka admin client (CreateAcls,\nDescribeAcls, DeleteAcls) and stored in the data directory. Put the admin in\nsuper-users, or nobody may create the first ACL."},
+	boolKey(keyInfo{name: "authorizer-enabled", def: "false", usage: "check every Kafka request and every HTTP API request against the ACLs (Kafka authorizer.class.name=StandardAuthorizer); off allows everything", doc: "ACLs are managed with `broker acls` or any Kafka admin client (CreateAcls,\nDescribeAcls, DeleteAcls) and stored in the data directory. Put the admin in\nsuper-users, or nobody may create the first ACL. The HTTP API is checked with\nthe same ACLs: queues and event stores are resources of their own\n(broker acls add --queue NAME / --store NAME), the admin routes are the\ncluster's; with http-auth none every HTTP request is User:ANONYMOUS."},
 		func(c *Config) *bool { return &c.Security.AuthorizerEnabled }),
 	stringKey(keyInfo{name: "super-users", def: "", usage: "principals allowed everything when authorizer-enabled, as User:alice;User:bob (Kafka super.users)", doc: ""},
 		func(c *Config) *string { return &c.Security.SuperUsers },
@@ -484,14 +484,18 @@ func newJWTValidator(cfg *Config) (*auth.JWTValidator, error) {
 }
 
 // httpAuth is the HTTP listener's authentication.
-func httpAuth(cfg *Config, creds *auth.Store, jwt *auth.JWTValidator) httpapi.AuthConfig {
-	return httpapi.AuthConfig{
+func httpAuth(cfg *Config, creds *auth.Store, jwt *auth.JWTValidator, authz *auth.Authorizer) httpapi.AuthConfig {
+	ac := httpapi.AuthConfig{
 		Required:     cfg.Security.HTTPAuth == "required",
 		Passwords:    auth.NewPasswordChecker(creds, 0, 0),
 		JWT:          jwt,
 		MetricsOpen:  cfg.Security.HTTPAuthMetrics == "open",
 		FailureDelay: cfg.Security.FailedAuthenticationDelay,
 	}
+	if authz != nil { // a nil *auth.Authorizer in the interface would not be nil
+		ac.Authorizer = authz
+	}
+	return ac
 }
 
 // httpTLS is the HTTP listener's TLS configuration when http-tls is on.
