@@ -52,6 +52,12 @@ const (
 // subcommands send as Authorization: Bearer (--token-file).
 const clientTokenFileEnv = "BROKER_CLIENT_TOKEN_FILE"
 
+// clientTokenEnv holds the JWT itself when no file does (as
+// BROKER_CLIENT_SASL_PASSWORD beside its file). There is no --password or
+// --token flag: a secret in the arguments is visible to every user of the
+// machine (ps) and stays in the shell's history.
+const clientTokenEnv = "BROKER_CLIENT_TOKEN"
+
 // clientFlags are the flags of every client subcommand.
 func clientFlags() []cli.Flag {
 	return []cli.Flag{
@@ -67,17 +73,21 @@ func clientFlags() []cli.Flag {
 		// the Kafka commands' SASL settings, so one set serves both.
 		&cli.StringFlag{Name: userFlag, Usage: "broker user for HTTP Basic authentication (http-auth required)", EnvVars: []string{clientSecurityEnv["sasl-user"]}},
 		&cli.StringFlag{Name: passwordFileFlag, Usage: "file holding the password of --user (else " + clientPasswordEnv + ")", EnvVars: []string{clientSecurityEnv["sasl-password-file"]}},
-		&cli.StringFlag{Name: tokenFileFlag, Usage: "file holding a JWT sent as Authorization: Bearer (instead of --user)", EnvVars: []string{clientTokenFileEnv}},
+		&cli.StringFlag{Name: tokenFileFlag, Usage: "file holding a JWT sent as Authorization: Bearer (instead of --user; else " + clientTokenEnv + ")", EnvVars: []string{clientTokenFileEnv}},
 	}
 }
 
 // clientCredentials sets the request's Authorization from --user and its
-// password, or --token-file. Nothing when neither is given.
+// password, or --token-file, or the token in BROKER_CLIENT_TOKEN. Nothing
+// when none is given.
 func clientCredentials(cCtx *cli.Context) (func(*http.Request), error) {
 	user, tokenFile := cCtx.String(userFlag), cCtx.String(tokenFileFlag)
 	switch {
 	case user != "" && tokenFile != "":
 		return nil, usageErrorf("give --user or --token-file, not both")
+	case user == "" && tokenFile == "" && os.Getenv(clientTokenEnv) != "":
+		token := strings.TrimSpace(os.Getenv(clientTokenEnv))
+		return func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+token) }, nil
 	case tokenFile != "":
 		b, err := os.ReadFile(tokenFile)
 		if err != nil {

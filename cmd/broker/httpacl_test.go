@@ -4,9 +4,9 @@ import (
 	"bytes"
 	"context"
 	"crypto/ed25519"
-	"encoding/json"
 	"crypto/rand"
 	"crypto/x509"
+	"encoding/json"
 	"encoding/pem"
 	"io"
 	"net/http"
@@ -516,5 +516,61 @@ func TestHTTPACLAnonymousAndCLI(t *testing.T) {
 	}
 	if r := b.call("POST", "/v1/queues/inbox/messages", "", `{"messages":[{"body":"m"}]}`); r.status != 403 {
 		t.Errorf("anonymous send after remove: %d %s", r.status, r.body)
+	}
+}
+
+// TestHTTPClientCredentials: the HTTP client subcommands (here `broker
+// queue list`) take credentials from flags (--user with --password-file,
+// --token-file), from the environment (BROKER_CLIENT_SASL_USER with
+// BROKER_CLIENT_SASL_PASSWORD, BROKER_CLIENT_TOKEN) and from files; each
+// principal sees the queues its ACLs let it describe.
+func TestHTTPClientCredentials(t *testing.T) {
+	b := startACLBroker(t, "required")
+	b.createUser("dave", "dave-pw")
+	for _, q := range []string{"alpha", "beta"} {
+		if r := b.call("PUT", "/v1/queues/"+q, basic("admin", "admin-pw"), "{}"); r.status != 201 {
+			t.Fatalf("PUT %s: %d %s", q, r.status, r.body)
+		}
+	}
+	b.acl(false, auth.ResourceQueue, "alpha", auth.PatternLiteral, "User:dave", "*", auth.OpDescribe, auth.PermissionAllow)
+	b.acl(false, auth.ResourceQueue, "beta", auth.PatternLiteral, "User:erin", "*", auth.OpDescribe, auth.PermissionAllow)
+	dir := t.TempDir()
+	pwFile, tokenFile := filepath.Join(dir, "dave.pw"), filepath.Join(dir, "erin.jwt")
+	token := strings.TrimPrefix(b.bearer("erin"), "Bearer ")
+	if err := os.WriteFile(pwFile, []byte("dave-pw\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	list := func(env map[string]string, args ...string) (int, string) {
+		t.Helper()
+		for _, k := range []string{"BROKER_CLIENT_SASL_USER", "BROKER_CLIENT_SASL_PASSWORD", "BROKER_CLIENT_SASL_PASSWORD_FILE", "BROKER_CLIENT_TOKEN", "BROKER_CLIENT_TOKEN_FILE"} {
+			t.Setenv(k, env[k])
+		}
+		var out, errOut bytes.Buffer
+		code := realMain(append([]string{"broker", "queue", "list", "--server", b.httpURL, "-o", "json"}, args...), &out, &errOut)
+		return code, out.String() + errOut.String()
+	}
+	for _, tc := range []struct {
+		what      string
+		env       map[string]string
+		args      []string
+		sees, not string
+	}{
+		{"--user --password-file", nil, []string{"--user", "dave", "--password-file", pwFile}, "alpha", "beta"},
+		{"user and password from the environment", map[string]string{"BROKER_CLIENT_SASL_USER": "dave", "BROKER_CLIENT_SASL_PASSWORD": "dave-pw"}, nil, "alpha", "beta"},
+		{"password file from the environment", map[string]string{"BROKER_CLIENT_SASL_USER": "dave", "BROKER_CLIENT_SASL_PASSWORD_FILE": pwFile}, nil, "alpha", "beta"},
+		{"--token-file", nil, []string{"--token-file", tokenFile}, "beta", "alpha"},
+		{"token file from the environment", map[string]string{"BROKER_CLIENT_TOKEN_FILE": tokenFile}, nil, "beta", "alpha"},
+		{"token from the environment", map[string]string{"BROKER_CLIENT_TOKEN": token}, nil, "beta", "alpha"},
+	} {
+		code, out := list(tc.env, tc.args...)
+		if code != 0 || !strings.Contains(out, `"name": "`+tc.sees+`"`) || strings.Contains(out, `"name": "`+tc.not+`"`) {
+			t.Errorf("%s: exit %d\n%s\nwant %s and not %s", tc.what, code, out, tc.sees, tc.not)
+		}
+	}
+	if code, out := list(nil); code == 0 || !strings.Contains(out, "unauthorized") {
+		t.Errorf("no credentials: exit %d\n%s", code, out)
 	}
 }

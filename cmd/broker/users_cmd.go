@@ -44,7 +44,7 @@ const userPasswordEnv = "BROKER_USER_PASSWORD"
 // subcommands or of the bootstrap user, which serve accepts and ignores
 // (or reads itself, for the bootstrap password).
 func isClientEnv(name string) bool {
-	if name == clientPasswordEnv || name == userPasswordEnv || name == bootstrapPasswordEnv || name == clientTokenFileEnv {
+	if name == clientPasswordEnv || name == userPasswordEnv || name == bootstrapPasswordEnv || name == clientTokenFileEnv || name == clientTokenEnv {
 		return true
 	}
 	for _, e := range clientSecurityEnv {
