@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"context"
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/ed25519"
@@ -18,6 +19,7 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/rs/zerolog"
 )
 
 // JWTConfig says which bearer tokens (JWTs, RFC 7519) the broker accepts:
@@ -30,6 +32,20 @@ type JWTConfig struct {
 	// JWKSFile is a JSON Web Key Set file (RFC 7517) of signing keys; keys
 	// with a kid are matched to the token's kid.
 	JWKSFile string
+	// JWKSURL names a JWKS endpoint (Kafka sasl.oauthbearer.jwks.endpoint.url)
+	// in logs; JWKSFetch reads its key set (at most JWKSMaxBytes+1 bytes),
+	// within the context's deadline. Fetched at start and cached; see
+	// jwks.go for when it is fetched again.
+	JWKSURL   string
+	JWKSFetch func(ctx context.Context) ([]byte, error)
+	// JWKSRefresh is how old the fetched keys may get before they are
+	// fetched again (default DefaultJWKSRefresh, Kafka's one hour).
+	JWKSRefresh time.Duration
+	// Logger logs fetches of the JWKS endpoint (zero: nothing).
+	Logger zerolog.Logger
+	// Now is the clock of the JWKS endpoint's first fetch (default
+	// time.Now); later fetches are timed by Validate's now.
+	Now func() time.Time
 	// Issuer, when set, must equal the token's iss.
 	Issuer string
 	// Audience, when set, must be one of the token's aud.
@@ -42,17 +58,21 @@ type JWTConfig struct {
 }
 
 // Enabled reports whether any signing key is configured.
-func (c JWTConfig) Enabled() bool { return len(c.PublicKeyFiles) > 0 || c.JWKSFile != "" }
+func (c JWTConfig) Enabled() bool {
+	return len(c.PublicKeyFiles) > 0 || c.JWKSFile != "" || c.JWKSURL != "" || c.JWKSFetch != nil
+}
 
 // signingAlgorithms are the accepted "alg" values: asymmetric only, so
 // that a public key can never be used as an HMAC secret, and never "none".
 var signingAlgorithms = []string{"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"}
 
-// JWTValidator checks bearer tokens against the configured keys. It is
-// read-only after NewJWTValidator and safe for concurrent use.
+// JWTValidator checks bearer tokens against the configured keys: the
+// files' keys, read-only after NewJWTValidator, and a JWKS endpoint's
+// cached set. It is safe for concurrent use; Close stops its fetches.
 type JWTValidator struct {
 	cfg    JWTConfig
 	keys   []jwtKey
+	remote *jwksEndpoint // nil without JWKSURL
 	parser func(now time.Time) *jwt.Parser
 }
 
@@ -93,8 +113,23 @@ func NewJWTValidator(cfg JWTConfig) (*JWTValidator, error) {
 		}
 		v.keys = append(v.keys, keys...)
 	}
-	if len(v.keys) == 0 {
-		return nil, errors.New("auth: no JWT signing key is configured; set a PEM public key file or a JWKS file")
+	if cfg.JWKSURL != "" && cfg.JWKSFetch == nil {
+		return nil, errors.New("auth: JWKSURL is set without JWKSFetch")
+	}
+	if cfg.JWKSFetch != nil {
+		e := newJWKSEndpoint(cfg)
+		// A provider that is down at start does not keep the broker
+		// down: the failure is logged, tokens are refused until a fetch
+		// succeeds (retried as tokens arrive, see maybeRefresh).
+		now := time.Now
+		if cfg.Now != nil {
+			now = cfg.Now
+		}
+		_ = e.fetch(now())
+		v.remote = e
+	}
+	if len(v.keys) == 0 && v.remote == nil {
+		return nil, errors.New("auth: no JWT signing key is configured; set a PEM public key file, a JWKS file or a JWKS endpoint")
 	}
 	v.parser = func(now time.Time) *jwt.Parser {
 		opts := []jwt.ParserOption{
@@ -120,7 +155,10 @@ func NewJWTValidator(cfg JWTConfig) (*JWTValidator, error) {
 // the token.
 func (v *JWTValidator) Validate(raw string, now time.Time) (Token, error) {
 	claims := jwt.MapClaims{}
-	tok, err := v.parser(now).ParseWithClaims(raw, claims, v.keyFor)
+	if v.remote != nil {
+		v.remote.maybeRefresh(now)
+	}
+	tok, err := v.parser(now).ParseWithClaims(raw, claims, func(t *jwt.Token) (any, error) { return v.keyFor(t, now) })
 	if err != nil || !tok.Valid {
 		return Token{}, fmt.Errorf("%w: invalid token: %v", ErrAuthenticationFailed, jwtReason(err))
 	}
@@ -153,12 +191,29 @@ func jwtReason(err error) string {
 	return err.Error()
 }
 
+// Close stops the JWKS endpoint's fetches (a no-op without one).
+func (v *JWTValidator) Close() {
+	if v != nil && v.remote != nil {
+		v.remote.close()
+	}
+}
+
 // keyFor returns the keys that may have signed t: the one with its kid,
-// else every key of the algorithm's type.
-func (v *JWTValidator) keyFor(t *jwt.Token) (any, error) {
+// else every key of the algorithm's type. A kid that no key has makes the
+// JWKS endpoint be fetched again first (rate-limited): the provider has
+// rotated its keys.
+func (v *JWTValidator) keyFor(t *jwt.Token, now time.Time) (any, error) {
 	kid, _ := t.Header["kid"].(string)
+	keys := v.keys
+	if v.remote != nil {
+		remote := v.remote.current()
+		if kid != "" && !hasKid(keys, kid) && !hasKid(remote, kid) && v.remote.fetchForKid(now) {
+			remote = v.remote.current()
+		}
+		keys = append(append([]jwtKey(nil), keys...), remote...)
+	}
 	var set jwt.VerificationKeySet
-	for _, k := range v.keys {
+	for _, k := range keys {
 		if kid != "" && k.kid != "" && k.kid != kid {
 			continue
 		}
@@ -246,27 +301,39 @@ func loadJWKS(file string) ([]jwtKey, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot read the JWKS file: %w", err)
 	}
+	keys, _, err := parseJWKS(data, "JWKS file "+file, false)
+	return keys, err
+}
+
+// parseJWKS reads the signing keys of a key set from source. A key that
+// cannot be used is an error, or with lenient (a provider's endpoint,
+// which may publish key types this broker does not take) skipped and
+// described in skipped; no usable key at all is an error.
+func parseJWKS(data []byte, source string, lenient bool) (keys []jwtKey, skipped []string, err error) {
 	var set struct {
 		Keys []jwk `json:"keys"`
 	}
 	if err := json.Unmarshal(data, &set); err != nil {
-		return nil, fmt.Errorf("JWKS file %s is not a JSON Web Key Set: %v", file, err)
+		return nil, nil, fmt.Errorf("%s is not a JSON Web Key Set: %v", source, err)
 	}
-	var out []jwtKey
 	for i, k := range set.Keys {
 		if k.Use != "" && k.Use != "sig" {
 			continue
 		}
 		key, err := k.publicKey()
 		if err != nil {
-			return nil, fmt.Errorf("JWKS file %s: key %d (kid %q): %v", file, i, k.Kid, err)
+			if lenient {
+				skipped = append(skipped, fmt.Sprintf("key %d (kid %q): %v", i, k.Kid, err))
+				continue
+			}
+			return nil, nil, fmt.Errorf("%s: key %d (kid %q): %v", source, i, k.Kid, err)
 		}
-		out = append(out, jwtKey{kid: k.Kid, key: key})
+		keys = append(keys, jwtKey{kid: k.Kid, key: key})
 	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("JWKS file %s holds no signing key", file)
+	if len(keys) == 0 {
+		return nil, skipped, fmt.Errorf("%s holds no signing key", source)
 	}
-	return out, nil
+	return keys, skipped, nil
 }
 
 func b64(field, s string) ([]byte, error) {

@@ -115,6 +115,7 @@ func TestDefaults(t *testing.T) {
 			FailedAuthenticationDelay: 100 * time.Millisecond,
 			OAuthSubClaim:             "sub",
 			OAuthClockSkew:            30 * time.Second,
+			OAuthJWKSRefresh:          time.Hour,
 			HTTPAuth:                  "none",
 			HTTPAuthMetrics:           "required",
 		},

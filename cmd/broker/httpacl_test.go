@@ -6,14 +6,17 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/x509"
+	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,6 +25,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl/oauth"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/vibemq/broker/auth"
@@ -572,5 +576,120 @@ func TestHTTPClientCredentials(t *testing.T) {
 	}
 	if code, out := list(nil); code == 0 || !strings.Contains(out, "unauthorized") {
 		t.Errorf("no credentials: exit %d\n%s", code, out)
+	}
+}
+
+// TestJWKSEndpointBroker: with sasl-oauthbearer-jwks-endpoint-url (over
+// HTTPS, the CA from sasl-oauthbearer-jwks-endpoint-ca-file) the same
+// fetched keys check the Kafka listener's OAUTHBEARER and the HTTP API's
+// Bearer tokens, and a key the provider publishes later is accepted on
+// both without a restart.
+func TestJWKSEndpointBroker(t *testing.T) {
+	var mu sync.Mutex
+	keys := map[string]ed25519.PrivateKey{}
+	addKey := func(kid string) ed25519.PrivateKey {
+		_, k, _ := ed25519.GenerateKey(rand.Reader)
+		mu.Lock()
+		keys[kid] = k
+		mu.Unlock()
+		return k
+	}
+	idp := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		var set struct {
+			Keys []map[string]string `json:"keys"`
+		}
+		for kid, k := range keys {
+			set.Keys = append(set.Keys, map[string]string{"kty": "OKP", "crv": "Ed25519", "kid": kid, "x": base64.RawURLEncoding.EncodeToString(k.Public().(ed25519.PublicKey))})
+		}
+		_ = json.NewEncoder(w).Encode(set)
+	}))
+	defer idp.Close()
+	k1 := addKey("k1")
+	dir := t.TempDir()
+	caFile := filepath.Join(dir, "idp-ca.pem")
+	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: idp.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := defaultConfig()
+	cfg.DataDir = filepath.Join(dir, "data")
+	cfg.HTTPAddr = freeLocalAddr(t)
+	cfg.MemtableSize, cfg.CacheSize = 4<<20, 8<<20
+	kafkaAddr := freeLocalAddr(t)
+	cfg.Security.Listeners = "SASL_PLAINTEXT://" + kafkaAddr
+	cfg.Security.SASLMechanisms = "OAUTHBEARER"
+	cfg.Security.HTTPAuth = "required"
+	cfg.Security.OAuthJWKSURL = idp.URL + "/jwks"
+	cfg.Security.OAuthJWKSCAFile = caFile
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, cfg, zerolog.Nop()) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("broker: %v", err)
+		}
+	}()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if resp, err := http.Get("http://" + cfg.HTTPAddr + "/readyz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("broker not ready")
+		}
+	}
+	token := func(key ed25519.PrivateKey, kid, sub string) string {
+		tok := jwt.NewWithClaims(jwt.SigningMethodEdDSA, jwt.MapClaims{"sub": sub, "exp": time.Now().Add(time.Hour).Unix()})
+		tok.Header["kid"] = kid
+		s, err := tok.SignedString(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	whoami := func(tok string) string {
+		req, _ := http.NewRequest("GET", "http://"+cfg.HTTPAddr+"/v1/auth/whoami", nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return string(body)
+	}
+	kafkaAs := func(tok string) error {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(kafkaAddr), kgo.SASL(oauth.Auth{Token: tok}.AsMechanism()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		return cl.Ping(ctx)
+	}
+	if got := whoami(token(k1, "k1", "frank")); !strings.Contains(got, `"principal":"User:frank"`) {
+		t.Errorf("HTTP Bearer with k1: %s", got)
+	}
+	if err := kafkaAs(token(k1, "k1", "frank")); err != nil {
+		t.Errorf("OAUTHBEARER with k1: %v", err)
+	}
+	k2 := addKey("k2") // rotation at the provider
+	if err := kafkaAs(token(k2, "k2", "grace")); err != nil {
+		t.Errorf("OAUTHBEARER with the new key k2: %v", err)
+	}
+	if got := whoami(token(k2, "k2", "grace")); !strings.Contains(got, `"principal":"User:grace"`) {
+		t.Errorf("HTTP Bearer with the new key k2: %s", got)
+	}
+	_, rogue, _ := ed25519.GenerateKey(rand.Reader)
+	if err := kafkaAs(token(rogue, "k9", "mallory")); err == nil {
+		t.Error("OAUTHBEARER with an unpublished key was accepted")
 	}
 }

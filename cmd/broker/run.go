@@ -62,6 +62,7 @@ func run(ctx context.Context, cfg *Config, log zerolog.Logger) error {
 	if err := b.openSecurity(); err != nil {
 		return err
 	}
+	defer b.jwt.Close() // stops a JWKS endpoint's fetch
 	kafka, err := b.newKafka()
 	if err != nil {
 		return err
@@ -279,7 +280,7 @@ func (b *broker) openSecurity() error {
 	if err != nil {
 		return err
 	}
-	jwt, err := newJWTValidator(cfg)
+	jwt, err := newJWTValidator(cfg, b.log)
 	if err != nil {
 		return err
 	}

@@ -49,6 +49,9 @@ type SecurityConfig struct {
 	// OAUTHBEARER and HTTP Bearer tokens (Kafka's sasl.oauthbearer.*).
 	OAuthPublicKeyFiles string
 	OAuthJWKSFile       string
+	OAuthJWKSURL        string
+	OAuthJWKSRefresh    time.Duration
+	OAuthJWKSCAFile     string
 	OAuthIssuer         string
 	OAuthAudience       string
 	OAuthSubClaim       string
@@ -73,6 +76,7 @@ func (sc *SecurityConfig) jwtConfig() auth.JWTConfig {
 	}
 	return auth.JWTConfig{
 		PublicKeyFiles: files, JWKSFile: sc.OAuthJWKSFile, Issuer: sc.OAuthIssuer, Audience: sc.OAuthAudience,
+		JWKSURL: sc.OAuthJWKSURL, JWKSRefresh: sc.OAuthJWKSRefresh,
 		PrincipalClaim: sc.OAuthSubClaim, ClockSkew: sc.OAuthClockSkew,
 	}
 }
@@ -150,6 +154,12 @@ var securityConfigKeys = []configKey{
 		func(c *Config) *string { return &c.Security.OAuthPublicKeyFiles }, noCheck),
 	stringKey(keyInfo{name: "sasl-oauthbearer-jwks-file", def: "", usage: "JSON Web Key Set file of the JWT signing keys (instead of or beside sasl-oauthbearer-public-key-files; Kafka sasl.oauthbearer.jwks.endpoint.url with a file: URL)", doc: "A key with a kid is used only for tokens with that kid. Read at start."},
 		func(c *Config) *string { return &c.Security.OAuthJWKSFile }, noCheck),
+	stringKey(keyInfo{name: "sasl-oauthbearer-jwks-endpoint-url", def: "", usage: "URL of the identity provider's JSON Web Key Set (Kafka sasl.oauthbearer.jwks.endpoint.url, KIP-768): https, or http to a loopback address only", doc: "Fetched at start (a provider that is down does not stop the broker: tokens are\nrefused until a fetch succeeds), again in the background when the keys are\nolder than sasl-oauthbearer-jwks-endpoint-refresh, and at once when a token\nnames a kid the keys lack (at most every 10 s). A failed fetch keeps the last\nkeys. Beside or instead of the key files."},
+		func(c *Config) *string { return &c.Security.OAuthJWKSURL }, noCheck),
+	durationKey(keyInfo{name: "sasl-oauthbearer-jwks-endpoint-refresh", def: "1h", usage: "how old the keys of sasl-oauthbearer-jwks-endpoint-url may get before they are fetched again (Kafka sasl.oauthbearer.jwks.endpoint.refresh.ms)", doc: ""},
+		func(c *Config) *time.Duration { return &c.Security.OAuthJWKSRefresh }, 10*time.Second, 7*24*time.Hour),
+	stringKey(keyInfo{name: "sasl-oauthbearer-jwks-endpoint-ca-file", def: "", usage: "PEM CAs that sign the certificate of sasl-oauthbearer-jwks-endpoint-url (default: the system roots)", doc: ""},
+		func(c *Config) *string { return &c.Security.OAuthJWKSCAFile }, noCheck),
 	stringKey(keyInfo{name: "sasl-oauthbearer-expected-issuer", def: "", usage: "iss that every JWT must have; empty accepts any (Kafka sasl.oauthbearer.expected.issuer)", doc: ""},
 		func(c *Config) *string { return &c.Security.OAuthIssuer }, noCheck),
 	stringKey(keyInfo{name: "sasl-oauthbearer-expected-audience", def: "", usage: "audience that every JWT's aud must contain; empty accepts any (Kafka sasl.oauthbearer.expected.audience)", doc: ""},
@@ -336,7 +346,7 @@ func (c *Config) validateSecurity() []error {
 		errs = append(errs, fmt.Errorf("ssl-client-auth is %s but ssl-client-ca-file is empty; set it to the PEM CA that signs client certificates", sc.SSLClientAuth))
 	}
 	if mechs, _ := parseMechanisms(sc.SASLMechanisms); slices.Contains(mechs, auth.MechanismOAuthBearer) && !sc.jwtConfig().Enabled() {
-		errs = append(errs, errors.New("sasl-enabled-mechanisms has OAUTHBEARER but no JWT key is configured; set sasl-oauthbearer-public-key-files or sasl-oauthbearer-jwks-file"))
+		errs = append(errs, errors.New("sasl-enabled-mechanisms has OAUTHBEARER but no JWT key is configured; set sasl-oauthbearer-public-key-files, sasl-oauthbearer-jwks-file or sasl-oauthbearer-jwks-endpoint-url"))
 	}
 	if sc.BootstrapPasswordFile != "" && sc.BootstrapUser == "" {
 		errs = append(errs, errors.New("sasl-bootstrap-password-file is set but sasl-bootstrap-user is not; name the user"))
@@ -471,8 +481,16 @@ func bootstrapUser(cfg *Config, creds *auth.Store, log zerolog.Logger) error {
 }
 
 // newJWTValidator loads the OAUTHBEARER keys; nil when none is configured.
-func newJWTValidator(cfg *Config) (*auth.JWTValidator, error) {
+func newJWTValidator(cfg *Config, log zerolog.Logger) (*auth.JWTValidator, error) {
 	jc := cfg.Security.jwtConfig()
+	jc.Logger = log.With().Str("component", "jwks").Logger()
+	if sc := cfg.Security; sc.OAuthJWKSURL != "" {
+		fetch, err := jwksFetcher(sc.OAuthJWKSURL, sc.OAuthJWKSCAFile)
+		if err != nil {
+			return nil, err
+		}
+		jc.JWKSFetch = fetch
+	}
 	if !jc.Enabled() {
 		return nil, nil
 	}

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/rs/zerolog"
+
 	"os"
 	"path/filepath"
 	"strings"
@@ -56,7 +58,7 @@ func TestSecurityConfig(t *testing.T) {
 		"bad mechanism":                {[]string{"--sasl-enabled-mechanisms", "PLAIN,GSSAPI"}, "GSSAPI"},
 		"bad mapping rule":             {[]string{"--ssl-principal-mapping-rules", "RULE:oops"}, "not RULE:pattern/replacement/[LU] or DEFAULT"},
 		"password file without user":   {[]string{"--sasl-bootstrap-password-file", "pw"}, "sasl-bootstrap-user is not"},
-		"OAUTHBEARER without keys":     {[]string{"--sasl-enabled-mechanisms", "OAUTHBEARER"}, "set sasl-oauthbearer-public-key-files or sasl-oauthbearer-jwks-file"},
+		"OAUTHBEARER without keys":     {[]string{"--sasl-enabled-mechanisms", "OAUTHBEARER"}, "set sasl-oauthbearer-public-key-files, sasl-oauthbearer-jwks-file or sasl-oauthbearer-jwks-endpoint-url"},
 		"bad http-auth":                {[]string{"--http-auth", "basic"}, "none or required"},
 		"bad http-auth-metrics":        {[]string{"--http-auth-metrics", "yes"}, "open or required"},
 		"empty sub claim":              {[]string{"--sasl-oauthbearer-sub-claim-name", ""}, "use e.g. sub"},
@@ -101,15 +103,16 @@ func TestJWTKeysAtStart(t *testing.T) {
 		args []string
 		want string
 	}{
-		"missing PEM": {[]string{"--sasl-oauthbearer-public-key-files", filepath.Join(dir, "nope.pem")}, "nope.pem"},
-		"no key":      {[]string{"--sasl-oauthbearer-public-key-files", empty}, "holds no PEM public key"},
-		"bad JWKS":    {[]string{"--sasl-oauthbearer-jwks-file", empty}, "is not a JSON Web Key Set"},
+		"missing PEM":                       {[]string{"--sasl-oauthbearer-public-key-files", filepath.Join(dir, "nope.pem")}, "nope.pem"},
+		"no key":                            {[]string{"--sasl-oauthbearer-public-key-files", empty}, "holds no PEM public key"},
+		"bad JWKS":                          {[]string{"--sasl-oauthbearer-jwks-file", empty}, "is not a JSON Web Key Set"},
+		"JWKS over http to another machine": {[]string{"--sasl-oauthbearer-jwks-endpoint-url", "http://idp.example.com/jwks"}, "use https"},
 	} {
 		c, err := loadFromArgs(t, tc.args, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := newJWTValidator(c); err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "sasl-oauthbearer") {
+		if _, err := newJWTValidator(c, zerolog.Nop()); err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "sasl-oauthbearer") {
 			t.Errorf("%s: got %v, want an error naming sasl-oauthbearer and %q", name, err, tc.want)
 		}
 	}
@@ -117,7 +120,27 @@ func TestJWTKeysAtStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v, err := newJWTValidator(c); v != nil || err != nil {
+	if v, err := newJWTValidator(c, zerolog.Nop()); v != nil || err != nil {
 		t.Errorf("no key files: %v %v, want no validator", v, err)
+	}
+}
+
+// TestJWKSURLRule: the JWKS endpoint is https, or http to a loopback
+// address only (a sidecar); anything else is refused with what to do.
+func TestJWKSURLRule(t *testing.T) {
+	for raw, want := range map[string]string{
+		"https://idp.example.com/jwks":   "",
+		"http://127.0.0.1:8081/jwks":     "",
+		"http://[::1]/jwks":              "",
+		"http://localhost/jwks":          "",
+		"http://idp.example.com/jwks":    "use https",
+		"http://10.0.0.1/jwks":           "use https",
+		"ftp://idp.example.com/jwks":     "scheme must be https",
+		"idp.example.com/.well-known/jw": "not an absolute URL",
+	} {
+		err := checkJWKSURL(raw)
+		if (want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), want)) {
+			t.Errorf("%s: %v, want %q", raw, err, want)
+		}
 	}
 }
