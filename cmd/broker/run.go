@@ -319,7 +319,7 @@ func (b *broker) openAuthorizer() error {
 // newKafka opens the Kafka listeners and creates the Kafka server.
 func (b *broker) newKafka() (*kafkaListener, error) {
 	cfg, log := b.cfg, b.log
-	listeners, err := openListeners(cfg, b.tls)
+	listeners, err := openListeners(cfg, b.tls, b.log)
 	if err != nil {
 		return nil, err
 	}

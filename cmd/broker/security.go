@@ -39,6 +39,11 @@ type SecurityConfig struct {
 	SSLClientAuth            string
 	SSLPrincipalMappingRules string
 	HTTPTLS                  bool
+	// Per-listener overrides of the three files, as NAME:path,... (Kafka
+	// listener.name.<name>.ssl.*).
+	ListenerSSLCertFiles     string
+	ListenerSSLKeyFiles      string
+	ListenerSSLClientCAFiles string
 
 	SASLMechanisms            string
 	ConnectionsMaxReauth      time.Duration
@@ -118,6 +123,12 @@ var securityConfigKeys = []configKey{
 		func(c *Config) *string { return &c.Security.SSLKeyFile }, noCheck),
 	stringKey(keyInfo{name: "ssl-client-ca-file", def: "", usage: "PEM CA certificates that client certificates must chain to (mutual TLS)", doc: ""},
 		func(c *Config) *string { return &c.Security.SSLClientCAFile }, noCheck),
+	stringKey(keyInfo{name: "listener-ssl-cert-files", def: "", usage: "per-listener certificates overriding ssl-cert-file, as NAME:path,... (Kafka listener.name.<name>.ssl.keystore.location)", doc: "E.g. EXTERNAL:/etc/broker/public.pem,INTERNAL:/etc/broker/internal.pem. A\nlistener named here needs its key in listener-ssl-key-files; the others use\nssl-cert-file. Reloaded like ssl-cert-file."},
+		func(c *Config) *string { return &c.Security.ListenerSSLCertFiles }, noCheck),
+	stringKey(keyInfo{name: "listener-ssl-key-files", def: "", usage: "per-listener private keys of listener-ssl-cert-files, as NAME:path,...", doc: ""},
+		func(c *Config) *string { return &c.Security.ListenerSSLKeyFiles }, noCheck),
+	stringKey(keyInfo{name: "listener-ssl-client-ca-files", def: "", usage: "per-listener client CAs overriding ssl-client-ca-file, as NAME:path,... (Kafka listener.name.<name>.ssl.truststore.location)", doc: "Client certificates are asked for as ssl-client-auth says."},
+		func(c *Config) *string { return &c.Security.ListenerSSLClientCAFiles }, noCheck),
 	enumKey(keyInfo{name: "ssl-client-auth", def: "none", usage: "client certificates on TLS listeners: none, requested or required (Kafka ssl.client.auth)", doc: "On an SSL listener the principal is the certificate's subject, mapped by\nssl-principal-mapping-rules; without a certificate it is User:ANONYMOUS."},
 		func(c *Config) *string { return &c.Security.SSLClientAuth }, "none", "requested", "required"),
 	stringKey(keyInfo{name: "ssl-principal-mapping-rules", def: "DEFAULT", usage: "how a client certificate's subject becomes a user name (Kafka ssl.principal.mapping.rules)", doc: "RULE:pattern/replacement/[LU],...,DEFAULT; DEFAULT is the whole DN as Kafka\nwrites it (CN=alice,OU=eng,O=Example,C=US). E.g. RULE:^CN=([^,]+),.*$/$1/,DEFAULT."},
@@ -234,6 +245,85 @@ type listenerSpec struct {
 	protocol   kafkaproto.SecurityProtocol
 	addr       string // host:port to listen on
 	advertised string // host:port; "" means derived from the bound address
+	// tls is the listener's TLS files (TLS protocols only): the ssl-*
+	// keys with the listener-ssl-* overrides; tlsOwn when it has any.
+	tls    auth.TLSFiles
+	tlsOwn bool
+}
+
+// parseListenerMap parses NAME:value,... (the value is what follows the
+// first colon, so a path may hold colons).
+func parseListenerMap(key, v string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, item := range strings.Split(v, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		name, value, ok := strings.Cut(item, ":")
+		name, value = strings.ToUpper(strings.TrimSpace(name)), strings.TrimSpace(value)
+		if !ok || name == "" || value == "" {
+			return nil, fmt.Errorf("%s entry %q is not NAME:path; use e.g. EXTERNAL:/etc/broker/external.pem", key, item)
+		}
+		if _, dup := out[name]; dup {
+			return nil, fmt.Errorf("%s names listener %s twice", key, name)
+		}
+		out[name] = value
+	}
+	return out, nil
+}
+
+// listenerTLS sets each TLS listener's files: the ssl-* keys, overridden
+// by the listener-ssl-* keys, whose names must be TLS listeners; a
+// listener's own certificate comes with its own key.
+func (sc *SecurityConfig) listenerTLS(specs []listenerSpec) error {
+	certs, err := parseListenerMap("listener-ssl-cert-files", sc.ListenerSSLCertFiles)
+	if err != nil {
+		return err
+	}
+	keys, err := parseListenerMap("listener-ssl-key-files", sc.ListenerSSLKeyFiles)
+	if err != nil {
+		return err
+	}
+	cas, err := parseListenerMap("listener-ssl-client-ca-files", sc.ListenerSSLClientCAFiles)
+	if err != nil {
+		return err
+	}
+	if len(cas) > 0 && sc.SSLClientAuth == "none" {
+		return errors.New("listener-ssl-client-ca-files is set but ssl-client-auth is none, so no client certificate is asked for; set ssl-client-auth to requested or required")
+	}
+	byName := map[string]*listenerSpec{}
+	for i := range specs {
+		byName[specs[i].name] = &specs[i]
+		if specs[i].protocol.TLS() {
+			specs[i].tls = auth.TLSFiles{CertFile: sc.SSLCertFile, KeyFile: sc.SSLKeyFile, ClientCAFile: sc.SSLClientCAFile, ClientAuth: sc.SSLClientAuth}
+		}
+	}
+	for key, m := range map[string]map[string]string{"listener-ssl-cert-files": certs, "listener-ssl-key-files": keys, "listener-ssl-client-ca-files": cas} {
+		for name := range m {
+			l := byName[name]
+			switch {
+			case l == nil:
+				return fmt.Errorf("%s names %s, which is not in listeners", key, name)
+			case !l.protocol.TLS():
+				return fmt.Errorf("%s names %s, a %s listener without TLS; name an SSL or SASL_SSL listener", key, name, l.protocol)
+			}
+		}
+	}
+	for name, l := range byName {
+		cert, hasCert := certs[name]
+		key, hasKey := keys[name]
+		if hasCert != hasKey {
+			return fmt.Errorf("listener %s has its own certificate or key but not both; set both listener-ssl-cert-files and listener-ssl-key-files for it", name)
+		}
+		if hasCert {
+			l.tls.CertFile, l.tls.KeyFile, l.tlsOwn = cert, key, true
+		}
+		if ca, ok := cas[name]; ok {
+			l.tls.ClientCAFile, l.tlsOwn = ca, true
+		}
+	}
+	return nil
 }
 
 // parseListenerList parses NAME://host:port,...
@@ -307,6 +397,9 @@ func (c *Config) listeners() ([]listenerSpec, error) {
 		}
 		out = append(out, listenerSpec{name: l[0], protocol: p, addr: l[1]})
 	}
+	if err := sc.listenerTLS(out); err != nil {
+		return nil, err
+	}
 	for _, a := range adv {
 		found := false
 		for i := range out {
@@ -334,13 +427,13 @@ func (c *Config) validateSecurity() []error {
 	sc := &c.Security
 	needTLS := sc.HTTPTLS
 	for _, l := range specs {
-		needTLS = needTLS || l.protocol.TLS()
+		needTLS = needTLS || (l.protocol.TLS() && (l.tls.CertFile == "" || l.tls.KeyFile == ""))
 		if c.HTTPAddr != "" && sameListenAddr(c.HTTPAddr, l.addr) && c.Security.Listeners != "" {
 			errs = append(errs, fmt.Errorf("http-addr %q is the address of the Kafka listener %s; give the HTTP listener its own port", c.HTTPAddr, l.name))
 		}
 	}
 	if needTLS && (sc.SSLCertFile == "" || sc.SSLKeyFile == "") {
-		errs = append(errs, errors.New("a TLS listener (SSL, SASL_SSL or http-tls) needs ssl-cert-file and ssl-key-file; set both to PEM files"))
+		errs = append(errs, errors.New("a TLS listener (SSL, SASL_SSL or http-tls) needs ssl-cert-file and ssl-key-file (or, for a Kafka listener, its own in listener-ssl-cert-files and listener-ssl-key-files); set both to PEM files"))
 	}
 	if sc.SSLClientAuth != "none" && sc.SSLClientCAFile == "" {
 		errs = append(errs, fmt.Errorf("ssl-client-auth is %s but ssl-client-ca-file is empty; set it to the PEM CA that signs client certificates", sc.SSLClientAuth))
@@ -378,7 +471,7 @@ type boundListener struct {
 
 // openListeners binds every Kafka listener and builds its TLS settings.
 // On error nothing stays open.
-func openListeners(cfg *Config, tlsSource *auth.TLSSource) ([]boundListener, error) {
+func openListeners(cfg *Config, tlsSource *auth.TLSSource, log zerolog.Logger) ([]boundListener, error) {
 	specs, err := cfg.listeners()
 	if err != nil {
 		return nil, err
@@ -410,7 +503,18 @@ func openListeners(cfg *Config, tlsSource *auth.TLSSource) ([]boundListener, err
 			return nil, err
 		}
 		l := kafkaproto.Listener{Name: s.name, Protocol: s.protocol, AdvertisedAddr: advertised, PrincipalMapper: mapper}
-		if s.protocol.TLS() {
+		switch {
+		case s.tlsOwn:
+			// The listener's own files (listener-ssl-*), checked and
+			// reloaded like the broker-wide ones.
+			own, err := auth.NewTLSSource(s.tls, log.With().Str("component", "tls").Str("listener", s.name).Logger(), nil)
+			if err != nil {
+				_ = ln.Close()
+				closeAll()
+				return nil, fmt.Errorf("listener %s: %w (listener-ssl-cert-files, listener-ssl-key-files, listener-ssl-client-ca-files)", s.name, err)
+			}
+			l.TLS = own.Config()
+		case s.protocol.TLS():
 			l.TLS = tlsSource.Config()
 		}
 		out = append(out, boundListener{ln: ln, spec: l})

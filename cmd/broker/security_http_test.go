@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // writeTestCert writes a self-signed certificate for 127.0.0.1 and its key.
@@ -148,4 +149,94 @@ func pemOf(t *testing.T, path string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestListenerTLSOverrides: two SSL listeners, one with the broker-wide
+// ssl-cert-file and one with its own certificate (listener-ssl-cert-files
+// and listener-ssl-key-files, Kafka's listener.name.<name>.ssl.*): each
+// presents its own, a Kafka client trusting only that certificate works
+// on its listener and fails the handshake on the other.
+func TestListenerTLSOverrides(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "a"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "b"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	certA, keyA, poolA := writeTestCert(t, filepath.Join(dir, "a"))
+	certB, keyB, poolB := writeTestCert(t, filepath.Join(dir, "b"))
+	addrA, addrB := freeLocalAddr(t), freeLocalAddr(t)
+	c, err := loadFromArgs(t, []string{
+		"--data-dir", filepath.Join(dir, "data"), "--http-addr", "",
+		"--listeners", "SSL://" + addrA + ",INTERNAL://" + addrB,
+		"--listener-security-protocol-map", "INTERNAL:SSL",
+		"--ssl-cert-file", certA, "--ssl-key-file", keyA,
+		"--listener-ssl-cert-files", "internal:" + certB, "--listener-ssl-key-files", "INTERNAL:" + keyB,
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	c.MemtableSize, c.CacheSize = 4<<20, 8<<20
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, c, zerolog.Nop()) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("broker: %v", err)
+		}
+	}()
+	ping := func(addr string, pool *x509.CertPool) error {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DialTLSConfig(&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}),
+			kgo.RetryTimeout(time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return cl.Ping(ctx)
+	}
+	for deadline := time.Now().Add(20 * time.Second); ping(addrA, poolA) != nil; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("listener SSL not serving with the broker-wide certificate")
+		}
+	}
+	if err := ping(addrB, poolB); err != nil {
+		t.Errorf("listener INTERNAL with its own certificate: %v", err)
+	}
+	if err := ping(addrB, poolA); err == nil {
+		t.Error("listener INTERNAL presented the broker-wide certificate")
+	}
+	if err := ping(addrA, poolB); err == nil {
+		t.Error("listener SSL presented INTERNAL's certificate")
+	}
+}
+
+// TestListenerTLSOverridesRefused: the listener-ssl-* keys name TLS
+// listeners, a certificate comes with its key, entries are NAME:path.
+func TestListenerTLSOverridesRefused(t *testing.T) {
+	base := []string{"--listeners", "SSL://127.0.0.1:9093,PLAINTEXT://127.0.0.1:9092", "--ssl-cert-file", "c.pem", "--ssl-key-file", "k.pem"}
+	for name, tc := range map[string]struct {
+		args []string
+		want string
+	}{
+		"unknown listener": {[]string{"--listener-ssl-cert-files", "EXTERNAL:x.pem", "--listener-ssl-key-files", "EXTERNAL:y.pem"}, "listener-ssl-cert-files names EXTERNAL, which is not in listeners"},
+		"plaintext":        {[]string{"--listener-ssl-client-ca-files", "PLAINTEXT:ca.pem", "--ssl-client-auth", "required", "--ssl-client-ca-file", "ca.pem"}, "without TLS"},
+		"CA without auth":  {[]string{"--listener-ssl-client-ca-files", "SSL:ca.pem"}, "ssl-client-auth is none"},
+		"cert without key": {[]string{"--listener-ssl-cert-files", "SSL:x.pem"}, "set both listener-ssl-cert-files and listener-ssl-key-files"},
+		"not NAME:path":    {[]string{"--listener-ssl-cert-files", "x.pem", "--listener-ssl-key-files", "SSL:y.pem"}, "is not NAME:path"},
+	} {
+		c, err := loadFromArgs(t, append(append([]string{}, base...), tc.args...), nil)
+		if err == nil {
+			err = c.Validate()
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", name, err, tc.want)
+		}
+	}
 }
