@@ -137,14 +137,15 @@ func (s *Server) authorized(pattern string, h http.Handler) http.Handler {
 	if !ok || s.cfg.Auth.Authorizer == nil || (s.cfg.Auth.MetricsOpen && isMetricsRoute(pattern)) {
 		return h
 	}
-	if listRoutes[pattern] {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			p, host := Principal(r.Context()), clientIP(r).String()
-			check := func(name string) bool { return s.cfg.Auth.Authorizer.Authorize(p, host, a.op, a.resource, name) }
-			h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), visibleKey{}, check)))
-		})
-	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx := context.WithValue(r.Context(), authorizeKey{}, func(rt auth.ResourceType, name string, op auth.Operation) error {
+			return s.Authorize(r, rt, name, op)
+		})
+		if listRoutes[pattern] {
+			ctx = context.WithValue(ctx, visibleKey{}, func(name string) bool { return s.Authorize(r, a.resource, name, a.op) == nil })
+			h.ServeHTTP(w, r.WithContext(ctx))
+			return
+		}
 		name := auth.ClusterName
 		if a.param != "" {
 			name = r.PathValue(a.param)
@@ -153,7 +154,7 @@ func (s *Server) authorized(pattern string, h http.Handler) http.Handler {
 			writeError(w, err)
 			return
 		}
-		h.ServeHTTP(w, r)
+		h.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
 
@@ -167,6 +168,18 @@ func visible(r *http.Request, name string) bool {
 		return check(name)
 	}
 	return true
+}
+
+type authorizeKey struct{}
+
+// authorizeAlso checks an operation a route needs beyond its own
+// (routeAccess), on a resource named in the body: nil, or 403 forbidden.
+// Nil without an Authorizer.
+func authorizeAlso(r *http.Request, rt auth.ResourceType, name string, op auth.Operation) error {
+	if check, ok := r.Context().Value(authorizeKey{}).(func(auth.ResourceType, string, auth.Operation) error); ok {
+		return check(rt, name, op)
+	}
+	return nil
 }
 
 // RouteRule is what a route needs from an Authorizer (RouteRules).

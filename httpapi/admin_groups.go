@@ -1,13 +1,16 @@
 package httpapi
 
 import (
+	"maps"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/vibemq/broker/auth"
 	"github.com/vibemq/broker/groups"
 	"github.com/vibemq/broker/topics"
 )
@@ -238,6 +241,13 @@ func (api *adminAPI) resetOffsets(r adminRequest) (int, any, error) {
 	}
 	if req.AllTopics && len(wanted) == 0 {
 		return 0, nil, adminErrorf("group_not_found", "", "group %s has no committed offsets; name topics", name)
+	}
+	// As Kafka's OffsetCommit: READ on the group (routeAccess) and on
+	// every topic whose offsets change.
+	for _, topic := range slices.Sorted(maps.Keys(wanted)) {
+		if err := authorizeAlso(r.Request, auth.ResourceTopic, topic, auth.OpRead); err != nil {
+			return 0, nil, err
+		}
 	}
 	rows, commit, err := api.planReset(&req, wanted, at, current)
 	if err != nil {

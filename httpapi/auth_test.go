@@ -219,6 +219,11 @@ func TestEveryRouteHasAccess(t *testing.T) {
 			t.Errorf("routeAccess %s names parameter %q, which the pattern lacks", pattern, a.param)
 		}
 	}
+	for pattern := range listRoutes {
+		if a, ok := routeAccess[pattern]; !ok || a.param != "" {
+			t.Errorf("listRoutes has %s, which is not a route of routeAccess without a path parameter", pattern)
+		}
+	}
 }
 
 // decisionLog is an Authorizer for tests: it records each question and

@@ -221,6 +221,15 @@ type routeCase struct {
 	status     int
 	// item is what a list route must show once allowed.
 	item string
+	// also is a binding the route needs beyond its own (granted with it):
+	// a topic READ for a group's offset reset, as Kafka's OffsetCommit.
+	also *aclTarget
+}
+
+type aclTarget struct {
+	rt   auth.ResourceType
+	name string
+	op   auth.Operation
 }
 
 // routeCases covers every route of httpapi.RouteRules
@@ -286,7 +295,7 @@ var routeCases = map[string]routeCase{
 	"GET /v1/admin/topics/{topic}/partitions/{partition}/records": {path: "/v1/admin/topics/t1/partitions/0/records", status: 200},
 	"GET /v1/admin/groups":                                        {path: "/v1/admin/groups", status: 200, item: `"group":"g1"`},
 	"GET /v1/admin/groups/{group}":                                {path: "/v1/admin/groups/g1", status: 200},
-	"POST /v1/admin/groups/{group}/reset-offsets":                 {path: "/v1/admin/groups/g1/reset-offsets", body: `{"all_topics":true,"to_earliest":true}`},
+	"POST /v1/admin/groups/{group}/reset-offsets":                 {path: "/v1/admin/groups/g1/reset-offsets", body: `{"all_topics":true,"to_earliest":true}`, status: 200, also: &aclTarget{auth.ResourceTopic, "t1", auth.OpRead}},
 	"GET /v1/admin/transactions":                                  {path: "/v1/admin/transactions", status: 200},
 }
 
@@ -366,6 +375,12 @@ func TestHTTPACLMatrix(t *testing.T) {
 			continue // nothing to show (no transaction)
 		}
 		b.acl(false, rule.Resource, name, auth.PatternLiteral, "User:dave", "*", rule.Operation, auth.PermissionAllow)
+		if tc.also != nil {
+			if r := b.call(method, tc.path, dave, tc.body); r.status != 403 {
+				t.Errorf("%s with %s on %s %q but not %s on %s %q: %d %s, want 403", p, rule.Operation, rule.Resource, name, tc.also.op, tc.also.rt, tc.also.name, r.status, r.body)
+			}
+			b.acl(false, tc.also.rt, tc.also.name, auth.PatternLiteral, "User:dave", "*", tc.also.op, auth.PermissionAllow)
+		}
 		r = b.call(method, tc.path, dave, tc.body)
 		switch {
 		case tc.status != 0 && r.status != tc.status:
@@ -376,6 +391,9 @@ func TestHTTPACLMatrix(t *testing.T) {
 			t.Errorf("%s with %s on %s %q does not show %s: %s", p, rule.Operation, rule.Resource, name, tc.item, r.body)
 		}
 		b.acl(true, rule.Resource, name, auth.PatternLiteral, "User:dave", "*", rule.Operation, auth.PermissionAllow)
+		if tc.also != nil {
+			b.acl(true, tc.also.rt, tc.also.name, auth.PatternLiteral, "User:dave", "*", tc.also.op, auth.PermissionAllow)
+		}
 	}
 }
 
