@@ -411,7 +411,8 @@ func indexOfParam(pattern, param string) int {
 // JWT's sub is the principal; a super user may do everything; a DENY wins
 // over a prefixed ALLOW; a binding for another host does not apply; ACLs
 // on a queue do not open the topic of the same name; a list shows only
-// what may be described.
+// what may be described; the console's session user is the principal of
+// the admin routes.
 func TestHTTPACLRules(t *testing.T) {
 	b := startACLBroker(t, "required")
 	admin := basic("admin", "admin-pw")
@@ -483,6 +484,52 @@ func TestHTTPACLRules(t *testing.T) {
 	}
 	if strings.Join(names, ",") != strings.Join(want, ",") {
 		t.Errorf("pages of one show %v, the whole list %v", names, want)
+	}
+	// The console's session: its user is the principal of the admin routes.
+	b.createUser("dave", "dave-pw")
+	b.acl(false, auth.ResourceTopic, "visible", auth.PatternLiteral, "User:dave", "*", auth.OpDescribe, auth.PermissionAllow)
+	for _, topic := range []string{"visible", "hidden"} {
+		if r := b.call("POST", "/v1/admin/topics", admin, `{"name":"`+topic+`","partitions":1}`); r.status != 201 {
+			t.Fatalf("creating topic %s: %d %s", topic, r.status, r.body)
+		}
+	}
+	login, err := http.Post(b.httpURL+"/v1/auth/login", "application/json", strings.NewReader(`{"user":"dave","password":"dave-pw"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	login.Body.Close()
+	var cookie *http.Cookie
+	for _, c := range login.Cookies() {
+		if c.Name == httpapi.SessionCookie {
+			cookie = c
+		}
+	}
+	if login.StatusCode != 200 || cookie == nil {
+		t.Fatalf("console login: %d", login.StatusCode)
+	}
+	console := func(method, path, body string) httpAnswer {
+		req, _ := http.NewRequest(method, b.httpURL+path, strings.NewReader(body))
+		req.AddCookie(cookie)
+		req.Header.Set(httpapi.ConsoleHeader, "1")
+		if body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		data, _ := io.ReadAll(resp.Body)
+		return httpAnswer{resp.StatusCode, string(data)}
+	}
+	if r := console("GET", "/v1/admin/topics", ""); r.status != 200 || !strings.Contains(r.body, `"name":"visible"`) || strings.Contains(r.body, `"name":"hidden"`) {
+		t.Errorf("console topics of dave: %d %s, want visible and not hidden", r.status, r.body)
+	}
+	if r := console("POST", "/v1/admin/topics", `{"name":"new","partitions":1}`); r.status != 403 {
+		t.Errorf("console create topic without cluster CREATE: %d %s", r.status, r.body)
+	}
+	if r := console("GET", "/v1/admin/overview", ""); r.status != 403 {
+		t.Errorf("console overview without cluster DESCRIBE: %d %s", r.status, r.body)
 	}
 	// /metrics needs DESCRIBE on the cluster (http-auth-metrics required).
 	if r := b.call("GET", "/metrics", erin, ""); r.status != 403 {
