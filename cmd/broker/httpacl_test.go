@@ -43,8 +43,9 @@ type aclBroker struct {
 	jwtKey    ed25519.PrivateKey
 }
 
-// startACLBroker starts the broker; httpAuth is the http-auth setting.
-func startACLBroker(t *testing.T, httpAuth string) *aclBroker {
+// startACLBroker starts the broker; httpAuth is the http-auth setting,
+// edit changes the rest of the configuration.
+func startACLBroker(t *testing.T, httpAuth string, edit ...func(*Config)) *aclBroker {
 	dir := t.TempDir()
 	b := &aclBroker{t: t, kafkaAddr: freeLocalAddr(t), adminPw: filepath.Join(dir, "admin.pw")}
 	if err := os.WriteFile(b.adminPw, []byte("admin-pw\n"), 0o600); err != nil {
@@ -76,6 +77,9 @@ func startACLBroker(t *testing.T, httpAuth string) *aclBroker {
 	cfg.Security.HTTPAuth = httpAuth
 	cfg.Security.OAuthPublicKeyFiles = pubFile
 	cfg.Security.FailedAuthenticationDelay = time.Millisecond
+	for _, e := range edit {
+		e(cfg)
+	}
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -543,9 +547,18 @@ func TestHTTPACLRules(t *testing.T) {
 // TestHTTPACLAnonymousAndCLI: with http-auth none every HTTP request is
 // User:ANONYMOUS, decided by the same ACLs; `broker acls add --queue`
 // grants it a queue, `acls list` shows the binding (and Kafka's ANY filter
-// of a Kafka client does not), `acls remove --queue` takes it away.
+// of a Kafka client does not), `acls remove --queue` takes it away. With
+// http-auth-metrics open, /metrics and /debug/pprof/ need no ACL.
 func TestHTTPACLAnonymousAndCLI(t *testing.T) {
-	b := startACLBroker(t, "none")
+	b := startACLBroker(t, "none", func(c *Config) { c.Security.HTTPAuthMetrics = "open" })
+	for _, path := range []string{"/metrics", "/debug/pprof/"} {
+		if r := b.call("GET", path, "", ""); r.status != 200 {
+			t.Errorf("GET %s with http-auth-metrics open: %d", path, r.status)
+		}
+	}
+	if r := b.call("GET", "/v1/admin/overview", "", ""); r.status != 403 {
+		t.Errorf("GET /v1/admin/overview as User:ANONYMOUS without ACL: %d", r.status)
+	}
 	if r := b.call("PUT", "/v1/queues/inbox", "", "{}"); r.status != 403 {
 		t.Fatalf("anonymous PUT without ACL: %d %s", r.status, r.body)
 	}
