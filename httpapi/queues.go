@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/vibemq/broker/auth"
 	"github.com/vibemq/broker/queues"
 )
 
@@ -457,6 +458,20 @@ func (api *queueAPI) handleRedrive(w http.ResponseWriter, r *http.Request) {
 	if e != nil {
 		writeError(w, e)
 		return
+	}
+	// The messages are written to the destination: WRITE on it too (the
+	// body's, else the queue this DLQ serves), as a send needs.
+	dest := req.Destination
+	if dest == "" {
+		if info, err := api.e.GetQueue(r.PathValue("queue")); err == nil {
+			dest = info.DeadLetterFor
+		}
+	}
+	if dest != "" {
+		if err := authorizeAlso(r, auth.ResourceQueue, dest, auth.OpWrite); err != nil {
+			writeError(w, err)
+			return
+		}
 	}
 	t, err := api.e.Redrive(r.PathValue("queue"), req, api.now())
 	if err != nil {

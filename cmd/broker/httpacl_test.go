@@ -456,9 +456,18 @@ func TestHTTPACLRules(t *testing.T) {
 			t.Errorf("%s: %d, want %d", tc.what, tc.got, tc.want)
 		}
 	}
+	// A redrive writes to its destination: ALTER on the DLQ and WRITE on
+	// the queue the messages go to.
+	b.acl(false, auth.ResourceQueue, "other.dlq", auth.PatternLiteral, "User:erin", "*", auth.OpAlter, auth.PermissionAllow)
+	if r := b.call("POST", "/v1/queues/other.dlq/redrive", erin, "{}"); r.status != 403 {
+		t.Errorf("redrive into other without WRITE on it: %d %s", r.status, r.body)
+	}
+	if r := b.call("POST", "/v1/queues/other.dlq/redrive", erin, `{"destination":"jobs"}`); r.status != 202 {
+		t.Errorf("redrive into jobs (WRITE through the prefix): %d %s", r.status, r.body)
+	}
 	r := b.call("GET", "/v1/queues", erin, "")
-	if r.status != 200 || !strings.Contains(r.body, `"name":"jobs"`) || !strings.Contains(r.body, `"name":"jobs-secret"`) || strings.Contains(r.body, `"name":"other"`) {
-		t.Errorf("erin's queue list: %d %s, want jobs and jobs-secret but not other", r.status, r.body)
+	if r.status != 200 || !strings.Contains(r.body, `"name":"jobs"`) || !strings.Contains(r.body, `"name":"jobs-secret"`) || strings.Contains(r.body, `"name":"other"`) || !strings.Contains(r.body, `"name":"other.dlq"`) {
+		t.Errorf("erin's queue list: %d %s, want jobs, jobs-secret and other.dlq but not other", r.status, r.body)
 	}
 	// Pages of one, followed to the end, show the same queues.
 	var full, paged struct {
