@@ -42,6 +42,10 @@ type Config struct {
 	// (authz.go); nil (the default) allows everything, as Kafka without
 	// authorizer.class.name, and the ACL APIs answer SECURITY_DISABLED.
 	Authorizer *auth.Authorizer
+	// Quotas holds the client quotas (DescribeClientQuotas,
+	// AlterClientQuotas) and enforces them (quotas.go); nil answers the
+	// quota APIs with an error and enforces nothing.
+	Quotas *auth.Quotas
 	// ClusterID is reported in Metadata and DescribeCluster.
 	ClusterID string
 	// MaxRequestBytes bounds one request frame (Kafka socket.request.max.bytes); default 100 MiB.

@@ -80,6 +80,11 @@ type Config struct {
 	QueuedMaxRequestBytes int64
 	// ConnectionsMaxIdle closes Kafka connections idle for this long.
 	ConnectionsMaxIdle time.Duration
+	// QuotaWindowNum and QuotaWindowSize are the samples client quota
+	// rates are measured over (Kafka quota.window.num,
+	// quota.window.size.seconds).
+	QuotaWindowNum  int
+	QuotaWindowSize time.Duration
 	// RequestReadTimeout closes a Kafka connection whose request frame is
 	// not complete this long after its first byte.
 	RequestReadTimeout time.Duration
@@ -297,6 +302,14 @@ var configKeys = append([]configKey{
 		"largest request (max-request-bytes, 100MiB) must then arrive at about 3.5MB/s. Time\n" +
 		"spent waiting for request memory does not count."},
 		func(c *Config) *time.Duration { return &c.RequestReadTimeout }, 100*time.Millisecond, time.Hour),
+	intKey(keyInfo{name: "quota-window-num", def: "11", usage: "samples a client quota's rate is measured over (Kafka quota.window.num)", doc: "A client's rate (producer_byte_rate, consumer_byte_rate, request_percentage; set\n" +
+		"with broker quotas set or AlterClientQuotas) is its bytes or request time in the last\n" +
+		"quota-window-num x quota-window-size, at least (quota-window-num - 1) windows; a\n" +
+		"client over its quota is throttled until its rate is back at it. Longer windows\n" +
+		"allow longer bursts."},
+		func(c *Config) *int { return &c.QuotaWindowNum }, 2, 1000),
+	durationKey(keyInfo{name: "quota-window-size", def: "1s", usage: "length of one client quota sample (Kafka quota.window.size.seconds)", doc: ""},
+		func(c *Config) *time.Duration { return &c.QuotaWindowSize }, 10*time.Millisecond, time.Hour),
 	intKey(keyInfo{name: "http-max-connections", def: "10000", usage: "most open HTTP connections; further connections are closed at once", doc: ""},
 		func(c *Config) *int { return &c.HTTPMaxConnections }, 1, 1_000_000),
 	intKey(keyInfo{name: "http-max-connections-per-ip", def: "1000", usage: "most open HTTP connections from one IP address; further ones are closed at once", doc: "As max-connections-per-ip for Kafka: keeps one misbehaving host from taking all of\n" +
