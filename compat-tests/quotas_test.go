@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 )
 
 // Client quotas (issue 12 part 6): DescribeClientQuotas and
@@ -432,5 +433,80 @@ func TestConsumerQuotaThrottles(t *testing.T) {
 	}
 	if hook.n.Load() == 0 {
 		t.Error("the consumer was never answered a throttle time")
+	}
+}
+
+// TestThrottleOldAndNewVersions (KIP-219): over its producer_byte_rate, a
+// client of Produce v7 gets its answer at once with throttle_time_ms (and
+// throttles itself); a client of Produce v5, which does not throttle
+// itself, gets its answer only after the throttle time, as Kafka did
+// before KIP-219.
+func TestThrottleOldAndNewVersions(t *testing.T) {
+	b := startQuotaBroker(t)
+	adm := newAdmin(t, b.Addr())
+	topic := topicName(t, "q")
+	createTopic(t, adm, topic, 1, nil)
+	var entries []kadm.AlterClientQuotaEntry
+	for _, id := range []string{"quota-old", "quota-new"} {
+		entries = append(entries, kadm.AlterClientQuotaEntry{Entity: quotaEntity("client-id", id), Ops: []kadm.AlterClientQuotaOp{{Key: "producer_byte_rate", Value: 50_000}}})
+	}
+	if res, err := adm.AlterClientQuotas(testCtx(t, opTimeout), entries); err != nil || res[0].Err != nil || res[1].Err != nil {
+		t.Fatalf("alter: %v %v", res, err)
+	}
+	// 100 kB against 50 kB/s over at least 4 windows of 100 ms: the rate
+	// is 250 kB/s, the throttle (250-50)/50 x 400 ms = 1.6 s.
+	value := randomValue(100_000)
+	produce := func(clientID string, opts ...kgo.Opt) (time.Duration, *throttleHook) {
+		hook := &throttleHook{}
+		cl := newClient(t, b.Addr(), append([]kgo.Opt{kgo.ClientID(clientID), kgo.WithHooks(hook), kgo.ProducerBatchCompression(kgo.NoCompression())}, opts...)...)
+		// The first request opens the connection and the session.
+		if err := cl.ProduceSync(testCtx(t, opTimeout), &kgo.Record{Topic: topic, Value: []byte("x")}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		if err := cl.ProduceSync(testCtx(t, opTimeout), &kgo.Record{Topic: topic, Value: value}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		return time.Since(start), hook
+	}
+	newTook, newHook := produce("quota-new")
+	oldTook, _ := produce("quota-old", kgo.MaxVersions(kversion.V1_1_0()))
+	t.Logf("Produce v7+: answered in %v (%d throttles); Produce v5: answered in %v", newTook, newHook.n.Load(), oldTook)
+	if newHook.n.Load() == 0 || newTook > time.Second {
+		t.Errorf("a current client was answered in %v with %d throttles; want at once, with a throttle time", newTook, newHook.n.Load())
+	}
+	if oldTook < 1200*time.Millisecond {
+		t.Errorf("a Produce v5 client was answered in %v; want its answer held for the throttle time (about 1.6 s)", oldTook)
+	}
+}
+
+// TestRequestPercentageThrottles: a client-id with request_percentage
+// 0.01 (0.1 ms of request time per second) is throttled after a few
+// Metadata requests; another client-id is not.
+func TestRequestPercentageThrottles(t *testing.T) {
+	b := startQuotaBroker(t)
+	adm := newAdmin(t, b.Addr())
+	if res, err := adm.AlterClientQuotas(testCtx(t, opTimeout), []kadm.AlterClientQuotaEntry{
+		{Entity: quotaEntity("client-id", "quota-requests"), Ops: []kadm.AlterClientQuotaOp{{Key: "request_percentage", Value: 0.01}}},
+	}); err != nil || res[0].Err != nil {
+		t.Fatalf("alter: %v %v", res, err)
+	}
+	throttles := func(clientID string) int64 {
+		hook := &throttleHook{}
+		cl := newClient(t, b.Addr(), kgo.ClientID(clientID), kgo.WithHooks(hook))
+		ctx := testCtx(t, opTimeout)
+		for i := 0; i < 200 && hook.n.Load() == 0; i++ {
+			req := kmsg.NewPtrMetadataRequest()
+			if _, err := req.RequestWith(ctx, cl); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return hook.n.Load()
+	}
+	if n := throttles("quota-requests"); n == 0 {
+		t.Error("200 Metadata requests were never throttled under request_percentage 0.01")
+	}
+	if n := throttles("quota-free"); n != 0 {
+		t.Errorf("a client without a quota was throttled %d times", n)
 	}
 }
