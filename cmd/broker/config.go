@@ -73,6 +73,9 @@ type Config struct {
 	// MaxConnectionsPerIP caps the open Kafka connections from one IP
 	// address.
 	MaxConnectionsPerIP int
+	// MaxConnectionsPerIPOverrides sets other limits for some addresses:
+	// "ip:count,ip:count" (Kafka max.connections.per.ip.overrides).
+	MaxConnectionsPerIPOverrides string
 	// QueuedMaxRequestBytes is the broker-wide budget for the bytes of
 	// Kafka requests being read or waiting for their replies; 0 means
 	// derived from memory (requestMemoryBudget). When set, Validate
@@ -285,6 +288,15 @@ var configKeys = append([]configKey{
 		"broker_kafka_connections_refused_total and logged at most every 10s. Set it to\n" +
 		"max-connections to have no per-address limit."},
 		func(c *Config) *int { return &c.MaxConnectionsPerIP }, 1, 1_000_000),
+	stringKey(keyInfo{name: "max-connections-per-ip-overrides", def: "", usage: "other max-connections-per-ip limits for some addresses, as ip:count,ip:count (Kafka max.connections.per.ip.overrides; IP addresses, not host names)", doc: "E.g. 10.0.0.5:5000,192.0.2.7:10 gives a proxy more room and one host less. An\n" +
+		"address not listed gets max-connections-per-ip."},
+		func(c *Config) *string { return &c.MaxConnectionsPerIPOverrides },
+		func(v string) string {
+			if _, err := parseConnectionOverrides(v); err != nil {
+				return err.Error()
+			}
+			return ""
+		}),
 	byteSizeKey(keyInfo{name: "queued-max-request-bytes", def: "0", usage: "memory for Kafka requests being read or waiting for their replies, all connections together (Kafka queued.max.request.bytes); 0 derives it from memory", doc: "0 means min(1/8 of the machine's or the container's memory, 1GiB), and at least\n" +
 		"max-request-bytes; the value chosen is logged at start. Each request reserves its\n" +
 		"claimed size before more than 64KiB of it is read (buffers grow as bytes arrive)\n" +
@@ -978,4 +990,28 @@ func sortedKeys(m map[string]string) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// parseConnectionOverrides reads max-connections-per-ip-overrides:
+// ip:count pairs, comma-separated (an IPv6 address in brackets or bare:
+// the count is after the last colon).
+func parseConnectionOverrides(v string) (map[netip.Addr]int, error) {
+	out := map[netip.Addr]int{}
+	for _, p := range strings.Split(v, ",") {
+		p = strings.TrimSpace(p)
+		if p == "" {
+			continue
+		}
+		i := strings.LastIndexByte(p, ':')
+		if i < 0 {
+			return nil, fmt.Errorf("names %q, which is not ip:count; use e.g. 10.0.0.5:5000", p)
+		}
+		ip, err := netip.ParseAddr(strings.Trim(p[:i], "[]"))
+		n, nerr := strconv.Atoi(p[i+1:])
+		if err != nil || nerr != nil || n < 0 || n > 1_000_000 {
+			return nil, fmt.Errorf("names %q, which is not ip:count with an IP address and a count from 0 to 1000000; use e.g. 10.0.0.5:5000", p)
+		}
+		out[ip.Unmap()] = n
+	}
+	return out, nil
 }

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"net/netip"
 	"os"
 	"sort"
 	"sync/atomic"
@@ -345,6 +346,8 @@ func (b *broker) newKafka() (*kafkaListener, error) {
 		MaxInflightRequests: cfg.MaxInflightRequests,
 		MaxConnections:      cfg.MaxConnections,
 		MaxConnectionsPerIP: cfg.MaxConnectionsPerIP,
+		// Validated with the config.
+		MaxConnectionsPerIPOverrides: connectionOverrides(cfg),
 		// At least MaxRequestBytes (requestMemoryBudget, Validate).
 		QueuedMaxRequestBytes: requestMemory,
 		ConnectionsMaxIdle:    cfg.ConnectionsMaxIdle,
@@ -491,4 +494,11 @@ func txnCommits(offsets map[string][]txns.Offset) []groups.TxnCommit {
 		out = append(out, tc)
 	}
 	return out
+}
+
+// connectionOverrides is max-connections-per-ip-overrides, which Validate
+// has checked.
+func connectionOverrides(cfg *Config) map[netip.Addr]int {
+	m, _ := parseConnectionOverrides(cfg.MaxConnectionsPerIPOverrides)
+	return m
 }
