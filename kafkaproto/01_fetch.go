@@ -35,6 +35,10 @@ package kafkaproto
 //     4.0 removed these versions (KIP-896). They have no isolation level:
 //     they read uncommitted. The conversion's output, not the stored bytes,
 //     counts against max_bytes.
+//   - consumer_byte_rate (KIP-13, quotas.go): a fetch asks for at most what
+//     the quota allows in its window; over the quota it returns no records,
+//     with throttle_time_ms (v1+), and mutes the connection (KIP-219;
+//     before v8 the answer is also held back for the throttle time).
 
 import (
 	"time"

@@ -9,11 +9,15 @@ package kafkaproto
 //     user and client-id entities take producer_byte_rate and
 //     consumer_byte_rate (whole numbers), request_percentage and
 //     controller_mutation_rate; ip entities connection_creation_rate.
-//   - Each entity is answered on its own, with Kafka's INVALID_REQUEST
-//     messages: empty entity, a type twice, an unknown type, an empty
-//     name, a combination with ip, an unknown key, a fractional byte rate,
-//     a key twice, an entity twice. A removal of a key that is not set is
-//     no error.
+//   - Each entity is answered on its own, with Kafka 4.2's INVALID_REQUEST
+//     messages: empty entity, an unknown type, an empty name, ip with
+//     user or client-id, an unknown key, a value not above 0, a fractional
+//     or too large byte rate. A type named twice in one entity keeps the
+//     last name (Kafka reads a map). An entity with a key twice changes
+//     nothing and is answered "Ignoring duplicate entity"; an entity
+//     repeated in the request gets that answer once while its first
+//     alteration applies (one answer per distinct entity, as Kafka). A
+//     removal of a key that is not set is no error.
 //   - The accepted entities are written in one synced batch before the
 //     answer (a removed entity's last key deletes its row); enforcement
 //     sees them from the next request on. validate_only checks without
