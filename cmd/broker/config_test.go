@@ -78,6 +78,8 @@ func TestDefaults(t *testing.T) {
 		MaxConnectionsPerIP:            1000,
 		QueuedMaxRequestBytes:          0,
 		ConnectionsMaxIdle:             10 * time.Minute,
+		QuotaWindowNum:                 11,
+		QuotaWindowSize:                time.Second,
 		RequestReadTimeout:             30 * time.Second,
 		HTTPMaxConnections:             10000,
 		HTTPMaxConnectionsPerIP:        1000,
