@@ -482,7 +482,9 @@ func TestThrottleOldAndNewVersions(t *testing.T) {
 
 // TestRequestPercentageThrottles: a client-id with request_percentage
 // 0.01 (0.1 ms of request time per second) is throttled after a few
-// Metadata requests; another client-id is not.
+// Metadata requests; another client-id is not, until the default user gets
+// the quota (an unauthenticated client is User:ANONYMOUS, a user without
+// a quota of its own).
 func TestRequestPercentageThrottles(t *testing.T) {
 	b := startQuotaBroker(t)
 	adm := newAdmin(t, b.Addr())
@@ -508,5 +510,15 @@ func TestRequestPercentageThrottles(t *testing.T) {
 	}
 	if n := throttles("quota-free"); n != 0 {
 		t.Errorf("a client without a quota was throttled %d times", n)
+	}
+	// An unauthenticated client is the user ANONYMOUS: the default user's
+	// quota applies to it, whatever its client ID.
+	if res, err := adm.AlterClientQuotas(testCtx(t, opTimeout), []kadm.AlterClientQuotaEntry{
+		{Entity: quotaEntity("user", "<default>"), Ops: []kadm.AlterClientQuotaOp{{Key: "request_percentage", Value: 0.01}}},
+	}); err != nil || res[0].Err != nil {
+		t.Fatalf("alter: %v %v", res, err)
+	}
+	if n := throttles("quota-free"); n == 0 {
+		t.Error("the default user's request_percentage did not apply to an unauthenticated client")
 	}
 }
