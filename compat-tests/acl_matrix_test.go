@@ -926,6 +926,29 @@ func runACLMatrix(t *testing.T, a aclTarget) {
 				}
 				return resp.ErrorCode
 			}},
+		{name: "DescribeClientQuotas", denied: kerr.ClusterAuthorizationFailed, allowed: zeroCode, grant: []binding{allowACL(C, cluster, kmsg.ACLOperationDescribeConfigs)},
+			call: func(ctx context.Context, cl *kgo.Client, br *kgo.Broker) int16 {
+				req := kmsg.NewPtrDescribeClientQuotasRequest()
+				resp, err := req.RequestWith(ctx, cl)
+				if err != nil {
+					return -100
+				}
+				return resp.ErrorCode
+			}},
+		{name: "AlterClientQuotas", denied: kerr.ClusterAuthorizationFailed, allowed: zeroCode, grant: []binding{allowACL(C, cluster, kmsg.ACLOperationAlterConfigs)},
+			call: func(ctx context.Context, cl *kgo.Client, br *kgo.Broker) int16 {
+				req := kmsg.NewPtrAlterClientQuotasRequest()
+				req.ValidateOnly = true
+				e := kmsg.NewAlterClientQuotasRequestEntry()
+				e.Entity = []kmsg.AlterClientQuotasRequestEntryEntity{{Type: "client-id", Name: kmsg.StringPtr("acl-matrix")}}
+				e.Ops = []kmsg.AlterClientQuotasRequestEntryOp{{Key: "producer_byte_rate", Value: 1024}}
+				req.Entries = append(req.Entries, e)
+				resp, err := req.RequestWith(ctx, cl)
+				if err != nil || len(resp.Entries) != 1 {
+					return -100
+				}
+				return resp.Entries[0].ErrorCode
+			}},
 		{name: "AlterUserScramCredentials", denied: kerr.ClusterAuthorizationFailed, skipAllowed: true, grant: []binding{allowACL(C, cluster, kmsg.ACLOperationAlter)},
 			call: func(ctx context.Context, cl *kgo.Client, br *kgo.Broker) int16 {
 				req := kmsg.NewPtrAlterUserSCRAMCredentialsRequest()

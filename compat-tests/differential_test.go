@@ -388,6 +388,7 @@ func TestDifferential(t *testing.T) {
 		"ConsumerGroups":    diffScenarioConsumerGroups,
 		"SASL":              diffScenarioSASL,
 		"ACLsDisabled":      diffScenarioACLsDisabled,
+		"ClientQuotas":      diffScenarioClientQuotas,
 	}
 	t.Run("scenarios", func(t *testing.T) {
 		for name, fn := range scenarios {
@@ -685,6 +686,75 @@ func diffScenarioACLsDisabled(t *testing.T) {
 			req.Filters = append(req.Filters, f)
 			e.do("delete every ACL", req)
 		})
+	}, nil)
+}
+
+// diffScenarioClientQuotas: AlterClientQuotas with validate_only (nothing
+// stored, so the shared reference broker is left as it was) for a valid
+// and each kind of refused entity, one entity per request (Kafka answers
+// several in hash-map order), and DescribeClientQuotas with refused
+// filters and a strict filter that matches nothing.
+func diffScenarioClientQuotas(t *testing.T) {
+	sfx := diffSuffix(t)
+	type part struct{ typ, name string }
+	type op struct {
+		key   string
+		value float64
+	}
+	alters := []struct {
+		label string
+		parts []part
+		ops   []op
+	}{
+		{"valid user and client", []part{{"user", "u-" + sfx}, {"client-id", ""}}, []op{{"producer_byte_rate", 1024}, {"request_percentage", 12.5}}},
+		{"empty entity", nil, []op{{"producer_byte_rate", 1}}},
+		{"unknown type", []part{{"group", "g"}}, []op{{"producer_byte_rate", 1}}},
+		{"ip with user", []part{{"ip", "127.0.0.1"}, {"user", "u"}}, []op{{"producer_byte_rate", 1}}},
+		{"unknown key", []part{{"user", "u-" + sfx}}, []op{{"bogus", 1}}},
+		{"fractional byte rate", []part{{"client-id", "c-" + sfx}}, []op{{"consumer_byte_rate", 0.5}}},
+		{"zero percentage", []part{{"client-id", "c-" + sfx}}, []op{{"request_percentage", 0}}},
+		{"ip default", []part{{"ip", ""}}, []op{{"connection_creation_rate", 10}}},
+	}
+	diffRun(t, func(e *diffEnv) {
+		for _, a := range alters {
+			e.each(kmsg.AlterClientQuotas, func(v int16) {
+				req := kmsg.NewPtrAlterClientQuotasRequest()
+				req.Version, req.ValidateOnly = v, true
+				entry := kmsg.NewAlterClientQuotasRequestEntry()
+				for _, p := range a.parts {
+					ent := kmsg.NewAlterClientQuotasRequestEntryEntity()
+					ent.Type = p.typ
+					if p.name != "" {
+						ent.Name = kmsg.StringPtr(p.name)
+					}
+					entry.Entity = append(entry.Entity, ent)
+				}
+				for _, o := range a.ops {
+					op := kmsg.NewAlterClientQuotasRequestEntryOp()
+					op.Key, op.Value = o.key, o.value
+					entry.Ops = append(entry.Ops, op)
+				}
+				req.Entries = append(req.Entries, entry)
+				e.do("alter client quotas (validate only): "+a.label, req)
+			})
+		}
+		filters := []struct {
+			label string
+			comps []kmsg.DescribeClientQuotasRequestComponent
+		}{
+			{"exact unknown user", []kmsg.DescribeClientQuotasRequestComponent{{EntityType: "user", MatchType: 0, Match: kmsg.StringPtr("nobody-" + sfx)}}},
+			{"unknown type", []kmsg.DescribeClientQuotasRequestComponent{{EntityType: "group", MatchType: 2}}},
+			{"exact without name", []kmsg.DescribeClientQuotasRequestComponent{{EntityType: "user", MatchType: 0}}},
+			{"default with name", []kmsg.DescribeClientQuotasRequestComponent{{EntityType: "client-id", MatchType: 1, Match: kmsg.StringPtr("x")}}},
+			{"ip with user", []kmsg.DescribeClientQuotasRequestComponent{{EntityType: "ip", MatchType: 2}, {EntityType: "user", MatchType: 2}}},
+		}
+		for _, f := range filters {
+			e.each(kmsg.DescribeClientQuotas, func(v int16) {
+				req := kmsg.NewPtrDescribeClientQuotasRequest()
+				req.Version, req.Strict, req.Components = v, true, f.comps
+				e.do("describe client quotas: "+f.label, req)
+			})
+		}
 	}, nil)
 }
 

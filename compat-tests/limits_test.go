@@ -298,13 +298,16 @@ func TestStalledAndIdleConnectionsClosed(t *testing.T) {
 	b.Stop()
 }
 
-// TestMaxConnectionsPerIP: with --max-connections-per-ip 4, a fifth
+// TestMaxConnectionsPerIP: with --max-connections-per-ip 1 and an override
+// of 4 for 127.0.0.1 (max-connections-per-ip-overrides), a fifth
 // connection from 127.0.0.1 is closed unanswered, counted in
 // broker_kafka_connections_refused_total and logged; once one of the four
 // closes, a new connection is accepted again.
 func TestMaxConnectionsPerIP(t *testing.T) {
 	t.Parallel()
-	b := startBroker(t, withArgs("--max-connections-per-ip", "4"))
+	// The override (Kafka max.connections.per.ip.overrides) is what
+	// admits four from 127.0.0.1: the default allows one.
+	b := startBroker(t, withArgs("--max-connections-per-ip", "1", "--max-connections-per-ip-overrides", "192.0.2.1:7,127.0.0.1:4"))
 	time.Sleep(300 * time.Millisecond) // the harness's readiness probe has closed
 	req := func() kmsg.Request {
 		r := kmsg.NewPtrApiVersionsRequest()

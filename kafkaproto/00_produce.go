@@ -54,6 +54,10 @@ package kafkaproto
 //     is TRANSACTIONAL_ID_AUTHORIZATION_FAILED; each topic needs WRITE,
 //     else its partitions are TOPIC_AUTHORIZATION_FAILED.
 //   - v8 adds per-partition error messages (KIP-467).
+//   - producer_byte_rate (KIP-13, quotas.go): the request's size is
+//     recorded after the append; over the quota the answer carries
+//     throttle_time_ms (v1+) and the connection is muted (KIP-219; before
+//     v6 the answer is also held back for the throttle time).
 
 import (
 	"errors"

@@ -35,6 +35,10 @@ package kafkaproto
 //     4.0 removed these versions (KIP-896). They have no isolation level:
 //     they read uncommitted. The conversion's output, not the stored bytes,
 //     counts against max_bytes.
+//   - consumer_byte_rate (KIP-13, quotas.go): a fetch asks for at most what
+//     the quota allows in its window; over the quota it returns no records,
+//     with throttle_time_ms (v1+), and mutes the connection (KIP-219;
+//     before v8 the answer is also held back for the throttle time).
 
 import (
 	"time"
@@ -81,6 +85,15 @@ func (s *Server) handleFetch(r *request) (reply, error) {
 		resp.SessionID = sess.id
 	}
 	plan := fetchPlan{items: items, sess: sess, incremental: incremental}
+	if s.cfg.Quotas.Enabled(auth.QuotaKindFetch) {
+		plan.quota = r.c.quotaSensor(auth.QuotaKindFetch, r.clientID)
+		if mv := plan.quota.MaxValueInWindow(); plan.quota != nil && req.Version >= 3 && mv < float64(req.MaxBytes) {
+			// Never more than the quota allows in its window
+			// (KafkaApis: getMaxValueInQuotaWindow); KIP-74 still
+			// returns a first batch whole.
+			req.MaxBytes = int32(max(mv, 1))
+		}
+	}
 	finish := func() { s.runFetch(r.c, req, resp, plan) }
 	release := func() {
 		for _, it := range items {
@@ -251,6 +264,8 @@ type fetchPlan struct {
 	items       []*fetchItem
 	sess        *fetchSession
 	incremental bool
+	// quota is the client's consumer_byte_rate sensor, nil without one.
+	quota *auth.QuotaSensor
 }
 
 func (s *Server) runFetch(c *conn, req *kmsg.FetchRequest, resp *kmsg.FetchResponse, plan fetchPlan) {
@@ -304,6 +319,9 @@ func (s *Server) runFetch(c *conn, req *kmsg.FetchRequest, resp *kmsg.FetchRespo
 		// The wait is over: one last read, then answer.
 		s.readFetchItems(req, items)
 		break
+	}
+	if plan.quota != nil {
+		s.fetchQuota(c, req, resp, plan)
 	}
 
 	if sess != nil {
@@ -443,4 +461,31 @@ func (it *fetchItem) downconvert(version int16, limit int, first bool) error {
 	it.records = set
 	it.res.Bytes = len(set)
 	return nil
+}
+
+// fetchQuota records the fetched bytes against the client's
+// consumer_byte_rate. Over the quota, the response carries no records (their
+// bytes unrecorded), the throttle time, and the connection is muted; a
+// client before Fetch v8 (no client-side throttling, KIP-219) gets the
+// answer that much later. KafkaApis.handleFetchRequest does the same.
+func (s *Server) fetchQuota(c *conn, req *kmsg.FetchRequest, resp *kmsg.FetchResponse, plan fetchPlan) {
+	total := 0
+	for _, it := range plan.items {
+		total += len(it.records)
+	}
+	now := s.now()
+	throttle := plan.quota.Record(float64(total), now)
+	if throttle <= 0 {
+		return
+	}
+	plan.quota.Unrecord(float64(total), now)
+	for _, it := range plan.items {
+		it.records = it.records[:0]
+	}
+	s.metrics.throttled.Inc()
+	resp.ThrottleMillis = int32(min(throttle.Milliseconds(), 1<<31-1))
+	c.muteFor(throttle)
+	if req.Version < 8 {
+		c.holdReply(throttle)
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -75,6 +76,12 @@ type conn struct {
 	// shareSessions are the share sessions (KIP-932) opened on this
 	// connection; they close with it. Only the reader goroutine uses it.
 	shareSessions map[shareSessionRef]uint64
+	// quota caches the client's quota sensors (quotas.go); reader only.
+	quota connQuota
+	// mutedUntil is when a throttled connection may be read again, in
+	// Unix nanoseconds (quotas.go); set by the reader and, for Fetch, the
+	// writer.
+	mutedUntil atomic.Int64
 
 	// dl decides the read deadline. The reader, the writer and Shutdown
 	// all set it, so every SetReadDeadline happens under dl, and the
@@ -185,6 +192,9 @@ func (c *conn) readLoop() {
 	}
 	br := bufio.NewReaderSize(c.nc, 64<<10)
 	for {
+		if !c.waitMuted() {
+			return
+		}
 		body, reserved, ok := c.readFrame(br)
 		if !ok {
 			return
@@ -302,6 +312,11 @@ func (c *conn) serveFrame(body []byte, reserved int64) bool {
 		c.s.metrics.badRequests.Inc()
 		return false
 	}
+	if !c.waitMuted() {
+		// Read while a fetch's throttle began on the writer.
+		c.s.memory.release(reserved)
+		return false
+	}
 	reg := registry[r.key]
 	start := time.Now()
 	c.s.metrics.requests.WithLabelValues(apiName(r.key)).Inc()
@@ -311,6 +326,10 @@ func (c *conn) serveFrame(body []byte, reserved int64) bool {
 		c.log.Warn().Err(err).Int16("api_key", r.key).Int16("version", r.version).Msg("closing connection: request cannot be served")
 		return false
 	}
+	var throttle time.Duration
+	if c.s.cfg.Quotas.Any() {
+		throttle = c.applyQuotas(r, &rep, len(body), time.Since(start))
+	}
 	if r.key == int16(kmsg.Produce) {
 		// Append copied every batch into the store's write batch; nothing
 		// refers to the request bytes any more. The reservation is still
@@ -319,6 +338,11 @@ func (c *conn) serveFrame(body []byte, reserved int64) bool {
 	}
 	c.beginRequest()
 	c.replies <- queued{corr: r.corr, version: r.version, key: r.key, reply: rep, reserved: reserved, start: start}
+	if throttle > 0 {
+		// KIP-219: the reply goes out first; the next request is read
+		// once the throttle time is over.
+		c.muteFor(throttle)
+	}
 	return !c.sasl.closeAfterReply
 }
 

@@ -87,6 +87,10 @@ var errorTable = []struct {
 	// keeps its own code.
 	{pebblestore.ErrStorage, kerr.KafkaStorageError},
 	{auth.ErrStorage, kerr.KafkaStorageError},
+	// Client quota requests Kafka refuses (ClientQuotaControlManager,
+	// ClientQuotasImage).
+	{auth.ErrInvalidQuota, kerr.InvalidRequest},
+	{auth.ErrUnsupportedQuotaEntity, kerr.UnsupportedVersion},
 	// Authorization failures a handler puts among domain results.
 	{kerr.TopicAuthorizationFailed, kerr.TopicAuthorizationFailed},
 }

@@ -21,6 +21,7 @@ type metrics struct {
 	connectionsRefused *prometheus.CounterVec
 	timeouts           *prometheus.CounterVec
 	authFailures       prometheus.Counter
+	throttled          prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, mem *requestMemory) *metrics {
@@ -52,6 +53,8 @@ func newMetrics(reg prometheus.Registerer, mem *requestMemory) *metrics {
 			Name: "broker_kafka_connection_timeouts_total", Help: "Kafka connections closed by a timeout, by reason: idle (connections-max-idle), request_read (request-read-timeout), write (a reply not read for connections-max-idle)."}, []string{"reason"}),
 		authFailures: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "broker_kafka_authentication_failures_total", Help: "Failed SASL authentications; each closed its connection."}),
+		throttled: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "broker_kafka_throttled_responses_total", Help: "Responses with a client quota's throttle time; their connection was muted for it."}),
 	}
 	memoryInUse := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "broker_kafka_request_memory_bytes", Help: "Bytes of Kafka requests being read or waiting for their replies (reserved at their claimed size)."},
@@ -64,7 +67,7 @@ func newMetrics(reg prometheus.Registerer, mem *requestMemory) *metrics {
 		func() float64 { return float64(mem.waits.Load()) })
 	promregister.Register(reg, m.connections, m.requests, m.duration, m.badRequests, m.panics, m.bytesOut,
 		m.producedBytes, m.producedBatches, m.fetchedBytes,
-		m.connectionsRefused, m.timeouts, m.authFailures, memoryInUse, memoryLimit, memoryWaits)
+		m.connectionsRefused, m.timeouts, m.authFailures, m.throttled, memoryInUse, memoryLimit, memoryWaits)
 	return m
 }
 

@@ -42,6 +42,10 @@ type Config struct {
 	// (authz.go); nil (the default) allows everything, as Kafka without
 	// authorizer.class.name, and the ACL APIs answer SECURITY_DISABLED.
 	Authorizer *auth.Authorizer
+	// Quotas holds the client quotas (DescribeClientQuotas,
+	// AlterClientQuotas) and enforces them (quotas.go); nil answers the
+	// quota APIs with an error and enforces nothing.
+	Quotas *auth.Quotas
 	// ClusterID is reported in Metadata and DescribeCluster.
 	ClusterID string
 	// MaxRequestBytes bounds one request frame (Kafka socket.request.max.bytes); default 100 MiB.
@@ -55,6 +59,9 @@ type Config struct {
 	// address (Kafka max.connections.per.ip); default 1000. Refused
 	// connections are closed at once, counted and logged (rate-limited).
 	MaxConnectionsPerIP int
+	// MaxConnectionsPerIPOverrides replaces MaxConnectionsPerIP for the
+	// addresses it names (Kafka max.connections.per.ip.overrides).
+	MaxConnectionsPerIPOverrides map[netip.Addr]int
 	// QueuedMaxRequestBytes bounds the bytes of all requests being read or
 	// waiting for their replies, broker-wide (Kafka
 	// queued.max.request.bytes); default max(512 MiB, MaxRequestBytes).
@@ -251,7 +258,7 @@ func (s *Server) startConn(nc net.Conn, l *Listener) {
 	switch {
 	case len(s.mu.conns) >= s.cfg.MaxConnections:
 		refused = "max_connections"
-	case s.mu.perIP[ip] >= s.cfg.MaxConnectionsPerIP:
+	case s.mu.perIP[ip] >= s.maxConnectionsFrom(ip):
 		refused = "max_connections_per_ip"
 	}
 	if refused != "" {
@@ -260,7 +267,7 @@ func (s *Server) startConn(nc net.Conn, l *Listener) {
 		s.metrics.connectionsRefused.WithLabelValues(refused).Inc()
 		s.warnLimited("refused_"+refused, func(e *zerolog.Event) {
 			e.Str("remote", nc.RemoteAddr().String()).Str("reason", refused).
-				Int("max_connections", s.cfg.MaxConnections).Int("max_connections_per_ip", s.cfg.MaxConnectionsPerIP).
+				Int("max_connections", s.cfg.MaxConnections).Int("max_connections_per_ip", s.maxConnectionsFrom(ip)).
 				Msg("connection refused: too many connections")
 		})
 		return
@@ -285,6 +292,15 @@ func (s *Server) startConn(nc net.Conn, l *Listener) {
 		s.mu.Unlock()
 		s.metrics.connections.Dec()
 	})
+}
+
+// maxConnectionsFrom is the connection limit of one address: its override,
+// else max-connections-per-ip.
+func (s *Server) maxConnectionsFrom(ip netip.Addr) int {
+	if n, ok := s.cfg.MaxConnectionsPerIPOverrides[ip]; ok {
+		return n
+	}
+	return s.cfg.MaxConnectionsPerIP
 }
 
 // warnLimited logs a warning of the given kind at most once per

@@ -59,7 +59,8 @@ import (
 //	0x53-5f reserved: transactions
 //	0x60    mechanism u8 | user name                     SCRAM credential (JSON: salt, iterations, stored_key, server_key; see auth/store.go); mechanism 1 = SCRAM-SHA-256, 2 = SCRAM-SHA-512 (Kafka's ScramMechanism codes)
 //	0x61    SHA-256(binding)[:16]                        ACL binding (JSON: resource type, name, pattern type, principal, host, operation, permission; see auth/acl_store.go)
-//	0x62-6f reserved: security (client quotas)
+//	0x62    SHA-256(entity)[:16]                         client quota entity (JSON: entity parts and quota values; see auth/quota_store.go)
+//	0x63-6f reserved: security
 //
 // Dedup hash (0x37, 0x38): SHA-256(dedup_id)[:16], or, for content_dedup,
 // SHA-256(0x00 | SHA-256(body))[:16] (a dedup_id never starts with 0x00).
@@ -174,7 +175,17 @@ const (
 	// of its canonical form, so a binding exists at most once and nothing
 	// variable-length sits in the key.
 	PrefixACL byte = 0x61
+	// Client quotas (package auth, KIP-546): one row per quota entity
+	// (user, client-id, ip and their defaults), keyed by a hash of the
+	// entity's canonical form.
+	PrefixClientQuota byte = 0x62
 )
+
+// ClientQuotaKey is the row of one client quota entity, keyed by the first
+// 16 bytes of the SHA-256 of its canonical form (auth computes it).
+func ClientQuotaKey(hash [16]byte) []byte {
+	return append([]byte{PrefixClientQuota}, hash[:]...)
+}
 
 // ACLKey is the row of one ACL binding, keyed by the first 16 bytes of the
 // SHA-256 of its canonical encoding (auth computes it).

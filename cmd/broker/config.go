@@ -73,6 +73,9 @@ type Config struct {
 	// MaxConnectionsPerIP caps the open Kafka connections from one IP
 	// address.
 	MaxConnectionsPerIP int
+	// MaxConnectionsPerIPOverrides sets other limits for some addresses:
+	// "ip:count,ip:count" (Kafka max.connections.per.ip.overrides).
+	MaxConnectionsPerIPOverrides string
 	// QueuedMaxRequestBytes is the broker-wide budget for the bytes of
 	// Kafka requests being read or waiting for their replies; 0 means
 	// derived from memory (requestMemoryBudget). When set, Validate
@@ -80,6 +83,11 @@ type Config struct {
 	QueuedMaxRequestBytes int64
 	// ConnectionsMaxIdle closes Kafka connections idle for this long.
 	ConnectionsMaxIdle time.Duration
+	// QuotaWindowNum and QuotaWindowSize are the samples client quota
+	// rates are measured over (Kafka quota.window.num,
+	// quota.window.size.seconds).
+	QuotaWindowNum  int
+	QuotaWindowSize time.Duration
 	// RequestReadTimeout closes a Kafka connection whose request frame is
 	// not complete this long after its first byte.
 	RequestReadTimeout time.Duration
@@ -280,6 +288,15 @@ var configKeys = append([]configKey{
 		"broker_kafka_connections_refused_total and logged at most every 10s. Set it to\n" +
 		"max-connections to have no per-address limit."},
 		func(c *Config) *int { return &c.MaxConnectionsPerIP }, 1, 1_000_000),
+	stringKey(keyInfo{name: "max-connections-per-ip-overrides", def: "", usage: "other max-connections-per-ip limits for some addresses, as ip:count,ip:count (Kafka max.connections.per.ip.overrides; IP addresses, not host names)", doc: "E.g. 10.0.0.5:5000,192.0.2.7:10 gives a proxy more room and one host less. An\n" +
+		"address not listed gets max-connections-per-ip."},
+		func(c *Config) *string { return &c.MaxConnectionsPerIPOverrides },
+		func(v string) string {
+			if _, err := parseConnectionOverrides(v); err != nil {
+				return err.Error()
+			}
+			return ""
+		}),
 	byteSizeKey(keyInfo{name: "queued-max-request-bytes", def: "0", usage: "memory for Kafka requests being read or waiting for their replies, all connections together (Kafka queued.max.request.bytes); 0 derives it from memory", doc: "0 means min(1/8 of the machine's or the container's memory, 1GiB), and at least\n" +
 		"max-request-bytes; the value chosen is logged at start. Each request reserves its\n" +
 		"claimed size before more than 64KiB of it is read (buffers grow as bytes arrive)\n" +
@@ -297,6 +314,14 @@ var configKeys = append([]configKey{
 		"largest request (max-request-bytes, 100MiB) must then arrive at about 3.5MB/s. Time\n" +
 		"spent waiting for request memory does not count."},
 		func(c *Config) *time.Duration { return &c.RequestReadTimeout }, 100*time.Millisecond, time.Hour),
+	intKey(keyInfo{name: "quota-window-num", def: "11", usage: "samples a client quota's rate is measured over (Kafka quota.window.num)", doc: "A client's rate (producer_byte_rate, consumer_byte_rate, request_percentage; set\n" +
+		"with broker quotas set or AlterClientQuotas) is its bytes or request time in the last\n" +
+		"quota-window-num x quota-window-size, at least (quota-window-num - 1) windows; a\n" +
+		"client over its quota is throttled until its rate is back at it. Longer windows\n" +
+		"allow longer bursts."},
+		func(c *Config) *int { return &c.QuotaWindowNum }, 2, 1000),
+	durationKey(keyInfo{name: "quota-window-size", def: "1s", usage: "length of one client quota sample (Kafka quota.window.size.seconds)", doc: ""},
+		func(c *Config) *time.Duration { return &c.QuotaWindowSize }, 10*time.Millisecond, time.Hour),
 	intKey(keyInfo{name: "http-max-connections", def: "10000", usage: "most open HTTP connections; further connections are closed at once", doc: ""},
 		func(c *Config) *int { return &c.HTTPMaxConnections }, 1, 1_000_000),
 	intKey(keyInfo{name: "http-max-connections-per-ip", def: "1000", usage: "most open HTTP connections from one IP address; further ones are closed at once", doc: "As max-connections-per-ip for Kafka: keeps one misbehaving host from taking all of\n" +
@@ -965,4 +990,28 @@ func sortedKeys(m map[string]string) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// parseConnectionOverrides reads max-connections-per-ip-overrides:
+// ip:count pairs, comma-separated (an IPv6 address in brackets or bare:
+// the count is after the last colon).
+func parseConnectionOverrides(v string) (map[netip.Addr]int, error) {
+	out := map[netip.Addr]int{}
+	for _, p := range strings.Split(v, ",") {
+		p = strings.TrimSpace(p)
+		if p == "" {
+			continue
+		}
+		i := strings.LastIndexByte(p, ':')
+		if i < 0 {
+			return nil, fmt.Errorf("names %q, which is not ip:count; use e.g. 10.0.0.5:5000", p)
+		}
+		ip, err := netip.ParseAddr(strings.Trim(p[:i], "[]"))
+		n, nerr := strconv.Atoi(p[i+1:])
+		if err != nil || nerr != nil || n < 0 || n > 1_000_000 {
+			return nil, fmt.Errorf("names %q, which is not ip:count with an IP address and a count from 0 to 1000000; use e.g. 10.0.0.5:5000", p)
+		}
+		out[ip.Unmap()] = n
+	}
+	return out, nil
 }

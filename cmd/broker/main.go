@@ -77,6 +77,7 @@ func newApp() *cli.App {
 			transactionsCommand(),
 			usersCommand(),
 			aclsCommand(),
+			quotasCommand(),
 			healthcheckCommand(),
 			completionCommand(),
 		},

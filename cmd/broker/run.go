@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"net/netip"
 	"os"
 	"sort"
 	"sync/atomic"
@@ -115,6 +116,8 @@ type broker struct {
 	jwt *auth.JWTValidator
 	// authz is the ACL authorizer; nil unless authorizer-enabled.
 	authz *auth.Authorizer
+	// quotas are the client quotas (always open).
+	quotas *auth.Quotas
 }
 
 // openStore opens the data directory's store.
@@ -288,6 +291,11 @@ func (b *broker) openSecurity() error {
 		log.Warn().Msg("http-auth is required but there is no user and no JWT key: only /healthz and /readyz can be used; create a user (broker users create, or sasl-bootstrap-user)")
 	}
 	b.creds, b.tls, b.jwt = creds, tlsSource, jwt
+	quotas, err := auth.OpenQuotas(b.store, auth.QuotasConfig{WindowNum: cfg.QuotaWindowNum, WindowSize: cfg.QuotaWindowSize})
+	if err != nil {
+		return fmt.Errorf("reading the client quotas in %s: %w", cfg.DataDir, err)
+	}
+	b.quotas = quotas
 	return b.openAuthorizer()
 }
 
@@ -333,11 +341,14 @@ func (b *broker) newKafka() (*kafkaListener, error) {
 		Rack:                cfg.Rack,
 		SASL:                saslConfig(cfg, b.creds, b.jwt),
 		Authorizer:          b.authz,
+		Quotas:              b.quotas,
 		ClusterID:           b.topics.ClusterID(),
 		MaxRequestBytes:     cfg.MaxRequestBytes,
 		MaxInflightRequests: cfg.MaxInflightRequests,
 		MaxConnections:      cfg.MaxConnections,
 		MaxConnectionsPerIP: cfg.MaxConnectionsPerIP,
+		// Validated with the config.
+		MaxConnectionsPerIPOverrides: connectionOverrides(cfg),
 		// At least MaxRequestBytes (requestMemoryBudget, Validate).
 		QueuedMaxRequestBytes: requestMemory,
 		ConnectionsMaxIdle:    cfg.ConnectionsMaxIdle,
@@ -484,4 +495,11 @@ func txnCommits(offsets map[string][]txns.Offset) []groups.TxnCommit {
 		out = append(out, tc)
 	}
 	return out
+}
+
+// connectionOverrides is max-connections-per-ip-overrides, which Validate
+// has checked.
+func connectionOverrides(cfg *Config) map[netip.Addr]int {
+	m, _ := parseConnectionOverrides(cfg.MaxConnectionsPerIPOverrides)
+	return m
 }

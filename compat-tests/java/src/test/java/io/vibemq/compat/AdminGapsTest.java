@@ -14,9 +14,6 @@ import org.apache.kafka.clients.admin.UpdateFeaturesOptions;
 import org.apache.kafka.common.KafkaFuture;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.TopicPartitionReplica;
-import org.apache.kafka.common.quota.ClientQuotaAlteration;
-import org.apache.kafka.common.quota.ClientQuotaEntity;
-import org.apache.kafka.common.quota.ClientQuotaFilter;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.DynamicTest;
 import org.junit.jupiter.api.Tag;
@@ -68,12 +65,7 @@ class AdminGapsTest extends BrokerTestBase {
         Map<String, Pinned> cases = new LinkedHashMap<>();
         cases.put("alterReplicaLogDirs", unsupported("ALTER_REPLICA_LOG_DIRS",
                 () -> admin.alterReplicaLogDirs(Map.of(new TopicPartitionReplica(topic, 0, 1), "/tmp")).all()));
-        cases.put("describeClientQuotas", unsupported("DESCRIBE_CLIENT_QUOTAS",
-                () -> admin.describeClientQuotas(ClientQuotaFilter.all()).entities()));
-        cases.put("alterClientQuotas", unsupported("ALTER_CLIENT_QUOTAS",
-                () -> admin.alterClientQuotas(List.of(new ClientQuotaAlteration(
-                        new ClientQuotaEntity(Map.of(ClientQuotaEntity.CLIENT_ID, "c")),
-                        List.of(new ClientQuotaAlteration.Op("producer_byte_rate", 1024.0))))).all()));
+        // describe/alterClientQuotas are served since issue 12 (ClientQuotasTest).
         // describe/create/deleteAcls are served since issue 12 (AclTest; without an
         // authorizer they answer SECURITY_DISABLED, as Kafka does: TestDifferential).
         // describe/alterUserScramCredentials are served since issue 12 (SecurityTest).
