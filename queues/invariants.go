@@ -42,6 +42,9 @@ func checkStateRow(s *deliveryState) {
 	default:
 		invariantf("state row in state %d", s.State)
 	}
+	if s.Owner != "" && s.State != stateInflight {
+		invariantf("state row %+v has an owner but no lease", *s)
+	}
 	if int(s.Priority) >= PriorityLevelsMax {
 		invariantf("state row of priority %d", s.Priority)
 	}
