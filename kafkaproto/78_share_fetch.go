@@ -297,7 +297,7 @@ func (c *conn) closeShareSessions() {
 		return
 	}
 	for ref, id := range c.shareSessions {
-		c.s.cfg.Groups.CloseShareSession(ref.group, ref.member, id)
+		c.s.cfg.Groups.CloseShareSession(ref.group, ref.member, id, c.s.now())
 	}
 }
 
