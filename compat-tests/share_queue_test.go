@@ -177,6 +177,9 @@ func TestShareQueueWithHTTPReceivers(t *testing.T) {
 		}
 	}
 	led.mu.Unlock()
+	if got := shareQueueOffsets(t, b, group); got != "0:400/0" {
+		t.Errorf("DescribeShareGroupOffsets of the drained queue: %s, want 0:400/0", got)
+	}
 	if sides["kafka"] == 0 || sides["http"] == 0 {
 		t.Errorf("settled per side %v: both sides should have competed", sides)
 	}
@@ -315,6 +318,32 @@ func TestShareQueueLockExpiryAndRestart(t *testing.T) {
 	if st["inflight"].(float64) != 3 || st["available"].(float64) != 0 {
 		t.Errorf("queue stats %v: want the 3 HTTP leases only", st)
 	}
+	// The group's view of the queue: the first message still in it and
+	// the messages available or leased (by anyone).
+	if got := shareQueueOffsets(t, b, group); got != "0:1/3" {
+		t.Errorf("DescribeShareGroupOffsets of the queue: %s, want 0:1/3 (start offset 1, lag 3)", got)
+	}
+}
+
+// shareQueueOffsets answers DescribeShareGroupOffsets of group as
+// "partition:start/lag" per partition.
+func shareQueueOffsets(t *testing.T, b *brokerProc, group string) string {
+	t.Helper()
+	req := kmsg.NewPtrDescribeShareGroupOffsetsRequest()
+	rg := kmsg.NewDescribeShareGroupOffsetsRequestGroup()
+	rg.GroupID = group
+	req.Groups = append(req.Groups, rg)
+	resp, err := req.RequestWith(testCtx(t, opTimeout), newClient(t, b.Addr()))
+	if err != nil || len(resp.Groups) != 1 || resp.Groups[0].ErrorCode != 0 {
+		t.Fatalf("DescribeShareGroupOffsets: %v %+v", err, resp)
+	}
+	var out []string
+	for _, rt := range resp.Groups[0].Topics {
+		for _, p := range rt.Partitions {
+			out = append(out, fmt.Sprintf("%d:%d/%d", p.Partition, p.StartOffset, p.Lag))
+		}
+	}
+	return strings.Join(out, " ")
 }
 
 func ackCode(resp *kmsg.ShareFetchResponse) int16 {

@@ -32,6 +32,7 @@ package groups
 import (
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -445,12 +446,27 @@ type ShareGroupView struct {
 // DescribeShareGroup describes a share group; ok is false when there is
 // none of that name.
 func (c *Coordinator) DescribeShareGroup(name string) (ShareGroupView, bool) {
+	v, queues, ok := c.describeShareGroupLocked(name)
+	if !ok {
+		return v, false
+	}
+	v.Partitions = append(v.Partitions, c.describeShareQueues(queues)...)
+	sort.Slice(v.Partitions, func(i, j int) bool {
+		a, b := v.Partitions[i], v.Partitions[j]
+		return a.Topic < b.Topic || a.Topic == b.Topic && a.Partition < b.Partition
+	})
+	return v, true
+}
+
+// describeShareGroupLocked describes a group's members and plain
+// share-partitions, and returns the queue topics it fetched from.
+func (c *Coordinator) describeShareGroupLocked(name string) (ShareGroupView, map[[16]byte]string, bool) {
 	s := &c.share
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	g := s.groups[name]
 	if g == nil {
-		return ShareGroupView{}, false
+		return ShareGroupView{}, nil, false
 	}
 	v := ShareGroupView{Group: name, State: g.state(), GroupEpoch: g.epoch}
 	for _, m := range g.members {
@@ -471,11 +487,7 @@ func (c *Coordinator) DescribeShareGroup(name string) (ShareGroupView, bool) {
 		}
 		v.Partitions = append(v.Partitions, pv)
 	}
-	sort.Slice(v.Partitions, func(i, j int) bool {
-		a, b := v.Partitions[i], v.Partitions[j]
-		return a.Topic < b.Topic || a.Topic == b.Topic && a.Partition < b.Partition
-	})
-	return v, true
+	return v, maps.Clone(g.queues), true
 }
 
 func (g *shareGroup) state() string {

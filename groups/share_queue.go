@@ -49,6 +49,15 @@ type ShareQueues interface {
 	Settle(queue string, req QueueSettle, now time.Time) (wait func() error, err error)
 	// Release releases every message owner holds in queue.
 	Release(queue, owner string, now time.Time) (wait func() error, err error)
+	// Pending describes each partition of queue: the first offset still
+	// in it and how many messages are (available or leased).
+	Pending(queue string) ([]QueuePending, error)
+}
+
+// QueuePending is one partition of a queue as share-group views show it.
+type QueuePending struct {
+	Partition      int32
+	Start, Pending int64
 }
 
 // QueueAcquire asks a queue for leases.
@@ -246,4 +255,26 @@ func (c *Coordinator) releaseQueuesLocked(g *shareGroup, member string, now time
 		waits = append(waits, wait)
 	}
 	return waits
+}
+
+// describeShareQueues describes the partitions of the queues a group
+// fetched from: the start offset is the first message still in the queue,
+// the lag the messages available or leased (by anyone: the queue's one
+// delivery state). A queue that is gone is left out.
+func (c *Coordinator) describeShareQueues(queues map[[16]byte]string) []SharePartitionView {
+	var out []SharePartitionView
+	for id, q := range queues {
+		ps, err := c.cfg.ShareQueues.Pending(q)
+		if err != nil {
+			if !errors.Is(err, ErrUnknownTopicID) {
+				c.log.Warn().Err(err).Str("queue", q).Msg("describing a queue for a share group failed")
+			}
+			continue
+		}
+		for _, p := range ps {
+			out = append(out, SharePartitionView{TopicID: id, Topic: q, Partition: p.Partition, StartOffset: p.Start,
+				InFlight: int(p.Pending), Lag: p.Pending})
+		}
+	}
+	return out
 }

@@ -325,3 +325,63 @@ func (s *shareRun) commit(unlock func()) (func() error, error) {
 	}
 	return pw.finish, nil
 }
+
+// SharePending is one partition of a queue as a share group's describe
+// shows it: the first offset still in the queue (available or leased; the
+// high watermark when none) and how many messages are (Pending, at most
+// sharePendingMax: past it the count stops).
+type SharePending struct {
+	Partition int32
+	Start     int64
+	Pending   int64
+}
+
+// sharePendingMax bounds the state rows one partition's count reads.
+const sharePendingMax = 100000
+
+// SharePending describes each partition of the queue for share-group
+// views (DescribeShareGroupOffsets): its start offset and lag.
+func (e *Engine) SharePending(name string) ([]SharePending, error) {
+	q, qerr := e.queueByName(name)
+	if qerr != nil {
+		return nil, qerr
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.deleted {
+		return nil, errf(CodeQueueDeleted, "queue %q was deleted", name)
+	}
+	n := q.topic.NumPartitions()
+	out := make([]SharePending, n)
+	for p := int32(0); p < n; p++ {
+		sp := SharePending{Partition: p, Start: -1}
+		lower := stateKey(q.id, msgKey{part: p})
+		it, err := e.store.NewIter(lower, stateKey(q.id, msgKey{part: p + 1}))
+		if err != nil {
+			return nil, errStorage(err)
+		}
+		for ok := it.First(); ok && sp.Pending < sharePendingMax; ok = it.Next() {
+			v, err := it.Value()
+			if err != nil {
+				_ = it.Close()
+				return nil, errStorage(err)
+			}
+			if st, err := decodeState(v); err == nil && st.State != stateAcked {
+				if sp.Start < 0 {
+					sp.Start = msgFromKeyTail(it.Key()).off
+				}
+				sp.Pending++
+			}
+		}
+		if err := it.Close(); err != nil {
+			return nil, errStorage(err)
+		}
+		if sp.Start < 0 {
+			if lp, ok := q.topic.Partition(p); ok {
+				sp.Start = lp.HighWatermark()
+			}
+		}
+		out[p] = sp
+	}
+	return out, nil
+}

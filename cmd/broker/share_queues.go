@@ -66,6 +66,18 @@ func (s shareQueues) Release(queue, owner string, now time.Time) (func() error, 
 	return func() error { return shareQueueError(wait()) }, nil
 }
 
+func (s shareQueues) Pending(queue string) ([]groups.QueuePending, error) {
+	ps, err := s.e.SharePending(queue)
+	if err != nil {
+		return nil, shareQueueError(err)
+	}
+	out := make([]groups.QueuePending, len(ps))
+	for i, p := range ps {
+		out[i] = groups.QueuePending{Partition: p.Partition, Start: p.Start, Pending: p.Pending}
+	}
+	return out, nil
+}
+
 // shareQueueError maps a queue's error to the share groups' errors.
 func shareQueueError(err error) error {
 	if err == nil {
