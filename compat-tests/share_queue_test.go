@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -329,20 +330,31 @@ func TestShareQueueLockExpiryAndRestart(t *testing.T) {
 // "partition:start/lag" per partition.
 func shareQueueOffsets(t *testing.T, b *brokerProc, group string) string {
 	t.Helper()
+	return shareGroupOffsets(t, b.Addr(), group, "")
+}
+
+// shareGroupOffsets answers DescribeShareGroupOffsets of group as
+// "partition:start/lag" per partition of topic ("": every topic), sorted.
+func shareGroupOffsets(t *testing.T, addr, group, topic string) string {
+	t.Helper()
 	req := kmsg.NewPtrDescribeShareGroupOffsetsRequest()
 	rg := kmsg.NewDescribeShareGroupOffsetsRequestGroup()
 	rg.GroupID = group
 	req.Groups = append(req.Groups, rg)
-	resp, err := req.RequestWith(testCtx(t, opTimeout), newClient(t, b.Addr()))
+	resp, err := req.RequestWith(testCtx(t, opTimeout), newClient(t, addr))
 	if err != nil || len(resp.Groups) != 1 || resp.Groups[0].ErrorCode != 0 {
 		t.Fatalf("DescribeShareGroupOffsets: %v %+v", err, resp)
 	}
 	var out []string
 	for _, rt := range resp.Groups[0].Topics {
+		if topic != "" && rt.Topic != topic {
+			continue
+		}
 		for _, p := range rt.Partitions {
 			out = append(out, fmt.Sprintf("%d:%d/%d", p.Partition, p.StartOffset, p.Lag))
 		}
 	}
+	slices.Sort(out)
 	return strings.Join(out, " ")
 }
 
