@@ -44,9 +44,13 @@ func (l *shareQueueLedger) count() int {
 }
 
 // runKafkaQueueMember consumes the queue's topic with a kgo share
-// consumer: "reject-*" values are REJECTed, the rest ACCEPTed.
+// consumer: "reject-*" values are REJECTed, "poison-*" RELEASEd, the rest
+// ACCEPTed.
 func runKafkaQueueMember(t *testing.T, ctx context.Context, addr, group, topic string, led *shareQueueLedger) {
-	cl := newClient(t, addr, kgo.ShareGroup(group), kgo.ConsumeTopics(topic), kgo.FetchMaxWait(500*time.Millisecond))
+	// At most 10 records per fetch, as an HTTP receive here: else the
+	// members' fetches, woken at once by each send, take everything.
+	cl := newClient(t, addr, kgo.ShareGroup(group), kgo.ConsumeTopics(topic), kgo.FetchMaxWait(500*time.Millisecond),
+		kgo.ShareMaxRecords(10), kgo.ShareMaxRecordsStrict())
 	go func() {
 		for ctx.Err() == nil {
 			fs := cl.PollFetches(ctx)
@@ -55,9 +59,12 @@ func runKafkaQueueMember(t *testing.T, ctx context.Context, addr, group, topic s
 				led.mu.Lock()
 				led.deliveries[v] = append(led.deliveries[v], int(r.DeliveryCount()))
 				led.records[v] = r
-				if strings.HasPrefix(v, "reject-") {
+				switch {
+				case strings.HasPrefix(v, "reject-"):
 					r.Ack(kgo.AckReject)
-				} else {
+				case strings.HasPrefix(v, "poison-"):
+					r.Ack(kgo.AckRelease)
+				default:
 					r.Ack(kgo.AckAccept)
 					led.settled[v] = append(led.settled[v], "kafka")
 				}
@@ -127,23 +134,24 @@ func runHTTPQueueReceiver(t *testing.T, ctx context.Context, b *brokerProc, queu
 	return &wg
 }
 
-// TestShareQueueWithHTTPReceivers: two kgo share consumers and two HTTP
+// TestShareQueueWithHTTPReceivers: three kgo share consumers and two HTTP
 // receivers on one queue; every message settled exactly once overall, each
 // delivered once (never held by both sides), both sides served; the Kafka
 // records are the queue's (key, headers); REJECT goes to the DLQ with the
-// reason, visible over HTTP and as a Kafka topic.
+// reason, and a message RELEASEd every time goes there at the queue's
+// max_receives, visible over HTTP and as a Kafka topic.
 func TestShareQueueWithHTTPReceivers(t *testing.T) {
 	t.Parallel()
 	b := shareBroker(t)
 	queue := topicName(t, "")
 	group := "share." + queue
-	qMust(t, b, "PUT", "/v1/queues/"+queue, map[string]any{"visibility_timeout_ms": 10000}, 201)
+	qMust(t, b, "PUT", "/v1/queues/"+queue, map[string]any{"visibility_timeout_ms": 10000, "max_receives": 3}, 201)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	httpCtx, stopHTTP := context.WithCancel(ctx)
 	led := newShareQueueLedger()
-	for range 2 {
+	for range 3 {
 		runKafkaQueueMember(t, ctx, b.Addr(), group, queue, led)
 	}
 	var receivers []*sync.WaitGroup
@@ -190,21 +198,21 @@ func TestShareQueueWithHTTPReceivers(t *testing.T) {
 	// plain record, and REJECTs go to the DLQ.
 	qMust(t, b, "POST", "/v1/queues/"+queue+"/messages", map[string]any{"messages": []any{
 		map[string]any{"body": "keyed", "key": "k-1", "headers": map[string]string{"h1": "v1"}},
-		map[string]any{"body": "reject-1"}, map[string]any{"body": "reject-2"},
+		map[string]any{"body": "reject-1"}, map[string]any{"body": "reject-2"}, map[string]any{"body": "poison-1"},
 	}}, 200)
 	for deadline := time.Now().Add(groupWait); ; time.Sleep(100 * time.Millisecond) {
 		led.mu.Lock()
-		n := len(led.deliveries["keyed"]) + len(led.deliveries["reject-1"]) + len(led.deliveries["reject-2"])
+		n := len(led.deliveries["keyed"]) + len(led.deliveries["reject-1"]) + len(led.deliveries["reject-2"]) + len(led.deliveries["poison-1"])
 		r := led.records["keyed"]
 		led.mu.Unlock()
-		if n == 3 {
+		if n == 6 {
 			if string(r.Key) != "k-1" || len(r.Headers) != 1 || r.Headers[0].Key != "h1" || string(r.Headers[0].Value) != "v1" || r.Topic != queue {
 				t.Errorf("the Kafka record of a queue message: topic %s key %q headers %+v", r.Topic, r.Key, r.Headers)
 			}
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("Kafka got %d of the 3 late messages", n)
+			t.Fatalf("Kafka got %d of the 6 late deliveries", n)
 		}
 	}
 	var dl struct {
@@ -216,19 +224,27 @@ func TestShareQueueWithHTTPReceivers(t *testing.T) {
 			} `json:"dead_letter"`
 		}
 	}
-	for deadline := time.Now().Add(10 * time.Second); len(dl.Messages) < 2; time.Sleep(200 * time.Millisecond) {
+	for deadline := time.Now().Add(10 * time.Second); len(dl.Messages) < 3; time.Sleep(200 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("DLQ holds %+v, want the 2 rejected", dl.Messages)
+			t.Fatalf("DLQ holds %+v, want the 2 rejected and the poison", dl.Messages)
 		}
 		r := qMust(t, b, "GET", "/v1/queues/"+queue+"/dlq", nil, 200)
 		if err := json.Unmarshal([]byte(r.Raw), &dl); err != nil {
 			t.Fatal(err)
 		}
 	}
+	reasons := map[string]string{}
 	for _, m := range dl.Messages {
-		if !strings.HasPrefix(m.Body, "reject-") || m.DeadLetter.Reason != "rejected" || m.DeadLetter.SourceQueue != queue || !strings.Contains(m.DeadLetter.Detail, group) {
-			t.Errorf("dead letter %+v: want a reject-* body, reason rejected, the source queue and the group in the detail", m)
+		reasons[m.Body] = m.DeadLetter.Reason
+		if m.DeadLetter.SourceQueue != queue {
+			t.Errorf("dead letter %+v: want source queue %s", m, queue)
 		}
+		if strings.HasPrefix(m.Body, "reject-") && !strings.Contains(m.DeadLetter.Detail, group) {
+			t.Errorf("dead letter %+v: want the group in the detail", m)
+		}
+	}
+	if fmt.Sprint(reasons) != "map[poison-1:max_receives reject-1:rejected reject-2:rejected]" {
+		t.Errorf("DLQ reasons %v", reasons)
 	}
 	// The DLQ is a topic too: a plain Kafka consumer reads the reason.
 	rs := readPartitions(t, b.Addr(), queue+".dlq", endOffsets(t, newAdmin(t, b.Addr()), queue+".dlq"))
@@ -239,12 +255,12 @@ func TestShareQueueWithHTTPReceivers(t *testing.T) {
 				reason = string(h.Value)
 			}
 		}
-		if reason != "rejected" {
-			t.Errorf("DLQ record %s over Kafka: reason header %q", r.Value, reason)
+		if reason != reasons[string(r.Value)] {
+			t.Errorf("DLQ record %s over Kafka: reason header %q, over HTTP %q", r.Value, reason, reasons[string(r.Value)])
 		}
 	}
-	if len(rs[0]) != 2 {
-		t.Errorf("the DLQ topic holds %d records, want 2", len(rs[0]))
+	if len(rs[0]) != 3 {
+		t.Errorf("the DLQ topic holds %d records, want 3", len(rs[0]))
 	}
 	led.mu.Lock()
 	defer led.mu.Unlock()
@@ -252,6 +268,9 @@ func TestShareQueueWithHTTPReceivers(t *testing.T) {
 		if d := led.deliveries[v]; fmt.Sprint(d) != "[1]" {
 			t.Errorf("%s delivered %v, want once (a REJECT is final)", v, d)
 		}
+	}
+	if d := led.deliveries["poison-1"]; fmt.Sprint(d) != "[1 2 3]" {
+		t.Errorf("poison-1 delivered %v, want [1 2 3] (max_receives 3)", d)
 	}
 }
 
