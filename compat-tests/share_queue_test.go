@@ -282,7 +282,7 @@ func TestShareQueueWithHTTPReceivers(t *testing.T) {
 // late acknowledgement is INVALID_RECORD_STATE.
 func TestShareQueueLockExpiryAndRestart(t *testing.T) {
 	t.Parallel()
-	b := startBroker(t, withArgs("--group-share-record-lock-duration", "8s", "--group-share-auto-offset-reset", "earliest",
+	b := startBroker(t, withArgs("--group-share-record-lock-duration", "12s", "--group-share-auto-offset-reset", "earliest",
 		"--group-consumer-heartbeat-interval", "500ms"))
 	queue := topicName(t, "")
 	group := "share." + queue
@@ -318,7 +318,7 @@ func TestShareQueueLockExpiryAndRestart(t *testing.T) {
 		t.Fatalf("accepting a record held across kill -9: %s", errName(code))
 	}
 	var again []qMsg
-	for deadline := time.Now().Add(20 * time.Second); len(again) < 3 && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(30 * time.Second); len(again) < 3 && time.Now().Before(deadline); {
 		again = append(again, qReceive(t, b, queue, 100, 60000, 1000)...)
 	}
 	if len(again) != 3 {
@@ -400,33 +400,38 @@ func TestShareQueueDelayPriority(t *testing.T) {
 	qMust(t, b, "PUT", "/v1/queues/"+queue, map[string]any{"priority_levels": 3}, 201)
 	qMust(t, b, "POST", "/v1/queues/"+queue+"/messages", map[string]any{"messages": []any{
 		map[string]any{"body": "low"},
-		map[string]any{"body": "delayed", "priority": 2, "delay_ms": 3000},
+		map[string]any{"body": "delayed", "priority": 2, "delay_ms": 4000},
 		map[string]any{"body": "high", "priority": 2},
 		map[string]any{"body": "mid", "priority": 1},
 	}}, 200)
 	sent := time.Now()
 	m := newRawShareMember(t, b.Addr(), "share."+queue, queue, "member-p-000000000001")
+	// Each fetch accepts what the previous one acquired: nothing comes
+	// back when its lock (3s) expires.
 	var order []string
+	var acks map[int32][]kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch
 	for _, want := range []string{"high", "mid", "low"} {
-		resp, got := m.fetch([]int32{0}, nil, 1)
-		if resp.ErrorCode != 0 || len(got[0]) != 1 || !bytes.Contains(resp.Topics[0].Partitions[0].Records, []byte(want)) {
-			t.Fatalf("fetch %d: %s %+v, want %s", len(order), errName(resp.ErrorCode), got, want)
+		resp, got := m.fetch([]int32{0}, acks, 1)
+		if code := ackCode(resp); code != 0 || len(got[0]) != 1 || !bytes.Contains(resp.Topics[0].Partitions[0].Records, []byte(want)) {
+			t.Fatalf("fetch %d: %s %+v, want %s", len(order), errName(code), got, want)
 		}
-		order = append(order, fmt.Sprint(got[0][0].FirstOffset))
+		off := got[0][0].FirstOffset
+		order = append(order, fmt.Sprint(off))
+		acks = map[int32][]kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch{0: {{FirstOffset: off, LastOffset: off, AcknowledgeTypes: []int8{1}}}}
 	}
 	if fmt.Sprint(order) != "[2 3 0]" {
 		t.Errorf("acquired offsets %v, want [2 3 0] (high, mid, low)", order)
 	}
-	if time.Since(sent) < 3*time.Second {
-		if _, got := m.fetch([]int32{0}, nil, 1); len(got[0]) != 0 && time.Since(sent) < 3*time.Second {
-			t.Fatalf("acquired %+v before the delayed message was due", got)
-		}
+	resp, got := m.fetch([]int32{0}, acks, 1)
+	if code := ackCode(resp); code != 0 || len(got[0]) != 0 && time.Since(sent) < 4*time.Second {
+		t.Fatalf("acquired %+v (ack %s) before the delayed message was due", got, errName(code))
 	}
-	var got map[int32][]kmsg.ShareFetchResponseTopicPartitionAcquiredRecord
-	for deadline := time.Now().Add(10 * time.Second); len(got[0]) == 0 && time.Now().Before(deadline); {
+	// The raw member does not heartbeat: it is fenced after 6s, so the
+	// delay stays below that.
+	for deadline := sent.Add(6 * time.Second); len(got[0]) == 0 && time.Now().Before(deadline); {
 		_, got = m.fetch([]int32{0}, nil, 1)
 	}
-	if len(got[0]) != 1 || got[0][0].FirstOffset != 1 || time.Since(sent) < 3*time.Second {
+	if len(got[0]) != 1 || got[0][0].FirstOffset != 1 || time.Since(sent) < 4*time.Second {
 		t.Errorf("the delayed message: acquired %+v after %v", got, time.Since(sent))
 	}
 }
