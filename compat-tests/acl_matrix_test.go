@@ -724,6 +724,22 @@ func runACLMatrix(t *testing.T, a aclTarget) {
 				}
 				return resp.Groups[0].ErrorCode
 			}},
+		{name: "AlterShareGroupOffsets/group", denied: kerr.GroupAuthorizationFailed, grant: []binding{allowACL(G, shareOffsetsGroup, kmsg.ACLOperationRead)},
+			call: func(ctx context.Context, cl *kgo.Client, br *kgo.Broker) int16 {
+				return aclAlterShareOffsets(ctx, br, topic)
+			}},
+		{name: "AlterShareGroupOffsets/topic", denied: kerr.TopicAuthorizationFailed, base: []binding{allowACL(G, shareOffsetsGroup, kmsg.ACLOperationRead)}, grant: []binding{allowACL(T, topic, kmsg.ACLOperationRead)},
+			call: func(ctx context.Context, cl *kgo.Client, br *kgo.Broker) int16 {
+				return aclAlterShareOffsets(ctx, br, topic)
+			}},
+		{name: "DeleteShareGroupOffsets/group", denied: kerr.GroupAuthorizationFailed, grant: []binding{allowACL(G, shareOffsetsGroup, kmsg.ACLOperationDelete)},
+			call: func(ctx context.Context, cl *kgo.Client, br *kgo.Broker) int16 {
+				return aclDeleteShareOffsets(ctx, br, topic)
+			}},
+		{name: "DeleteShareGroupOffsets/topic", denied: kerr.TopicAuthorizationFailed, base: []binding{allowACL(G, shareOffsetsGroup, kmsg.ACLOperationDelete)}, grant: []binding{allowACL(T, topic, kmsg.ACLOperationRead)},
+			call: func(ctx context.Context, cl *kgo.Client, br *kgo.Broker) int16 {
+				return aclDeleteShareOffsets(ctx, br, topic)
+			}},
 		{name: "InitProducerID/txn", denied: kerr.TransactionalIDAuthorizationFailed, allowed: zeroCode, grant: []binding{allowACL(X, txnID, kmsg.ACLOperationWrite)},
 			call: func(ctx context.Context, cl *kgo.Client, br *kgo.Broker) int16 {
 				req := kmsg.NewPtrInitProducerIDRequest()
@@ -1213,4 +1229,46 @@ func aclShareFetch(ctx context.Context, br *kgo.Broker, group string, topicID [1
 		}
 	}
 	return resp.ErrorCode, part
+}
+
+// shareOffsetsGroup is the share group whose offsets the ACL rows alter
+// and delete (created by the first allowed alter).
+const shareOffsetsGroup = "acl-share-offsets"
+
+// aclAlterShareOffsets sets partition 0 of topic to offset 0 in
+// shareOffsetsGroup: the top-level code, else the partition's.
+func aclAlterShareOffsets(ctx context.Context, br *kgo.Broker, topic string) int16 {
+	req := kmsg.NewPtrAlterShareGroupOffsetsRequest()
+	req.GroupID = shareOffsetsGroup
+	rt := kmsg.NewAlterShareGroupOffsetsRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewAlterShareGroupOffsetsRequestTopicPartition()
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, br)
+	if err != nil {
+		return -100
+	}
+	if resp.ErrorCode != 0 || len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+		return resp.ErrorCode
+	}
+	return resp.Topics[0].Partitions[0].ErrorCode
+}
+
+// aclDeleteShareOffsets deletes topic's offsets of shareOffsetsGroup: the
+// top-level code, else the topic's.
+func aclDeleteShareOffsets(ctx context.Context, br *kgo.Broker, topic string) int16 {
+	req := kmsg.NewPtrDeleteShareGroupOffsetsRequest()
+	req.GroupID = shareOffsetsGroup
+	rt := kmsg.NewDeleteShareGroupOffsetsRequestTopic()
+	rt.Topic = topic
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, br)
+	if err != nil {
+		return -100
+	}
+	if resp.ErrorCode != 0 || len(resp.Topics) != 1 {
+		return resp.ErrorCode
+	}
+	return resp.Topics[0].ErrorCode
 }

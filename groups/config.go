@@ -80,6 +80,10 @@ type Config struct {
 	// partition it has not read before: "latest" (default) or "earliest"
 	// (Kafka's group config share.auto.offset.reset).
 	ShareAutoOffsetReset string
+	// ShareQueues is the native queue engine as share groups use it on a
+	// queue's topic (share_queue.go); nil: share groups refuse queue
+	// topics (INVALID_REQUEST per partition).
+	ShareQueues ShareQueues
 }
 
 func (c *Config) setDefaults() {

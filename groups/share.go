@@ -32,6 +32,7 @@ package groups
 import (
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -65,6 +66,10 @@ type shareGroup struct {
 	epoch   int32
 	members map[string]*shareMember
 	parts   map[shareTP]*sharePartition
+	// queues are the queue topics (ID -> queue name) the group fetched
+	// from since the broker started (share_queue.go): where a member's
+	// leases are released when it goes.
+	queues map[[16]byte]string
 }
 
 type shareSessionKey struct{ group, member string }
@@ -103,18 +108,41 @@ func sharePartitionKey(tp shareTP, group string) []byte {
 type shareWrite struct {
 	b   *pebblestore.Batch
 	err error
+	// queues are the waits of queue writes made with it (share_queue.go).
+	queues []func() error
 }
 
 func (w *shareWrite) wait() error {
-	if w == nil || w.b == nil {
-		return w.errOrNil()
+	if w == nil {
+		return nil
+	}
+	for _, q := range w.queues {
+		if err := q(); err != nil && w.err == nil {
+			w.err = fmt.Errorf("%w: %w", ErrShareStorage, err)
+		}
+	}
+	w.queues = nil
+	if w.b == nil {
+		return w.err
 	}
 	err := w.b.Wait()
 	w.b = nil
-	if err != nil {
+	if err != nil && w.err == nil {
 		w.err = fmt.Errorf("%w: %w", ErrShareStorage, err)
 	}
 	return w.err
+}
+
+// withQueues adds the waits of queue writes to w.
+func (w *shareWrite) withQueues(waits []func() error) *shareWrite {
+	if len(waits) == 0 {
+		return w
+	}
+	if w == nil {
+		w = &shareWrite{}
+	}
+	w.queues = append(w.queues, waits...)
+	return w
 }
 
 func (w *shareWrite) errOrNil() error {
@@ -181,7 +209,7 @@ func (c *Coordinator) ShareHeartbeat(req ShareHeartbeatRequest, now time.Time) (
 		if g == nil || g.members[req.MemberID] == nil {
 			return res, nop, fmt.Errorf("%w: member %s is not in share group %s", ErrUnknownMemberID, req.MemberID, req.Group)
 		}
-		w := c.removeShareMemberLocked(g, req.MemberID)
+		w := c.removeShareMemberLocked(g, req.MemberID, now)
 		return ShareHeartbeatResult{MemberID: req.MemberID, MemberEpoch: -1}, w.wait, nil
 	}
 	var w *shareWrite
@@ -273,24 +301,25 @@ func (c *Coordinator) shareAssignment(names []string) ([]TopicIDPartitions, stri
 
 // removeShareMemberLocked removes a member: its sessions close and the
 // records it holds are released. REQUIRES: share.mu held.
-func (c *Coordinator) removeShareMemberLocked(g *shareGroup, member string) *shareWrite {
+func (c *Coordinator) removeShareMemberLocked(g *shareGroup, member string, now time.Time) *shareWrite {
 	delete(g.members, member)
 	delete(c.share.sessions, shareSessionKey{g.name, member})
 	g.epoch++
-	return c.releaseShareMemberLocked(g, member)
+	return c.releaseShareMemberLocked(g, member, now)
 }
 
 // releaseShareMemberLocked releases what member holds in every partition
 // of g. REQUIRES: share.mu held.
-func (c *Coordinator) releaseShareMemberLocked(g *shareGroup, member string) *shareWrite {
+func (c *Coordinator) releaseShareMemberLocked(g *shareGroup, member string, now time.Time) *shareWrite {
 	lim := c.shareLimitsLocked(g.name)
-	return c.applyShareLocked(func(b *pebblestore.Batch) {
+	w := c.applyShareLocked(func(b *pebblestore.Batch) {
 		for tp, sp := range g.parts {
 			if sp.releaseMember(member, lim) {
 				b.Set(sharePartitionKey(tp, g.name), sp.encodeRow())
 			}
 		}
 	})
+	return w.withQueues(c.releaseQueuesLocked(g, member, now))
 }
 
 // tickShare fences members past their session timeout and releases the
@@ -304,7 +333,7 @@ func (c *Coordinator) tickShare(now time.Time) {
 		for id, m := range g.members {
 			if !now.Before(m.deadline) {
 				c.log.Info().Str("group", g.name).Str("member", id).Msg("share member session expired; removing it")
-				writes = append(writes, c.removeShareMemberLocked(g, id))
+				writes = append(writes, c.removeShareMemberLocked(g, id, now))
 			}
 		}
 		writes = append(writes, c.applyShareLocked(func(b *pebblestore.Batch) {
@@ -417,12 +446,27 @@ type ShareGroupView struct {
 // DescribeShareGroup describes a share group; ok is false when there is
 // none of that name.
 func (c *Coordinator) DescribeShareGroup(name string) (ShareGroupView, bool) {
+	v, queues, ok := c.describeShareGroupLocked(name)
+	if !ok {
+		return v, false
+	}
+	v.Partitions = append(v.Partitions, c.describeShareQueues(queues)...)
+	sort.Slice(v.Partitions, func(i, j int) bool {
+		a, b := v.Partitions[i], v.Partitions[j]
+		return a.Topic < b.Topic || a.Topic == b.Topic && a.Partition < b.Partition
+	})
+	return v, true
+}
+
+// describeShareGroupLocked describes a group's members and plain
+// share-partitions, and returns the queue topics it fetched from.
+func (c *Coordinator) describeShareGroupLocked(name string) (ShareGroupView, map[[16]byte]string, bool) {
 	s := &c.share
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	g := s.groups[name]
 	if g == nil {
-		return ShareGroupView{}, false
+		return ShareGroupView{}, nil, false
 	}
 	v := ShareGroupView{Group: name, State: g.state(), GroupEpoch: g.epoch}
 	for _, m := range g.members {
@@ -443,11 +487,7 @@ func (c *Coordinator) DescribeShareGroup(name string) (ShareGroupView, bool) {
 		}
 		v.Partitions = append(v.Partitions, pv)
 	}
-	sort.Slice(v.Partitions, func(i, j int) bool {
-		a, b := v.Partitions[i], v.Partitions[j]
-		return a.Topic < b.Topic || a.Topic == b.Topic && a.Partition < b.Partition
-	})
-	return v, true
+	return v, maps.Clone(g.queues), true
 }
 
 func (g *shareGroup) state() string {

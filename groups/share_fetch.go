@@ -79,7 +79,7 @@ func (c *Coordinator) ShareSession(req ShareSessionRequest, now time.Time) (Shar
 			return res, fmt.Errorf("%w: member %s is not in share group %s; send ShareGroupHeartbeat first", ErrUnknownMemberID, req.MemberID, req.Group)
 		}
 		if sess != nil {
-			releaseW = c.releaseShareMemberLocked(g, req.MemberID)
+			releaseW = c.releaseShareMemberLocked(g, req.MemberID, now)
 		}
 		s.nextID++
 		sess = &shareSession{id: s.nextID, parts: map[shareTP]bool{}}
@@ -97,11 +97,13 @@ func (c *Coordinator) ShareSession(req ShareSessionRequest, now time.Time) (Shar
 		delete(sess.parts, shareTP(p))
 	}
 	res.AckErrors = map[SharePartitionID]error{}
-	w := c.applyShareLocked(func(b *pebblestore.Batch) { c.applyAcksLocked(b, g, req, res.AckErrors, now) })
+	var queueWaits []func() error
+	w := c.applyShareLocked(func(b *pebblestore.Batch) { queueWaits = c.applyAcksLocked(b, g, req, res.AckErrors, now) })
+	w = w.withQueues(queueWaits)
 	if req.Epoch == -1 {
 		delete(s.sessions, key)
 		if g != nil {
-			w2 := c.releaseShareMemberLocked(g, req.MemberID)
+			w2 := c.releaseShareMemberLocked(g, req.MemberID, now)
 			res.Wait = func() error { return errors.Join(w.wait(), w2.wait()) }
 			return res, nil
 		}
@@ -128,11 +130,21 @@ func nextShareEpoch(e int32) int32 {
 }
 
 // applyAcksLocked applies each partition's acknowledgements and records
-// its outcome. REQUIRES: share.mu held.
-func (c *Coordinator) applyAcksLocked(b *pebblestore.Batch, g *shareGroup, req ShareSessionRequest, errs map[SharePartitionID]error, now time.Time) {
+// its outcome; it returns the waits of the queue partitions' writes.
+// REQUIRES: share.mu held.
+func (c *Coordinator) applyAcksLocked(b *pebblestore.Batch, g *shareGroup, req ShareSessionRequest, errs map[SharePartitionID]error, now time.Time) []func() error {
 	lim := c.shareLimitsLocked(req.Group)
+	var waits []func() error
 	for _, a := range req.Acks {
 		tp := shareTP(a.SharePartitionID)
+		if t, ok := c.tm.TopicByID(a.TopicID); ok && c.shareQueueTopic(t) {
+			wait, err := c.settleQueueLocked(t.Name, &req, a, lim, now)
+			if err == nil {
+				waits = append(waits, wait)
+			}
+			errs[a.SharePartitionID] = err
+			continue
+		}
 		var sp *sharePartition
 		if g != nil {
 			sp = g.parts[tp]
@@ -157,12 +169,13 @@ func (c *Coordinator) applyAcksLocked(b *pebblestore.Batch, g *shareGroup, req S
 			errs[a.SharePartitionID] = err
 		}
 	}
+	return waits
 }
 
 // CloseShareSession closes the session id of member, if it is still
 // open, and releases the records the member holds: its connection closed
 // (Kafka releases them when the connection of a share session closes).
-func (c *Coordinator) CloseShareSession(group, member string, id uint64) {
+func (c *Coordinator) CloseShareSession(group, member string, id uint64, now time.Time) {
 	s := &c.share
 	s.mu.Lock()
 	key := shareSessionKey{group, member}
@@ -173,7 +186,7 @@ func (c *Coordinator) CloseShareSession(group, member string, id uint64) {
 		return
 	}
 	delete(s.sessions, key)
-	w := c.releaseShareMemberLocked(g, member)
+	w := c.releaseShareMemberLocked(g, member, now)
 	s.mu.Unlock()
 	if err := w.wait(); err != nil {
 		c.log.Warn().Err(err).Str("group", group).Msg("releasing the records of a closed share session was not stored")
@@ -185,6 +198,7 @@ type ShareFetched struct {
 	SharePartitionID
 	Acquired []AcquiredRange
 	Err      error
+	queue    string // the queue whose topic this is (share_queue.go), else ""
 }
 
 // ShareAcquireRequest asks for records for a member of a share group.
@@ -221,7 +235,7 @@ func (c *Coordinator) ShareAcquire(req ShareAcquireRequest, now time.Time) ([]Sh
 	w := c.applyShareLocked(func(b *pebblestore.Batch) {
 		for i, p := range parts {
 			sp := g.parts[shareTP(p)]
-			if out[i].Err != nil || sp == nil || left <= 0 {
+			if out[i].Err != nil || out[i].queue != "" || sp == nil || left <= 0 {
 				continue
 			}
 			got, changed := sp.acquire(member, left, spans[i], lim, now)
@@ -234,6 +248,8 @@ func (c *Coordinator) ShareAcquire(req ShareAcquireRequest, now time.Time) ([]Sh
 			}
 		}
 	})
+	qa := &queueAcquire{g: g, member: member, left: left, maxBytes: maxBytes, lock: lim.lock, now: now}
+	w = w.withQueues([]func() error{c.acquireQueuesLocked(qa, out)})
 	return out, w.wait
 }
 
@@ -256,8 +272,16 @@ func (c *Coordinator) sharePrepare(group string, parts []SharePartitionID, out [
 			out[i].Err = ErrUnknownTopicID
 			continue
 		}
+		if c.shareQueueTopic(t) {
+			out[i].queue = t.Name
+			if g.queues == nil {
+				g.queues = map[[16]byte]string{}
+			}
+			g.queues[t.ID] = t.Name
+			continue
+		}
 		if t.Owner() != topics.OwnerNone {
-			out[i].Err = fmt.Errorf("%w: topic %s is managed by the broker (%s); share groups read plain topics only for now", ErrInvalidRequest, t.Name, t.Owner())
+			out[i].Err = fmt.Errorf("%w: topic %s is managed by the broker (%s); share groups read plain topics and native queues only", ErrInvalidRequest, t.Name, t.Owner())
 			continue
 		}
 		sp := g.parts[shareTP(p)]

@@ -22,9 +22,9 @@ package groups
 // Archived). Offsets below the start offset are done; offsets at or past
 // end were never delivered.
 //
-// Part 3 of issue 10 (one delivery engine with native queues) replaces the
-// window's storage, not this interface: acquire, acknowledge, release and
-// expire are the operations a queue lease also has.
+// This is the backing of plain topics; a native queue's topic has the
+// queue's own delivery state instead (share_queue.go), with the same
+// operations: acquire, acknowledge, release and expire.
 
 import (
 	"encoding/binary"

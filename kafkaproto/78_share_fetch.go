@@ -21,8 +21,10 @@ package kafkaproto
 //     member does not hold, INVALID_REQUEST for malformed batches).
 //   - READ on the group (GROUP_AUTHORIZATION_FAILED) and on each topic
 //     (TOPIC_AUTHORIZATION_FAILED per partition), as KafkaApis.
-//   - Epoch 0 with acknowledgements: INVALID_REQUEST, as Kafka. Topics a
-//     queue or event store owns: INVALID_REQUEST per partition for now.
+//   - Epoch 0 with acknowledgements: INVALID_REQUEST, as Kafka. On a native
+//     queue's topic the records are leased from the queue (groups/
+//     share_queue.go: competing with its HTTP receivers, its DLQ for
+//     REJECT); an event store's topic: INVALID_REQUEST per partition.
 //
 // Version notes:
 //   - v2 (KIP-1206, KIP-1222): share_acquire_mode (record-limit mode is
@@ -297,7 +299,7 @@ func (c *conn) closeShareSessions() {
 		return
 	}
 	for ref, id := range c.shareSessions {
-		c.s.cfg.Groups.CloseShareSession(ref.group, ref.member, id)
+		c.s.cfg.Groups.CloseShareSession(ref.group, ref.member, id, c.s.now())
 	}
 }
 

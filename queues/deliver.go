@@ -227,6 +227,11 @@ type leaseRequest struct {
 	visibilityMs   int64
 	now            int64
 	settled        map[msgKey]bool
+	// owner, for a Kafka share-group member's acquisition (share.go),
+	// is written into the leases; parts, when set, are the only
+	// partitions leased from.
+	owner string
+	parts map[int32]bool
 }
 
 // leaseReadyLocked leases ready messages, highest priority first, then
@@ -241,7 +246,8 @@ func (e *Engine) leaseReadyLocked(q *queue, b *pebblestore.Batch, lr leaseReques
 	var bytes int64
 	for prio := int(a.PriorityLevels) - 1; prio >= 0 && int64(len(got)) < want; prio-- {
 		band := &q.bands[prio]
-		for int64(len(got)) < want {
+		var skipped []readyEntry // of partitions not asked for
+		for int64(len(got)) < want && len(skipped) < readyBufferSize {
 			top, ok, err := q.peekBand(prio)
 			if err != nil {
 				return nil, err
@@ -251,6 +257,10 @@ func (e *Engine) leaseReadyLocked(q *queue, b *pebblestore.Batch, lr leaseReques
 			}
 			if lr.settled[top.m] {
 				band.pop() // acked above, in this batch
+				continue
+			}
+			if lr.parts != nil && !lr.parts[top.m.part] {
+				skipped = append(skipped, band.pop())
 				continue
 			}
 			st, ok, err := e.getState(q, top.m)
@@ -275,6 +285,7 @@ func (e *Engine) leaseReadyLocked(q *queue, b *pebblestore.Batch, lr leaseReques
 			st.Deliveries++
 			st.Deadline = lr.now + lr.visibilityMs
 			st.LeaseStart = lr.now
+			st.Owner = lr.owner
 			if st.FirstRecv == 0 {
 				st.FirstRecv = lr.now
 			}
@@ -286,6 +297,9 @@ func (e *Engine) leaseReadyLocked(q *queue, b *pebblestore.Batch, lr leaseReques
 			b.Set(leaseKey(q.id, st.Deadline, top.m), u32Bytes(st.Deliveries))
 			bytes += int64(st.Size)
 			got = append(got, leased{m: top.m, st: st})
+		}
+		for _, e := range skipped {
+			band.insert(e) // still in Pebble: back in the buffer
 		}
 	}
 	return got, nil
@@ -517,7 +531,6 @@ func (e *Engine) Ack(name string, receipts []string, now time.Time) ([]ItemResul
 // bands, and a memo replay must not answer any of them, until w is applied.
 // REQUIRES: q.mu held; decodeReceipts checked receipts[valid].
 func (e *Engine) ackLocked(q *queue, receipts []string, valid []int, results []ItemResult, w *write) (freed int64, settled map[msgKey]bool) {
-	a, now := q.rec.Attributes, w.now
 	for _, i := range valid {
 		r, _ := e.decodeReceipt(receipts[i])
 		st, ok, err := e.getState(q, r.m)
@@ -545,30 +558,39 @@ func (e *Engine) ackLocked(q *queue, receipts []string, valid []int, results []I
 				settled = map[msgKey]bool{}
 			}
 			settled[r.m] = true
-			m, old := r.m, st
-			w.op(func(b *pebblestore.Batch) {
-				q.removeRows(b, m, &old)
-				if a.RetainAckedMs > 0 {
-					done := old
-					done.State = stateAcked
-					done.Deadline = now
-					if invariantsEnabled {
-						checkTransition(&old, &done, now)
-					}
-					b.Set(stateKey(q.id, m), done.encode())
-					b.Set(retainedKey(q.id, now, m), nil)
-				}
-			})
-			w.onApplied = append(w.onApplied, func() {
-				q.forgetLocked(m, &old)
-				q.totals.Acked++
-				if a.RetainAckedMs > 0 {
-					q.retained++
-				}
-			})
+			q.ackStateLocked(r.m, st, w)
 		}
 	}
 	return freed, settled
+}
+
+// ackStateLocked adds the ack of message m (state old) to w: its rows go,
+// or it is kept as acked for retain_acked_ms.
+// REQUIRES: q.mu held.
+func (q *queue) ackStateLocked(m msgKey, old deliveryState, w *write) {
+	a, now := &q.rec.Attributes, w.now
+	retain := a.RetainAckedMs > 0
+	w.op(func(b *pebblestore.Batch) {
+		q.removeRows(b, m, &old)
+		if retain {
+			done := old
+			done.State = stateAcked
+			done.Deadline = now
+			done.Owner = ""
+			if invariantsEnabled {
+				checkTransition(&old, &done, now)
+			}
+			b.Set(stateKey(q.id, m), done.encode())
+			b.Set(retainedKey(q.id, now, m), nil)
+		}
+	})
+	w.onApplied = append(w.onApplied, func() {
+		q.forgetLocked(m, &old)
+		q.totals.Acked++
+		if retain {
+			q.retained++
+		}
+	})
 }
 
 // NackRequest returns leased messages: requeued after Delay (whole
@@ -666,7 +688,6 @@ type nackRun struct {
 // not_inflight, except for a reject.
 // REQUIRES: the locks of the queue and of its DLQ held.
 func (n *nackRun) nackLocked(res *ItemResult) {
-	a, now := &n.a, n.now
 	r, _ := n.e.decodeReceipt(res.Receipt)
 	st, ok, err := n.e.getState(n.from.q, r.m)
 	if err != nil {
@@ -676,7 +697,14 @@ func (n *nackRun) nackLocked(res *ItemResult) {
 	if res.Error = n.nackable(r, st, ok); res.Error != nil {
 		return
 	}
-	m := r.m
+	n.settleLocked(r.m, st, res)
+}
+
+// settleLocked dead-letters (a reject, or past max_receives), expires or
+// requeues message m, whose lease may end (state st).
+// REQUIRES: the locks of the queue and of its DLQ held.
+func (n *nackRun) settleLocked(m msgKey, st deliveryState, res *ItemResult) {
+	a, now := &n.a, n.now
 	expired := expiryOf(&st, a)
 	toDLQ := n.req.DeadLetter || a.MaxReceives > 0 && st.Deliveries >= uint32(a.MaxReceives) ||
 		expired > 0 && expired <= now && expiryDeadLetters(a, &st, now)
@@ -738,6 +766,7 @@ func (n *nackRun) requeueLocked(m msgKey, st deliveryState) int64 {
 	st.Nacks++
 	st.Due = n.now + delay
 	st.Deadline = 0
+	st.Owner = ""
 	if n.req.Reason != "" {
 		st.LastError = n.req.Reason
 	}
@@ -830,18 +859,7 @@ func (e *Engine) Extend(name string, req ExtendRequest, now time.Time) ([]ItemRe
 			results[i].Error = e
 			continue
 		}
-		m, old := r.m, st
-		st.Deadline = deadline
-		nst := st
-		if invariantsEnabled {
-			checkTransition(&old, &nst, nowMs)
-		}
-		w.op(func(b *pebblestore.Batch) {
-			b.Delete(leaseKey(q.id, old.Deadline, m))
-			b.Set(leaseKey(q.id, nst.Deadline, m), u32Bytes(nst.Deliveries))
-			b.Set(stateKey(q.id, m), nst.encode())
-		})
-		w.onApplied = append(w.onApplied, func() { q.setLeaseLocked(m, nst.Deliveries, nst.Deadline) })
+		q.extendLocked(r.m, st, deadline, w)
 		results[i].Status = "extended"
 		results[i].LeaseTill = time.UnixMilli(deadline)
 	}
@@ -849,6 +867,24 @@ func (e *Engine) Extend(name string, req ExtendRequest, now time.Time) ([]ItemRe
 		return nil, err
 	}
 	return results, nil
+}
+
+// extendLocked adds the move of message m's lease (state st) to deadline
+// to w.
+// REQUIRES: q.mu held.
+func (q *queue) extendLocked(m msgKey, st deliveryState, deadline int64, w *write) {
+	old := st
+	st.Deadline = deadline
+	nst := st
+	if invariantsEnabled {
+		checkTransition(&old, &nst, w.now)
+	}
+	w.op(func(b *pebblestore.Batch) {
+		b.Delete(leaseKey(q.id, old.Deadline, m))
+		b.Set(leaseKey(q.id, nst.Deadline, m), u32Bytes(nst.Deliveries))
+		b.Set(stateKey(q.id, m), nst.encode())
+	})
+	w.onApplied = append(w.onApplied, func() { q.setLeaseLocked(m, nst.Deliveries, nst.Deadline) })
 }
 
 // Wait registers a wake-up channel for long polling: it receives a value

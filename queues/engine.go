@@ -123,6 +123,7 @@ type queue struct {
 type leaseInfo struct {
 	epoch    uint32
 	deadline int64
+	owner    string // the Kafka share-group member holding it (share.go), "" for a native receiver
 }
 
 // Totals count transitions since the broker started.
@@ -305,7 +306,7 @@ func (q *queue) recover(now int64) error {
 		case stateInflight:
 			q.inflight++
 			m := msgFromKeyTail(it.Key())
-			q.leases[m] = leaseInfo{epoch: st.Deliveries, deadline: st.Deadline}
+			q.leases[m] = leaseInfo{epoch: st.Deliveries, deadline: st.Deadline, owner: st.Owner}
 			q.leaseHeap.push(leaseEntry{deadline: st.Deadline, m: m, epoch: st.Deliveries})
 		case stateAcked:
 			q.retained++

@@ -25,6 +25,7 @@ func stateSeeds() []deliveryState {
 		{State: stateInflight, Deliveries: 1, Due: t0, Deadline: t0 + 30000, LeaseStart: t0, Enqueued: t0, FirstRecv: t0, Size: 3},
 		{State: stateAvailable, Deliveries: 2, Expiries: 1, Nacks: 1, Due: t0 + 9000, Enqueued: t0, FirstRecv: t0, Size: 3, LastError: "boom"},
 		{State: stateAcked, Deliveries: 1, Due: t0, Deadline: t0 + 7, LeaseStart: t0, Enqueued: t0, FirstRecv: t0, LastError: "é"},
+		{State: stateInflight, Deliveries: 2, Nacks: 1, Due: t0, Deadline: t0 + 30000, LeaseStart: t0, Enqueued: t0, FirstRecv: t0, Size: 3, LastError: "x", Owner: "g\x00member-1"},
 	}
 }
 
@@ -77,7 +78,13 @@ func rawEncode(s deliveryState) []byte {
 	c.LastError = le
 	c.State, c.Deadline = stateAcked, 0 // valid for checkStateRow, restored below
 	c.Nacks, c.Expiries, c.Priority = 0, 0, 0
+	c.Owner = "" // an owner needs a lease: appended below
 	b := c.encode()
+	if s.Owner != "" {
+		b[0] = 2
+		b = append(b, byte(len(s.Owner)>>8), byte(len(s.Owner)))
+		b = append(b, s.Owner...)
+	}
 	// Put back the fields changed to pass the checks: they sit at fixed
 	// offsets of the layout.
 	b[1], b[2] = s.State, s.Priority

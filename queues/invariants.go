@@ -42,6 +42,9 @@ func checkStateRow(s *deliveryState) {
 	default:
 		invariantf("state row in state %d", s.State)
 	}
+	if s.Owner != "" && s.State != stateInflight {
+		invariantf("state row %+v has an owner but no lease", *s)
+	}
 	if int(s.Priority) >= PriorityLevelsMax {
 		invariantf("state row of priority %d", s.Priority)
 	}
@@ -118,8 +121,8 @@ func (q *queue) checkQueueLocked() {
 			available++
 		case stateInflight:
 			inflight++
-			if l, ok := q.leases[m]; !ok || l.epoch != st.Deliveries {
-				invariantf("queue %s: message %s is inflight (epoch %d) but its lease in memory is %+v, %v", q.rec.Name, fmtID(m), st.Deliveries, l, ok)
+			if l, ok := q.leases[m]; !ok || l.epoch != st.Deliveries || l.owner != st.Owner {
+				invariantf("queue %s: message %s is inflight (epoch %d, owner %q) but its lease in memory is %+v, %v", q.rec.Name, fmtID(m), st.Deliveries, st.Owner, l, ok)
 			}
 		case stateAcked:
 			retained++

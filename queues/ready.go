@@ -180,7 +180,11 @@ func (h *leaseHeap) Pop() any {
 // setLeaseLocked records a lease in memory.
 // REQUIRES: q.mu held.
 func (q *queue) setLeaseLocked(m msgKey, epoch uint32, deadline int64) {
-	q.leases[m] = leaseInfo{epoch: epoch, deadline: deadline}
+	li := leaseInfo{epoch: epoch, deadline: deadline}
+	if old, ok := q.leases[m]; ok && old.epoch == epoch {
+		li.owner = old.owner // the same lease, moved (extend, deferred dead-letter)
+	}
+	q.leases[m] = li
 	q.leaseHeap.push(leaseEntry{deadline: deadline, m: m, epoch: epoch})
 	if len(q.leaseHeap) > 4*len(q.leases)+1024 {
 		// Too many stale entries (extends, acks): rebuild.

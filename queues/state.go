@@ -38,6 +38,10 @@ func stateName(s uint8, due, now int64) string {
 //	version u8 (1) | state u8 | priority u8 | deliveries u32 | expiries u32 |
 //	nacks u32 | due i64 | deadline i64 | leaseStart i64 | enqueued i64 |
 //	expireAt i64 | firstReceived i64 | size u32 | lastError len u16 | bytes
+//
+// Version 2 (written only for a message leased to a Kafka share-group
+// member, share.go) appends: owner len u16 | bytes. A row without an
+// owner is still written as version 1, byte for byte as before.
 type deliveryState struct {
 	State      uint8
 	Priority   uint8
@@ -52,19 +56,29 @@ type deliveryState struct {
 	FirstRecv  int64 // first receive, 0 before
 	Size       uint32
 	LastError  string
+	// Owner is the Kafka share-group member holding the lease (share.go),
+	// "" for a native receiver's lease and for every other state.
+	Owner string
 }
 
 const stateFixedSize = 3 + 4*3 + 8*6 + 4 + 2
 
 const lastErrorMax = 1024
 
+// ownerMax bounds the owner of a lease (a share group and member ID).
+const ownerMax = 1024
+
 func (s *deliveryState) encode() []byte {
 	le := s.LastError
 	if len(le) > lastErrorMax {
 		le = le[:lastErrorMax]
 	}
-	b := make([]byte, 0, stateFixedSize+len(le))
-	b = append(b, 1, s.State, s.Priority)
+	version := byte(1)
+	if s.Owner != "" {
+		version = 2
+	}
+	b := make([]byte, 0, stateFixedSize+len(le)+2+len(s.Owner))
+	b = append(b, version, s.State, s.Priority)
 	b = binary.BigEndian.AppendUint32(b, s.Deliveries)
 	b = binary.BigEndian.AppendUint32(b, s.Expiries)
 	b = binary.BigEndian.AppendUint32(b, s.Nacks)
@@ -74,6 +88,10 @@ func (s *deliveryState) encode() []byte {
 	b = binary.BigEndian.AppendUint32(b, s.Size)
 	b = binary.BigEndian.AppendUint16(b, uint16(len(le)))
 	b = append(b, le...)
+	if version == 2 {
+		b = binary.BigEndian.AppendUint16(b, uint16(len(s.Owner)))
+		b = append(b, s.Owner...)
+	}
 	if invariantsEnabled {
 		checkStateRow(s)
 		want := *s
@@ -87,7 +105,7 @@ func (s *deliveryState) encode() []byte {
 
 func decodeState(v []byte) (deliveryState, error) {
 	var s deliveryState
-	if len(v) < stateFixedSize || v[0] != 1 {
+	if len(v) < stateFixedSize || v[0] != 1 && v[0] != 2 {
 		return s, fmt.Errorf("%w: queue delivery state of %d bytes (version %d)", pebblestore.ErrCorruption, len(v), firstByte(v))
 	}
 	s.State, s.Priority = v[1], v[2]
@@ -102,6 +120,20 @@ func decodeState(v []byte) (deliveryState, error) {
 	s.Size = binary.BigEndian.Uint32(v[p:])
 	n := int(binary.BigEndian.Uint16(v[p+4:]))
 	p += 6
+	if v[0] == 2 {
+		if len(v) < p+n+2 {
+			return s, fmt.Errorf("%w: queue delivery state of %d bytes ends inside its last error", pebblestore.ErrCorruption, len(v))
+		}
+		s.LastError = string(v[p : p+n])
+		p += n
+		o := int(binary.BigEndian.Uint16(v[p:]))
+		p += 2
+		if o == 0 || len(v) != p+o {
+			return s, fmt.Errorf("%w: queue delivery state (version 2) has %d bytes, want %d with a non-empty owner", pebblestore.ErrCorruption, len(v), p+o)
+		}
+		s.Owner = string(v[p:])
+		return s, nil
+	}
 	if len(v) != p+n {
 		return s, fmt.Errorf("%w: queue delivery state has %d bytes, want %d", pebblestore.ErrCorruption, len(v), p+n)
 	}

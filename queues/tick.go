@@ -246,6 +246,7 @@ func (t *tickRun) requeueLocked(m msgKey, prev, st deliveryState) {
 	st.State = stateAvailable
 	st.Due = t.now + t.a.ExpiryBackoffMs
 	st.Deadline = 0
+	st.Owner = ""
 	nst := st
 	if invariantsEnabled {
 		checkTransition(&prev, &nst, t.now)

@@ -213,6 +213,7 @@ func (b *broker) openDomains() (err error) {
 		ShareRecordLockDuration:   cfg.GroupShareRecordLockDuration,
 		ShareDeliveryCountLimit:   cfg.GroupShareDeliveryCountLimit,
 		ShareAutoOffsetReset:      cfg.GroupShareAutoOffsetReset,
+		ShareQueues:               shareQueues{qe},
 		OffsetsRetention:          cfg.OffsetsRetention,
 	}, time.Now())
 	if err != nil {

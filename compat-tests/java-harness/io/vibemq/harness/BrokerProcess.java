@@ -193,6 +193,11 @@ public final class BrokerProcess implements AutoCloseable {
     }
 
     /** host:port of the Kafka listener, for bootstrap.servers. */
+    /** The HTTP listener (native API), host:port; null for an external broker. */
+    public String httpAddr() {
+        return httpAddr;
+    }
+
     public String bootstrap() {
         return kafkaAddr;
     }
