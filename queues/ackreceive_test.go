@@ -251,3 +251,42 @@ func TestReceiveRetryAcksItsOwnMessages(t *testing.T) {
 		t.Fatalf("the retry answered %s, want b only (a was acked by the same call)", bodies(msgs))
 	}
 }
+
+// TestReceiveStorageErrorKeepsReady: a receive that fails reading a
+// message's state after it leased others in memory (nothing written) must
+// leave every message receivable; the ready buffer's popped entries are
+// still in Pebble only and must be reloaded, not lost until a restart.
+func TestReceiveStorageErrorKeepsReady(t *testing.T) {
+	en := newEnv(t)
+	en.create("q", nil)
+	res := en.send("q", t0, body("a"), body("b"), body("c"))
+	q, qerr := en.e.queueByName("q")
+	if qerr != nil {
+		t.Fatal(qerr)
+	}
+	m, perr := parseID(res[1].ID)
+	if perr != nil {
+		t.Fatal(perr)
+	}
+	key := stateKey(q.id, m)
+	good, err := en.store.Get(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	put := func(v []byte) {
+		b := en.store.NewBatch()
+		b.Set(key, v)
+		if err := b.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put([]byte{0xff}) // b's state row cannot be decoded: a storage failure
+	req := ReceiveRequest{MaxMessages: 3}
+	if _, err := en.e.Receive("q", req, time.UnixMilli(t0+1)); err == nil {
+		t.Fatal("receive over an unreadable state row succeeded")
+	}
+	put(good)
+	if got := bodies(en.receive("q", 3, 0, t0+2)); got != "a,b,c" {
+		t.Fatalf("after the failure the queue leases %q, want a,b,c", got)
+	}
+}

@@ -208,6 +208,7 @@ func (e *Engine) AckAndReceive(name string, receipts []string, req ReceiveReques
 	if err != nil {
 		q.mu.Unlock()
 		b.Close()
+		q.resetBandsAfterFailure() // the popped entries are in Pebble only
 		return nil, nil, errStorage(err)
 	}
 	var memo *receiveMemo
