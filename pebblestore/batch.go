@@ -53,11 +53,20 @@ func pebbleInitSize(keyLen, valueLen int) int {
 	return n
 }
 
+// maxRetainedBatchBytes is the largest batch buffer Pebble's batch pool
+// keeps for reuse when a batch sized by NewBatchWithSize is released
+// (Pebble's default is 1 MiB). A produce request with 1 MB batches for 8
+// partitions fills an 8 MB batch; above the default every one of them
+// allocated its buffer anew (1 byte allocated per byte produced). Like any
+// sync.Pool content, a kept buffer is dropped within two GC cycles when
+// unused.
+const maxRetainedBatchBytes = 16 << 20
+
 // pb returns the Pebble batch, creating it for a first record of keyLen
 // and valueLen bytes.
 func (b *Batch) pb(keyLen, valueLen int) *pebble.Batch {
 	if b.b == nil {
-		b.b = b.s.db.NewBatchWithSize(max(b.size, pebbleInitSize(keyLen, valueLen)))
+		b.b = b.s.db.NewBatchWithSize(max(b.size, pebbleInitSize(keyLen, valueLen)), pebble.WithMaxRetainedSizeBytes(maxRetainedBatchBytes))
 	}
 	return b.b
 }
