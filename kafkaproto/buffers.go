@@ -119,7 +119,7 @@ const maxKeptBodyBytes = 16 << 20
 const keepBodyFor = time.Second
 
 // keptBody is the buffer of a connection's last large Produce body, kept
-// for its next frame (BENCHMARKS.md, "Request bodies"). A producer sends
+// for its next frame (BENCHMARKS.md, "The next cuts"). A producer sends
 // frames of about the same size back to back; through the shared pool,
 // the buffers of several MiB were mostly gone by the next request (sync.Pool
 // drops its contents every other GC cycle, and the flush's allocations run
