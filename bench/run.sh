@@ -18,9 +18,19 @@
 #   consume  read back everything produced, verified (throughput, CPU/GB)
 #   e2e      E2E_RATE records/s for E2E_DURATION with linger 0 (latency)
 #
-# Usage: bench/run.sh [-n RUNS] [-t "ours kfake kafka kafka-flush"]
+# Usage: bench/run.sh [-n RUNS] [-t "ours kfake kafka kafka-flush"] [-g perf-test]
 # Environment overrides: RUNS TARGETS PARTITIONS PRODUCE_RECORDS
-#   PRODUCE_MAX_DURATION E2E_DURATION E2E_RATE RESULTS_DIR
+#   PRODUCE_MAX_DURATION E2E_DURATION E2E_RATE RESULTS_DIR LOADGEN
+#   PERF_TEST_PROPS
+#
+# -g perf-test (LOADGEN=perf-test): the produce step only, with Apache
+# Kafka's own load generator instead of broker-load: kafka-producer-perf-test
+# (org.apache.kafka.tools.ProducerPerformance, the Java client, from
+# compat-tests/reference/target/lib), PRODUCE_RECORDS records of 1 KiB,
+# unthrottled, producer properties PERF_TEST_PROPS (default: acks=all,
+# idempotent, no compression, linger.ms=10, batch.size=1000000, as
+# broker-load's). Its summary line becomes a result line (mode produce, case
+# perf-test-pP-runN) with the broker's CPU over the run.
 # All traffic stays on 127.0.0.1. Each step is bounded by --timeout.
 set -euo pipefail
 
@@ -34,11 +44,15 @@ E2E_DURATION=${E2E_DURATION:-15s}
 E2E_RATE=${E2E_RATE:-5000}
 RESULTS_DIR=${RESULTS_DIR:-$ROOT/bench/results}
 
-while getopts "n:t:h" opt; do
+LOADGEN=${LOADGEN:-broker-load}
+PERF_TEST_PROPS=${PERF_TEST_PROPS:-"acks=all enable.idempotence=true compression.type=none linger.ms=10 batch.size=1000000"}
+
+while getopts "n:t:g:h" opt; do
 	case $opt in
 	n) RUNS=$OPTARG ;;
 	t) TARGETS=$OPTARG ;;
-	*) sed -n '2,21p' "$0"; exit 2 ;;
+	g) LOADGEN=$OPTARG ;;
+	*) sed -n '2,32p' "$0"; exit 2 ;;
 	esac
 done
 
@@ -80,6 +94,18 @@ for target in $TARGETS; do
 	*) log "unknown target $target (want ours, kfake, kafka or kafka-flush)"; exit 2 ;;
 	esac
 done
+
+LIB=$ROOT/compat-tests/reference/target/lib
+case $LOADGEN in
+broker-load) ;;
+perf-test)
+	if ! ls "$LIB"/kafka-tools-*.jar >/dev/null 2>&1; then
+		log "kafka-producer-perf-test is missing: mvn -B -q -f compat-tests/reference/pom.xml dependency:copy-dependencies -DoutputDirectory=target/lib"
+		exit 2
+	fi
+	;;
+*) log "unknown load generator $LOADGEN (want broker-load or perf-test)"; exit 2 ;;
+esac
 
 mkdir -p "$RESULTS_DIR"
 STAMP=$(date +%Y%m%d-%H%M%S)
@@ -175,9 +201,54 @@ load() {
 	tail -n 1 "$RESULTS" >&2
 }
 
+# cpu_ticks: utime+stime of the target so far, in clock ticks.
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$TARGET_PID/stat"; }
+
+# perf_test TARGET RUN PORT P: one kafka-producer-perf-test run into a new
+# topic of P partitions (created by broker-load with one record), written
+# to $RESULTS as a produce result line.
+perf_test() {
+	local target=$1 run=$2 port=$3 p=$4 topic=bench-pt-p$4 out summary t0 t1
+	if ! "$WORK/broker-load" produce --brokers "127.0.0.1:$port" --topic "$topic" --create-topic \
+		--partitions "$p" --records 1 --duration 0 --timeout 1m >/dev/null; then
+		log "WARNING: cannot create $topic"
+		return
+	fi
+	t0=$(cpu_ticks)
+	# shellcheck disable=SC2086 # PERF_TEST_PROPS is a list of properties
+	out=$(java -Xmx1g -cp "$LIB/*" org.apache.kafka.tools.ProducerPerformance \
+		--bootstrap-server "127.0.0.1:$port" --topic "$topic" --num-records "$PRODUCE_RECORDS" \
+		--record-size 1024 --throughput -1 --command-property $PERF_TEST_PROPS 2>&1) || true
+	t1=$(cpu_ticks)
+	# "N records sent, R records/sec (M MB/sec), A ms avg latency, X ms max
+	# latency, P50 ms 50th, P95 ms 95th, P99 ms 99th, P999 ms 99.9th."
+	summary=$(grep 'records sent' <<<"$out" | tail -n 1)
+	if [[ -z $summary ]]; then
+		log "WARNING: kafka-producer-perf-test against $target failed:"
+		tail -n 5 <<<"$out" >&2
+		printf '{"mode":"produce","target":"%s","case":"perf-test-p%s-run%s","topic":"%s","partitions":%s,"record_size":1024,"records":0,"bytes":0,"seconds":0,"records_per_sec":0,"mb_per_sec":0,"errors":1,"ok":false}\n' \
+			"$target" "$p" "$run" "$topic" "$p" >>"$RESULTS"
+		return
+	fi
+	awk -v target="$target" -v p="$p" -v run="$run" -v topic="$topic" -v ticks=$((t1 - t0)) -v hz="$(getconf CLK_TCK)" '{
+		gsub(/[(),]/, "")
+		n = $1; rps = $4; mbps = $6; mx = $12; p50 = $16; p99 = $22; p999 = $25
+		bytes = n * 1024; cpu = ticks / hz
+		printf "{\"mode\":\"produce\",\"target\":\"%s\",\"case\":\"perf-test-p%s-run%s\",\"topic\":\"%s\",\"partitions\":%s,\"record_size\":1024,\"acks\":\"all\",\"idempotent\":true,\"compression\":\"none\",\"records\":%d,\"bytes\":%d,\"seconds\":%.3f,\"records_per_sec\":%s,\"mb_per_sec\":%s,\"p50_ms\":%s,\"p99_ms\":%s,\"p999_ms\":%s,\"max_ms\":%s,\"errors\":0,\"acked\":%d,\"ok\":true,\"broker_cpu_sec\":%.2f,\"broker_cpu_sec_per_gb\":%.3f}\n",
+			target, p, run, topic, p, n, bytes, n / rps, rps, mbps, p50, p99, p999, mx, n, cpu, cpu / (bytes / 1073741824)
+	}' <<<"$summary" >>"$RESULTS"
+	tail -n 1 "$RESULTS" >&2
+}
+
 # --- suite ---------------------------------------------------------------------
 run_suite() {
 	local target=$1 run=$2 port=$3
+	if [[ $LOADGEN == perf-test ]]; then
+		for p in $PARTITIONS; do
+			perf_test "$target" "$run" "$port" "$p"
+		done
+		return
+	fi
 	local common=(--brokers "127.0.0.1:$port" --target "$target" --broker-pid "$TARGET_PID"
 		--record-size 1024 --acks all --idempotent=true --compression none)
 	for p in $PARTITIONS; do

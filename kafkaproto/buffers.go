@@ -3,6 +3,7 @@ package kafkaproto
 import (
 	"io"
 	"sync"
+	"time"
 )
 
 // Request bodies and fetch read buffers are recycled: allocating (and
@@ -44,56 +45,140 @@ func putBuffer(b []byte) {
 	if c < 1<<minPooledShift || c > 1<<maxPooledShift || c&(c-1) != 0 {
 		return
 	}
-	b = b[:0]
-	bufferPools[sizeClass(c)-minPooledShift].Put(&b)
+	pool(b[:0])
+}
+
+// pool puts b into its size class's pool. Apart from putBuffer so that the
+// calls that pool nothing (nil, odd sizes) do not allocate: &b moves b to
+// the heap.
+func pool(b []byte) {
+	bufferPools[sizeClass(cap(b))-minPooledShift].Put(&b)
 }
 
 // initialBodyBytes is the most a connection allocates for a request body
 // before the body's bytes arrive.
 const initialBodyBytes = 64 << 10
 
-// bodyGrowth is the factor by which readBody's buffer grows when full: the
-// buffer is at most bodyGrowth times the bytes received (or
-// initialBodyBytes), and growing copies at most size/(bodyGrowth-1) bytes
-// in all. 4 rather than 2 because the copies are the price every large
-// produce pays (BENCHMARKS.md, "Request buffers").
-const bodyGrowth = 4
-
-// readBody reads a frame body of size bytes from r. The buffer starts at
-// min(size, initialBodyBytes) and grows by bodyGrowth only when it is full,
-// so a peer that claims a large frame and sends little costs a small
-// multiple of what it sent, not the size it claimed. beforeGrow, if not
-// nil, runs once, when the first buffer is full and must grow (that is,
-// only for frames larger than it); its error ends the read. The result has
-// length size and comes from the buffer pool.
-func readBody(r io.Reader, size int, beforeGrow func() error) ([]byte, error) {
-	buf := getBuffer(min(size, initialBodyBytes))
-	buf = buf[:min(cap(buf), size)]
-	n := 0
-	for {
-		m, err := io.ReadFull(r, buf[n:])
-		n += m
-		if err != nil {
-			putBuffer(buf)
-			if err == io.EOF && n > 0 {
-				err = io.ErrUnexpectedEOF
-			}
-			return nil, err
-		}
-		if n == size {
-			return buf, nil
-		}
-		if beforeGrow != nil {
-			if err := beforeGrow(); err != nil {
-				putBuffer(buf)
-				return nil, err
-			}
-			beforeGrow = nil
-		}
-		next := getBuffer(min(size, bodyGrowth*cap(buf)))
-		next = next[:min(cap(next), size)]
-		copy(next, buf[:n])
-		putBuffer(buf)
-		buf = next
+// readBody reads a frame body of size bytes from r. A frame of at most
+// initialBodyBytes is read into a buffer of its size. A larger one is read
+// in two steps: its first initialBodyBytes into a buffer of that size; then
+// beforeGrow runs (the connection reserves the claimed size from the
+// request memory budget there; its error ends the read); then the buffer is
+// replaced by one of the claimed size (one copy of initialBodyBytes) and
+// the rest is read into it. So a peer that claims a large frame and sends
+// little costs initialBodyBytes, and a frame that arrives costs one buffer
+// of its size, with no growth copies.
+//
+// kept, if not nil, is a buffer the connection kept from an earlier frame
+// (keptBody): when it holds size bytes the frame is read into it (nothing
+// is allocated; it is memory the connection holds already, so it may
+// exceed what has arrived), otherwise it goes back to the pool. Either way
+// readBody owns it. The result has length size; it is kept or comes from
+// the buffer pool.
+func readBody(r io.Reader, size int, kept []byte, beforeGrow func() error) ([]byte, error) {
+	var buf []byte
+	if cap(kept) >= size {
+		buf = kept[:size]
+	} else {
+		putBuffer(kept)
+		buf = getBuffer(min(size, initialBodyBytes))
 	}
+	n, err := io.ReadFull(r, buf[:min(size, initialBodyBytes)])
+	if err == nil && n < size {
+		if beforeGrow != nil {
+			err = beforeGrow()
+		}
+		if err == nil {
+			if len(buf) < size {
+				next := getBuffer(size)
+				copy(next, buf[:n])
+				putBuffer(buf)
+				buf = next
+			}
+			var m int
+			m, err = io.ReadFull(r, buf[n:size])
+			n += m
+		}
+	}
+	if err != nil {
+		putBuffer(buf)
+		if err == io.EOF && n > 0 {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, err
+	}
+	return buf, nil
+}
+
+// maxKeptBodyBytes is the largest request body buffer a connection keeps
+// for its next frame (keptBody).
+const maxKeptBodyBytes = 16 << 20
+
+// keepBodyFor is how long a connection keeps a body buffer after the
+// frame that used it was served.
+const keepBodyFor = time.Second
+
+// keptBody is the buffer of a connection's last large Produce body, kept
+// for its next frame (BENCHMARKS.md, "The next cuts"). A producer sends
+// frames of about the same size back to back; through the shared pool,
+// the buffers of several MiB were mostly gone by the next request (sync.Pool
+// drops its contents every other GC cycle, and the flush's allocations run
+// the GC several times a second), so most produce requests allocated and
+// zeroed a fresh buffer. The buffer is used only for frames above
+// initialBodyBytes, and only after the frame's first initialBodyBytes
+// arrived and its size was reserved, as for any frame. Between frames it is
+// memory outside the request budget: at most maxKeptBodyBytes per
+// connection, and released to the pool keepBodyFor after the last frame
+// that used it, so a connection keeps it only while it keeps sending large
+// frames (at most about twice the bytes a connection received in the last
+// keepBodyFor, since buffers are rounded up to a power of two).
+type keptBody struct {
+	mu    sync.Mutex
+	buf   []byte
+	timer *time.Timer
+}
+
+// take returns the kept buffer, or nil, and forgets it.
+func (k *keptBody) take() []byte {
+	k.mu.Lock()
+	b := k.buf
+	k.buf = nil
+	k.mu.Unlock()
+	return b
+}
+
+// keep keeps b for the next frame, for keepBodyFor; a buffer above
+// maxKeptBodyBytes goes back to the pool instead. The caller must not use b
+// afterwards.
+func (k *keptBody) keep(b []byte) {
+	if cap(b) > maxKeptBodyBytes || cap(b) <= initialBodyBytes {
+		putBuffer(b)
+		return
+	}
+	k.mu.Lock()
+	old := k.buf
+	k.buf = b
+	if k.timer == nil {
+		k.timer = time.AfterFunc(keepBodyFor, k.release)
+	} else {
+		k.timer.Reset(keepBodyFor)
+	}
+	k.mu.Unlock()
+	putBuffer(old)
+}
+
+// release gives the kept buffer back to the pool (idle, or the connection
+// ended).
+func (k *keptBody) release() {
+	putBuffer(k.take())
+}
+
+// close releases the buffer and stops the timer.
+func (k *keptBody) close() {
+	k.mu.Lock()
+	if k.timer != nil {
+		k.timer.Stop()
+	}
+	k.mu.Unlock()
+	k.release()
 }

@@ -82,6 +82,9 @@ type conn struct {
 	// Unix nanoseconds (quotas.go); set by the reader and, for Fetch, the
 	// writer.
 	mutedUntil atomic.Int64
+	// kept is the body buffer of the last large Produce frame, for the
+	// next one (buffers.go).
+	kept keptBody
 
 	// dl decides the read deadline. The reader, the writer and Shutdown
 	// all set it, so every SetReadDeadline happens under dl, and the
@@ -187,6 +190,7 @@ func (c *conn) readLoop() {
 	defer close(c.replies)
 	defer close(c.readDone)
 	defer c.closeShareSessions()
+	defer c.kept.close()
 	if !c.startTLS() {
 		return
 	}
@@ -270,9 +274,14 @@ func (c *conn) readFrame(br *bufio.Reader) (body []byte, reserved int64, ok bool
 			return nil, 0, false
 		}
 	}
-	// The buffer grows as bytes arrive: a peer claiming 100 MiB and
-	// sending 4 KiB costs 64 KiB, not 100 MiB.
-	body, err = readBody(br, int(size), reserve)
+	// A peer claiming 100 MiB and sending 4 KiB costs 64 KiB, not 100 MiB:
+	// the buffer of the claimed size is allocated once it is reserved. A
+	// large frame uses the buffer kept from the last one, if any.
+	var kept []byte
+	if int(size) > initialBodyBytes {
+		kept = c.kept.take()
+	}
+	body, err = readBody(br, int(size), kept, reserve)
 	if err != nil {
 		c.s.memory.release(reserved)
 		if !errors.Is(err, errStopped) {
@@ -332,9 +341,10 @@ func (c *conn) serveFrame(body []byte, reserved int64) bool {
 	}
 	if r.key == int16(kmsg.Produce) {
 		// Append copied every batch into the store's write batch; nothing
-		// refers to the request bytes any more. The reservation is still
-		// held until the reply is written: simple and conservative.
-		putBuffer(body)
+		// refers to the request bytes any more: the buffer is kept for the
+		// connection's next frame. The reservation is still held until the
+		// reply is written: simple and conservative.
+		c.kept.keep(body)
 	}
 	c.beginRequest()
 	c.replies <- queued{corr: r.corr, version: r.version, key: r.key, reply: rep, reserved: reserved, start: start}

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"testing"
 	"testing/iotest"
+	"testing/synctest"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -133,26 +134,41 @@ func (o *offerRecorder) Read(p []byte) (int, error) {
 	return o.r.Read(p)
 }
 
-// TestReadBodyGrowsWithArrivedBytes pins issue 17 (part 1): a peer that
+// TestReadBodyAllocatesOnceReserved pins issue 17 (part 1): a peer that
 // claims a 100 MiB frame and sends 4 KiB made the broker allocate 100 MiB
-// before reading; the buffer must stay within bodyGrowth times the bytes
-// that arrived (or initialBodyBytes).
-func TestReadBodyGrowsWithArrivedBytes(t *testing.T) {
+// before reading. The buffer offered to the socket stays within
+// initialBodyBytes until beforeGrow (the reservation) has run; a refused
+// reservation ends the read there.
+func TestReadBodyAllocatesOnceReserved(t *testing.T) {
 	for _, sent := range []int{4 << 10, 100 << 10, 1<<20 + 1, 3 << 20} {
 		rec := &offerRecorder{r: bytes.NewReader(make([]byte, sent))}
-		_, err := readBody(rec, 100<<20, nil)
-		if !errors.Is(err, io.ErrUnexpectedEOF) {
-			t.Fatalf("sent %d of 100 MiB: err %v, want unexpected EOF", sent, err)
+		offeredBefore := -1
+		refused := errors.New("no memory")
+		_, err := readBody(rec, 100<<20, nil, func() error {
+			offeredBefore = rec.maxOffer
+			return refused
+		})
+		if sent < initialBodyBytes {
+			if !errors.Is(err, io.ErrUnexpectedEOF) || offeredBefore != -1 {
+				t.Fatalf("sent %d of 100 MiB: err %v, reservation ran: %v; want unexpected EOF before any reservation", sent, err, offeredBefore != -1)
+			}
+		} else if !errors.Is(err, refused) {
+			t.Fatalf("sent %d of 100 MiB: err %v, want the reservation's", sent, err)
 		}
-		limit := max(initialBodyBytes, bodyGrowth*sent)
-		if rec.maxOffer > limit {
-			t.Errorf("sent %d bytes of a 100 MiB frame: a buffer of %d bytes was allocated, want at most %d", sent, rec.maxOffer, limit)
+		if rec.maxOffer > initialBodyBytes {
+			t.Errorf("sent %d bytes of a 100 MiB frame: a buffer of %d bytes was offered before the size was reserved, want at most %d", sent, rec.maxOffer, initialBodyBytes)
 		}
+	}
+	// A kept buffer is used whole, but the reservation still comes first.
+	rec := &offerRecorder{r: bytes.NewReader(make([]byte, 4<<10))}
+	reserved := false
+	if _, err := readBody(rec, 8<<20, make([]byte, 8<<20), func() error { reserved = true; return nil }); !errors.Is(err, io.ErrUnexpectedEOF) || reserved {
+		t.Fatalf("4 KiB of a claimed 8 MiB into a kept buffer: err %v, reserved %v; want unexpected EOF, nothing reserved", err, reserved)
 	}
 }
 
 // TestReadBodyContents: the body comes back whole and exact whatever the
-// size and however the bytes trickle in.
+// size and however the bytes trickle in, with or without a kept buffer.
 func TestReadBodyContents(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for _, size := range []int{8, 4095, 4096, 64 << 10, 64<<10 + 1, 1 << 20, 3<<20 + 7, 9 << 20} {
@@ -160,54 +176,132 @@ func TestReadBodyContents(t *testing.T) {
 		for i := range want {
 			want[i] = byte(rng.Uint32())
 		}
-		for name, r := range map[string]io.Reader{
-			"whole": bytes.NewReader(want),
-			"half":  iotest.HalfReader(bytes.NewReader(want)),
-		} {
-			calls := 0
-			got, err := readBody(r, size, func() error { calls++; return nil })
-			if err != nil {
-				t.Fatalf("size %d %s: %v", size, name, err)
+		for _, keptCap := range []int{0, size / 2, size, 16 << 20} {
+			for name, r := range map[string]io.Reader{
+				"whole": bytes.NewReader(want),
+				"half":  iotest.HalfReader(bytes.NewReader(want)),
+			} {
+				calls := 0
+				var kept []byte
+				if keptCap > 0 {
+					kept = make([]byte, keptCap)
+				}
+				got, err := readBody(r, size, kept, func() error { calls++; return nil })
+				if err != nil {
+					t.Fatalf("size %d kept %d %s: %v", size, keptCap, name, err)
+				}
+				if want := btoi(size > initialBodyBytes); calls != want {
+					t.Fatalf("size %d kept %d %s: beforeGrow ran %d times, want %d", size, keptCap, name, calls, want)
+				}
+				if !bytes.Equal(got, want) {
+					t.Fatalf("size %d kept %d %s: body differs", size, keptCap, name)
+				}
+				if keptCap >= size && &got[0] != &kept[0] {
+					t.Fatalf("size %d kept %d %s: the kept buffer was not used", size, keptCap, name)
+				}
+				putBuffer(got)
 			}
-			if want := btoi(size > initialBodyBytes); calls != want {
-				t.Fatalf("size %d %s: beforeGrow ran %d times, want %d", size, name, calls, want)
-			}
-			if !bytes.Equal(got, want) {
-				t.Fatalf("size %d %s: body differs", size, name)
-			}
-			putBuffer(got)
 		}
 	}
-	if _, err := readBody(bytes.NewReader(nil), 100, nil); err != io.EOF {
+	if _, err := readBody(bytes.NewReader(nil), 100, nil, nil); err != io.EOF {
 		t.Fatalf("empty input: err %v, want EOF", err)
 	}
 }
 
-// BenchmarkReadBody compares reading a frame body into a buffer of the
-// claimed size (the code before issue 17) with the growing buffer, from a
-// bufio.Reader over an in-memory stream.
+// TestReadBodyKeptAllocatesNothing: a large frame read into the buffer the
+// connection kept allocates nothing (before, every produce request of
+// several MiB allocated its buffer again, and grew it twice).
+func TestReadBodyKeptAllocatesNothing(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts differ under -race")
+	}
+	// In a bubble, so that the idle release cannot fire meanwhile.
+	synctest.Test(t, func(t *testing.T) {
+		const size = 3<<20 + 7
+		src := make([]byte, size)
+		r := bytes.NewReader(src)
+		var k keptBody
+		defer k.close()
+		k.keep(make([]byte, 4<<20))
+		allocs := testing.AllocsPerRun(20, func() {
+			r.Reset(src)
+			body, err := readBody(r, size, k.take(), func() error { return nil })
+			if err != nil {
+				t.Fatal(err)
+			}
+			k.keep(body)
+		})
+		if allocs != 0 {
+			t.Fatalf("%v allocations per frame read into the kept buffer, want 0", allocs)
+		}
+	})
+}
+
+// TestKeptBodyReleasedWhenIdle: the kept buffer goes back to the pool
+// keepBodyFor after the last frame, and at once on close.
+func TestKeptBodyReleasedWhenIdle(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var k keptBody
+		k.keep(make([]byte, 1<<20))
+		time.Sleep(keepBodyFor - time.Millisecond)
+		if b := k.take(); cap(b) != 1<<20 {
+			t.Fatalf("kept buffer gone before keepBodyFor: cap %d", cap(b))
+		} else {
+			k.keep(b)
+		}
+		time.Sleep(keepBodyFor + time.Millisecond)
+		if b := k.take(); b != nil {
+			t.Fatalf("kept buffer of %d bytes still held after keepBodyFor idle", cap(b))
+		}
+		k.keep(make([]byte, 1<<20))
+		k.close()
+		if b := k.take(); b != nil {
+			t.Fatal("kept buffer still held after close")
+		}
+		k.keep(make([]byte, 64<<20))
+		if b := k.take(); b != nil {
+			t.Fatalf("a buffer of %d bytes was kept, above maxKeptBodyBytes", cap(b))
+		}
+		k.close()
+	})
+}
+
+// BenchmarkReadBody reads frame bodies from a bufio.Reader over an
+// in-memory stream: "claimed" into a pooled buffer of the claimed size (the
+// code before issue 17), "read" through readBody (the connection's path
+// without a kept buffer), "kept" through readBody into the connection's
+// kept buffer (its path from the second large frame on).
 func BenchmarkReadBody(b *testing.B) {
 	for _, size := range []int{16 << 10, 1 << 20, 8 << 20} {
 		src := make([]byte, size)
-		for _, mode := range []string{"claimed", "grow"} {
+		for _, mode := range []string{"claimed", "read", "kept"} {
 			b.Run(mode+"/"+byteSizeName(size), func(b *testing.B) {
 				b.SetBytes(int64(size))
 				r := bytes.NewReader(src)
+				var k keptBody
+				defer k.close()
 				for b.Loop() {
 					r.Reset(src)
 					var body []byte
-					if mode == "claimed" {
+					var err error
+					switch mode {
+					case "claimed":
 						body = getBuffer(size)
 						if _, err := io.ReadFull(r, body); err != nil {
 							b.Fatal(err)
 						}
-					} else {
-						var err error
-						if body, err = readBody(r, size, nil); err != nil {
+						putBuffer(body)
+					case "read":
+						if body, err = readBody(r, size, nil, nil); err != nil {
 							b.Fatal(err)
 						}
+						putBuffer(body)
+					case "kept":
+						if body, err = readBody(r, size, k.take(), nil); err != nil {
+							b.Fatal(err)
+						}
+						k.keep(body)
 					}
-					putBuffer(body)
 				}
 			})
 		}

@@ -2,9 +2,11 @@ package pebblestore
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/batchrepr"
 )
 
 // Batch collects writes that become visible and durable together.
@@ -15,8 +17,11 @@ import (
 // the memtable; Wait returns once they are in the synced WAL. Callers must
 // not treat applied writes as acknowledged before Wait returns nil.
 type Batch struct {
-	s       *Store
+	s *Store
+	// b is the Pebble batch; for NewBatchWithSize it is created at the
+	// first write, sized max(size, pebbleInitSize of that write).
 	b       *pebble.Batch
+	size    int
 	applied bool
 	// deleted are the DeleteRange ranges, queued for Store.Reclaim once
 	// the batch is durable.
@@ -29,29 +34,63 @@ func (s *Store) NewBatch() *Batch { return &Batch{s: s, b: s.db.NewBatch()} }
 // NewBatchWithSize starts an empty batch with room for about size bytes of
 // keys and values, so that adding large values does not grow it repeatedly.
 func (s *Store) NewBatchWithSize(size int) *Batch {
-	return &Batch{s: s, b: s.db.NewBatchWithSize(size)}
+	return &Batch{s: s, size: size}
+}
+
+// pebbleInitSize is the buffer Pebble's Batch.init (pebble v2 batch.go)
+// wants for a batch whose first record has a key and a value of these
+// sizes: the record with room for two varints and the batch header,
+// rounded up to a power of two, at least 1 KiB. A smaller buffer given to
+// pebble.DB.NewBatchWithSize is thrown away there and a new one allocated:
+// a 1 MB produce request's batch (a hint of 1 MB plus its rows, the first
+// record nearly all of it) was allocated twice, at the hint and at 1 MiB.
+func pebbleInitSize(keyLen, valueLen int) int {
+	need := keyLen + valueLen + 2*binary.MaxVarintLen64 + batchrepr.HeaderLen
+	n := 1 << 10
+	for n < need {
+		n *= 2
+	}
+	return n
+}
+
+// maxRetainedBatchBytes is the largest batch buffer Pebble's batch pool
+// keeps for reuse when a batch sized by NewBatchWithSize is released
+// (Pebble's default is 1 MiB). A produce request with 1 MB batches for 8
+// partitions fills an 8 MB batch; above the default every one of them
+// allocated its buffer anew (1 byte allocated per byte produced). Like any
+// sync.Pool content, a kept buffer is dropped within two GC cycles when
+// unused.
+const maxRetainedBatchBytes = 16 << 20
+
+// pb returns the Pebble batch, creating it for a first record of keyLen
+// and valueLen bytes.
+func (b *Batch) pb(keyLen, valueLen int) *pebble.Batch {
+	if b.b == nil {
+		b.b = b.s.db.NewBatchWithSize(max(b.size, pebbleInitSize(keyLen, valueLen)), pebble.WithMaxRetainedSizeBytes(maxRetainedBatchBytes))
+	}
+	return b.b
 }
 
 // Set writes key=value. The bytes are copied.
-func (b *Batch) Set(key, value []byte) { _ = b.b.Set(key, value, nil) }
+func (b *Batch) Set(key, value []byte) { _ = b.pb(len(key), len(value)).Set(key, value, nil) }
 
 // Delete removes key.
-func (b *Batch) Delete(key []byte) { _ = b.b.Delete(key, nil) }
+func (b *Batch) Delete(key []byte) { _ = b.pb(len(key), 0).Delete(key, nil) }
 
 // DeleteRange removes every key in [start, end). Once the batch is durable
 // the range is queued for compaction (Store.Reclaim), so that the space
 // comes back within seconds rather than when Pebble's own compactions
 // reach the range.
 func (b *Batch) DeleteRange(start, end []byte) {
-	_ = b.b.DeleteRange(start, end, nil)
+	_ = b.pb(len(start), len(end)).DeleteRange(start, end, nil)
 	b.deleted = append(b.deleted, [2][]byte{bytes.Clone(start), bytes.Clone(end)})
 }
 
 // Empty reports whether the batch holds no writes.
-func (b *Batch) Empty() bool { return b.b.Empty() }
+func (b *Batch) Empty() bool { return b.b == nil || b.b.Empty() }
 
 // Len is the encoded size of the batch in bytes.
-func (b *Batch) Len() int { return b.b.Len() }
+func (b *Batch) Len() int { return b.pb(0, 0).Len() }
 
 // Apply makes the batch visible to readers, in the order Apply is called.
 // The batch is not yet durable; call Wait.
@@ -59,6 +98,7 @@ func (b *Batch) Apply() error {
 	if b.s.closed.Load() {
 		return ErrClosed
 	}
+	b.pb(0, 0)
 	b.applied = true
 	if b.s.writeOpt.Sync {
 		if err := b.s.db.ApplyNoSyncWait(b.b, b.s.writeOpt); err != nil {
@@ -76,10 +116,11 @@ func (b *Batch) Apply() error {
 
 // Wait blocks until an applied batch is durable, then releases it.
 func (b *Batch) Wait() error {
-	defer b.b.Close()
 	if !b.applied {
+		b.Close()
 		return nil
 	}
+	defer b.b.Close()
 	if b.s.writeOpt.Sync {
 		if err := b.b.SyncWait(); err != nil {
 			return storageFailure(fmt.Errorf("pebblestore: sync: %w", err))
@@ -92,7 +133,9 @@ func (b *Batch) Wait() error {
 // Commit is Apply followed by Wait.
 func (b *Batch) Commit() error {
 	if err := b.Apply(); err != nil {
-		b.b.Close()
+		if b.b != nil {
+			b.b.Close()
+		}
 		return err
 	}
 	return b.Wait()
@@ -100,7 +143,7 @@ func (b *Batch) Commit() error {
 
 // Close releases a batch that was never applied.
 func (b *Batch) Close() {
-	if !b.applied {
+	if !b.applied && b.b != nil {
 		b.b.Close()
 	}
 }
@@ -170,4 +213,4 @@ func (i *Iter) Close() error {
 // LogData adds a WAL-only record that changes no key. A batch holding only
 // LogData still goes through the commit pipeline, so Wait on it is a
 // durability barrier for everything applied before it.
-func (b *Batch) LogData(data []byte) { _ = b.b.LogData(data, nil) }
+func (b *Batch) LogData(data []byte) { _ = b.pb(0, len(data)).LogData(data, nil) }
