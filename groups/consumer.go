@@ -248,10 +248,13 @@ func (c *Coordinator) validateConsumerHeartbeat(req *ConsumerHeartbeatRequest) e
 const maxTopicRegexBytes = 16 << 10
 
 // compileTopicRegex compiles a subscription regex (RE2J syntax, which Go's
-// RE2 shares) matched against whole topic names, as Kafka matches it.
+// RE2 shares) matched against whole topic names, as Kafka matches it. The
+// empty regex is no regex (nil, no error): Kafka's GroupMetadataManager
+// subscribes by regex only when it `isNotEmpty`, and librdkafka's KIP-848
+// consumer sends "" beside its topic names.
 func compileTopicRegex(s string) (*regexp.Regexp, error) {
 	if s == "" {
-		return nil, fmt.Errorf("%w: SubscribedTopicRegex must not be empty", ErrInvalidRegularExpression)
+		return nil, nil
 	}
 	re, err := regexp.Compile("^(?:" + s + ")$")
 	if err != nil {

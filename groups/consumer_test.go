@@ -370,6 +370,21 @@ func TestConsumerGroupRegexMatchesTopicCreatedLater(t *testing.T) {
 	}
 }
 
+// TestConsumerGroupEmptyRegexIsNoRegex pins a bug librdkafka's KIP-848
+// consumer found: it sends SubscribedTopicRegex "" beside its topic names,
+// which was answered INVALID_REGULAR_EXPRESSION (a fatal error for it);
+// Kafka subscribes by regex only when the regex is not empty.
+func TestConsumerGroupEmptyRegexIsNoRegex(t *testing.T) {
+	h := newHarness(t, Config{})
+	h.createTopic("t", 2)
+	h.createTopic("u", 1)
+	empty := ""
+	r := h.hb(ConsumerHeartbeatRequest{Group: "g", MemberID: "m", RebalanceTimeoutMillis: 1000, SubscribedTopicNames: []string{"t"}, SubscribedTopicRegex: &empty, Owned: []TopicIDPartitions{}})
+	if r.Err != nil || count(r.Assignment) != 2 {
+		t.Fatalf("join with topic names and an empty regex: %+v, want the 2 partitions of t", r)
+	}
+}
+
 func TestConsumerGroupConversion(t *testing.T) {
 	h := newHarness(t, Config{})
 	h.createTopic("t", 1)
