@@ -91,6 +91,9 @@ type consumerMember struct {
 	// revokeDeadline is when the member is fenced unless it revoked its
 	// pending partitions; zero when it has none.
 	revokeDeadline time.Time
+	// classic is set for a member of the classic protocol
+	// (consumer_classic.go).
+	classic *classicInfo
 }
 
 // state is the group's state as Kafka names it (ConsumerGroupState).
@@ -318,13 +321,17 @@ func (c *Coordinator) consumerHeartbeatLocked(o *op, req *ConsumerHeartbeatReque
 		g.cg = newConsumerGroup()
 	}
 	if g.cg == nil {
-		if !g.is(StateEmpty) || len(g.members) > 0 || len(g.pending) > 0 {
-			return failed(fmt.Errorf("%w: group %s is a classic group with members; it becomes a consumer group once empty", ErrGroupIDNotFound, req.Group))
-		}
 		if req.MemberEpoch != joinGroupMemberEpoch {
 			return failed(fmt.Errorf("%w: group %s is not a consumer group", ErrGroupIDNotFound, req.Group))
 		}
-		c.convertToConsumerLocked(g)
+		if !g.is(StateEmpty) || len(g.members) > 0 || len(g.pending) > 0 {
+			// Online upgrade (migration policy bidirectional).
+			if err := c.upgradeToConsumerLocked(o, g); err != nil {
+				return failed(err)
+			}
+		} else {
+			c.convertToConsumerLocked(g)
+		}
 	}
 	w := &consumerWrite{now: o.now}
 	m, err := c.consumerMemberForLocked(g, req, w)
