@@ -725,7 +725,9 @@ func (c *Coordinator) consumerLeaveLocked(o *op, g *group, req *ConsumerHeartbea
 	}
 	if err := c.writeConsumerLocked(o, g, w); err != nil {
 		res.Err = err
+		return res
 	}
+	c.maybeDowngradeLocked(o, g)
 	return res
 }
 
@@ -824,7 +826,9 @@ func (c *Coordinator) runConsumerTimersLocked(o *op, g *group) {
 	if len(expired) > 0 {
 		if err := c.writeConsumerLocked(o, g, w); err != nil {
 			c.log.Warn().Err(err).Str("group", g.name).Msg("storing a consumer group change failed")
+			return
 		}
+		c.maybeDowngradeLocked(o, g)
 	}
 }
 
@@ -877,5 +881,6 @@ func (c *Coordinator) consumerAdminLeaveLocked(o *op, g *group, members []LeaveM
 	if err := c.writeConsumerLocked(o, g, w); err != nil {
 		return LeaveResult{Err: err}
 	}
+	c.maybeDowngradeLocked(o, g)
 	return res
 }

@@ -1,7 +1,7 @@
 package groups
 
-// Online upgrade of a classic group with members to a consumer group
-// (KIP-848, Kafka's group.consumer.migration.policy, default
+// Online upgrade of a classic group with members to a consumer group and
+// back (KIP-848, Kafka's group.consumer.migration.policy, default
 // bidirectional), and the classic members inside a consumer group: their
 // JoinGroup, SyncGroup and Heartbeat are answered from the consumer
 // group's assignment, after Kafka's GroupMetadataManager
@@ -24,13 +24,12 @@ package groups
 //     assigned partitions. Its Heartbeat answers REBALANCE_IN_PROGRESS
 //     while it has partitions to revoke or to receive, or a new epoch, so
 //     that it rejoins.
-//   - Not done: the downgrade (the last member of the new protocol leaving
-//     turns the group back into a classic group in Kafka); here the group
-//     stays a consumer group served to its classic members, and becomes
-//     classic once empty. The classic members' protocols and session
-//     timeouts are kept in memory only (Kafka's ClassicMemberMetadata
-//     tagged field is not written): after a restart they are members of
-//     the new protocol until they rejoin.
+//   - When the last member of the new protocol leaves or is fenced, a
+//     group of classic members only becomes a classic group again
+//     (maybeDowngradeLocked) and rebalances.
+//   - A classic member's protocols and session timeout are stored as
+//     Kafka's ClassicMemberMetadata tagged field (consumer_records.go).
+//   - Only the policy bidirectional is served (no config key).
 
 import (
 	"fmt"
@@ -38,6 +37,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/vibemq/broker/topics"
 )
 
 // classicInfo is what a consumer group keeps of a classic member.
@@ -234,6 +234,7 @@ func (c *Coordinator) classicJoinToConsumerLocked(o *op, g *group, req JoinReque
 		w.current(m.id)
 	}
 	m.classic = &classicInfo{protocols: slices.Clone(req.Protocols), sessionTimeout: req.SessionTimeout}
+	w.memberMetadata(m.id)
 	hb := ConsumerHeartbeatRequest{
 		Group: g.name, MemberID: m.id, InstanceID: req.InstanceID, ClientID: req.ClientID, ClientHost: req.ClientHost,
 		RebalanceTimeoutMillis: int32(min(req.RebalanceTimeout.Milliseconds(), int64(1<<31-1))),
@@ -357,4 +358,64 @@ func (c *Coordinator) classicHeartbeatToConsumerLocked(o *op, g *group, req Hear
 		return ErrRebalanceInProgress
 	}
 	return nil
+}
+
+// maybeDowngradeLocked turns a consumer group whose members are all
+// classic back into a classic group (Kafka's convertToClassicGroup, policy
+// bidirectional), after a member of the new protocol left or was fenced:
+// the classic group starts at the group epoch as its generation, its
+// members keep their protocols and last assignment, and it prepares a
+// rebalance, which the members join on their next heartbeat. Its
+// consumer-group records get tombstones; its GroupMetadata is written when
+// that rebalance completes, as for any classic group. REQUIRES: c.mu held.
+func (c *Coordinator) maybeDowngradeLocked(o *op, g *group) {
+	cg := g.cg
+	if cg == nil || len(cg.members) == 0 {
+		return
+	}
+	for _, m := range cg.members {
+		if m.classic == nil {
+			return
+		}
+	}
+	recs, rows := consumerDeleteRecords(g)
+	for _, m := range cg.sortedMembers() {
+		id := m.id
+		for _, typ := range []int16{recConsumerCurrentAssignment, recConsumerTargetMember, recConsumerMemberMetadata} {
+			recs = append(recs, topics.Record{Key: consumerRecordKey(typ, g.name, &id)})
+		}
+	}
+	if _, _, err := c.appendLocked(o, g, recs, rows); err != nil {
+		c.log.Warn().Err(err).Str("group", g.name).Msg("downgrading a consumer group to a classic group failed; it stays a consumer group")
+		return
+	}
+	names := map[[16]byte]string{}
+	all, _ := c.allTopicsLocked()
+	for _, t := range all {
+		names[t.id] = t.name
+	}
+	members := cg.sortedMembers()
+	g.cg = nil
+	g.generation = cg.groupEpoch
+	for _, cm := range members {
+		a := kmsg.NewConsumerMemberAssignment()
+		for _, t := range cm.assigned.sortedTopics() {
+			if name, ok := names[t]; ok {
+				a.Topics = append(a.Topics, kmsg.ConsumerMemberAssignmentTopic{Topic: name, Partitions: slices.Clone(cm.assigned[t])})
+			}
+		}
+		m := &member{
+			id: cm.id, instanceID: cm.instanceID, clientID: cm.clientID, clientHost: cm.clientHost,
+			protocolType: "consumer", protocols: cm.classic.protocols,
+			rebalanceTimeout: cm.rebalanceTimeout, sessionTimeout: cm.classic.sessionTimeout,
+			assignment: a.AppendTo(nil), heartbeatDeadline: o.now.Add(cm.classic.sessionTimeout),
+		}
+		g.add(m, nil)
+	}
+	name := g.selectProtocol()
+	g.protocolName = &name
+	g.transitionTo(StateStable, o.now)
+	c.log.Info().Str("group", g.name).Int("members", len(members)).Int32("generation", g.generation).
+		Msg("consumer group with only classic members downgraded to a classic group")
+	c.prepareRebalanceLocked(o, g)
 }

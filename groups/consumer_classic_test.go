@@ -1,6 +1,7 @@
 package groups
 
 import (
+	"encoding/hex"
 	"errors"
 	"testing"
 	"time"
@@ -87,6 +88,11 @@ func TestConsumerGroupOnlineUpgrade(t *testing.T) {
 	if err := res.Topics[0][0]; err != nil {
 		t.Fatalf("classic member's commit: %v", err)
 	}
+	// A restart keeps it a classic member.
+	h.reopen()
+	if m := h.consumerGroup("g").members[id]; m == nil || m.classic == nil || m.classic.protocolName() != "range" {
+		t.Fatalf("after a restart the classic member is %+v", m)
+	}
 	// Its leave hands everything to the other member.
 	lr := h.c.Leave("g", []LeaveMember{{MemberID: id}}, h.now).Wait(nil)
 	if lr.Err != nil || lr.Members[0] != nil {
@@ -133,5 +139,67 @@ func TestConsumerGroupClassicMemberJoinsAndExpires(t *testing.T) {
 	h.advance(11 * time.Second)
 	if m := h.consumerGroup("g").members[jr.MemberID]; m != nil {
 		t.Fatal("the silent classic member was not fenced after its session timeout")
+	}
+}
+
+// TestConsumerGroupDowngrade: when the last member of the new protocol
+// leaves a consumer group whose other members are classic, the group
+// becomes a classic group again (Kafka's migration policy bidirectional)
+// at the group epoch as its generation and rebalances; the classic member
+// rejoins and gets its assignment from a leader of its own. Before, the
+// group stayed a consumer group.
+func TestConsumerGroupDowngrade(t *testing.T) {
+	h := newHarness(t, Config{})
+	h.createTopic("t", 2)
+	r := h.join("g", "new", "t")
+	first := result(t, h.c.Join(joinReq("g", "", classicMeta("t")), h.now))
+	jr := result(t, h.c.Join(joinReq("g", first.MemberID, classicMeta("t")), h.now))
+	wantErr(t, "classic join", jr.Err, nil)
+	h.hb(ConsumerHeartbeatRequest{Group: "g", MemberID: "new", MemberEpoch: r.MemberEpoch})
+	if res := h.hb(ConsumerHeartbeatRequest{Group: "g", MemberID: "new", MemberEpoch: -1}); res.Err != nil {
+		t.Fatalf("leave: %v", res.Err)
+	}
+	if h.consumerGroup("g") != nil {
+		t.Fatal("a group of classic members only stayed a consumer group")
+	}
+	if s := h.state("g"); s != StatePreparingRebalance {
+		t.Fatalf("state %v after the downgrade, want PreparingRebalance", s)
+	}
+	gen := h.generation("g")
+	wantErr(t, "classic heartbeat after the downgrade", h.c.Heartbeat(HeartbeatRequest{Group: "g", Generation: gen, MemberID: jr.MemberID}, h.now), ErrRebalanceInProgress)
+	rj := result(t, h.c.Join(joinReq("g", jr.MemberID, classicMeta("t")), h.now))
+	if rj.Err != nil || rj.Leader != jr.MemberID || rj.Generation != gen+1 {
+		t.Fatalf("classic rejoin after the downgrade: %+v, want the leader at generation %d", rj, gen+1)
+	}
+	rs := result(t, h.sync("g", jr.MemberID, rj.Generation, map[string]string{jr.MemberID: "mine"}))
+	if rs.Err != nil || string(rs.Assignment) != "mine" || h.state("g") != StateStable {
+		t.Fatalf("classic sync after the downgrade: %+v, state %v", rs, h.state("g"))
+	}
+}
+
+// TestClassicMemberMetadataRecord: a classic member's protocols and
+// session timeout are written as the ClassicMemberMetadata tagged field of
+// its ConsumerGroupMemberMetadataValue, byte for byte as Kafka 4.2's
+// generated writer does (checked with its class), and read back.
+func TestClassicMemberMetadataRecord(t *testing.T) {
+	m := &consumerMember{clientID: "c", clientHost: "h", topicNames: []string{"t"}, rebalanceTimeout: 5 * time.Millisecond,
+		classic: &classicInfo{sessionTimeout: 7 * time.Millisecond, protocols: []Protocol{{Name: "r", Metadata: []byte{9, 8}}}}}
+	got := hex.EncodeToString(encodeConsumerMemberMetadata(m))
+	want := "0000" + "00" + "00" + "0263" + "0268" + "020274" + "00" + "00000005" + "00" + "01000d01000000070202720309080000"
+	if got != want {
+		t.Fatalf("ConsumerGroupMemberMetadataValue\n got %s\nwant %s", got, want)
+	}
+	cg := newConsumerGroup()
+	id := "m"
+	if err := restoreConsumerRecord(cg, consumerRecordKey(recConsumerMemberMetadata, "g", &id), encodeConsumerMemberMetadata(m)); err != nil {
+		t.Fatal(err)
+	}
+	c := cg.members["m"].classic
+	if c == nil || c.sessionTimeout != 7*time.Millisecond || len(c.protocols) != 1 || c.protocols[0].Name != "r" || string(c.protocols[0].Metadata) != "\x09\x08" {
+		t.Fatalf("restored classic metadata %+v", c)
+	}
+	m.classic = nil
+	if err := restoreConsumerRecord(cg, consumerRecordKey(recConsumerMemberMetadata, "g", &id), encodeConsumerMemberMetadata(m)); err != nil || cg.members["m"].classic != nil {
+		t.Fatalf("a member of the new protocol restored as classic: %v %+v", err, cg.members["m"].classic)
 	}
 }
