@@ -29,7 +29,8 @@ package groups
 //     (maybeDowngradeLocked) and rebalances.
 //   - A classic member's protocols and session timeout are stored as
 //     Kafka's ClassicMemberMetadata tagged field (consumer_records.go).
-//   - Only the policy bidirectional is served (no config key).
+//   - Config.ConsumerMigrationPolicy (group-consumer-migration-policy)
+//     turns the upgrade and the downgrade off, as Kafka's policy does.
 
 import (
 	"fmt"
@@ -58,6 +59,10 @@ func (ci *classicInfo) protocolName() string {
 // upgradeToConsumerLocked converts a classic group with members into a
 // consumer group (Kafka's convertToConsumerGroup). REQUIRES: c.mu held.
 func (c *Coordinator) upgradeToConsumerLocked(o *op, g *group) error {
+	if !c.cfg.upgradeEnabled() {
+		return fmt.Errorf("%w: classic group %s has members and the online upgrade is off (group-consumer-migration-policy %s); stop its classic consumers first",
+			ErrGroupIDNotFound, g.name, c.cfg.ConsumerMigrationPolicy)
+	}
 	if !g.usesConsumerProtocol() {
 		return fmt.Errorf("%w: group %s is a classic group of protocol type %q; only groups of consumers (protocol type consumer) can be upgraded", ErrGroupIDNotFound, g.name, protocolTypeOf(g))
 	}
@@ -370,7 +375,7 @@ func (c *Coordinator) classicHeartbeatToConsumerLocked(o *op, g *group, req Hear
 // that rebalance completes, as for any classic group. REQUIRES: c.mu held.
 func (c *Coordinator) maybeDowngradeLocked(o *op, g *group) {
 	cg := g.cg
-	if cg == nil || len(cg.members) == 0 {
+	if cg == nil || len(cg.members) == 0 || !c.cfg.downgradeEnabled() {
 		return
 	}
 	for _, m := range cg.members {

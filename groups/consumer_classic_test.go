@@ -203,3 +203,33 @@ func TestClassicMemberMetadataRecord(t *testing.T) {
 		t.Fatalf("a member of the new protocol restored as classic: %v %+v", err, cg.members["m"].classic)
 	}
 }
+
+// TestConsumerGroupMigrationPolicy: with group-consumer-migration-policy
+// "downgrade" a classic group with members refuses a member of the new
+// protocol (GROUP_ID_NOT_FOUND, as Kafka), and with "upgrade" a consumer
+// group whose last new-protocol member left stays a consumer group served
+// to its classic members.
+func TestConsumerGroupMigrationPolicy(t *testing.T) {
+	h := newHarness(t, Config{ConsumerMigrationPolicy: MigrationDowngrade})
+	h.createTopic("t", 2)
+	_, fut := h.newMember("g", classicMeta("t"))
+	h.advance(h.cfg.InitialRebalanceDelay)
+	wantErr(t, "classic join", result(t, fut).Err, nil)
+	r := h.hb(ConsumerHeartbeatRequest{Group: "g", MemberID: "new", RebalanceTimeoutMillis: 1000, SubscribedTopicNames: []string{"t"}, Owned: []TopicIDPartitions{}})
+	if !errors.Is(r.Err, ErrGroupIDNotFound) || h.consumerGroup("g") != nil {
+		t.Fatalf("upgrade under policy downgrade: %v, want GROUP_ID_NOT_FOUND and a classic group", r.Err)
+	}
+
+	h = newHarness(t, Config{ConsumerMigrationPolicy: MigrationUpgrade})
+	h.createTopic("t", 2)
+	r = h.join("g", "new", "t")
+	first := result(t, h.c.Join(joinReq("g", "", classicMeta("t")), h.now))
+	jr := result(t, h.c.Join(joinReq("g", first.MemberID, classicMeta("t")), h.now))
+	wantErr(t, "classic join", jr.Err, nil)
+	if res := h.hb(ConsumerHeartbeatRequest{Group: "g", MemberID: "new", MemberEpoch: -1}); res.Err != nil {
+		t.Fatalf("leave: %v", res.Err)
+	}
+	if cg := h.consumerGroup("g"); cg == nil || len(cg.members) != 1 {
+		t.Fatal("under policy upgrade the group was downgraded")
+	}
+}
