@@ -268,7 +268,12 @@ func (c *Coordinator) classicJoinToConsumerLocked(o *op, g *group, req JoinReque
 			}
 		}
 	}
+	// The rejoin ends the wait for it; revoking again starts a new one.
+	m.revokeDeadline = time.Time{}
 	c.reconcileMemberLocked(g, m, owned, o.now, w)
+	if m.state == memberUnrevokedPartitions && m.revokeDeadline.IsZero() {
+		m.revokeDeadline = o.now.Add(m.rebalanceTimeout)
+	}
 	m.sessionDeadline = o.now.Add(req.SessionTimeout)
 	if err := c.writeConsumerLocked(o, g, w); err != nil {
 		return JoinResult{Err: err, MemberID: m.id, Generation: -1}
@@ -324,9 +329,13 @@ func (c *Coordinator) classicSyncToConsumerLocked(g *group, req SyncRequest) Syn
 }
 
 // classicHeartbeatToConsumerLocked answers a Heartbeat sent to a consumer
-// group: REBALANCE_IN_PROGRESS while the member is not at its target
-// (partitions to revoke or to receive, a new epoch), so that it rejoins
-// (Kafka's classicGroupHeartbeatToConsumerGroup). REQUIRES: c.mu held.
+// group (Kafka's classicGroupHeartbeatToConsumerGroup): it keeps the
+// member's session and answers REBALANCE_IN_PROGRESS while the member is
+// behind the group epoch, has partitions to revoke, or waits for one that
+// is free now, so that it rejoins; the member itself changes only when it
+// rejoins (its generation stays valid for its commits until then). A
+// member told to rejoin that does not within its rebalance timeout is
+// fenced. REQUIRES: c.mu held.
 func (c *Coordinator) classicHeartbeatToConsumerLocked(o *op, g *group, req HeartbeatRequest) error {
 	m, err := classicMemberLocked(g, req.MemberID, req.InstanceID, req.Generation)
 	if err != nil {
@@ -338,31 +347,28 @@ func (c *Coordinator) classicHeartbeatToConsumerLocked(o *op, g *group, req Hear
 		timeout = m.classic.sessionTimeout
 	}
 	m.sessionDeadline = o.now.Add(timeout)
-	w := &consumerWrite{now: o.now}
-	if hash := c.subscriptionHashLocked(cg); hash != cg.metadataHash {
-		cg.metadataHash = hash
-		cg.groupEpoch++
-		w.groupMetadata = true
-	}
-	if cg.groupEpoch > cg.assignmentEpoch {
-		c.computeTargetLocked(g, w)
-	}
-	// The member still owns what it was given: anything to revoke stays
-	// pending until it rejoins without it.
-	owned := m.assigned.clone()
-	for t, ps := range m.pending {
-		for _, p := range ps {
-			owned.add(t, p)
+	if m.epoch != cg.groupEpoch || m.state == memberUnrevokedPartitions ||
+		(m.state == memberUnreleasedPartitions && cg.waitingOnFreePartition(m)) {
+		if m.revokeDeadline.IsZero() {
+			m.revokeDeadline = o.now.Add(m.rebalanceTimeout)
 		}
-	}
-	c.reconcileMemberLocked(g, m, owned, o.now, w)
-	if err := c.writeConsumerLocked(o, g, w); err != nil {
-		return err
-	}
-	if m.epoch != req.Generation || m.state != memberStable || !m.assigned.equal(cg.target[m.id]) {
 		return ErrRebalanceInProgress
 	}
 	return nil
+}
+
+// waitingOnFreePartition reports whether a partition of m's target that m
+// does not have yet is held by no member any more (Kafka's
+// ConsumerGroup.waitingOnUnreleasedPartition).
+func (cg *consumerGroup) waitingOnFreePartition(m *consumerMember) bool {
+	for t, ps := range cg.target[m.id] {
+		for _, p := range ps {
+			if _, held := cg.owners[topicIDPartition{t, p}]; !held && !m.assigned.has(t, p) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // maybeDowngradeLocked turns a consumer group whose members are all

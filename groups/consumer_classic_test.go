@@ -65,13 +65,30 @@ func TestConsumerGroupOnlineUpgrade(t *testing.T) {
 	err = h.c.Heartbeat(HeartbeatRequest{Group: "g", Generation: gen - 1, MemberID: id}, h.now)
 	wantErr(t, "classic heartbeat at an old generation", err, ErrIllegalGeneration)
 
-	// It rejoins (eager: owning nothing) and gets its half at once.
+	// It rejoins: first it is told what it keeps, at its epoch (the
+	// revocation, as Kafka's reconciliation does it)...
 	rj := result(t, h.c.Join(joinReq("g", id, classicMeta("t")), h.now))
 	wantErr(t, "classic rejoin", rj.Err, nil)
-	if rj.Generation != gen+1 || rj.ProtocolName == nil || *rj.ProtocolName != "range" || rj.Leader == id {
-		t.Fatalf("classic rejoin: %+v, want generation %d, protocol range, not the leader", rj, gen+1)
+	if rj.Generation != gen || rj.ProtocolName == nil || *rj.ProtocolName != "range" || rj.Leader == id {
+		t.Fatalf("classic rejoin: %+v, want generation %d, protocol range, not the leader", rj, gen)
 	}
 	rs := result(t, h.sync("g", id, rj.Generation, nil))
+	if rs.Err != nil || len(classicAssigned(t, rs.Assignment, "t")) != 2 {
+		t.Fatalf("classic sync while revoking: %+v, want the 2 partitions it keeps", rs)
+	}
+	// ... a commit at that generation still works, its heartbeat says
+	// rejoin, and the rejoin (eager: owning nothing) moves it on.
+	res := h.c.Commit(CommitRequest{Group: "g", Generation: gen, MemberID: id, Version: 9,
+		Topics: []CommitTopic{{Topic: "t", Partitions: []CommitPartition{{Partition: 0, Offset: 3, LeaderEpoch: -1}}}}}, h.now).Wait(nil)
+	if err := res.Topics[0][0]; err != nil {
+		t.Fatalf("commit while revoking: %v", err)
+	}
+	wantErr(t, "classic heartbeat while revoking", h.c.Heartbeat(HeartbeatRequest{Group: "g", Generation: gen, MemberID: id}, h.now), ErrRebalanceInProgress)
+	rj = result(t, h.c.Join(joinReq("g", id, classicMeta("t")), h.now))
+	if rj.Err != nil || rj.Generation != gen+1 {
+		t.Fatalf("classic rejoin after revoking: %+v, want generation %d", rj, gen+1)
+	}
+	rs = result(t, h.sync("g", id, rj.Generation, nil))
 	wantErr(t, "classic sync after the rejoin", rs.Err, nil)
 	mine := classicAssigned(t, rs.Assignment, "t")
 	if len(mine) != 2 {
@@ -83,7 +100,7 @@ func TestConsumerGroupOnlineUpgrade(t *testing.T) {
 		t.Fatalf("new member after the classic one released: %+v, want 2 partitions", r)
 	}
 	// The classic member commits at its epoch as its generation.
-	res := h.c.Commit(CommitRequest{Group: "g", Generation: rj.Generation, MemberID: id, Version: 9,
+	res = h.c.Commit(CommitRequest{Group: "g", Generation: rj.Generation, MemberID: id, Version: 9,
 		Topics: []CommitTopic{{Topic: "t", Partitions: []CommitPartition{{Partition: mine[0], Offset: 5, LeaderEpoch: -1}}}}}, h.now).Wait(nil)
 	if err := res.Topics[0][0]; err != nil {
 		t.Fatalf("classic member's commit: %v", err)
