@@ -1091,7 +1091,7 @@ func diffScenarioGroups(t *testing.T) {
 				req := kmsg.NewPtrOffsetCommitRequest()
 				req.Version, req.Group, req.Generation, req.MemberID, req.RetentionTimeMillis = cv, group, gen, member, -1
 				rt := kmsg.NewOffsetCommitRequestTopic()
-				rt.Topic = topic
+				rt.Topic, rt.TopicID = topic, e.topicIDs[topic] // v10 sends the ID only
 				for p := int32(0); p < 3; p++ {
 					rp := kmsg.NewOffsetCommitRequestTopicPartition()
 					rp.Partition, rp.Offset, rp.Metadata, rp.LeaderEpoch = p, int64(10+p), kmsg.StringPtr("m"), -1
@@ -1110,11 +1110,18 @@ func diffScenarioGroups(t *testing.T) {
 				req := kmsg.NewPtrOffsetCommitRequest()
 				req.Version, req.Group, req.Generation, req.MemberID, req.RetentionTimeMillis = v, "simple-"+sfx, q.gen, q.mem, -1
 				rt := kmsg.NewOffsetCommitRequestTopic()
-				rt.Topic = topic
+				rt.Topic, rt.TopicID = topic, e.topicIDs[topic]
 				rp := kmsg.NewOffsetCommitRequestTopicPartition()
 				rp.Partition, rp.Offset, rp.LeaderEpoch = 0, int64(v), -1
 				rt.Partitions = append(rt.Partitions, rp)
 				req.Topics = append(req.Topics, rt)
+				if v >= 10 && q.gen == -1 {
+					// v10 (topic IDs): an ID no topic has is UNKNOWN_TOPIC_ID.
+					unknown := kmsg.NewOffsetCommitRequestTopic()
+					unknown.TopicID = [16]byte{0xde, 0xad, 0xbe, 0xef, 15: 1}
+					unknown.Partitions = append(unknown.Partitions, rp)
+					req.Topics = append(req.Topics, unknown)
+				}
 				e.do(q.label, req)
 			}
 		})
@@ -1130,8 +1137,14 @@ func diffScenarioGroups(t *testing.T) {
 				rg := kmsg.NewOffsetFetchRequestGroup()
 				rg.Group = g
 				rgt := kmsg.NewOffsetFetchRequestGroupTopic()
-				rgt.Topic, rgt.Partitions = topic, []int32{0, 1, 2}
+				rgt.Topic, rgt.TopicID, rgt.Partitions = topic, e.topicIDs[topic], []int32{0, 1, 2}
 				rg.Topics = append(rg.Topics, rgt)
+				if v >= 10 {
+					// v10 (topic IDs): an ID no topic has is UNKNOWN_TOPIC_ID.
+					unknown := kmsg.NewOffsetFetchRequestGroupTopic()
+					unknown.TopicID, unknown.Partitions = [16]byte{0xde, 0xad, 0xbe, 0xef, 15: 1}, []int32{0}
+					rg.Topics = append(rg.Topics, unknown)
+				}
 				req.Groups = append(req.Groups, rg)
 			}
 			e.do("a member's group, a simple group, no group", req)
@@ -1486,7 +1499,8 @@ func (e *diffEnv) waitConsumerGroupSees(topic string, partitions int) {
 // every common version: a member joins (the broker names it at v0, the
 // client at v1), heartbeats at its epoch, heartbeats at a wrong epoch,
 // an unknown member, a bad regex (v1), ConsumerGroupDescribe of the group
-// and of a missing one, then the member leaves.
+// and of a missing one, then the member leaves; DescribeGroups of the
+// consumer group.
 func diffScenarioConsumerGroups(t *testing.T) {
 	sfx := diffSuffix(t)
 	diffRun(t, func(e *diffEnv) {
@@ -1547,6 +1561,14 @@ func diffScenarioConsumerGroups(t *testing.T) {
 				})
 			}
 			hb("leave", member, -1, false)
+		})
+		e.each(kmsg.DescribeGroups, func(v int16) {
+			// A consumer group is no classic group: Dead, and from v6
+			// (KIP-1043) GROUP_ID_NOT_FOUND.
+			req := kmsg.NewPtrDescribeGroupsRequest()
+			req.Version = v
+			req.Groups = []string{fmt.Sprintf("cg-v%d-%s", e.common[int16(kmsg.ConsumerGroupHeartbeat)][0], sfx)}
+			e.do("a consumer group", req)
 		})
 	}, map[string]string{
 		"|Configs[min.insync.replicas]":              diffMinISRSource,

@@ -1212,6 +1212,21 @@ func TestGroupsBadInput(t *testing.T) {
 	dr := c.must(t, del).(*kmsg.DeleteGroupsResponse)
 	expect("delete an active group", dr.Groups[0].ErrorCode, kerr.NonEmptyGroup)
 	expect("delete an unknown group", dr.Groups[1].ErrorCode, kerr.GroupIDNotFound)
+	// v10: a topic ID no topic has is UNKNOWN_TOPIC_ID (Kafka's KafkaApis).
+	unknown := [16]byte{0xde, 0xad, 15: 1}
+	uc := kmsg.NewPtrOffsetCommitRequest()
+	uc.Version, uc.Group, uc.Generation = 10, group, -1
+	uc.Topics = []kmsg.OffsetCommitRequestTopic{{TopicID: unknown, Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Partition: 0, Offset: 1, LeaderEpoch: -1}}}}
+	if r := c.must(t, uc).(*kmsg.OffsetCommitResponse); len(r.Topics) != 1 || r.Topics[0].TopicID != unknown || r.Topics[0].Partitions[0].ErrorCode != kerr.UnknownTopicID.Code {
+		t.Errorf("OffsetCommit v10 of an unknown topic ID: %+v, want UNKNOWN_TOPIC_ID", r.Topics)
+	}
+	uf := kmsg.NewPtrOffsetFetchRequest()
+	uf.Version = 10
+	uf.Groups = []kmsg.OffsetFetchRequestGroup{{Group: group, Topics: []kmsg.OffsetFetchRequestGroupTopic{{TopicID: unknown, Partitions: []int32{0}}}}}
+	if r := c.must(t, uf).(*kmsg.OffsetFetchResponse); len(r.Groups) != 1 || len(r.Groups[0].Topics) != 1 || r.Groups[0].Topics[0].TopicID != unknown ||
+		r.Groups[0].Topics[0].Partitions[0].ErrorCode != kerr.UnknownTopicID.Code || r.Groups[0].Topics[0].Partitions[0].Offset != -1 {
+		t.Errorf("OffsetFetch v10 of an unknown topic ID: %+v, want offset -1 and UNKNOWN_TOPIC_ID", r.Groups)
+	}
 	od := kmsg.NewPtrOffsetDeleteRequest()
 	od.Group = group
 	od.Topics = []kmsg.OffsetDeleteRequestTopic{{Topic: topic, Partitions: []kmsg.OffsetDeleteRequestTopicPartition{{Partition: 0}}}}
@@ -1540,18 +1555,19 @@ func TestGroupsVersionSweep(t *testing.T) {
 	}
 
 	group := "sweep-commits-" + topic
+	id := topicID(t, adm, topic) // OffsetCommit and OffsetFetch v10 name topics by ID
 	for _, cv := range versions(kmsg.OffsetCommit) {
 		req := kmsg.NewPtrOffsetCommitRequest()
 		req.Version = cv
 		req.Group, req.Generation = group, -1
 		rt := kmsg.NewOffsetCommitRequestTopic()
-		rt.Topic = topic
+		rt.Topic, rt.TopicID = topic, id
 		rp := kmsg.NewOffsetCommitRequestTopicPartition()
 		rp.Partition, rp.Offset, rp.LeaderEpoch, rp.Metadata = 1, 100+int64(cv), 0, kmsg.StringPtr(fmt.Sprintf("v%d", cv))
 		rt.Partitions = []kmsg.OffsetCommitRequestTopicPartition{rp}
 		req.Topics = []kmsg.OffsetCommitRequestTopic{rt}
 		r := c.must(t, req).(*kmsg.OffsetCommitResponse)
-		if len(r.Topics) != 1 || r.Topics[0].Topic != topic || len(r.Topics[0].Partitions) != 1 || r.Topics[0].Partitions[0].ErrorCode != 0 {
+		if len(r.Topics) != 1 || (cv < 10 && r.Topics[0].Topic != topic) || (cv >= 10 && r.Topics[0].TopicID != id) || len(r.Topics[0].Partitions) != 1 || r.Topics[0].Partitions[0].ErrorCode != 0 {
 			t.Errorf("OffsetCommit v%d: %+v", cv, r.Topics)
 			continue
 		}
@@ -1560,7 +1576,7 @@ func TestGroupsVersionSweep(t *testing.T) {
 			f.Version = fv
 			f.Group = group
 			f.Topics = []kmsg.OffsetFetchRequestTopic{{Topic: topic, Partitions: []int32{0, 1}}}
-			f.Groups = []kmsg.OffsetFetchRequestGroup{{Group: group, Topics: []kmsg.OffsetFetchRequestGroupTopic{{Topic: topic, Partitions: []int32{0, 1}}}}}
+			f.Groups = []kmsg.OffsetFetchRequestGroup{{Group: group, Topics: []kmsg.OffsetFetchRequestGroupTopic{{Topic: topic, TopicID: id, Partitions: []int32{0, 1}}}}}
 			resp := c.must(t, f).(*kmsg.OffsetFetchResponse)
 			var offsets []int64
 			var metadata string
@@ -1575,6 +1591,9 @@ func TestGroupsVersionSweep(t *testing.T) {
 				}
 			} else if len(resp.Groups) == 1 {
 				for _, tp := range resp.Groups[0].Topics {
+					if fv >= 10 && tp.TopicID != id {
+						t.Errorf("OffsetFetch v%d answered topic ID %x, want %x", fv, tp.TopicID, id)
+					}
 					for _, p := range tp.Partitions {
 						offsets = append(offsets, p.Offset)
 						if p.Partition == 1 && p.Metadata != nil {
@@ -1587,6 +1606,21 @@ func TestGroupsVersionSweep(t *testing.T) {
 				t.Errorf("OffsetFetch v%d after OffsetCommit v%d: offsets %v metadata %q", fv, cv, offsets, metadata)
 			}
 		}
+	}
+	// v10: a topic ID no topic has is UNKNOWN_TOPIC_ID (Kafka's KafkaApis).
+	unknown := [16]byte{0xde, 0xad, 15: 1}
+	uc := kmsg.NewPtrOffsetCommitRequest()
+	uc.Version, uc.Group, uc.Generation = 10, group, -1
+	uc.Topics = []kmsg.OffsetCommitRequestTopic{{TopicID: unknown, Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Partition: 0, Offset: 1, LeaderEpoch: -1}}}}
+	if r := c.must(t, uc).(*kmsg.OffsetCommitResponse); len(r.Topics) != 1 || r.Topics[0].TopicID != unknown || r.Topics[0].Partitions[0].ErrorCode != kerr.UnknownTopicID.Code {
+		t.Errorf("OffsetCommit v10 of an unknown topic ID: %+v, want UNKNOWN_TOPIC_ID", r.Topics)
+	}
+	uf := kmsg.NewPtrOffsetFetchRequest()
+	uf.Version = 10
+	uf.Groups = []kmsg.OffsetFetchRequestGroup{{Group: group, Topics: []kmsg.OffsetFetchRequestGroupTopic{{TopicID: unknown, Partitions: []int32{0}}}}}
+	if r := c.must(t, uf).(*kmsg.OffsetFetchResponse); len(r.Groups) != 1 || len(r.Groups[0].Topics) != 1 || r.Groups[0].Topics[0].TopicID != unknown ||
+		r.Groups[0].Topics[0].Partitions[0].ErrorCode != kerr.UnknownTopicID.Code || r.Groups[0].Topics[0].Partitions[0].Offset != -1 {
+		t.Errorf("OffsetFetch v10 of an unknown topic ID: %+v, want offset -1 and UNKNOWN_TOPIC_ID", r.Groups)
 	}
 	od := kmsg.NewPtrOffsetDeleteRequest()
 	od.Group = group

@@ -11,6 +11,9 @@
 //	                          against it (default reference/target/lib)
 //	KAFKA_REFERENCE_REQUIRED  fail, rather than skip, those tests when the
 //	                          jars or java are missing (set by .ci/run)
+//	CONFLUENT_KAFKA_PYTHON    a python with confluent-kafka (librdkafka 2.12+)
+//	                          for TestLibrdkafkaKIP848 (.ci/run makes a venv)
+//	LIBRDKAFKA_KIP848_REQUIRED  fail, rather than skip, that test without it
 package compattests
 
 import (

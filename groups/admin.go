@@ -63,14 +63,14 @@ func (c *Coordinator) DescribeGroups(names []string) []GroupDescription {
 	for _, name := range names {
 		g := c.mu.groups[name]
 		if g == nil {
-			out = append(out, GroupDescription{Group: name, State: StateDead.String()})
+			out = append(out, GroupDescription{Group: name, State: StateDead.String(), NotClassic: true})
 			continue
 		}
 		if g.cg != nil {
 			// Kafka 4 describes a consumer group (KIP-848) to DescribeGroups
 			// v0-v5 as it does a missing one: Dead, no error.
 			// ConsumerGroupDescribe describes it.
-			out = append(out, GroupDescription{Group: name, State: StateDead.String()})
+			out = append(out, GroupDescription{Group: name, State: StateDead.String(), NotClassic: true})
 			continue
 		}
 		d := GroupDescription{Group: name, State: g.state.String()}

@@ -201,8 +201,12 @@ type GroupListing struct {
 
 // GroupDescription is one group of a DescribeGroups result.
 type GroupDescription struct {
-	Group        string
-	Err          error
+	Group string
+	Err   error
+	// NotClassic: no classic group has this name (missing, a consumer
+	// group of KIP-848 or a share group); described as Dead.
+	// DescribeGroups v6 answers it GROUP_ID_NOT_FOUND (KIP-1043).
+	NotClassic   bool
 	State        string
 	ProtocolType string
 	Protocol     string // the protocol name, set only when Stable

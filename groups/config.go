@@ -65,6 +65,13 @@ type Config struct {
 	// of consumer groups (Kafka group.consumer.heartbeat.interval.ms);
 	// default 5s.
 	ConsumerHeartbeatInterval time.Duration
+	// ConsumerMigrationPolicy is Kafka's group.consumer.migration.policy
+	// for groups with members (consumer_classic.go): "bidirectional" (the
+	// default) upgrades a classic group when a member of the new protocol
+	// joins and downgrades it when the last one leaves, "upgrade" and
+	// "downgrade" do only that, "disabled" neither. Empty groups convert
+	// either way under every policy.
+	ConsumerMigrationPolicy string
 	// ShareRecordLockDuration is how long a share group member holds a
 	// record it acquired before it is delivered again (Kafka
 	// group.share.record.lock.duration.ms); default 30s.
@@ -132,6 +139,26 @@ func (c *Config) setDefaults() {
 	if c.ShareAutoOffsetReset == "" {
 		c.ShareAutoOffsetReset = "latest"
 	}
+	if c.ConsumerMigrationPolicy == "" {
+		c.ConsumerMigrationPolicy = MigrationBidirectional
+	}
+}
+
+// The values of Config.ConsumerMigrationPolicy (Kafka's
+// ConsumerGroupMigrationPolicy).
+const (
+	MigrationBidirectional = "bidirectional"
+	MigrationUpgrade       = "upgrade"
+	MigrationDowngrade     = "downgrade"
+	MigrationDisabled      = "disabled"
+)
+
+func (c *Config) upgradeEnabled() bool {
+	return c.ConsumerMigrationPolicy == MigrationBidirectional || c.ConsumerMigrationPolicy == MigrationUpgrade
+}
+
+func (c *Config) downgradeEnabled() bool {
+	return c.ConsumerMigrationPolicy == MigrationBidirectional || c.ConsumerMigrationPolicy == MigrationDowngrade
 }
 
 // Validate checks the config after defaults are applied.
@@ -157,6 +184,11 @@ func (c *Config) Validate() error {
 	}
 	if c.ShareRecordLockDuration < 0 || c.ShareDeliveryCountLimit < 1 || c.ShareDeliveryCountLimit > 32767 || c.ShareMaxRecordLocks < 1 {
 		errs = append(errs, fmt.Errorf("groups: share record lock duration %v, delivery count limit %d and max record locks %d must be positive (the limit at most 32767)", c.ShareRecordLockDuration, c.ShareDeliveryCountLimit, c.ShareMaxRecordLocks))
+	}
+	switch c.ConsumerMigrationPolicy {
+	case MigrationBidirectional, MigrationUpgrade, MigrationDowngrade, MigrationDisabled:
+	default:
+		errs = append(errs, fmt.Errorf("groups: consumer migration policy %q; use bidirectional, upgrade, downgrade or disabled", c.ConsumerMigrationPolicy))
 	}
 	if c.ShareAutoOffsetReset != "latest" && c.ShareAutoOffsetReset != "earliest" {
 		errs = append(errs, fmt.Errorf("groups: share auto offset reset %q; use latest or earliest", c.ShareAutoOffsetReset))

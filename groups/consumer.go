@@ -91,6 +91,9 @@ type consumerMember struct {
 	// revokeDeadline is when the member is fenced unless it revoked its
 	// pending partitions; zero when it has none.
 	revokeDeadline time.Time
+	// classic is set for a member of the classic protocol
+	// (consumer_classic.go).
+	classic *classicInfo
 }
 
 // state is the group's state as Kafka names it (ConsumerGroupState).
@@ -248,10 +251,13 @@ func (c *Coordinator) validateConsumerHeartbeat(req *ConsumerHeartbeatRequest) e
 const maxTopicRegexBytes = 16 << 10
 
 // compileTopicRegex compiles a subscription regex (RE2J syntax, which Go's
-// RE2 shares) matched against whole topic names, as Kafka matches it.
+// RE2 shares) matched against whole topic names, as Kafka matches it. The
+// empty regex is no regex (nil, no error): Kafka's GroupMetadataManager
+// subscribes by regex only when it `isNotEmpty`, and librdkafka's KIP-848
+// consumer sends "" beside its topic names.
 func compileTopicRegex(s string) (*regexp.Regexp, error) {
 	if s == "" {
-		return nil, fmt.Errorf("%w: SubscribedTopicRegex must not be empty", ErrInvalidRegularExpression)
+		return nil, nil
 	}
 	re, err := regexp.Compile("^(?:" + s + ")$")
 	if err != nil {
@@ -315,13 +321,17 @@ func (c *Coordinator) consumerHeartbeatLocked(o *op, req *ConsumerHeartbeatReque
 		g.cg = newConsumerGroup()
 	}
 	if g.cg == nil {
-		if !g.is(StateEmpty) || len(g.members) > 0 || len(g.pending) > 0 {
-			return failed(fmt.Errorf("%w: group %s is a classic group with members; it becomes a consumer group once empty", ErrGroupIDNotFound, req.Group))
-		}
 		if req.MemberEpoch != joinGroupMemberEpoch {
 			return failed(fmt.Errorf("%w: group %s is not a consumer group", ErrGroupIDNotFound, req.Group))
 		}
-		c.convertToConsumerLocked(g)
+		if !g.is(StateEmpty) || len(g.members) > 0 || len(g.pending) > 0 {
+			// Online upgrade (migration policy bidirectional).
+			if err := c.upgradeToConsumerLocked(o, g); err != nil {
+				return failed(err)
+			}
+		} else {
+			c.convertToConsumerLocked(g)
+		}
 	}
 	w := &consumerWrite{now: o.now}
 	m, err := c.consumerMemberForLocked(g, req, w)
@@ -715,7 +725,9 @@ func (c *Coordinator) consumerLeaveLocked(o *op, g *group, req *ConsumerHeartbea
 	}
 	if err := c.writeConsumerLocked(o, g, w); err != nil {
 		res.Err = err
+		return res
 	}
+	c.maybeDowngradeLocked(o, g)
 	return res
 }
 
@@ -814,7 +826,9 @@ func (c *Coordinator) runConsumerTimersLocked(o *op, g *group) {
 	if len(expired) > 0 {
 		if err := c.writeConsumerLocked(o, g, w); err != nil {
 			c.log.Warn().Err(err).Str("group", g.name).Msg("storing a consumer group change failed")
+			return
 		}
+		c.maybeDowngradeLocked(o, g)
 	}
 }
 
@@ -867,5 +881,6 @@ func (c *Coordinator) consumerAdminLeaveLocked(o *op, g *group, members []LeaveM
 	if err := c.writeConsumerLocked(o, g, w); err != nil {
 		return LeaveResult{Err: err}
 	}
+	c.maybeDowngradeLocked(o, g)
 	return res
 }

@@ -26,6 +26,9 @@ type ConsumerMemberDescription struct {
 	SubscribedTopicRegex *string
 	Assignment           []TopicPartitionsDescription
 	TargetAssignment     []TopicPartitionsDescription
+	// Classic: a member of the classic protocol (JoinGroup) inside the
+	// consumer group (consumer_classic.go).
+	Classic bool
 }
 
 // ConsumerGroupDescription is one group of a ConsumerGroupDescribe result.
@@ -65,6 +68,7 @@ func (c *Coordinator) DescribeConsumerGroups(names []string) []ConsumerGroupDesc
 				SubscribedTopicNames: nonNilStrings(m.topicNames), SubscribedTopicRegex: m.regex,
 				Assignment:       c.describeAssignment(m.assigned),
 				TargetAssignment: c.describeAssignment(cg.target[m.id]),
+				Classic:          m.classic != nil,
 			})
 		}
 		out = append(out, d)

@@ -148,7 +148,51 @@ func encodeConsumerMemberMetadata(m *consumerMember) []byte {
 	v = kbin.AppendCompactNullableString(v, m.regex)
 	v = kbin.AppendInt32(v, int32(m.rebalanceTimeout/time.Millisecond))
 	v = kbin.AppendCompactNullableString(v, m.serverAssignor)
-	return kbin.AppendUvarint(v, 0)
+	if m.classic == nil {
+		return kbin.AppendUvarint(v, 0)
+	}
+	// Tagged field 0, ClassicMemberMetadata: a nullable struct, so a
+	// presence byte first (as Kafka's generated writer).
+	cm := []byte{1}
+	cm = kbin.AppendInt32(cm, int32(m.classic.sessionTimeout/time.Millisecond))
+	cm = kbin.AppendCompactArrayLen(cm, len(m.classic.protocols))
+	for _, p := range m.classic.protocols {
+		cm = kbin.AppendCompactString(cm, p.Name)
+		cm = kbin.AppendCompactBytes(cm, p.Metadata)
+		cm = kbin.AppendUvarint(cm, 0)
+	}
+	cm = kbin.AppendUvarint(cm, 0)
+	v = kbin.AppendUvarint(v, 1)
+	v = kbin.AppendUvarint(v, 0)
+	v = kbin.AppendUvarint(v, uint32(len(cm)))
+	return append(v, cm...)
+}
+
+// readClassicMemberMetadata reads the tagged fields of a
+// ConsumerGroupMemberMetadataValue: tag 0 is ClassicMemberMetadata, set
+// for a classic member inside the consumer group (consumer_classic.go).
+func readClassicMemberMetadata(r *kbin.Reader) *classicInfo {
+	var ci *classicInfo
+	n := r.Uvarint()
+	for i := uint32(0); i < n && r.Ok(); i++ {
+		tag := r.Uvarint()
+		b := r.Span(int(r.Uvarint()))
+		if tag != 0 || len(b) == 0 || b[0] != 1 {
+			continue
+		}
+		cr := kbin.Reader{Src: b[1:]}
+		c := &classicInfo{sessionTimeout: time.Duration(cr.Int32()) * time.Millisecond}
+		pn := cr.CompactArrayLen()
+		for j := int32(0); j < pn && cr.Ok(); j++ {
+			c.protocols = append(c.protocols, Protocol{Name: cr.CompactString(), Metadata: slices.Clone(cr.CompactBytes())})
+			skipTags(&cr)
+		}
+		skipTags(&cr)
+		if cr.Ok() {
+			ci = c
+		}
+	}
+	return ci
 }
 
 func encodeConsumerTargetMember(a assignment) []byte {
@@ -348,6 +392,11 @@ func restoreConsumerRecord(cg *consumerGroup, key, value []byte) error {
 		if m.instanceID != nil {
 			cg.staticMembers[*m.instanceID] = m.id
 		}
+		m.classic = readClassicMemberMetadata(&r)
+		if !r.Ok() {
+			return errors.New("record value is truncated")
+		}
+		return nil
 	case recConsumerTargetMember:
 		cg.target[memberID] = readTopicPartitions(&r)
 	case recConsumerCurrentAssignment:

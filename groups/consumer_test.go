@@ -370,6 +370,21 @@ func TestConsumerGroupRegexMatchesTopicCreatedLater(t *testing.T) {
 	}
 }
 
+// TestConsumerGroupEmptyRegexIsNoRegex pins a bug librdkafka's KIP-848
+// consumer found: it sends SubscribedTopicRegex "" beside its topic names,
+// which was answered INVALID_REGULAR_EXPRESSION (a fatal error for it);
+// Kafka subscribes by regex only when the regex is not empty.
+func TestConsumerGroupEmptyRegexIsNoRegex(t *testing.T) {
+	h := newHarness(t, Config{})
+	h.createTopic("t", 2)
+	h.createTopic("u", 1)
+	empty := ""
+	r := h.hb(ConsumerHeartbeatRequest{Group: "g", MemberID: "m", RebalanceTimeoutMillis: 1000, SubscribedTopicNames: []string{"t"}, SubscribedTopicRegex: &empty, Owned: []TopicIDPartitions{}})
+	if r.Err != nil || count(r.Assignment) != 2 {
+		t.Fatalf("join with topic names and an empty regex: %+v, want the 2 partitions of t", r)
+	}
+}
+
 func TestConsumerGroupConversion(t *testing.T) {
 	h := newHarness(t, Config{})
 	h.createTopic("t", 1)
@@ -389,12 +404,14 @@ func TestConsumerGroupConversion(t *testing.T) {
 	if l := h.c.ListGroups(nil, []string{"classic"}); len(l) != 0 {
 		t.Fatalf("ListGroups classic lists the consumer group: %+v", l)
 	}
-	// A classic member cannot join it while it has members.
+	// A classic member whose metadata is no consumer subscription cannot
+	// join it (consumer_classic.go serves those that are).
 	res := h.c.Join(JoinRequest{Group: "g", ProtocolType: "consumer", Protocols: []Protocol{{Name: "range"}}, SessionTimeout: 10 * time.Second, Version: 9}, h.now).Wait(nil)
 	if !errors.Is(res.Err, ErrInconsistentGroupProtocol) {
 		t.Fatalf("classic join of a consumer group: %v, want INCONSISTENT_GROUP_PROTOCOL", res.Err)
 	}
-	// A classic group with members refuses consumer members.
+	// A classic group whose members' metadata is no consumer subscription
+	// cannot be upgraded (TestConsumerGroupOnlineUpgrade upgrades one).
 	h.stableGroup("classic", 1)
 	if r := h.hb(ConsumerHeartbeatRequest{Group: "classic", MemberID: "x", RebalanceTimeoutMillis: 1, SubscribedTopicNames: []string{"t"}, Owned: []TopicIDPartitions{}}); !errors.Is(r.Err, ErrGroupIDNotFound) {
 		t.Fatalf("consumer join of a classic group with members: %v, want GROUP_ID_NOT_FOUND", r.Err)

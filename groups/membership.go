@@ -6,7 +6,6 @@ package groups
 // completeClassicGroupJoin, classicGroupSync, ...).
 
 import (
-	"fmt"
 	"time"
 )
 
@@ -51,8 +50,11 @@ func (c *Coordinator) Join(req JoinRequest, now time.Time) *Future[JoinResult] {
 	}
 	if g.cg != nil {
 		if len(g.cg.members) > 0 {
+			// A classic member of a consumer group (consumer_classic.go).
+			f.ch <- c.classicJoinToConsumerLocked(o, g, req)
 			c.mu.Unlock()
-			return fail(fmt.Errorf("%w: group %s is a consumer group (KIP-848) with members; use group.protocol=consumer or another group", ErrInconsistentGroupProtocol, req.Group))
+			f.persists = o.persists
+			return f
 		}
 		if err := c.convertToClassicLocked(o, g); err != nil {
 			c.mu.Unlock()
@@ -457,6 +459,10 @@ func (c *Coordinator) Sync(req SyncRequest, now time.Time) *Future[SyncResult] {
 		f.persists = o.persists
 	}()
 	g := c.mu.groups[req.Group]
+	if g != nil && g.cg != nil {
+		f.ch <- c.classicSyncToConsumerLocked(g, req)
+		return f
+	}
 	if g == nil || g.is(StateEmpty) {
 		f.ch <- SyncResult{Err: ErrUnknownMemberID}
 		return f
@@ -573,6 +579,9 @@ func (c *Coordinator) Heartbeat(req HeartbeatRequest, now time.Time) error {
 	}
 	if g.is(StateDead) {
 		return ErrCoordinatorNotAvailable
+	}
+	if g.cg != nil {
+		return c.classicHeartbeatToConsumerLocked(&op{now: now}, g, req)
 	}
 	if err := g.validateMember(req.MemberID, req.InstanceID); err != nil {
 		return err

@@ -1,6 +1,6 @@
 package kafkaproto
 
-// OffsetCommit: v0-v9
+// OffsetCommit: v0-v10
 //
 // Behavior:
 //   - Each offset is appended as an OffsetCommit record (Kafka's own key
@@ -25,7 +25,10 @@ package kafkaproto
 //     after the commit.
 //   - v7: group_instance_id (KIP-345). v9: an unknown group with a
 //     generation >= 0 is GROUP_ID_NOT_FOUND (ILLEGAL_GENERATION before).
-//   - v10 (topic IDs, KIP-848) is not served.
+//   - v10 (KIP-848 follow-up, Kafka 4.1+) names topics by ID instead of
+//     name, in the request and the answer: a topic ID no topic has is
+//     UNKNOWN_TOPIC_ID for each of its partitions and left out of the
+//     commit, as KafkaApis does (before the topic's READ check).
 
 import (
 	"time"
@@ -36,7 +39,7 @@ import (
 	"github.com/vibemq/broker/groups"
 )
 
-func init() { register(kmsg.OffsetCommit, 0, 9, (*Server).handleOffsetCommit) }
+func init() { register(kmsg.OffsetCommit, 0, 10, (*Server).handleOffsetCommit) }
 
 func (s *Server) handleOffsetCommit(r *request) (reply, error) {
 	req := r.kreq.(*kmsg.OffsetCommitRequest)
@@ -56,13 +59,16 @@ func (s *Server) handleOffsetCommit(r *request) (reply, error) {
 	}
 	// Topics the principal may not READ are answered
 	// TOPIC_AUTHORIZATION_FAILED and left out of the commit (KafkaApis
-	// handleOffsetCommitRequest); denied[i] marks them.
+	// handleOffsetCommitRequest), and so are unknown topic IDs (v10,
+	// UNKNOWN_TOPIC_ID); denied[i] marks them. names[i] is the topic's
+	// name, from its ID at v10.
 	denied := make([]bool, len(req.Topics))
+	names := make([]string, len(req.Topics))
 	resp.Topics = make([]kmsg.OffsetCommitResponseTopic, len(req.Topics))
 	for i, t := range req.Topics {
 		rt := &resp.Topics[i]
 		*rt = kmsg.NewOffsetCommitResponseTopic()
-		rt.Topic = t.Topic
+		rt.Topic, rt.TopicID = t.Topic, t.TopicID
 		rt.Partitions = make([]kmsg.OffsetCommitResponseTopicPartition, len(t.Partitions))
 		for j, p := range t.Partitions {
 			rp := &rt.Partitions[j]
@@ -70,10 +76,26 @@ func (s *Server) handleOffsetCommit(r *request) (reply, error) {
 			rp.Partition = p.Partition
 			rp.ErrorCode = fixed
 		}
-		if fixed == 0 && !r.allowedTopic(auth.OpRead, t.Topic) {
+		if fixed != 0 {
+			continue
+		}
+		names[i] = t.Topic
+		code := int16(0)
+		if req.Version >= 10 {
+			names[i] = ""
+			if tp, ok := s.topics.TopicByID(t.TopicID); ok {
+				names[i] = tp.Name
+			} else {
+				code = kerr.UnknownTopicID.Code
+			}
+		}
+		if code == 0 && !r.allowedTopic(auth.OpRead, names[i]) {
+			code = kerr.TopicAuthorizationFailed.Code
+		}
+		if code != 0 {
 			denied[i] = true
 			for j := range rt.Partitions {
-				rt.Partitions[j].ErrorCode = kerr.TopicAuthorizationFailed.Code
+				rt.Partitions[j].ErrorCode = code
 			}
 		}
 	}
@@ -99,7 +121,7 @@ func (s *Server) handleOffsetCommit(r *request) (reply, error) {
 		if denied[i] {
 			continue
 		}
-		ct := groups.CommitTopic{Topic: t.Topic, Partitions: make([]groups.CommitPartition, len(t.Partitions))}
+		ct := groups.CommitTopic{Topic: names[i], Partitions: make([]groups.CommitPartition, len(t.Partitions))}
 		for j, p := range t.Partitions {
 			epoch := int32(-1)
 			if req.Version >= 6 {
@@ -122,6 +144,19 @@ func (s *Server) handleOffsetCommit(r *request) (reply, error) {
 			}
 			k++
 		}
+		// Kafka's OffsetCommitResponse.Builder holds the topics refused
+		// before the commit ahead of the committed ones: visible at v10,
+		// where no name tells topics apart.
+		refused := make([]kmsg.OffsetCommitResponseTopic, 0, len(resp.Topics))
+		committed := make([]kmsg.OffsetCommitResponseTopic, 0, len(resp.Topics))
+		for i, t := range resp.Topics {
+			if denied[i] {
+				refused = append(refused, t)
+			} else {
+				committed = append(committed, t)
+			}
+		}
+		resp.Topics = append(refused, committed...)
 	}
 	return reply{resp: resp, finish: finish}, nil
 }

@@ -1,6 +1,6 @@
 package kafkaproto
 
-// OffsetFetch: v0-v9
+// OffsetFetch: v0-v10
 //
 // Behavior:
 //   - Returns committed offsets that are durable. A partition without one,
@@ -17,8 +17,13 @@ package kafkaproto
 //     the top level (v2+).
 //   - v9's member ID and epoch (KIP-848) are checked against a consumer
 //     group when the member ID is set (UNKNOWN_MEMBER_ID,
-//     STALE_MEMBER_EPOCH); classic groups do not check them. v10 (topic
-//     IDs) is not served.
+//     STALE_MEMBER_EPOCH); classic groups do not check them.
+//   - v10 (KIP-848 follow-up, Kafka 4.1+) names topics by ID instead of
+//     name: a topic ID no topic has is answered after the group's other
+//     topics with each partition at offset -1 and UNKNOWN_TOPIC_ID (unless
+//     the group itself fails); a null topic list answers every committed
+//     topic that still exists with its ID (KafkaApis fetchOffsetsForGroup,
+//     fetchAllOffsetsForGroup).
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -27,7 +32,7 @@ import (
 	"github.com/vibemq/broker/groups"
 )
 
-func init() { register(kmsg.OffsetFetch, 0, 9, (*Server).handleOffsetFetch) }
+func init() { register(kmsg.OffsetFetch, 0, 10, (*Server).handleOffsetFetch) }
 
 // authorizeFetchedOffsets applies the DESCRIBE check on each topic
 // (KafkaApis handleOffsetFetchRequest): a topic the request named is
@@ -58,28 +63,7 @@ func (s *Server) handleOffsetFetch(r *request) (reply, error) {
 	req := r.kreq.(*kmsg.OffsetFetchRequest)
 	resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
 
-	var asks []groups.FetchOffsetsRequest
-	if req.Version < 8 {
-		ask := groups.FetchOffsetsRequest{Group: req.Group, RequireStable: req.RequireStable}
-		if req.Topics != nil || req.Version < 2 {
-			ask.Topics = make([]groups.FetchOffsetsTopic, 0, len(req.Topics))
-			for _, t := range req.Topics {
-				ask.Topics = append(ask.Topics, groups.FetchOffsetsTopic{Topic: t.Topic, Partitions: t.Partitions})
-			}
-		}
-		asks = append(asks, ask)
-	} else {
-		for _, g := range req.Groups {
-			ask := groups.FetchOffsetsRequest{Group: g.Group, RequireStable: req.RequireStable, MemberID: g.MemberID, MemberEpoch: g.MemberEpoch}
-			if g.Topics != nil {
-				ask.Topics = make([]groups.FetchOffsetsTopic, 0, len(g.Topics))
-				for _, t := range g.Topics {
-					ask.Topics = append(ask.Topics, groups.FetchOffsetsTopic{Topic: t.Topic, Partitions: t.Partitions})
-				}
-			}
-			asks = append(asks, ask)
-		}
-	}
+	asks, unknownIDs := s.offsetFetchAsks(req)
 	total := 0
 	for _, a := range asks {
 		total++
@@ -95,7 +79,7 @@ func (s *Server) handleOffsetFetch(r *request) (reply, error) {
 		fixed = kerr.CoordinatorNotAvailable.Code
 	}
 
-	for _, a := range asks {
+	for i, a := range asks {
 		fixed := fixed
 		if fixed == 0 && !r.allowedGroup(auth.OpDescribe, a.Group) {
 			fixed = kerr.GroupAuthorizationFailed.Code
@@ -145,6 +129,13 @@ func (s *Server) handleOffsetFetch(r *request) (reply, error) {
 		for _, t := range res.Topics {
 			rt := kmsg.NewOffsetFetchResponseGroupTopic()
 			rt.Topic = t.Topic
+			if req.Version >= 10 {
+				tp, ok := s.topics.Topic(t.Topic)
+				if !ok {
+					continue // deleted since: Kafka leaves out topics without an ID
+				}
+				rt.TopicID = tp.ID
+			}
 			for _, p := range t.Partitions {
 				rp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
 				rp.Partition, rp.Offset, rp.LeaderEpoch, rp.Metadata = p.Partition, p.Offset, p.LeaderEpoch, p.Metadata
@@ -153,7 +144,66 @@ func (s *Server) handleOffsetFetch(r *request) (reply, error) {
 			}
 			rg.Topics = append(rg.Topics, rt)
 		}
+		if rg.ErrorCode == 0 && unknownIDs != nil {
+			rg.Topics = append(rg.Topics, unknownTopicIDOffsets(unknownIDs[i])...)
+		}
 		resp.Groups = append(resp.Groups, rg)
 	}
 	return reply{resp: resp}, nil
+}
+
+// unknownTopicIDOffsets answers the topics of an OffsetFetch v10 group
+// whose IDs no topic has: each partition at offset -1 with
+// UNKNOWN_TOPIC_ID (KafkaApis fetchOffsetsForGroup).
+func unknownTopicIDOffsets(ts []kmsg.OffsetFetchRequestGroupTopic) []kmsg.OffsetFetchResponseGroupTopic {
+	out := make([]kmsg.OffsetFetchResponseGroupTopic, 0, len(ts))
+	for _, t := range ts {
+		rt := kmsg.NewOffsetFetchResponseGroupTopic()
+		rt.TopicID = t.TopicID
+		for _, p := range t.Partitions {
+			rp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
+			rp.Partition, rp.Offset, rp.Metadata, rp.ErrorCode = p, -1, kmsg.StringPtr(""), kerr.UnknownTopicID.Code
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		out = append(out, rt)
+	}
+	return out
+}
+
+// offsetFetchAsks turns the request into one ask per group (v0-v7: the one
+// group) with topics by name; at v10 the topic IDs no topic has are set
+// aside per group (unknownIDs, nil before v8).
+func (s *Server) offsetFetchAsks(req *kmsg.OffsetFetchRequest) (asks []groups.FetchOffsetsRequest, unknownIDs [][]kmsg.OffsetFetchRequestGroupTopic) {
+	if req.Version < 8 {
+		ask := groups.FetchOffsetsRequest{Group: req.Group, RequireStable: req.RequireStable}
+		if req.Topics != nil || req.Version < 2 {
+			ask.Topics = make([]groups.FetchOffsetsTopic, 0, len(req.Topics))
+			for _, t := range req.Topics {
+				ask.Topics = append(ask.Topics, groups.FetchOffsetsTopic{Topic: t.Topic, Partitions: t.Partitions})
+			}
+		}
+		asks = append(asks, ask)
+	} else {
+		unknownIDs = make([][]kmsg.OffsetFetchRequestGroupTopic, len(req.Groups))
+		for i, g := range req.Groups {
+			ask := groups.FetchOffsetsRequest{Group: g.Group, RequireStable: req.RequireStable, MemberID: g.MemberID, MemberEpoch: g.MemberEpoch}
+			if g.Topics != nil {
+				ask.Topics = make([]groups.FetchOffsetsTopic, 0, len(g.Topics))
+				for _, t := range g.Topics {
+					name := t.Topic
+					if req.Version >= 10 {
+						tp, ok := s.topics.TopicByID(t.TopicID)
+						if !ok {
+							unknownIDs[i] = append(unknownIDs[i], t)
+							continue
+						}
+						name = tp.Name
+					}
+					ask.Topics = append(ask.Topics, groups.FetchOffsetsTopic{Topic: name, Partitions: t.Partitions})
+				}
+			}
+			asks = append(asks, ask)
+		}
+	}
+	return asks, unknownIDs
 }

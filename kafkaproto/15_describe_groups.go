@@ -1,21 +1,23 @@
 package kafkaproto
 
-// DescribeGroups: v0-v5
+// DescribeGroups: v0-v6
 //
 // Behavior:
 //   - State, protocol type and members of each group. The selected
 //     protocol and each member's metadata and assignment (byte for byte)
 //     are given only when the group is Stable, as Kafka does.
-//   - An unknown group, and a consumer group of the KIP-848 protocol, is
-//     described as Dead, without error, as Kafka 4 answers (v6 would
-//     answer GROUP_ID_NOT_FOUND; it is not served). ConsumerGroupDescribe
-//     describes consumer groups.
+//   - An unknown group, a consumer group of the KIP-848 protocol and a
+//     share group are described as Dead, without error before v6, as
+//     Kafka 4 answers. ConsumerGroupDescribe describes consumer groups.
 //   - include_authorized_operations (v3+): without ACLs every operation on
 //     a group is allowed: READ, DELETE and DESCRIBE. Otherwise Kafka's
 //     "not requested" value, INT32_MIN.
 //
 // Version notes:
 //   - v4: group_instance_id of members (KIP-345).
+//   - v6 (KIP-1043): a group that is not a classic group is Dead with
+//     GROUP_ID_NOT_FOUND and an error message, as Kafka's
+//     GroupMetadataManager.describeGroups.
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -23,7 +25,7 @@ import (
 	"github.com/vibemq/broker/auth"
 )
 
-func init() { register(kmsg.DescribeGroups, 0, 5, (*Server).handleDescribeGroups) }
+func init() { register(kmsg.DescribeGroups, 0, 6, (*Server).handleDescribeGroups) }
 
 func (s *Server) handleDescribeGroups(r *request) (reply, error) {
 	req := r.kreq.(*kmsg.DescribeGroupsRequest)
@@ -64,6 +66,10 @@ func (s *Server) handleDescribeGroups(r *request) (reply, error) {
 		g := kmsg.NewDescribeGroupsResponseGroup()
 		g.Group = d.Group
 		g.ErrorCode = errorCode(d.Err)
+		if d.NotClassic && req.Version >= 6 {
+			g.ErrorCode = kerr.GroupIDNotFound.Code
+			g.ErrorMessage = kmsg.StringPtr("Group " + d.Group + " not found.")
+		}
 		g.State = d.State
 		g.ProtocolType = d.ProtocolType
 		g.Protocol = d.Protocol

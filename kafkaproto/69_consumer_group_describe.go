@@ -92,7 +92,10 @@ func (s *Server) handleConsumerGroupDescribe(r *request) (reply, error) {
 			}
 			rm.Assignment = describedAssignment(m.Assignment)
 			rm.TargetAssignment = describedAssignment(m.TargetAssignment)
-			rm.MemberType = 1
+			rm.MemberType = 1 // consumer (KIP-1099)
+			if m.Classic {
+				rm.MemberType = 0 // classic, inside a consumer group after an online upgrade
+			}
 			g.Members = append(g.Members, rm)
 		}
 		resp.Groups = append(resp.Groups, g)

@@ -167,7 +167,8 @@ func TestProduceRefusedWhileDiskLow(t *testing.T) {
 	oc.Group = "g"
 	oc.Generation = -1
 	oct := kmsg.NewOffsetCommitRequestTopic()
-	oct.Topic = "t"
+	tp, _ := s.topics.Topic("t")
+	oct.Topic, oct.TopicID = "t", tp.ID // v10 names topics by ID
 	ocp := kmsg.NewOffsetCommitRequestTopicPartition()
 	ocp.Partition = 0
 	ocp.Offset = 1

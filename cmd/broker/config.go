@@ -117,6 +117,9 @@ type Config struct {
 	// (KIP-848 group.protocol=consumer).
 	GroupConsumerSessionTimeout    time.Duration
 	GroupConsumerHeartbeatInterval time.Duration
+	// GroupConsumerMigrationPolicy is Kafka's
+	// group.consumer.migration.policy (KIP-848 online migration).
+	GroupConsumerMigrationPolicy string
 	// GroupShareRecordLockDuration, GroupShareDeliveryCountLimit and
 	// GroupShareAutoOffsetReset are the delivery settings of share groups
 	// (KIP-932).
@@ -355,6 +358,8 @@ var configKeys = append([]configKey{
 		func(c *Config) *time.Duration { return &c.GroupConsumerSessionTimeout }, time.Second, time.Hour),
 	durationKey(keyInfo{name: "group-consumer-heartbeat-interval", def: "5s", usage: "how often members of a consumer group using the new protocol (KIP-848) heartbeat", doc: "Kafka group.consumer.heartbeat.interval.ms."},
 		func(c *Config) *time.Duration { return &c.GroupConsumerHeartbeatInterval }, 100*time.Millisecond, 10*time.Minute),
+	enumKey(keyInfo{name: "group-consumer-migration-policy", def: "bidirectional", usage: "whether a group with members moves between the classic and the new protocol (KIP-848): bidirectional, upgrade, downgrade or disabled", doc: "Kafka group.consumer.migration.policy. upgrade: a classic group becomes a consumer group when a member of the new protocol joins it; downgrade: a consumer group of classic members only becomes classic when its last member of the new protocol leaves; bidirectional: both. Empty groups convert under every policy."},
+		func(c *Config) *string { return &c.GroupConsumerMigrationPolicy }, "bidirectional", "upgrade", "downgrade", "disabled"),
 	durationKey(keyInfo{name: "group-share-record-lock-duration", def: "30s", usage: "how long a share group member holds a record it fetched before the record is delivered again", doc: "Kafka group.share.record.lock.duration.ms (KIP-932), the acquisition lock."},
 		func(c *Config) *time.Duration { return &c.GroupShareRecordLockDuration }, time.Second, time.Hour),
 	intKey(keyInfo{name: "group-share-delivery-count-limit", def: "5", usage: "how many times a share group delivers a record before it archives it", doc: "Kafka group.share.delivery.count.limit (KIP-932). An archived record is skipped, never delivered again."},

@@ -91,6 +91,7 @@ func TestDefaults(t *testing.T) {
 		GroupInitialRebalanceDelay:     3 * time.Second,
 		GroupConsumerSessionTimeout:    45 * time.Second,
 		GroupConsumerHeartbeatInterval: 5 * time.Second,
+		GroupConsumerMigrationPolicy:   "bidirectional",
 		GroupShareRecordLockDuration:   30 * time.Second,
 		GroupShareDeliveryCountLimit:   5,
 		GroupShareAutoOffsetReset:      "latest",

@@ -210,6 +210,7 @@ func (b *broker) openDomains() (err error) {
 		InitialRebalanceDelay:     cfg.GroupInitialRebalanceDelay,
 		ConsumerSessionTimeout:    cfg.GroupConsumerSessionTimeout,
 		ConsumerHeartbeatInterval: cfg.GroupConsumerHeartbeatInterval,
+		ConsumerMigrationPolicy:   cfg.GroupConsumerMigrationPolicy,
 		ShareRecordLockDuration:   cfg.GroupShareRecordLockDuration,
 		ShareDeliveryCountLimit:   cfg.GroupShareDeliveryCountLimit,
 		ShareAutoOffsetReset:      cfg.GroupShareAutoOffsetReset,

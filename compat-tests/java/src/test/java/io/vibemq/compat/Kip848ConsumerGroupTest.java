@@ -154,6 +154,108 @@ class Kip848ConsumerGroupTest extends BrokerTestBase {
                 "ListGroups shows the group as a consumer group");
     }
 
+    static KafkaConsumer<String, String> classicMember(String group) {
+        Map<String, Object> m = new HashMap<>();
+        m.put("partition.assignment.strategy", "org.apache.kafka.clients.consumer.CooperativeStickyAssignor");
+        m.put("session.timeout.ms", 10_000);
+        m.put("heartbeat.interval.ms", 300);
+        return consumer(group, m);
+    }
+
+    /**
+     * pollCommit for groups with classic members: a commit refused because
+     * a rebalance is under way (RebalanceInProgressException,
+     * CommitFailedException, as Kafka answers too) counts nothing, and the
+     * member seeks back to the batch's first offsets of the partitions it
+     * still owns, so every record is counted once, when committed.
+     */
+    static void pollCommitRetrying(List<KafkaConsumer<String, String>> cs, List<ConsumerRecord<String, String>> out,
+            java.util.function.BooleanSupplier cond, String what) {
+        java.time.Instant deadline = java.time.Instant.now().plus(DEADLINE);
+        while (!cond.getAsBoolean()) {
+            if (java.time.Instant.now().isAfter(deadline)) {
+                throw new AssertionError("not within " + DEADLINE + ": " + what + "; assignments "
+                        + cs.stream().map(c -> c.assignment().toString()).collect(Collectors.joining(" | ")));
+            }
+            for (KafkaConsumer<String, String> c : cs) {
+                var rs = c.poll(Duration.ofMillis(100));
+                if (rs.isEmpty()) {
+                    continue;
+                }
+                try {
+                    c.commitSync(Duration.ofSeconds(10));
+                    rs.forEach(out::add);
+                } catch (org.apache.kafka.common.errors.RebalanceInProgressException
+                        | org.apache.kafka.clients.consumer.CommitFailedException e) {
+                    for (TopicPartition tp : rs.partitions()) {
+                        if (c.assignment().contains(tp)) {
+                            c.seek(tp, rs.records(tp).get(0).offset());
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /**
+     * A rolling upgrade from group.protocol=classic to consumer (KIP-848
+     * online migration): two classic members (cooperative-sticky) share 4
+     * partitions; a member of the new protocol joins (the group becomes a
+     * consumer group, the classic members keep consuming), the first
+     * classic member leaves, the second is replaced too. Every record is
+     * consumed once, the group ends a consumer group of two members owning
+     * 2 + 2 partitions, and the committed offsets cover every record.
+     */
+    @Test
+    void rollingUpgradeFromClassic() throws Exception {
+        String topic = createTopic("kip848roll", 4);
+        String group = unique("kip848roll");
+        List<ConsumerRecord<String, String>> got = new ArrayList<>();
+        KafkaConsumer<String, String> a = classicMember(group);
+        KafkaConsumer<String, String> b = classicMember(group);
+        KafkaConsumer<String, String> a2 = member(group, null);
+        KafkaConsumer<String, String> b2 = member(group, null);
+        try {
+            subscribeCommittingOnRevoke(a, topic);
+            subscribeCommittingOnRevoke(b, topic);
+            pollCommitRetrying(List.of(a, b), got, () -> a.assignment().size() == 2 && b.assignment().size() == 2, "classic 2 + 2");
+            ConsumerGroupTest.produce(topic, 100);
+            pollCommitRetrying(List.of(a, b), got, () -> got.size() >= 100, "100 records by the classic members");
+
+            subscribeCommittingOnRevoke(a2, topic);
+            List<KafkaConsumer<String, String>> three = List.of(a, b, a2);
+            pollCommitRetrying(three, got, () -> !a2.assignment().isEmpty() && union(three).size() == 4
+                    && a.assignment().size() + b.assignment().size() + a2.assignment().size() == 4,
+                    "the new-protocol member got partitions beside the classic ones");
+            ConsumerGroupTest.produce(topic, 100);
+            pollCommitRetrying(three, got, () -> got.size() >= 200, "200 records by a mixed group");
+
+            a.close(Duration.ofSeconds(10));
+            subscribeCommittingOnRevoke(b2, topic);
+            List<KafkaConsumer<String, String>> mixed = List.of(b, a2, b2);
+            pollCommitRetrying(mixed, got, () -> !b2.assignment().isEmpty() && union(mixed).size() == 4
+                    && b.assignment().size() + a2.assignment().size() + b2.assignment().size() == 4,
+                    "the second new-protocol member got partitions");
+            b.close(Duration.ofSeconds(10));
+            List<KafkaConsumer<String, String>> two = List.of(a2, b2);
+            pollCommitRetrying(two, got, () -> a2.assignment().size() == 2 && b2.assignment().size() == 2, "2 + 2 after the upgrade");
+            ConsumerGroupTest.produce(topic, 100);
+            pollCommitRetrying(two, got, () -> got.size() >= 300, "300 records");
+            assertEquals(300, got.stream().map(r -> r.topic() + "/" + r.partition() + "/" + r.offset()).distinct().count());
+            assertEquals(300, got.size(), "records consumed (duplicates?)");
+            ConsumerGroupDescription d = admin.describeConsumerGroups(List.of(group)).all().get(30, TimeUnit.SECONDS).get(group);
+            assertEquals(GroupType.CONSUMER, d.type());
+            assertEquals(2, d.members().size());
+        } finally {
+            for (KafkaConsumer<String, String> c : List.of(a, b, a2, b2)) {
+                c.close(Duration.ofSeconds(10));
+            }
+        }
+        Map<TopicPartition, OffsetAndMetadata> committed = admin.listConsumerGroupOffsets(group)
+                .partitionsToOffsetAndMetadata().get(30, TimeUnit.SECONDS);
+        assertEquals(300, committed.values().stream().mapToLong(OffsetAndMetadata::offset).sum(), "committed offsets cover every record");
+    }
+
     /** The range assignor: two members split one topic's 4 partitions into ranges 0-1 and 2-3. */
     @Test
     void rangeAssignor() throws Exception {

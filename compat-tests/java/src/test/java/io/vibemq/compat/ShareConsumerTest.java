@@ -44,13 +44,17 @@ import org.junit.jupiter.api.Test;
 class ShareConsumerTest extends BrokerTestBase {
 
     static KafkaShareConsumer<String, String> shareConsumer(String group, String clientId) {
+        return shareConsumer(group, clientId, "explicit");
+    }
+
+    static KafkaShareConsumer<String, String> shareConsumer(String group, String clientId, String ackMode) {
         Properties p = new Properties();
         p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, broker.bootstrap());
         p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
         p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
         p.put(ConsumerConfig.GROUP_ID_CONFIG, group);
         p.put(ConsumerConfig.CLIENT_ID_CONFIG, clientId);
-        p.put("share.acknowledgement.mode", "explicit");
+        p.put("share.acknowledgement.mode", ackMode);
         p.put(ConsumerConfig.REQUEST_TIMEOUT_MS_CONFIG, "15000");
         p.put(ConsumerConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, "30000");
         return new KafkaShareConsumer<>(p);
@@ -141,5 +145,70 @@ class ShareConsumerTest extends BrokerTestBase {
                 "a record released every time is delivered up to the limit (3)");
         long redelivered = plain.stream().filter(v -> deliveries.get(v).get(0) == 2).count();
         assertEquals(held, redelivered, "the quitter's records come back at delivery count 2");
+    }
+
+    /**
+     * share.acknowledgement.mode=implicit: the records of a poll are
+     * accepted by the next poll (or commitSync) without acknowledge calls.
+     * Two members get every record once, at delivery count 1; nothing
+     * comes back after a lock duration, and a member that joins later
+     * finds nothing left.
+     */
+    @Test
+    void implicitModeAcceptsWhatWasPolled() throws Exception {
+        String topic = createTopic("share-implicit", 2);
+        String group = unique("share-implicit-group");
+        List<String> plain = new ArrayList<>();
+        for (int i = 0; i < 200; i++) {
+            plain.add(String.format("i-%03d", i));
+        }
+        try (KafkaProducer<String, String> p = producer(Map.of())) {
+            for (int i = 0; i < plain.size(); i++) {
+                p.send(new ProducerRecord<>(topic, i % 2, null, plain.get(i)));
+            }
+            p.flush();
+        }
+        Map<String, List<Short>> deliveries = new TreeMap<>();
+        List<KafkaShareConsumer<String, String>> members = new ArrayList<>();
+        try {
+            for (int i = 0; i < 2; i++) {
+                KafkaShareConsumer<String, String> c = shareConsumer(group, "implicit-" + i, "implicit");
+                c.subscribe(List.of(topic));
+                members.add(c);
+            }
+            Instant deadline = Instant.now().plus(Duration.ofSeconds(60));
+            while (deliveries.size() < plain.size()) {
+                assertTrue(Instant.now().isBefore(deadline), "delivered " + deliveries.size() + " of " + plain.size());
+                for (KafkaShareConsumer<String, String> c : members) {
+                    for (ConsumerRecord<String, String> r : c.poll(Duration.ofMillis(100))) {
+                        deliveries.computeIfAbsent(r.value(), k -> new ArrayList<>()).add(r.deliveryCount().orElse((short) -1));
+                    }
+                }
+            }
+            // Every member polls once more (accepting its last records), then
+            // longer than a lock (3s): an unaccepted record would come back.
+            Instant quiet = Instant.now().plus(Duration.ofSeconds(4));
+            while (Instant.now().isBefore(quiet)) {
+                for (KafkaShareConsumer<String, String> c : members) {
+                    for (ConsumerRecord<String, String> r : c.poll(Duration.ofMillis(100))) {
+                        deliveries.computeIfAbsent(r.value(), k -> new ArrayList<>()).add(r.deliveryCount().orElse((short) -1));
+                    }
+                }
+            }
+            members.forEach(c -> c.commitSync(Duration.ofSeconds(10)));
+        } finally {
+            members.forEach(c -> c.close(Duration.ofSeconds(10)));
+        }
+        for (String v : plain) {
+            assertEquals(List.of((short) 1), deliveries.get(v), v + " delivered once, at delivery count 1");
+        }
+        assertEquals(plain.size(), deliveries.size(), "only the produced records were delivered");
+        try (KafkaShareConsumer<String, String> late = shareConsumer(group, "implicit-late", "implicit")) {
+            late.subscribe(List.of(topic));
+            Instant until = Instant.now().plus(Duration.ofSeconds(3));
+            while (Instant.now().isBefore(until)) {
+                assertEquals(0, late.poll(Duration.ofMillis(200)).count(), "a record accepted implicitly came back");
+            }
+        }
     }
 }
