@@ -22,6 +22,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -342,8 +343,12 @@ func TestHTTPACLMatrix(t *testing.T) {
 	defer cancel()
 	commit := kmsg.NewPtrOffsetCommitRequest()
 	commit.Group, commit.Generation = "g1", -1
+	md, err := kadm.NewClient(b.admin).Metadata(ctx, "t1")
+	if err != nil {
+		t.Fatal(err)
+	}
 	ct := kmsg.NewOffsetCommitRequestTopic()
-	ct.Topic = "t1"
+	ct.Topic, ct.TopicID = "t1", md.Topics["t1"].ID // v10 names the topic by ID
 	cp := kmsg.NewOffsetCommitRequestTopicPartition()
 	ct.Partitions = append(ct.Partitions, cp)
 	commit.Topics = append(commit.Topics, ct)
