@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 
 	"github.com/vibemq/broker/pebblestore"
 	"go.etcd.io/raft/v3"
@@ -59,6 +60,31 @@ func OpenStorage(store *pebblestore.Store, group uint64) (*Storage, error) {
 	}
 	s.lastIndex = max(last, s.truncatedIndex)
 	return s, nil
+}
+
+// Incarnation returns the incarnation of group in store, choosing and
+// saving one (synced) when there is none: a data directory wiped and
+// started again has a new incarnation, which the transport announces to
+// the peers, so that a leader does not keep believing the node still has
+// the entries it lost.
+func Incarnation(store *pebblestore.Store, group uint64) (uint64, error) {
+	key := pebblestore.RaftKey(group, pebblestore.RaftKindIncarnation)
+	v, err := store.Get(key)
+	switch {
+	case err == nil && len(v) == 8:
+		return binary.BigEndian.Uint64(v), nil
+	case err == nil:
+		return 0, fmt.Errorf("cluster: incarnation of raft group %d has %d bytes, want 8: %w", group, len(v), pebblestore.ErrCorruption)
+	case !errors.Is(err, pebblestore.ErrNotFound):
+		return 0, err
+	}
+	inc := rand.Uint64() | 1 // never 0, which means "not known"
+	b := store.NewBatch()
+	b.Set(key, binary.BigEndian.AppendUint64(nil, inc))
+	if err := b.Commit(); err != nil {
+		return 0, fmt.Errorf("cluster: save the incarnation of raft group %d: %w", group, err)
+	}
+	return inc, nil
 }
 
 func emptySnapshot() *raftpb.Snapshot { return raftpb.EnsureSnapshot(nil) }

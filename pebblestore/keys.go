@@ -65,6 +65,7 @@ import (
 //	0x70    group u64 | 0x02                             Raft hard state (protobuf raftpb.HardState: term, vote, commit)
 //	0x70    group u64 | 0x03                             latest Raft snapshot (protobuf raftpb.Snapshot: index, term, conf state, state-machine data)
 //	0x70    group u64 | 0x04                             truncated state: index u64 | term u64 of the last entry removed from the log
+//	0x70    group u64 | 0x05                             incarnation: u64 random, written when the group's storage is first opened empty
 //	0x71-7f reserved: cluster (Raft groups)
 //
 // Raft groups (0x70): group 0 is the metadata group (the controller);
@@ -203,6 +204,10 @@ const (
 	RaftKindHardState byte = 0x02
 	RaftKindSnapshot  byte = 0x03
 	RaftKindTruncated byte = 0x04
+	// RaftKindIncarnation: a random number chosen when the group's
+	// storage is first opened empty; a node whose data was wiped comes
+	// back with a new one, and its peers can tell.
+	RaftKindIncarnation byte = 0x05
 )
 
 // RaftKey is the row of one kind of a Raft group (hard state, snapshot,
