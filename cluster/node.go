@@ -307,11 +307,20 @@ func (n *Node) ReportUnreachable(id uint64) {
 	}
 }
 
-// ReportSnapshot tells Raft whether a snapshot sent to id arrived.
+// ReportSnapshot tells Raft whether a snapshot sent to id arrived. It is
+// never lost (Raft would wait for it), and never blocks: the transport
+// may call it from the node's own loop (Send on a full queue).
 func (n *Node) ReportSnapshot(id uint64, status raft.SnapshotStatus) {
+	f := func(rn *raft.RawNode) { rn.ReportSnapshot(id, status) }
 	select {
-	case n.reportc <- func(rn *raft.RawNode) { rn.ReportSnapshot(id, status) }:
-	case <-n.done:
+	case n.reportc <- f:
+	default:
+		go func() {
+			select {
+			case n.reportc <- f:
+			case <-n.done:
+			}
+		}()
 	}
 }
 
@@ -328,7 +337,7 @@ func (n *Node) ReportSnapshot(id uint64, status raft.SnapshotStatus) {
 // changes (DESIGN.md, "Cluster").
 func (n *Node) PeerLostState(id uint64) {
 	select {
-	case n.reportc <- func(rn *raft.RawNode) { n.handOverFrom(id) }:
+	case n.reportc <- func(*raft.RawNode) { n.handOverFrom(id) }:
 	case <-n.done:
 	}
 }

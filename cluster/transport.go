@@ -340,12 +340,22 @@ func (t *Transport) acceptLoop() {
 			_ = c.Close()
 			return
 		}
+		if len(t.mu.inbound) >= t.maxInbound() {
+			t.mu.Unlock()
+			t.warn("accept", 0, fmt.Errorf("%d inbound connections are open, the most %d peers need; refusing %s", t.maxInbound(), len(t.peers), c.RemoteAddr()))
+			_ = c.Close()
+			continue
+		}
 		t.mu.inbound[c] = struct{}{}
 		t.mu.Unlock()
 		t.wg.Add(1)
 		go t.readLoop(c)
 	}
 }
+
+// maxInbound bounds the open inbound connections: each peer needs one,
+// a few more cover reconnections whose old connection is not closed yet.
+func (t *Transport) maxInbound() int { return 4*len(t.peers) + 4 }
 
 // readLoop reads one inbound connection until it fails or breaks the
 // protocol; either closes this connection only.
