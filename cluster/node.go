@@ -152,9 +152,10 @@ type Node struct {
 	done      chan struct{}
 	stopOnce  sync.Once
 
-	status  atomic.Pointer[Status]
-	limiter loglimit.Limiter
-	err     atomic.Pointer[error]
+	status        atomic.Pointer[Status]
+	leaderChanges atomic.Uint64
+	limiter       loglimit.Limiter
+	err           atomic.Pointer[error]
 
 	// Owned by the loop goroutine.
 	rn        *raft.RawNode
@@ -538,8 +539,14 @@ func (n *Node) publishStatus() {
 		SnapshotIndex: n.storage.snapshot.GetMetadata().GetIndex(),
 		FirstIndex:    n.storage.truncatedIndex + 1, Last: n.storage.lastIndex,
 	}
+	if prev := n.status.Load(); prev != nil && prev.Leader != s.Leader && s.Leader != 0 {
+		n.leaderChanges.Add(1)
+	}
 	n.status.Store(s)
 }
+
+// LeaderChanges counts the times this node saw a new leader elected.
+func (n *Node) LeaderChanges() uint64 { return n.leaderChanges.Load() }
 
 // raftLogger routes the Raft core's log into zerolog.
 type raftLogger struct{ log zerolog.Logger }

@@ -11,11 +11,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/urfave/cli/v2"
 
 	"github.com/rs/zerolog"
 	"github.com/vibemq/broker/cluster"
 	"github.com/vibemq/broker/httpapi"
+	"github.com/vibemq/broker/internal/metrics"
 	"github.com/vibemq/broker/pebblestore"
 )
 
@@ -165,6 +167,23 @@ func startCluster(cfg *Config, store *pebblestore.Store, kafkaAddr string, log z
 	log.Warn().Str("inter_broker_addr", ln.Addr().String()).Int("peers", len(peers)).
 		Msg("cluster-peers is set: this broker joins the metadata raft group (membership and `broker cluster status`); topics are not replicated yet, each broker serves its own data")
 	return c, nil
+}
+
+// registerMetrics exposes the metadata group's state on /metrics
+// (cluster mode only, so a single node's series are unchanged).
+func (c *clusterNode) registerMetrics(reg prometheus.Registerer) {
+	gauge := func(name, help string, value func(cluster.Status) float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 { return value(c.node.Status()) })
+	}
+	metrics.Register(reg,
+		gauge("broker_raft_term", "Current Raft term of the metadata group on this node.", func(s cluster.Status) float64 { return float64(s.Term) }),
+		gauge("broker_raft_leader", "Node ID of the metadata group's leader as this node knows it; 0 while none is known.", func(s cluster.Status) float64 { return float64(s.Leader) }),
+		gauge("broker_raft_commit_index", "Highest log index of the metadata group known committed on this node.", func(s cluster.Status) float64 { return float64(s.Commit) }),
+		gauge("broker_raft_applied_index", "Highest log index of the metadata group applied on this node.", func(s cluster.Status) float64 { return float64(s.Applied) }),
+		gauge("broker_raft_snapshot_index", "Log index of the metadata group's latest snapshot on this node.", func(s cluster.Status) float64 { return float64(s.SnapshotIndex) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "broker_raft_leader_changes_total", Help: "New leaders of the metadata group this node has seen."},
+			func() float64 { return float64(c.node.LeaderChanges()) }),
+	)
 }
 
 // register proposes this broker's registration until it is applied (a

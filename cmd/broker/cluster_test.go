@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -135,6 +137,11 @@ func TestClusterStatusThreeBrokers(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	// /metrics carries the group's state.
+	leader := last[0].Raft.Leader
+	if m := scrape(t, web[1]); !strings.Contains(m, fmt.Sprintf("broker_raft_leader %d\n", leader)) || !strings.Contains(m, "broker_raft_leader_changes_total ") || !strings.Contains(m, "broker_raft_applied_index ") {
+		t.Fatalf("/metrics of a clustered broker lacks the raft series (leader %d)", leader)
+	}
 	// The table output names the leader.
 	var out, errOut bytes.Buffer
 	if code := realMain([]string{"broker", "cluster", "status", "--server", web[2]}, &out, &errOut); code != 0 || !strings.Contains(out.String(), "mode raft") || !strings.Contains(out.String(), kafka[3]) {
@@ -151,6 +158,9 @@ func TestClusterStatusThreeBrokers(t *testing.T) {
 			if st.Mode != "single-node" || st.Raft != nil || len(st.Members) != 1 || st.Members[0].KafkaAddr != single.KafkaAddr {
 				t.Fatalf("single node: %+v", st)
 			}
+			if strings.Contains(scrape(t, single.HTTPAddr), "broker_raft_") {
+				t.Fatal("a single node exports raft series")
+			}
 			break
 		}
 		if time.Now().After(deadline) {
@@ -158,4 +168,18 @@ func TestClusterStatusThreeBrokers(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+func scrape(t *testing.T, httpAddr string) string {
+	t.Helper()
+	resp, err := http.Get("http://" + httpAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

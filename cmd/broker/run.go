@@ -75,6 +75,9 @@ func run(ctx context.Context, cfg *Config, log zerolog.Logger) error {
 		return err
 	}
 	defer b.cluster.stop() // before the store closes
+	if b.cluster != nil {
+		b.cluster.registerMetrics(b.reg)
+	}
 	web, err := b.startHTTP()
 	if err != nil {
 		kafka.close()
