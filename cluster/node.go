@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -222,8 +223,11 @@ func StartNode(cfg NodeConfig) (*Node, error) {
 	}
 	n.rn = rn
 	if st.lastIndex == 0 && raft.IsEmptyHardState(st.hardState) {
-		peers := make([]raft.Peer, len(cfg.Voters))
-		for i, id := range cfg.Voters {
+		// Sorted: the bootstrap entries (term 1, index i: add voter i)
+		// must be the same on every node, whatever order its list has.
+		voters := slices.Sorted(slices.Values(cfg.Voters))
+		peers := make([]raft.Peer, len(voters))
+		for i, id := range voters {
 			peers[i] = raft.Peer{ID: id}
 		}
 		if err := rn.Bootstrap(peers); err != nil {
