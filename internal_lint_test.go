@@ -34,7 +34,11 @@ var forbidden = map[string][]string{
 	"httpapi":    {"/kafkaproto", "/cmd/"},
 	// auth (credentials, principals, TLS files) serves both edges: it knows
 	// neither wire format nor any domain.
-	"auth":        {"/topics", "/groups", "/queues", "/events", "/txns", "/kafkaproto", "/httpapi", "/retention", "/cmd/", "github.com/twmb/franz-go", "net/http"},
+	"auth": {"/topics", "/groups", "/queues", "/events", "/txns", "/kafkaproto", "/httpapi", "/retention", "/cmd/", "github.com/twmb/franz-go", "net/http"},
+	// cluster (Raft groups, the inter-broker transport, the metadata
+	// state machine) sits beside the domains: it knows none of them and
+	// no client wire format; cmd/broker wires it.
+	"cluster":     {"/topics", "/groups", "/queues", "/events", "/txns", "/kafkaproto", "/httpapi", "/retention", "/cmd/", "/auth", "github.com/twmb/franz-go", "net/http"},
 	"pebblestore": {"/topics", "/groups", "/queues", "/events", "/txns", "/kafkaproto", "/httpapi", "/retention", "/cmd/", "/auth"},
 }
 

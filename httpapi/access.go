@@ -110,6 +110,9 @@ var routeAccess = map[string]access{
 	"POST /v1/admin/compact": {resourceCluster, "", opAlter},
 	"POST /v1/admin/verify":  {resourceCluster, "", opAlter},
 
+	// The cluster's status (cluster.go).
+	"GET /v1/admin/cluster": {resourceCluster, "", opDescribe},
+
 	// Admin routes of the console (admin*.go). Creating a topic names it
 	// in the body: Cluster Create, as Kafka accepts for CreateTopics.
 	"GET /v1/admin/overview":                                      {resourceCluster, "", opDescribe},

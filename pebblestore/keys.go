@@ -61,6 +61,19 @@ import (
 //	0x61    SHA-256(binding)[:16]                        ACL binding (JSON: resource type, name, pattern type, principal, host, operation, permission; see auth/acl_store.go)
 //	0x62    SHA-256(entity)[:16]                         client quota entity (JSON: entity parts and quota values; see auth/quota_store.go)
 //	0x63-6f reserved: security
+//	0x70    group u64 | 0x01 | index u64                 Raft log entry (protobuf raftpb.Entry; see cluster/storage.go)
+//	0x70    group u64 | 0x02                             Raft hard state (protobuf raftpb.HardState: term, vote, commit)
+//	0x70    group u64 | 0x03                             latest Raft snapshot (protobuf raftpb.Snapshot: index, term, conf state, state-machine data)
+//	0x70    group u64 | 0x04                             truncated state: index u64 | term u64 of the last entry removed from the log
+//	0x70    group u64 | 0x05                             incarnation: u64 random, written when the group's storage is first opened empty
+//	0x71-7f reserved: cluster (Raft groups)
+//
+// Raft groups (0x70): group 0 is the metadata group (the controller);
+// partition groups will take other IDs. A group's keys are contiguous, so
+// one range deletion removes a group. Invariant: the log holds exactly the
+// entries (truncated index, last index], with no hole; entries above an
+// index that a new leader overwrites are deleted in the same batch that
+// writes their replacements.
 //
 // Dedup hash (0x37, 0x38): SHA-256(dedup_id)[:16], or, for content_dedup,
 // SHA-256(0x00 | SHA-256(body))[:16] (a dedup_id never starts with 0x00).
@@ -179,7 +192,42 @@ const (
 	// (user, client-id, ip and their defaults), keyed by a hash of the
 	// entity's canonical form.
 	PrefixClientQuota byte = 0x62
+
+	// Cluster: the Raft groups' logs, hard states and snapshots (package
+	// cluster). The kind byte after the group ID is part of the format.
+	PrefixRaft byte = 0x70
 )
+
+// Kinds of the rows of one Raft group (the byte after the group ID).
+const (
+	RaftKindEntry     byte = 0x01
+	RaftKindHardState byte = 0x02
+	RaftKindSnapshot  byte = 0x03
+	RaftKindTruncated byte = 0x04
+	// RaftKindIncarnation: a random number chosen when the group's
+	// storage is first opened empty; a node whose data was wiped comes
+	// back with a new one, and its peers can tell.
+	RaftKindIncarnation byte = 0x05
+)
+
+// RaftKey is the row of one kind of a Raft group (hard state, snapshot,
+// truncated state).
+func RaftKey(group uint64, kind byte) []byte {
+	k := make([]byte, 0, 10)
+	k = append(k, PrefixRaft)
+	k = binary.BigEndian.AppendUint64(k, group)
+	return append(k, kind)
+}
+
+// RaftEntryKey is the row of the Raft log entry at index in group.
+func RaftEntryKey(group, index uint64) []byte {
+	return binary.BigEndian.AppendUint64(RaftKey(group, RaftKindEntry), index)
+}
+
+// RaftGroupPrefix bounds every row of one Raft group.
+func RaftGroupPrefix(group uint64) []byte {
+	return binary.BigEndian.AppendUint64([]byte{PrefixRaft}, group)
+}
 
 // ClientQuotaKey is the row of one client quota entity, keyed by the first
 // 16 bytes of the SHA-256 of its canonical form (auth computes it).
@@ -301,4 +349,12 @@ func PrefixEnd(p []byte) []byte {
 		}
 	}
 	return nil // p is all 0xff: no upper bound
+}
+
+// RaftIndexFromKey returns the index of a Raft log entry key.
+func RaftIndexFromKey(key []byte) uint64 {
+	if len(key) < 8 {
+		return 0
+	}
+	return binary.BigEndian.Uint64(key[len(key)-8:])
 }

@@ -40,6 +40,13 @@ type Config struct {
 	AdvertisedAddr string
 	// NodeID is this broker's node id.
 	NodeID int32
+	// ClusterPeers is the static list of the metadata Raft group's
+	// voters, "id@host:port,..." (their inter-broker addresses); empty
+	// means a single node with no cluster (cluster.go).
+	ClusterPeers string
+	// InterBrokerAddr is the host:port the inter-broker listener binds;
+	// empty means this node's address in ClusterPeers.
+	InterBrokerAddr string
 	// Rack is reported in Metadata; empty means none.
 	Rack string
 	// HTTPAddr is the host:port of the HTTP listener (health, metrics,
@@ -223,6 +230,13 @@ var configKeys = append([]configKey{
 		}),
 	int32Key(keyInfo{name: "node-id", def: "1", usage: "broker node id", doc: ""},
 		func(c *Config) *int32 { return &c.NodeID }, parseInteger, int64Range{low: 0, high: math.MaxInt32}, strconv.FormatInt),
+	stringKey(keyInfo{name: "cluster-peers", def: "", usage: "voters of the cluster's metadata raft group, id@host:port of their inter-broker listeners, comma-separated; empty means a single node", doc: "Example: 1@broker1:9093,2@broker2:9093,3@broker3:9093, the same on every\nnode, each started with its own node-id. For now the cluster holds the\nbrokers' registrations (broker cluster status); topics are not\nreplicated yet and each broker serves its own data."},
+		func(c *Config) *string { return &c.ClusterPeers }, checkClusterPeers),
+	stringKey(keyInfo{name: "inter-broker-addr", def: "", usage: "host:port the inter-broker (raft) listener binds; empty means this node's address in cluster-peers", doc: "Set it when the node must listen on another address than the one its\npeers dial (e.g. 0.0.0.0:9093). Only with cluster-peers. Expose it to\nthe other brokers only: its peers are not authenticated yet."},
+		func(c *Config) *string { return &c.InterBrokerAddr },
+		func(v string) string {
+			return checkHostPort(v, hostPortRules{example: "0.0.0.0:9093", allowEmpty: true})
+		}),
 	stringKey(keyInfo{name: "rack", def: "", usage: "rack reported in Metadata; empty means none", doc: ""},
 		func(c *Config) *string { return &c.Rack },
 		func(v string) string {
@@ -571,6 +585,7 @@ func (c *Config) Validate() error {
 			c.GroupConsumerHeartbeatInterval, c.from("group-consumer-heartbeat-interval"), c.GroupConsumerSessionTimeout))
 	}
 	errs = append(errs, c.validateSecurity()...)
+	errs = append(errs, c.validateCluster()...)
 	if c.HTTPAddr != "" && c.Security.Listeners == "" && sameListenAddr(c.HTTPAddr, c.KafkaAddr) {
 		errs = append(errs, fmt.Errorf("http-addr %q%s is the address of the Kafka listener; give the HTTP listener its own port, e.g. localhost:8080",
 			c.HTTPAddr, c.from("http-addr")))

@@ -291,6 +291,7 @@ var routeCases = map[string]routeCase{
 	"POST /v1/admin/compact": {path: "/v1/admin/compact"},
 	"POST /v1/admin/verify":  {path: "/v1/admin/verify"},
 
+	"GET /v1/admin/cluster":                                       {path: "/v1/admin/cluster", status: 200},
 	"GET /v1/admin/overview":                                      {path: "/v1/admin/overview", status: 200},
 	"GET /v1/admin/topics":                                        {path: "/v1/admin/topics", status: 200, item: `"name":"t1"`},
 	"POST /v1/admin/topics":                                       {path: "/v1/admin/topics", body: `{"name":"t2","partitions":1}`, status: 201},

@@ -78,6 +78,7 @@ func newApp() *cli.App {
 			usersCommand(),
 			aclsCommand(),
 			quotasCommand(),
+			clusterCommand(),
 			healthcheckCommand(),
 			completionCommand(),
 		},

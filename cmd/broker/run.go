@@ -68,6 +68,16 @@ func run(ctx context.Context, cfg *Config, log zerolog.Logger) error {
 	if err != nil {
 		return err
 	}
+	// The metadata raft group, with cluster-peers only (cluster.go).
+	b.advertised = kafka.listeners[0].spec.AdvertisedAddr
+	if b.cluster, err = startCluster(cfg, b.store, b.advertised, log); err != nil {
+		kafka.close()
+		return err
+	}
+	defer b.cluster.stop() // before the store closes
+	if b.cluster != nil {
+		b.cluster.registerMetrics(b.reg)
+	}
 	web, err := b.startHTTP()
 	if err != nil {
 		kafka.close()
@@ -118,6 +128,10 @@ type broker struct {
 	authz *auth.Authorizer
 	// quotas are the client quotas (always open).
 	quotas *auth.Quotas
+	// cluster is the metadata raft replica (nil without cluster-peers);
+	// advertised is the first Kafka listener's advertised address.
+	cluster    *clusterNode
+	advertised string
 }
 
 // openStore opens the data directory's store.
@@ -404,6 +418,7 @@ func (b *broker) startHTTP() (*httpapi.Server, error) {
 	web.RegisterEvents(httpapi.EventsConfig{Events: b.events})
 	web.RegisterStorage(httpapi.StorageConfig{Store: b.store, Topics: b.topics, Events: b.events, QueueCounts: queueCounts(b.queues)})
 	web.RegisterAdmin(httpapi.AdminConfig{Topics: b.topics, Groups: b.groups, Txns: b.txns, Version: readBuildInfo().version, Started: b.start, NodeID: cfg.NodeID})
+	web.RegisterCluster(httpapi.ClusterConfig{Status: func() httpapi.ClusterStatus { return b.cluster.status(cfg.NodeID, b.advertised) }})
 	web.Handle("GET /ui/", console.Handler()) // the web console (console/)
 	web.RegisterOpenAPI()
 	if err := web.Start(); err != nil {

@@ -1,0 +1,122 @@
+package cluster
+
+import (
+	"bufio"
+
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+)
+
+func hello(from, to, incarnation uint64) []byte {
+	b := append([]byte(nil), helloMagic[:]...)
+	b = binary.BigEndian.AppendUint64(b, from)
+	b = binary.BigEndian.AppendUint64(b, to)
+	return binary.BigEndian.AppendUint64(b, incarnation)
+}
+
+func frame(m *raftpb.Message) []byte {
+	body, _ := proto.Marshal(m)
+	return append(binary.BigEndian.AppendUint32(nil, uint32(len(body))), body...)
+}
+
+// TestTransportClosesOnlyTheBadConnection: bytes that are not the
+// inter-broker protocol (another service's, a peer that lies about who
+// it is, oversized or undecodable frames, messages Raft keeps local)
+// close the connection that carried them, and the cluster keeps
+// committing.
+func TestTransportClosesOnlyTheBadConnection(t *testing.T) {
+	c := newTestCluster(t, 3, NodeConfig{}, newRecorder)
+	c.nodes[1].node.Campaign()
+	c.waitLeader()
+	target := c.addrs[2]
+	cases := map[string][]byte{
+		"not the protocol":  []byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n........"),
+		"wrong node":        hello(1, 3, 0),
+		"unknown peer":      hello(9, 2, 0),
+		"oversized frame":   append(hello(1, 2, 0), 0xff, 0xff, 0xff, 0xff),
+		"empty frame":       append(hello(1, 2, 0), 0, 0, 0, 0),
+		"undecodable frame": append(hello(1, 2, 0), 0, 0, 0, 3, 0xff, 0xff, 0xff),
+		"forged sender": append(hello(1, 2, 0), frame(&raftpb.Message{Type: raftpb.MsgHeartbeat.Enum(),
+			From: new(uint64(3)), To: new(uint64(2)), Term: new(uint64(1))})...),
+		"local message": append(hello(1, 2, 0), frame(&raftpb.Message{Type: raftpb.MsgHup.Enum(),
+			From: new(uint64(1)), To: new(uint64(2))})...),
+	}
+	for name, payload := range cases {
+		conn, err := net.Dial("tcp", target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.Write(payload); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+		if _, err := conn.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+			t.Fatalf("%s: the connection was not closed: %v", name, err)
+		}
+		_ = conn.Close()
+	}
+	if _, err := c.propose(2, []byte("still-working")); err != nil {
+		t.Fatal(err)
+	}
+	c.waitSame([]string{"still-working"})
+}
+
+// FuzzTransportRead: the receiving side of a connection never panics on
+// any bytes, and what it accepts is a message from the hello's sender to
+// this node.
+func FuzzTransportRead(f *testing.F) {
+	f.Add(hello(1, 2, 5), frame(&raftpb.Message{Type: raftpb.MsgHeartbeat.Enum(), From: new(uint64(1)), To: new(uint64(2))}))
+	f.Add(hello(1, 2, 0), []byte{0, 0, 0, 1, 0})
+	f.Add([]byte("garbage"), []byte{0xff})
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		f.Fatal(err)
+	}
+	defer l.Close()
+	tr, err := NewTransport(TransportConfig{ID: 2, Listener: l, Peers: map[uint64]string{1: "x", 3: "y"}, MaxFrameBytes: 1 << 16, Logger: zerolog.Nop()})
+	if err != nil {
+		f.Fatal(err)
+	}
+	tr.receiver.Store(&receiverBox{nopReceiver{}})
+	f.Fuzz(func(t *testing.T, head, body []byte) {
+		client, server := net.Pipe()
+		defer server.Close()
+		go func() {
+			_, _ = client.Write(head)
+			_, _ = client.Write(body) // in two halves
+			_ = client.Close()
+		}()
+		r := bufio.NewReader(server)
+		from, err := tr.readHello(server, r)
+		if err != nil {
+			_, _ = io.Copy(io.Discard, server)
+			return
+		}
+		for {
+			m, err := tr.readMessage(r, from)
+			if err != nil {
+				_, _ = io.Copy(io.Discard, server)
+				return
+			}
+			if m.GetFrom() != from || m.GetTo() != 2 {
+				t.Fatalf("accepted %v over the stream of %d", m, from)
+			}
+		}
+	})
+}
+
+type nopReceiver struct{}
+
+func (nopReceiver) Step(*raftpb.Message)                       {}
+func (nopReceiver) ReportUnreachable(uint64)                   {}
+func (nopReceiver) ReportSnapshot(uint64, raft.SnapshotStatus) {}
+func (nopReceiver) PeerLostState(uint64)                       {}

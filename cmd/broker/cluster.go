@@ -1,0 +1,292 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/urfave/cli/v2"
+
+	"github.com/rs/zerolog"
+	"github.com/vibemq/broker/cluster"
+	"github.com/vibemq/broker/httpapi"
+	"github.com/vibemq/broker/internal/metrics"
+	"github.com/vibemq/broker/pebblestore"
+)
+
+// Cluster settings (issue 13, first step): with cluster-peers set, serve
+// starts this node's replica of the metadata Raft group (package cluster)
+// on the inter-broker listener and registers the broker's advertised
+// Kafka address in it; `broker cluster status` shows the group. Topics,
+// partitions and Kafka's Metadata do not go through it yet: each broker
+// still serves its own data, as a single node does.
+
+// clusterTick is the Raft clock of the metadata group: elections after
+// 10 ticks without a leader (1 to 2 s, randomized), heartbeats every tick.
+const clusterTick = 100 * time.Millisecond
+
+// clusterPeer is one entry of cluster-peers.
+type clusterPeer struct {
+	id   uint64
+	addr string
+}
+
+// parseClusterPeers parses "1@host:port,2@host:port,...".
+func parseClusterPeers(s string) ([]clusterPeer, error) {
+	var peers []clusterPeer
+	for item := range strings.SplitSeq(s, ",") {
+		item = strings.TrimSpace(item)
+		idText, addr, ok := strings.Cut(item, "@")
+		if !ok {
+			return nil, fmt.Errorf("has the entry %q, which is not id@host:port; use e.g. 1@broker1:9093,2@broker2:9093,3@broker3:9093", item)
+		}
+		id, err := strconv.ParseUint(idText, 10, 31)
+		if err != nil || id == 0 {
+			return nil, fmt.Errorf("has the entry %q, whose node id is not a number between 1 and 2147483647", item)
+		}
+		if problem := checkHostPort(addr, hostPortRules{example: "broker1:9093", dialable: true}); problem != "" {
+			return nil, fmt.Errorf("has the entry %q, whose address %s", item, problem)
+		}
+		if slices.ContainsFunc(peers, func(p clusterPeer) bool { return p.id == id }) {
+			return nil, fmt.Errorf("names node %d twice; give each node one entry", id)
+		}
+		peers = append(peers, clusterPeer{id: id, addr: addr})
+	}
+	return peers, nil
+}
+
+// checkClusterPeers is the key's own check.
+func checkClusterPeers(v string) string {
+	if v == "" {
+		return ""
+	}
+	if _, err := parseClusterPeers(v); err != nil {
+		return err.Error()
+	}
+	return ""
+}
+
+// validateCluster checks the rules between the cluster keys and the others.
+func (c *Config) validateCluster() []error {
+	if c.ClusterPeers == "" {
+		if c.InterBrokerAddr != "" {
+			return []error{fmt.Errorf("inter-broker-addr %q%s is set but cluster-peers is empty; set cluster-peers to form a cluster, or remove inter-broker-addr", c.InterBrokerAddr, c.from("inter-broker-addr"))}
+		}
+		return nil
+	}
+	peers, _ := parseClusterPeers(c.ClusterPeers) // checked with the key
+	if !slices.ContainsFunc(peers, func(p clusterPeer) bool { return p.id == uint64(c.NodeID) }) {
+		return []error{fmt.Errorf("node-id %d%s is not in cluster-peers %q%s; give this broker the id of its own entry", c.NodeID, c.from("node-id"), c.ClusterPeers, c.from("cluster-peers"))}
+	}
+	listen := c.interBrokerListenAddr(peers)
+	for _, other := range []struct{ key, addr string }{{"kafka-addr", c.KafkaAddr}, {"http-addr", c.HTTPAddr}} {
+		if sameListenAddr(listen, other.addr) {
+			return []error{fmt.Errorf("the inter-broker listener %q is the address of %s; give it its own port (inter-broker-addr, or this node's entry in cluster-peers)", listen, other.key)}
+		}
+	}
+	return nil
+}
+
+// interBrokerListenAddr is inter-broker-addr, or this node's cluster-peers
+// address.
+func (c *Config) interBrokerListenAddr(peers []clusterPeer) string {
+	if c.InterBrokerAddr != "" {
+		return c.InterBrokerAddr
+	}
+	for _, p := range peers {
+		if p.id == uint64(c.NodeID) {
+			return p.addr
+		}
+	}
+	return ""
+}
+
+// clusterNode is the running metadata replica of a clustered broker.
+type clusterNode struct {
+	peers     []clusterPeer
+	transport *cluster.Transport
+	node      *cluster.Node
+	metadata  *cluster.Metadata
+	cancel    context.CancelFunc
+	done      chan struct{}
+}
+
+// startCluster starts the metadata replica when cluster-peers is set, and
+// registers kafkaAddr (the advertised address) once a leader is known.
+// It returns nil without cluster settings.
+func startCluster(cfg *Config, store *pebblestore.Store, kafkaAddr string, log zerolog.Logger) (*clusterNode, error) {
+	if cfg.ClusterPeers == "" {
+		return nil, nil
+	}
+	peers, err := parseClusterPeers(cfg.ClusterPeers)
+	if err != nil {
+		return nil, fmt.Errorf("cluster-peers %w", err)
+	}
+	listen := cfg.interBrokerListenAddr(peers)
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return nil, fmt.Errorf("cannot start the inter-broker listener on %s: %w; choose a free address with --inter-broker-addr", listen, err)
+	}
+	inc, err := cluster.Incarnation(store, 0)
+	if err != nil {
+		_ = ln.Close()
+		return nil, err
+	}
+	addrs := map[uint64]string{}
+	var voters []uint64
+	for _, p := range peers {
+		addrs[p.id] = p.addr
+		voters = append(voters, p.id)
+	}
+	id := uint64(cfg.NodeID)
+	tr, err := cluster.NewTransport(cluster.TransportConfig{ID: id, Incarnation: inc, Listener: ln, Peers: addrs, Logger: log})
+	if err != nil {
+		_ = ln.Close()
+		return nil, err
+	}
+	md := cluster.NewMetadata()
+	node, err := cluster.StartNode(cluster.NodeConfig{
+		ID: id, Group: 0, Voters: voters, Store: store, StateMachine: md, Sender: tr,
+		Ticker: cluster.NewTicker(clusterTick), Logger: log,
+	})
+	if err != nil {
+		_ = tr.Close()
+		return nil, fmt.Errorf("starting the metadata raft group in %s: %w", cfg.DataDir, err)
+	}
+	tr.Start(node)
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &clusterNode{peers: peers, transport: tr, node: node, metadata: md, cancel: cancel, done: make(chan struct{})}
+	go c.register(ctx, cluster.Broker{NodeID: cfg.NodeID, KafkaAddr: kafkaAddr}, log)
+	log.Warn().Str("inter_broker_addr", ln.Addr().String()).Int("peers", len(peers)).
+		Msg("cluster-peers is set: this broker joins the metadata raft group (membership and `broker cluster status`); topics are not replicated yet, each broker serves its own data")
+	return c, nil
+}
+
+// registerMetrics exposes the metadata group's state on /metrics
+// (cluster mode only, so a single node's series are unchanged).
+func (c *clusterNode) registerMetrics(reg prometheus.Registerer) {
+	gauge := func(name, help string, value func(cluster.Status) float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 { return value(c.node.Status()) })
+	}
+	metrics.Register(reg,
+		gauge("broker_raft_term", "Current Raft term of the metadata group on this node.", func(s cluster.Status) float64 { return float64(s.Term) }),
+		gauge("broker_raft_leader", "Node ID of the metadata group's leader as this node knows it; 0 while none is known.", func(s cluster.Status) float64 { return float64(s.Leader) }),
+		gauge("broker_raft_commit_index", "Highest log index of the metadata group known committed on this node.", func(s cluster.Status) float64 { return float64(s.Commit) }),
+		gauge("broker_raft_applied_index", "Highest log index of the metadata group applied on this node.", func(s cluster.Status) float64 { return float64(s.Applied) }),
+		gauge("broker_raft_snapshot_index", "Log index of the metadata group's latest snapshot on this node.", func(s cluster.Status) float64 { return float64(s.SnapshotIndex) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "broker_raft_leader_changes_total", Help: "New leaders of the metadata group this node has seen."},
+			func() float64 { return float64(c.node.LeaderChanges()) }),
+	)
+}
+
+// register proposes this broker's registration until it is applied (a
+// leader may not be elected yet), unless the applied copy already has it.
+func (c *clusterNode) register(ctx context.Context, b cluster.Broker, log zerolog.Logger) {
+	defer close(c.done)
+	for {
+		if slices.Contains(c.metadata.View().Brokers, b) {
+			return
+		}
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_, err := c.node.Propose(pctx, cluster.RegisterBrokerRecord(b))
+		cancel()
+		if err == nil {
+			log.Info().Int32("node_id", b.NodeID).Str("kafka_addr", b.KafkaAddr).Msg("broker registered in the cluster metadata")
+			return
+		}
+		if errors.Is(err, cluster.ErrStopped) || ctx.Err() != nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// stop stops the registration, the node and the transport (before the
+// store closes).
+func (c *clusterNode) stop() {
+	if c == nil {
+		return
+	}
+	c.cancel()
+	<-c.done
+	c.node.Stop()
+	_ = c.transport.Close()
+}
+
+// status is GET /v1/admin/cluster: single-node, or this node's view of
+// the metadata group.
+func (c *clusterNode) status(nodeID int32, kafkaAddr string) httpapi.ClusterStatus {
+	if c == nil {
+		return httpapi.ClusterStatus{NodeID: nodeID, Mode: "single-node", Members: []httpapi.ClusterMember{{NodeID: nodeID, KafkaAddr: kafkaAddr, Voter: true, Leader: true}}}
+	}
+	st := c.node.Status()
+	out := httpapi.ClusterStatus{NodeID: nodeID, Mode: "raft", Raft: &httpapi.ClusterRaft{
+		Leader: st.Leader, Term: st.Term, State: st.State, Commit: st.Commit, Applied: st.Applied,
+		SnapshotIndex: st.SnapshotIndex, FirstIndex: st.FirstIndex, LastIndex: st.Last,
+	}}
+	registered := map[int32]string{}
+	for _, b := range c.metadata.View().Brokers {
+		registered[b.NodeID] = b.KafkaAddr
+	}
+	for _, p := range c.peers {
+		out.Members = append(out.Members, httpapi.ClusterMember{
+			NodeID: int32(p.id), InterBrokerAddr: p.addr, KafkaAddr: registered[int32(p.id)],
+			Voter: slices.Contains(st.Voters, p.id), Leader: p.id == st.Leader,
+		})
+	}
+	return out
+}
+
+func clusterCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "cluster",
+		Usage: "the cluster a broker belongs to",
+		Subcommands: []*cli.Command{{
+			Name:   "status",
+			Usage:  "mode, metadata raft group (leader, term, commit and applied index) and members, as the broker at --server sees them",
+			Flags:  clientFlags(),
+			Action: clusterStatus,
+		}},
+	}
+}
+
+func clusterStatus(cCtx *cli.Context) error {
+	format, c, err := outputAndClient(cCtx)
+	if err != nil {
+		return err
+	}
+	var st httpapi.ClusterStatus
+	if _, err := c.call(cCtx.Context, apiCall{method: http.MethodGet, path: "/v1/admin/cluster"}, &st); err != nil {
+		return err
+	}
+	out := cCtx.App.Writer
+	if format == "json" {
+		return printJSON(out, st)
+	}
+	fmt.Fprintf(out, "node %d, mode %s\n", st.NodeID, st.Mode)
+	if r := st.Raft; r != nil {
+		leader := "none"
+		if r.Leader != 0 {
+			leader = fmt.Sprint(r.Leader)
+		}
+		fmt.Fprintf(out, "metadata raft group: leader %s, term %d, %s, commit %d, applied %d, log [%d, %d], snapshot %d\n",
+			leader, r.Term, r.State, r.Commit, r.Applied, r.FirstIndex, r.LastIndex, r.SnapshotIndex)
+	}
+	tw := newTable(out)
+	fmt.Fprintln(tw, "NODE\tINTER-BROKER\tKAFKA\tVOTER\tLEADER")
+	for _, m := range st.Members {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%v\t%v\n", m.NodeID, dash(m.InterBrokerAddr), dash(m.KafkaAddr), m.Voter, m.Leader)
+	}
+	return tw.Flush()
+}
