@@ -302,9 +302,10 @@ class MirrorMakerTest {
         p.put("emit.heartbeats.interval.seconds", "1");
         p.put("sync.group.offsets.enabled", "true");
         p.put("sync.group.offsets.interval.seconds", "1");
-        // An offset sync per record, so a group at the end of what it read
-        // translates exactly (default 100: the translation may lag).
-        p.put("offset.lag.max", "0");
+        // offset.lag.max stays at its default (100): the latest offset sync
+        // of a partition is written at the source task's offset commit,
+        // every second here (default 60 s), so a group at the end of what it
+        // read translates exactly.
         p.put("target.offset.flush.interval.ms", "1000");
         return p;
     }
