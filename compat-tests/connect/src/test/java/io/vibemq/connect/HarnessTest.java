@@ -9,6 +9,11 @@ import java.util.Map;
 
 import io.vibemq.harness.BrokerProcess;
 
+import org.apache.kafka.connect.mirror.DefaultReplicationPolicy;
+import org.apache.kafka.connect.mirror.MirrorCheckpointConnector;
+import org.apache.kafka.connect.mirror.MirrorMakerConfig;
+import org.apache.kafka.connect.mirror.MirrorSourceConnector;
+import org.apache.kafka.connect.mirror.SourceAndTarget;
 import org.apache.kafka.connect.source.ConnectorTransactionBoundaries;
 import org.apache.kafka.connect.source.ExactlyOnceSupport;
 import org.junit.jupiter.api.Test;
@@ -46,5 +51,28 @@ class HarnessTest {
         assertEquals("1", tasks.get(1).get(SeqSourceConnector.ASSIGNED));
         assertEquals(ExactlyOnceSupport.SUPPORTED, c.exactlyOnceSupport(Map.of()));
         assertEquals(ConnectorTransactionBoundaries.SUPPORTED, c.canDefineTransactionBoundaries(Map.of()));
+    }
+
+    /**
+     * connect-mirror ${kafka.version} runs against the pinned
+     * connect-mirror-client (pom.xml: its own version is not served here):
+     * MirrorMaker's config, the replication policy and the connectors load
+     * and link.
+     */
+    @Test
+    void mirrorMakerLinksAgainstThePinnedMirrorClient() {
+        MirrorMakerConfig c = new MirrorMakerConfig(Map.of("clusters", "source, target",
+                "source.bootstrap.servers", "127.0.0.1:1", "target.bootstrap.servers", "127.0.0.1:2"));
+        List<SourceAndTarget> pairs = c.clusterPairs();
+        assertEquals("[source->target, target->source]", pairs.toString());
+        Map<String, String> worker = c.workerConfig(pairs.get(0));
+        assertEquals("127.0.0.1:2", worker.get("bootstrap.servers"));
+        assertEquals("mm2-configs.source.internal", worker.get("config.storage.topic"));
+        Map<String, String> base = c.connectorBaseConfig(pairs.get(0), MirrorSourceConnector.class);
+        assertEquals("source", base.get("source.cluster.alias"));
+        assertEquals("source.orders", new DefaultReplicationPolicy().formatRemoteTopic("source", "orders"));
+        String kafka = org.apache.kafka.common.utils.AppInfoParser.getVersion();
+        assertEquals(kafka, new MirrorSourceConnector().version());
+        assertEquals(kafka, new MirrorCheckpointConnector().version());
     }
 }
