@@ -15,8 +15,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
+	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/vibemq/broker/pebblestore"
@@ -58,8 +61,10 @@ func shareConfigKey(group string) []byte {
 func checkGroupConfig(name, value string) error {
 	switch name {
 	case ShareAutoOffsetResetConfig:
-		if value != "latest" && value != "earliest" {
-			return fmt.Errorf("%w: %s is %q; use latest or earliest (by_duration is not served)", ErrInvalidGroupConfig, name, value)
+		if _, isDuration, err := parseShareByDuration(value); isDuration && err != nil {
+			return fmt.Errorf("%w: %s is %q: %v", ErrInvalidGroupConfig, name, value, err)
+		} else if !isDuration && value != "latest" && value != "earliest" {
+			return fmt.Errorf("%w: %s is %q; use latest, earliest or by_duration:<ISO 8601 duration> (e.g. by_duration:PT1H)", ErrInvalidGroupConfig, name, value)
 		}
 	case ShareRecordLockDurationConfig:
 		if n, err := strconv.ParseInt(value, 10, 64); err != nil || n < 1000 || n > 3600000 {
@@ -74,6 +79,47 @@ func checkGroupConfig(name, value string) error {
 			ShareAutoOffsetResetConfig, ShareRecordLockDurationConfig, ShareDeliveryCountLimitConfig)
 	}
 	return nil
+}
+
+// shareByDurationPrefix starts a share.auto.offset.reset of the form
+// by_duration:<duration> (KIP-1106 as KIP-932 takes it over).
+const shareByDurationPrefix = "by_duration:"
+
+// shareISODuration is java.time.Duration.parse's ISO 8601 form without a
+// sign: PnDTnHnMn.nS (days, hours, minutes, seconds with up to 9
+// decimals), case-insensitive, at least one part.
+var shareISODuration = regexp.MustCompile(`^(?i)P(?:([0-9]+)D)?(?:T(?:([0-9]+)H)?(?:([0-9]+)M)?(?:([0-9]+)(?:[.,]([0-9]{1,9}))?S)?)?$`)
+
+// parseShareByDuration reads a share.auto.offset.reset value of the form
+// by_duration:<ISO 8601 duration>: isDuration says whether value has the
+// prefix; err, when it has, whether the duration is one Kafka accepts
+// (GroupConfig: ISO 8601, PnDTnHnMn.nS, not negative).
+func parseShareByDuration(value string) (d time.Duration, isDuration bool, err error) {
+	rest, ok := strings.CutPrefix(strings.ToLower(value), shareByDurationPrefix)
+	if !ok {
+		return 0, false, nil
+	}
+	m := shareISODuration.FindStringSubmatch(rest)
+	if m == nil || strings.HasSuffix(strings.ToUpper(rest), "T") || strings.EqualFold(rest, "P") {
+		return 0, true, fmt.Errorf("the duration %q is not ISO 8601 (PnDTnHnMn.nS, e.g. PT1H30M, P2D); negative durations are not allowed", rest)
+	}
+	const limit = int64(math.MaxInt64 / 2)
+	var total int64
+	for i, unit := range []time.Duration{24 * time.Hour, time.Hour, time.Minute, time.Second} {
+		if m[i+1] == "" {
+			continue
+		}
+		n, err := strconv.ParseInt(m[i+1], 10, 64)
+		if err != nil || n > limit/int64(unit) || total > limit-n*int64(unit) {
+			return 0, true, fmt.Errorf("the duration %q is too long", rest)
+		}
+		total += n * int64(unit)
+	}
+	if frac := m[5]; frac != "" {
+		n, _ := strconv.ParseInt((frac + "000000000")[:9], 10, 64)
+		total += n
+	}
+	return time.Duration(total), true, nil
 }
 
 // ShareGroupConfigs lists the share group configs of group, effective

@@ -254,8 +254,8 @@ func (c *Coordinator) ShareAcquire(req ShareAcquireRequest, now time.Time) ([]Sh
 }
 
 // sharePrepare creates the share-partitions a group fetches for the first
-// time (start offset by share.auto.offset.reset: the high watermark for
-// latest, the log start for earliest), moves start offsets past records
+// time (start offset by share.auto.offset.reset, shareInitialStartLocked),
+// moves start offsets past records
 // the log no longer holds, and returns each partition's end offset when
 // new records are stored after it (-1 otherwise).
 func (c *Coordinator) sharePrepare(group string, parts []SharePartitionID, out []ShareFetched, now time.Time) []int64 {
@@ -286,10 +286,7 @@ func (c *Coordinator) sharePrepare(group string, parts []SharePartitionID, out [
 		}
 		sp := g.parts[shareTP(p)]
 		if sp == nil {
-			sp = &sharePartition{start: lp.HighWatermark()}
-			if c.shareResetLocked(group) == "earliest" {
-				sp.start = lp.LogStartOffset()
-			}
+			sp = &sharePartition{start: c.shareInitialStartLocked(group, lp, now)}
 			g.parts[shareTP(p)] = sp
 		}
 		sp.startAt(lp.LogStartOffset())
@@ -329,4 +326,24 @@ func (c *Coordinator) readSpans(tp shareTP, offset int64, maxBytes int) ([]Batch
 		data = data[int(h.BatchLength)+12:]
 	}
 	return spans, nil
+}
+
+// shareInitialStartLocked is the start offset of a share-partition that
+// group fetches for the first time, by its share.auto.offset.reset: the
+// high watermark for latest, the log start for earliest, and for
+// by_duration:D the first offset whose timestamp is at least now - D (the
+// high watermark when no record is that recent), as Kafka's
+// SharePartition initializes it (KIP-932, "by_duration" of KIP-1106).
+// REQUIRES: share.mu held.
+func (c *Coordinator) shareInitialStartLocked(group string, lp *topics.Partition, now time.Time) int64 {
+	reset := c.shareResetLocked(group)
+	if reset == "earliest" {
+		return lp.LogStartOffset()
+	}
+	if d, ok, _ := parseShareByDuration(reset); ok {
+		if off, _, err := lp.OffsetForTimestamp(now.Add(-d).UnixMilli()); err == nil && off >= 0 {
+			return max(off, lp.LogStartOffset())
+		}
+	}
+	return lp.HighWatermark()
 }
