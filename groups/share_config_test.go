@@ -35,6 +35,8 @@ func TestCheckGroupConfig(t *testing.T) {
 		{ShareDeliveryCountLimitConfig, "0", false},
 		{ShareDeliveryCountLimitConfig, "10", true},
 		{"share.isolation.level", "read_committed", false},
+		{ShareSessionTimeoutConfig, "50000", true}, // its range: checkShareTiming
+		{ShareHeartbeatIntervalConfig, "soon", false},
 	} {
 		err := checkGroupConfig(c.name, c.value)
 		if (err == nil) != c.ok || (err != nil && !errors.Is(err, ErrInvalidGroupConfig)) {
@@ -73,5 +75,39 @@ func TestParseShareByDuration(t *testing.T) {
 	}
 	if _, isDuration, _ := parseShareByDuration("earliest"); isDuration {
 		t.Error("earliest read as a duration")
+	}
+}
+
+// TestShareTimingConfigBounds: share.session.timeout.ms and
+// share.heartbeat.interval.ms take Kafka's default bounds widened to the
+// broker's own settings, and the heartbeat must stay below the session
+// timeout, counting the configs the group has already.
+func TestShareTimingConfigBounds(t *testing.T) {
+	h := newHarness(t, Config{ConsumerSessionTimeout: 10 * time.Second, ConsumerHeartbeatInterval: time.Second})
+	set := func(name, value string) error {
+		return h.c.AlterShareGroupConfigs("g", []GroupConfigOp{{Name: name, Value: value}}, false)
+	}
+	for _, c := range []struct {
+		name, value string
+		ok          bool
+	}{
+		{ShareSessionTimeoutConfig, "9999", false}, // below the broker's 10 s
+		{ShareSessionTimeoutConfig, "10000", true},
+		{ShareSessionTimeoutConfig, "60001", false},
+		{ShareHeartbeatIntervalConfig, "999", false},
+		{ShareHeartbeatIntervalConfig, "10000", false}, // not below the group's 10 s session
+		{ShareHeartbeatIntervalConfig, "9000", true},
+		{ShareSessionTimeoutConfig, "60000", true},
+		{ShareHeartbeatIntervalConfig, "15001", false},
+	} {
+		if err := set(c.name, c.value); (err == nil) != c.ok || (err != nil && !errors.Is(err, ErrInvalidGroupConfig)) {
+			t.Errorf("%s=%s: %v, want ok=%v", c.name, c.value, err, c.ok)
+		}
+	}
+	h.c.share.mu.Lock()
+	session, heartbeat := h.c.shareTiming(h.c.share.configs["g"])
+	h.c.share.mu.Unlock()
+	if session != time.Minute || heartbeat != 9*time.Second {
+		t.Fatalf("effective timing %v / %v, want 1m / 9s", session, heartbeat)
 	}
 }

@@ -1,0 +1,142 @@
+package compattests
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// TestShareAutoOffsetResetByDuration: share.auto.offset.reset=
+// by_duration:PT1H (KIP-932 group config, ISO 8601 duration) makes a new
+// share group start at the first record at most an hour old: a kgo share
+// consumer gets the records stamped now, not those stamped two hours ago;
+// a negative or malformed duration is INVALID_CONFIG. Before, this broker
+// refused by_duration. Also against Apache Kafka 4.2.
+func TestShareAutoOffsetResetByDuration(t *testing.T) {
+	t.Parallel()
+	t.Run("broker", func(t *testing.T) { testShareByDuration(t, startBroker(t).Addr()) })
+	t.Run("apache-kafka", func(t *testing.T) { testShareByDuration(t, referenceKafka(t)) })
+}
+
+func testShareByDuration(t *testing.T, addr string) {
+	adm := newAdmin(t, addr)
+	topic := topicName(t, "")
+	group := "share." + topic
+	createTopic(t, adm, topic, 1, nil)
+	cl := newClient(t, addr, kgo.DefaultProduceTopic(topic))
+	old := time.Now().Add(-2 * time.Hour)
+	var rs []*kgo.Record
+	for i := range 5 {
+		rs = append(rs, &kgo.Record{Value: []byte(fmt.Sprintf("old-%d", i)), Timestamp: old})
+	}
+	for i := range 5 {
+		rs = append(rs, &kgo.Record{Value: []byte(fmt.Sprintf("new-%d", i)), Timestamp: time.Now()})
+	}
+	if err := cl.ProduceSync(testCtx(t, opTimeout), rs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	alter := func(value string) int16 {
+		t.Helper()
+		return alterShareGroupConfig(t, cl, group, "share.auto.offset.reset", value)
+	}
+	for _, bad := range []string{"by_duration:-PT1H", "by_duration:1h", "by_duration:"} {
+		if code := alter(bad); code != kerr.InvalidConfig.Code {
+			t.Errorf("share.auto.offset.reset=%s: %s, want INVALID_CONFIG", bad, errName(code))
+		}
+	}
+	if code := alter("by_duration:PT1H"); code != 0 {
+		t.Fatalf("share.auto.offset.reset=by_duration:PT1H: %s", errName(code))
+	}
+	time.Sleep(500 * time.Millisecond) // Apache Kafka applies group configs through its metadata log
+	share := newClient(t, addr, kgo.ShareGroup(group), kgo.ConsumeTopics(topic), kgo.FetchMaxWait(500*time.Millisecond))
+	var got []string
+	ctx := testCtx(t, opTimeout)
+	for len(got) < 5 && ctx.Err() == nil {
+		share.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
+			got = append(got, string(r.Value))
+			r.Ack(kgo.AckAccept)
+		})
+	}
+	slices.Sort(got)
+	if strings.Join(got, ",") != "new-0,new-1,new-2,new-3,new-4" {
+		t.Fatalf("a share group with by_duration:PT1H got %v, want the 5 records stamped now", got)
+	}
+}
+
+// alterShareGroupConfig sets one config of a group (IncrementalAlterConfigs
+// on a GROUP resource) and returns the resource's error code.
+func alterShareGroupConfig(t *testing.T, cl *kgo.Client, group, name, value string) int16 {
+	t.Helper()
+	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	res := kmsg.NewIncrementalAlterConfigsRequestResource()
+	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeGroupConfig, group
+	c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+	c.Name, c.Value, c.Op = name, kmsg.StringPtr(value), kmsg.IncrementalAlterConfigOpSet
+	res.Configs = append(res.Configs, c)
+	req.Resources = append(req.Resources, res)
+	resp, err := req.RequestWith(testCtx(t, opTimeout), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.Resources[0].ErrorCode
+}
+
+// TestShareGroupTimingConfigs: the group configs share.session.timeout.ms
+// and share.heartbeat.interval.ms (Kafka 4.2 GroupConfig): values within
+// Kafka's default bounds (45-60 s, 5-15 s) are accepted and a joining
+// member is told the group's heartbeat interval; values outside them and
+// non-numbers are INVALID_CONFIG. Before, this broker refused both names.
+// Also against Apache Kafka 4.2.
+func TestShareGroupTimingConfigs(t *testing.T) {
+	t.Parallel()
+	t.Run("broker", func(t *testing.T) { testShareGroupTimingConfigs(t, startBroker(t).Addr()) })
+	t.Run("apache-kafka", func(t *testing.T) { testShareGroupTimingConfigs(t, referenceKafka(t)) })
+}
+
+func testShareGroupTimingConfigs(t *testing.T, addr string) {
+	adm := newAdmin(t, addr)
+	topic := topicName(t, "")
+	group := "share." + topic
+	createTopic(t, adm, topic, 1, nil)
+	cl := newClient(t, addr)
+	for _, bad := range [][2]string{{"share.heartbeat.interval.ms", "20000"}, {"share.session.timeout.ms", "70000"},
+		{"share.session.timeout.ms", "soon"}} {
+		if code := alterShareGroupConfig(t, cl, group, bad[0], bad[1]); code != kerr.InvalidConfig.Code {
+			t.Errorf("%s=%s: %s, want INVALID_CONFIG", bad[0], bad[1], errName(code))
+		}
+	}
+	for _, good := range [][2]string{{"share.session.timeout.ms", "50000"}, {"share.heartbeat.interval.ms", "6000"}} {
+		if code := alterShareGroupConfig(t, cl, group, good[0], good[1]); code != 0 {
+			t.Fatalf("%s=%s: %s", good[0], good[1], errName(code))
+		}
+	}
+	// A joining member gets the group's heartbeat interval (Apache Kafka
+	// applies a group config through its metadata log: retry a while).
+	c := dialRaw(t, addr)
+	defer c.conn.Close()
+	var got int32
+	for i := 0; i < 50; i++ {
+		hb := kmsg.NewPtrShareGroupHeartbeatRequest()
+		hb.Version, hb.GroupID, hb.MemberID, hb.MemberEpoch = 1, group, fmt.Sprintf("timing-member-%08d-xyz", i), 0
+		hb.SubscribedTopicNames = []string{topic}
+		r := c.roundTrip(hb).(*kmsg.ShareGroupHeartbeatResponse)
+		if r.ErrorCode != 0 {
+			t.Fatalf("join: %s", errName(r.ErrorCode))
+		}
+		got = r.HeartbeatIntervalMillis
+		leave := kmsg.NewPtrShareGroupHeartbeatRequest()
+		leave.Version, leave.GroupID, leave.MemberID, leave.MemberEpoch = 1, group, hb.MemberID, -1
+		c.roundTrip(leave)
+		if got == 6000 {
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Fatalf("a member joining the group was told a heartbeat interval of %d ms, want the group's 6000", got)
+}
