@@ -140,3 +140,98 @@ func testShareGroupTimingConfigs(t *testing.T, addr string) {
 	}
 	t.Fatalf("a member joining the group was told a heartbeat interval of %d ms, want the group's 6000", got)
 }
+
+// TestShareIsolationLevel: share.isolation.level=read_committed (Kafka 4.2
+// group config) delivers committed transactional records only: the
+// records of an aborted transaction are never delivered and an open
+// transaction holds delivery back at the last stable offset until it
+// commits; a
+// read_uncommitted group (the default) gets the aborted records too.
+// Before, this broker refused the config. Also against Apache Kafka 4.2.
+func TestShareIsolationLevel(t *testing.T) {
+	t.Parallel()
+	t.Run("broker", func(t *testing.T) { testShareIsolationLevel(t, startBroker(t).Addr()) })
+	t.Run("apache-kafka", func(t *testing.T) { testShareIsolationLevel(t, referenceKafka(t)) })
+}
+
+func testShareIsolationLevel(t *testing.T, addr string) {
+	adm := newAdmin(t, addr)
+	topic := topicName(t, "")
+	createTopic(t, adm, topic, 1, nil)
+	txn := newClient(t, addr, kgo.DefaultProduceTopic(topic), kgo.TransactionalID("share-iso-"+topic))
+	inTxn := func(commit bool, values ...string) {
+		t.Helper()
+		if err := txn.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range values {
+			if err := txn.ProduceSync(testCtx(t, opTimeout), &kgo.Record{Value: []byte(v)}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := txn.EndTransaction(testCtx(t, opTimeout), kgo.TransactionEndTry(commit)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	inTxn(true, "c-0", "c-1")
+	inTxn(false, "a-0", "a-1")
+	inTxn(true, "c-2")
+	cl := newClient(t, addr)
+	consumeFor := func(group string, n int, d time.Duration) []string {
+		t.Helper()
+		share := newClient(t, addr, kgo.ShareGroup(group), kgo.ConsumeTopics(topic), kgo.FetchMaxWait(500*time.Millisecond))
+		defer share.Close()
+		var got []string
+		ctx := testCtx(t, d)
+		for len(got) < n && ctx.Err() == nil {
+			share.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
+				got = append(got, string(r.Value))
+				r.Ack(kgo.AckAccept)
+			})
+		}
+		_ = share.FlushAcks(testCtx(t, opTimeout))
+		slices.Sort(got)
+		return got
+	}
+	consume := func(group string, n int) []string { return consumeFor(group, n, 20*time.Second) }
+	for _, g := range []struct{ name, level, want string }{
+		{"committed." + topic, "read_committed", "c-0,c-1,c-2"},
+		{"uncommitted." + topic, "read_uncommitted", "a-0,a-1,c-0,c-1,c-2"},
+	} {
+		if code := alterShareGroupConfig(t, cl, g.name, "share.auto.offset.reset", "earliest"); code != 0 {
+			t.Fatalf("share.auto.offset.reset: %s", errName(code))
+		}
+		if code := alterShareGroupConfig(t, cl, g.name, "share.isolation.level", g.level); code != 0 {
+			t.Fatalf("share.isolation.level=%s: %s", g.level, errName(code))
+		}
+	}
+	if code := alterShareGroupConfig(t, cl, "any."+topic, "share.isolation.level", "serializable"); code != kerr.InvalidConfig.Code {
+		t.Errorf("share.isolation.level=serializable: %s, want INVALID_CONFIG", errName(code))
+	}
+	time.Sleep(500 * time.Millisecond) // Apache Kafka applies group configs through its metadata log
+	for _, g := range []struct{ name, want string }{
+		{"committed." + topic, "c-0,c-1,c-2"},
+		{"uncommitted." + topic, "a-0,a-1,c-0,c-1,c-2"},
+	} {
+		if got := strings.Join(consume(g.name, strings.Count(g.want, ",")+1), ","); got != g.want {
+			t.Errorf("share group %s got %s, want %s", g.name, got, g.want)
+		}
+	}
+	// An open transaction holds read_committed delivery at the last
+	// stable offset until it commits.
+	if err := txn.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := txn.ProduceSync(testCtx(t, opTimeout), &kgo.Record{Value: []byte("o-0")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if got := consumeFor("committed."+topic, 1, 3*time.Second); len(got) != 0 {
+		t.Errorf("read_committed got %v from an open transaction", got)
+	}
+	if err := txn.EndTransaction(testCtx(t, opTimeout), kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(consume("committed."+topic, 1), ","); got != "o-0" {
+		t.Errorf("read_committed after the commit got %s, want o-0", got)
+	}
+}

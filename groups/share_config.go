@@ -35,11 +35,18 @@ const (
 	ShareDeliveryCountLimitConfig = "share.delivery.count.limit"
 	ShareSessionTimeoutConfig     = "share.session.timeout.ms"
 	ShareHeartbeatIntervalConfig  = "share.heartbeat.interval.ms"
+	ShareIsolationLevelConfig     = "share.isolation.level"
+)
+
+// Values of share.isolation.level (Kafka's default is read_uncommitted).
+const (
+	ShareReadUncommitted = "read_uncommitted"
+	ShareReadCommitted   = "read_committed"
 )
 
 // shareConfigNames are the group configs served, in DescribeConfigs order.
 var shareConfigNames = []string{ShareAutoOffsetResetConfig, ShareDeliveryCountLimitConfig, ShareHeartbeatIntervalConfig,
-	ShareRecordLockDurationConfig, ShareSessionTimeoutConfig}
+	ShareIsolationLevelConfig, ShareRecordLockDurationConfig, ShareSessionTimeoutConfig}
 
 // ErrInvalidGroupConfig is a group config name or value this broker does
 // not accept (Kafka INVALID_CONFIG).
@@ -79,6 +86,10 @@ func checkGroupConfig(name, value string) error {
 	case ShareDeliveryCountLimitConfig:
 		if n, err := strconv.ParseInt(value, 10, 64); err != nil || n < 1 || n > 1000 {
 			return fmt.Errorf("%w: %s is %q; use 1 to 1000", ErrInvalidGroupConfig, name, value)
+		}
+	case ShareIsolationLevelConfig:
+		if value != ShareReadUncommitted && value != ShareReadCommitted {
+			return fmt.Errorf("%w: %s is %q; use %s or %s", ErrInvalidGroupConfig, name, value, ShareReadUncommitted, ShareReadCommitted)
 		}
 	case ShareSessionTimeoutConfig, ShareHeartbeatIntervalConfig:
 		// The range depends on the broker's settings: checkShareTiming.
@@ -195,6 +206,7 @@ func (c *Coordinator) ShareGroupConfigs(group string) []GroupConfigEntry {
 		ShareDeliveryCountLimitConfig: strconv.Itoa(c.cfg.ShareDeliveryCountLimit),
 		ShareSessionTimeoutConfig:     strconv.FormatInt(c.cfg.ConsumerSessionTimeout.Milliseconds(), 10),
 		ShareHeartbeatIntervalConfig:  strconv.FormatInt(c.cfg.ConsumerHeartbeatInterval.Milliseconds(), 10),
+		ShareIsolationLevelConfig:     ShareReadUncommitted,
 	}
 	var out []GroupConfigEntry
 	for _, name := range shareConfigNames {
@@ -336,6 +348,12 @@ func (c *Coordinator) shareLimitsLocked(group string) shareLimits {
 		}
 	}
 	return lim
+}
+
+// shareReadCommittedLocked says whether group's share.isolation.level is
+// read_committed. REQUIRES: share.mu held.
+func (c *Coordinator) shareReadCommittedLocked(group string) bool {
+	return c.share.configs[group][ShareIsolationLevelConfig] == ShareReadCommitted
 }
 
 // shareResetLocked is group's share.auto.offset.reset. REQUIRES: share.mu

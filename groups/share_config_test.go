@@ -34,7 +34,8 @@ func TestCheckGroupConfig(t *testing.T) {
 		{ShareRecordLockDurationConfig, "1000", true},
 		{ShareDeliveryCountLimitConfig, "0", false},
 		{ShareDeliveryCountLimitConfig, "10", true},
-		{"share.isolation.level", "read_committed", false},
+		{ShareIsolationLevelConfig, "read_committed", true},
+		{ShareIsolationLevelConfig, "serializable", false},
 		{ShareSessionTimeoutConfig, "50000", true}, // its range: checkShareTiming
 		{ShareHeartbeatIntervalConfig, "soon", false},
 	} {

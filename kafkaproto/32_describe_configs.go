@@ -17,8 +17,9 @@ package kafkaproto
 //     broker settings are static here.
 //   - Group resources (KIP-932 group configs) list a share group's
 //     share.auto.offset.reset, share.delivery.count.limit,
-//     share.heartbeat.interval.ms, share.record.lock.duration.ms and
-//     share.session.timeout.ms: GROUP_CONFIG when set on the group, else
+//     share.heartbeat.interval.ms, share.isolation.level,
+//     share.record.lock.duration.ms and share.session.timeout.ms:
+//     GROUP_CONFIG when set on the group, else
 //     the broker's group-share-* or group-consumer-* setting as
 //     DEFAULT_CONFIG.
 //   - include_synonyms (v1+) lists, most specific first, the topic value,

@@ -20,7 +20,8 @@ package kafkaproto
 //     share.record.lock.duration.ms (1000-3600000),
 //     share.session.timeout.ms (45000-60000) and
 //     share.heartbeat.interval.ms (5000-15000, below the session timeout;
-//     both ranges widened to the broker's own settings) and
+//     both ranges widened to the broker's own settings),
+//     share.isolation.level (read_uncommitted, read_committed) and
 //     share.delivery.count.limit (1-1000) of a share group, SET or DELETE
 //     (back to the broker's group-share-* setting), before or after the
 //     group exists, stored durably (groups/share_config.go); another name,
