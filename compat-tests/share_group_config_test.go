@@ -235,3 +235,72 @@ func testShareIsolationLevel(t *testing.T, addr string) {
 		t.Errorf("read_committed after the commit got %s, want o-0", got)
 	}
 }
+
+// TestShareAcquireModes: ShareFetch v2 share_acquire_mode (KIP-1206) on
+// batches of 4 records with max_records 5: record_limit (1) acquires
+// exactly 5 records, batch_optimized (0, the default) whole batches, so
+// 8. Also against Apache Kafka 4.2.
+func TestShareAcquireModes(t *testing.T) {
+	t.Parallel()
+	t.Run("broker", func(t *testing.T) { testShareAcquireModes(t, startBroker(t).Addr()) })
+	t.Run("apache-kafka", func(t *testing.T) { testShareAcquireModes(t, referenceKafka(t)) })
+}
+
+func testShareAcquireModes(t *testing.T, addr string) {
+	adm := newAdmin(t, addr)
+	topic := topicName(t, "")
+	createTopic(t, adm, topic, 1, nil)
+	cl := newClient(t, addr, kgo.DefaultProduceTopic(topic), kgo.ProducerLinger(time.Second))
+	for b := range 4 {
+		var rs []*kgo.Record
+		for i := range 4 {
+			rs = append(rs, &kgo.Record{Value: []byte(fmt.Sprintf("b%d-%d", b, i))})
+		}
+		if err := cl.ProduceSync(testCtx(t, opTimeout), rs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, mode := range []struct {
+		name    string
+		version int16
+		mode    int8
+		want    int64
+	}{{"record_limit", 2, 1, 5}, {"batch_optimized", 2, 0, 8}, {"v1", 1, 0, 8}} {
+		group := mode.name + "." + topic
+		if code := alterShareGroupConfig(t, cl, group, "share.auto.offset.reset", "earliest"); code != 0 {
+			t.Fatalf("share.auto.offset.reset: %s", errName(code))
+		}
+		time.Sleep(500 * time.Millisecond) // Apache Kafka applies group configs through its metadata log
+		m := newRawShareMember(t, addr, group, topic, fmt.Sprintf("%s-member-0000000001", mode.name))
+		var got int64
+		for try := 0; got == 0 && try < 10; try++ {
+			req := kmsg.NewPtrShareFetchRequest()
+			req.Version = mode.version
+			req.GroupID, req.MemberID = &m.group, &m.id
+			req.ShareSessionEpoch = m.epoch
+			req.MaxWaitMillis, req.MaxBytes, req.MaxRecords, req.BatchSize, req.ShareAcquireMode = 1000, 1<<20, 5, 5, mode.mode
+			if m.epoch == 0 {
+				tp := kmsg.NewShareFetchRequestTopic()
+				tp.TopicID = m.topicID
+				rp := kmsg.NewShareFetchRequestTopicPartition()
+				tp.Partitions = append(tp.Partitions, rp)
+				req.Topics = append(req.Topics, tp)
+			}
+			resp := m.c.roundTrip(req).(*kmsg.ShareFetchResponse)
+			if resp.ErrorCode != 0 {
+				t.Fatalf("%s: ShareFetch: %s", mode.name, errName(resp.ErrorCode))
+			}
+			m.epoch++
+			for _, tp := range resp.Topics {
+				for _, p := range tp.Partitions {
+					for _, r := range p.AcquiredRecords {
+						got += r.LastOffset - r.FirstOffset + 1
+					}
+				}
+			}
+		}
+		if got != mode.want {
+			t.Errorf("%s with max_records 5 over batches of 4: acquired %d records, want %d", mode.name, got, mode.want)
+		}
+	}
+}

@@ -208,6 +208,13 @@ type ShareAcquireRequest struct {
 	// MaxRecords bounds the records acquired over all partitions;
 	// MaxBytes the new batches read per partition.
 	MaxRecords, MaxBytes int
+	// WholeBatches is ShareFetch's batch_optimized acquire mode
+	// (KIP-1206, the default, and v1's only behavior): MaxRecords is a
+	// soft limit, and a new batch once begun is acquired whole, as Kafka's
+	// SharePartition does. Otherwise (record_limit) acquisition stops at
+	// MaxRecords exactly. A native queue's messages are acquired one by
+	// one either way.
+	WholeBatches bool
 }
 
 // ShareAcquire acquires up to MaxRecords records for the member over the
@@ -227,6 +234,7 @@ func (c *Coordinator) ShareAcquire(req ShareAcquireRequest, now time.Time) ([]Sh
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	lim := c.shareLimitsLocked(group)
+	lim.wholeBatches = req.WholeBatches
 	g := s.groups[group]
 	if g == nil || g.members[member] == nil || s.sessions[shareSessionKey{group, member}] == nil {
 		return out, func() error { return nil }
