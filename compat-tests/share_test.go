@@ -136,14 +136,16 @@ func newRawShareMember(t *testing.T, addr, group, topic, id string) *rawShareMem
 	return m
 }
 
-// fetch sends a ShareFetch for partitions (none: the session's) with acks,
-// and returns the acquired offsets per partition.
+// fetch sends a ShareFetch v2 in record_limit mode (exactly maxRecords at
+// most) for partitions (none: the session's) with acks, and returns the
+// acquired offsets per partition.
 func (m *rawShareMember) fetch(partitions []int32, acks map[int32][]kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch, maxRecords int32) (*kmsg.ShareFetchResponse, map[int32][]kmsg.ShareFetchResponseTopicPartitionAcquiredRecord) {
 	req := kmsg.NewPtrShareFetchRequest()
-	req.Version = 1
+	req.Version = 2
 	req.GroupID, req.MemberID = &m.group, &m.id
 	req.ShareSessionEpoch = m.epoch
 	req.MaxWaitMillis, req.MaxBytes, req.MaxRecords, req.BatchSize = 2000, 1<<20, maxRecords, maxRecords
+	req.ShareAcquireMode = 1 // record_limit
 	if len(partitions) > 0 {
 		topic := kmsg.NewShareFetchRequestTopic()
 		topic.TopicID = m.topicID

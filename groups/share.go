@@ -264,9 +264,10 @@ func (c *Coordinator) shareHeartbeatMemberLocked(g *shareGroup, req ShareHeartbe
 		slices.Sort(m.topics)
 		m.topics = slices.Compact(m.topics)
 	}
-	m.deadline = now.Add(c.cfg.ConsumerSessionTimeout)
+	session, heartbeat := c.shareTiming(c.share.configs[g.name]) // share.session.timeout.ms, share.heartbeat.interval.ms
+	m.deadline = now.Add(session)
 	assignment, key := c.shareAssignment(m.topics)
-	res := ShareHeartbeatResult{MemberID: m.id, HeartbeatInterval: c.cfg.ConsumerHeartbeatInterval}
+	res := ShareHeartbeatResult{MemberID: m.id, HeartbeatInterval: heartbeat}
 	if key != m.assignKey || m.epoch == 0 || req.MemberEpoch == 0 {
 		if key != m.assignKey || m.epoch == 0 {
 			g.epoch++

@@ -1,12 +1,15 @@
 package groups
 
 // Group configs of share groups (KIP-932 "Group configuration", Kafka's
-// GroupConfig): share.auto.offset.reset, share.record.lock.duration.ms
-// and share.delivery.count.limit, set per group with
+// GroupConfig): share.auto.offset.reset, share.record.lock.duration.ms,
+// share.session.timeout.ms, share.heartbeat.interval.ms and
+// share.delivery.count.limit (ours: Kafka 4.2 has it as a broker config
+// only), set per group with
 // IncrementalAlterConfigs on GROUP resources, before or after the group
 // exists (as in Kafka). A group without one uses the broker's setting
 // (group-share-auto-offset-reset, group-share-record-lock-duration,
-// group-share-delivery-count-limit).
+// group-share-delivery-count-limit, group-consumer-session-timeout,
+// group-consumer-heartbeat-interval).
 //
 // Row (pebblestore key 0x25 | group name): u16 count | count x (u16 name
 // length | name | u16 value length | value).
@@ -15,8 +18,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
+	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/vibemq/broker/pebblestore"
@@ -27,10 +33,20 @@ const (
 	ShareAutoOffsetResetConfig    = "share.auto.offset.reset"
 	ShareRecordLockDurationConfig = "share.record.lock.duration.ms"
 	ShareDeliveryCountLimitConfig = "share.delivery.count.limit"
+	ShareSessionTimeoutConfig     = "share.session.timeout.ms"
+	ShareHeartbeatIntervalConfig  = "share.heartbeat.interval.ms"
+	ShareIsolationLevelConfig     = "share.isolation.level"
+)
+
+// Values of share.isolation.level (Kafka's default is read_uncommitted).
+const (
+	ShareReadUncommitted = "read_uncommitted"
+	ShareReadCommitted   = "read_committed"
 )
 
 // shareConfigNames are the group configs served, in DescribeConfigs order.
-var shareConfigNames = []string{ShareAutoOffsetResetConfig, ShareDeliveryCountLimitConfig, ShareRecordLockDurationConfig}
+var shareConfigNames = []string{ShareAutoOffsetResetConfig, ShareDeliveryCountLimitConfig, ShareHeartbeatIntervalConfig,
+	ShareIsolationLevelConfig, ShareRecordLockDurationConfig, ShareSessionTimeoutConfig}
 
 // ErrInvalidGroupConfig is a group config name or value this broker does
 // not accept (Kafka INVALID_CONFIG).
@@ -58,8 +74,10 @@ func shareConfigKey(group string) []byte {
 func checkGroupConfig(name, value string) error {
 	switch name {
 	case ShareAutoOffsetResetConfig:
-		if value != "latest" && value != "earliest" {
-			return fmt.Errorf("%w: %s is %q; use latest or earliest (by_duration is not served)", ErrInvalidGroupConfig, name, value)
+		if _, isDuration, err := parseShareByDuration(value); isDuration && err != nil {
+			return fmt.Errorf("%w: %s is %q: %v", ErrInvalidGroupConfig, name, value, err)
+		} else if !isDuration && value != "latest" && value != "earliest" {
+			return fmt.Errorf("%w: %s is %q; use latest, earliest or by_duration:<ISO 8601 duration> (e.g. by_duration:PT1H)", ErrInvalidGroupConfig, name, value)
 		}
 	case ShareRecordLockDurationConfig:
 		if n, err := strconv.ParseInt(value, 10, 64); err != nil || n < 1000 || n > 3600000 {
@@ -69,11 +87,111 @@ func checkGroupConfig(name, value string) error {
 		if n, err := strconv.ParseInt(value, 10, 64); err != nil || n < 1 || n > 1000 {
 			return fmt.Errorf("%w: %s is %q; use 1 to 1000", ErrInvalidGroupConfig, name, value)
 		}
+	case ShareIsolationLevelConfig:
+		if value != ShareReadUncommitted && value != ShareReadCommitted {
+			return fmt.Errorf("%w: %s is %q; use %s or %s", ErrInvalidGroupConfig, name, value, ShareReadUncommitted, ShareReadCommitted)
+		}
+	case ShareSessionTimeoutConfig, ShareHeartbeatIntervalConfig:
+		// The range depends on the broker's settings: checkShareTiming.
+		if n, err := strconv.ParseInt(value, 10, 32); err != nil || n < 1 {
+			return fmt.Errorf("%w: %s is %q; use a number of milliseconds", ErrInvalidGroupConfig, name, value)
+		}
 	default:
-		return fmt.Errorf("%w: unknown group config %q; this broker serves %s, %s and %s", ErrInvalidGroupConfig, name,
-			ShareAutoOffsetResetConfig, ShareRecordLockDurationConfig, ShareDeliveryCountLimitConfig)
+		return fmt.Errorf("%w: unknown group config %q; this broker serves %s", ErrInvalidGroupConfig, name, strings.Join(shareConfigNames, ", "))
 	}
 	return nil
+}
+
+// Bounds of share.session.timeout.ms and share.heartbeat.interval.ms:
+// Kafka's defaults of group.share.{min,max}.session.timeout.ms (45 s, 60
+// s) and group.share.{min,max}.heartbeat.interval.ms (5 s, 15 s), widened
+// to the broker's own group-consumer-session-timeout and
+// group-consumer-heartbeat-interval (which share groups use by default).
+const (
+	shareSessionTimeoutMinMs    = 45000
+	shareSessionTimeoutMaxMs    = 60000
+	shareHeartbeatIntervalMinMs = 5000
+	shareHeartbeatIntervalMaxMs = 15000
+)
+
+// checkShareTiming checks a group's session timeout and heartbeat
+// interval as they would be with configs (its configs after a change):
+// each within its bounds, the heartbeat below the session timeout, as
+// Kafka's GroupConfig.validate.
+func (c *Coordinator) checkShareTiming(configs map[string]string) error {
+	session, heartbeat := c.shareTiming(configs)
+	brokerSession, brokerHeartbeat := c.cfg.ConsumerSessionTimeout.Milliseconds(), c.cfg.ConsumerHeartbeatInterval.Milliseconds()
+	bounds := []struct {
+		name          string
+		value, lo, hi int64
+	}{
+		{ShareSessionTimeoutConfig, session.Milliseconds(), min(shareSessionTimeoutMinMs, brokerSession), max(shareSessionTimeoutMaxMs, brokerSession)},
+		{ShareHeartbeatIntervalConfig, heartbeat.Milliseconds(), min(shareHeartbeatIntervalMinMs, brokerHeartbeat), max(shareHeartbeatIntervalMaxMs, brokerHeartbeat)},
+	}
+	for _, b := range bounds {
+		if _, set := configs[b.name]; set && (b.value < b.lo || b.value > b.hi) {
+			return fmt.Errorf("%w: %s is %d; use %d to %d", ErrInvalidGroupConfig, b.name, b.value, b.lo, b.hi)
+		}
+	}
+	if heartbeat >= session {
+		return fmt.Errorf("%w: %s (%d) must be less than %s (%d)", ErrInvalidGroupConfig,
+			ShareHeartbeatIntervalConfig, heartbeat.Milliseconds(), ShareSessionTimeoutConfig, session.Milliseconds())
+	}
+	return nil
+}
+
+// shareTiming is the session timeout and heartbeat interval of a group
+// with configs: its own, else the broker's.
+func (c *Coordinator) shareTiming(configs map[string]string) (session, heartbeat time.Duration) {
+	session, heartbeat = c.cfg.ConsumerSessionTimeout, c.cfg.ConsumerHeartbeatInterval
+	if v, err := strconv.ParseInt(configs[ShareSessionTimeoutConfig], 10, 64); err == nil {
+		session = time.Duration(v) * time.Millisecond
+	}
+	if v, err := strconv.ParseInt(configs[ShareHeartbeatIntervalConfig], 10, 64); err == nil {
+		heartbeat = time.Duration(v) * time.Millisecond
+	}
+	return session, heartbeat
+}
+
+// shareByDurationPrefix starts a share.auto.offset.reset of the form
+// by_duration:<duration> (KIP-1106 as KIP-932 takes it over).
+const shareByDurationPrefix = "by_duration:"
+
+// shareISODuration is java.time.Duration.parse's ISO 8601 form without a
+// sign: PnDTnHnMn.nS (days, hours, minutes, seconds with up to 9
+// decimals), case-insensitive, at least one part.
+var shareISODuration = regexp.MustCompile(`^(?i)P(?:([0-9]+)D)?(?:T(?:([0-9]+)H)?(?:([0-9]+)M)?(?:([0-9]+)(?:[.,]([0-9]{1,9}))?S)?)?$`)
+
+// parseShareByDuration reads a share.auto.offset.reset value of the form
+// by_duration:<ISO 8601 duration>: isDuration says whether value has the
+// prefix; err, when it has, whether the duration is one Kafka accepts
+// (GroupConfig: ISO 8601, PnDTnHnMn.nS, not negative).
+func parseShareByDuration(value string) (d time.Duration, isDuration bool, err error) {
+	rest, ok := strings.CutPrefix(strings.ToLower(value), shareByDurationPrefix)
+	if !ok {
+		return 0, false, nil
+	}
+	m := shareISODuration.FindStringSubmatch(rest)
+	if m == nil || strings.HasSuffix(strings.ToUpper(rest), "T") || strings.EqualFold(rest, "P") {
+		return 0, true, fmt.Errorf("the duration %q is not ISO 8601 (PnDTnHnMn.nS, e.g. PT1H30M, P2D); negative durations are not allowed", rest)
+	}
+	const limit = int64(math.MaxInt64 / 2)
+	var total int64
+	for i, unit := range []time.Duration{24 * time.Hour, time.Hour, time.Minute, time.Second} {
+		if m[i+1] == "" {
+			continue
+		}
+		n, err := strconv.ParseInt(m[i+1], 10, 64)
+		if err != nil || n > limit/int64(unit) || total > limit-n*int64(unit) {
+			return 0, true, fmt.Errorf("the duration %q is too long", rest)
+		}
+		total += n * int64(unit)
+	}
+	if frac := m[5]; frac != "" {
+		n, _ := strconv.ParseInt((frac + "000000000")[:9], 10, 64)
+		total += n
+	}
+	return time.Duration(total), true, nil
 }
 
 // ShareGroupConfigs lists the share group configs of group, effective
@@ -86,6 +204,9 @@ func (c *Coordinator) ShareGroupConfigs(group string) []GroupConfigEntry {
 		ShareAutoOffsetResetConfig:    c.cfg.ShareAutoOffsetReset,
 		ShareRecordLockDurationConfig: strconv.FormatInt(c.cfg.ShareRecordLockDuration.Milliseconds(), 10),
 		ShareDeliveryCountLimitConfig: strconv.Itoa(c.cfg.ShareDeliveryCountLimit),
+		ShareSessionTimeoutConfig:     strconv.FormatInt(c.cfg.ConsumerSessionTimeout.Milliseconds(), 10),
+		ShareHeartbeatIntervalConfig:  strconv.FormatInt(c.cfg.ConsumerHeartbeatInterval.Milliseconds(), 10),
+		ShareIsolationLevelConfig:     ShareReadUncommitted,
 	}
 	var out []GroupConfigEntry
 	for _, name := range shareConfigNames {
@@ -115,9 +236,6 @@ func (c *Coordinator) AlterShareGroupConfigs(group string, ops []GroupConfigOp, 
 			return err
 		}
 	}
-	if validateOnly {
-		return nil
-	}
 	s := &c.share
 	s.mu.Lock()
 	next := map[string]string{}
@@ -130,6 +248,10 @@ func (c *Coordinator) AlterShareGroupConfigs(group string, ops []GroupConfigOp, 
 		} else {
 			next[op.Name] = op.Value
 		}
+	}
+	if err := c.checkShareTiming(next); err != nil || validateOnly {
+		s.mu.Unlock()
+		return err
 	}
 	w := c.applyShareLocked(func(b *pebblestore.Batch) {
 		if len(next) == 0 {
@@ -226,6 +348,12 @@ func (c *Coordinator) shareLimitsLocked(group string) shareLimits {
 		}
 	}
 	return lim
+}
+
+// shareReadCommittedLocked says whether group's share.isolation.level is
+// read_committed. REQUIRES: share.mu held.
+func (c *Coordinator) shareReadCommittedLocked(group string) bool {
+	return c.share.configs[group][ShareIsolationLevelConfig] == ShareReadCommitted
 }
 
 // shareResetLocked is group's share.auto.offset.reset. REQUIRES: share.mu

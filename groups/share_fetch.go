@@ -208,6 +208,13 @@ type ShareAcquireRequest struct {
 	// MaxRecords bounds the records acquired over all partitions;
 	// MaxBytes the new batches read per partition.
 	MaxRecords, MaxBytes int
+	// WholeBatches is ShareFetch's batch_optimized acquire mode
+	// (KIP-1206, the default, and v1's only behavior): MaxRecords is a
+	// soft limit, and a new batch once begun is acquired whole, as Kafka's
+	// SharePartition does. Otherwise (record_limit) acquisition stops at
+	// MaxRecords exactly. A native queue's messages are acquired one by
+	// one either way.
+	WholeBatches bool
 }
 
 // ShareAcquire acquires up to MaxRecords records for the member over the
@@ -216,17 +223,18 @@ type ShareAcquireRequest struct {
 func (c *Coordinator) ShareAcquire(req ShareAcquireRequest, now time.Time) ([]ShareFetched, func() error) {
 	group, member, parts, maxRecords, maxBytes := req.Group, req.MemberID, req.Partitions, req.MaxRecords, req.MaxBytes
 	out := make([]ShareFetched, len(parts))
-	ends := c.sharePrepare(group, parts, out, now)
+	ends, committed := c.sharePrepare(group, parts, out, now)
 	spans := make([][]BatchSpan, len(parts))
 	for i, p := range parts {
 		if out[i].Err == nil && ends[i] >= 0 {
-			spans[i], out[i].Err = c.readSpans(shareTP(p), ends[i], maxBytes)
+			spans[i], out[i].Err = c.readSpans(shareTP(p), ends[i], maxBytes, committed)
 		}
 	}
 	s := &c.share
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	lim := c.shareLimitsLocked(group)
+	lim.wholeBatches = req.WholeBatches
 	g := s.groups[group]
 	if g == nil || g.members[member] == nil || s.sessions[shareSessionKey{group, member}] == nil {
 		return out, func() error { return nil }
@@ -254,15 +262,18 @@ func (c *Coordinator) ShareAcquire(req ShareAcquireRequest, now time.Time) ([]Sh
 }
 
 // sharePrepare creates the share-partitions a group fetches for the first
-// time (start offset by share.auto.offset.reset: the high watermark for
-// latest, the log start for earliest), moves start offsets past records
+// time (start offset by share.auto.offset.reset, shareInitialStartLocked),
+// moves start offsets past records
 // the log no longer holds, and returns each partition's end offset when
-// new records are stored after it (-1 otherwise).
-func (c *Coordinator) sharePrepare(group string, parts []SharePartitionID, out []ShareFetched, now time.Time) []int64 {
+// new records are stored after it (-1 otherwise), and whether the group
+// reads committed records only (share.isolation.level read_committed:
+// then "stored" means below the last stable offset).
+func (c *Coordinator) sharePrepare(group string, parts []SharePartitionID, out []ShareFetched, now time.Time) ([]int64, bool) {
 	ends := make([]int64, len(parts))
 	s := &c.share
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	committed := c.shareReadCommittedLocked(group)
 	g := s.groups[group]
 	for i, p := range parts {
 		out[i].SharePartitionID = p
@@ -286,33 +297,41 @@ func (c *Coordinator) sharePrepare(group string, parts []SharePartitionID, out [
 		}
 		sp := g.parts[shareTP(p)]
 		if sp == nil {
-			sp = &sharePartition{start: lp.HighWatermark()}
-			if c.shareResetLocked(group) == "earliest" {
-				sp.start = lp.LogStartOffset()
-			}
+			sp = &sharePartition{start: c.shareInitialStartLocked(group, lp, now)}
 			g.parts[shareTP(p)] = sp
 		}
 		sp.startAt(lp.LogStartOffset())
-		if sp.end() < lp.HighWatermark() && len(sp.window) < c.cfg.ShareMaxRecordLocks {
+		stored := lp.HighWatermark()
+		if committed {
+			stored = lp.LastStableOffset()
+		}
+		if sp.end() < stored && len(sp.window) < c.cfg.ShareMaxRecordLocks {
 			ends[i] = sp.end()
 		}
 	}
-	return ends
+	return ends, committed
 }
 
 // shareSpanReadBytes bounds one read of batch boundaries.
 const shareSpanReadBytes = 1 << 20
 
 // readSpans reads the batch boundaries stored from offset on, up to about
-// maxBytes.
-func (c *Coordinator) readSpans(tp shareTP, offset int64, maxBytes int) ([]BatchSpan, error) {
+// maxBytes. committed (share.isolation.level read_committed, KIP-932)
+// reads below the last stable offset only and marks the batches of
+// aborted transactions like control batches: archived, never delivered,
+// as Kafka's share fetch does with the aborted transactions of its read.
+func (c *Coordinator) readSpans(tp shareTP, offset int64, maxBytes int, committed bool) ([]BatchSpan, error) {
 	_, lp, ok := c.sharePartitionLog(tp)
 	if !ok {
 		return nil, ErrUnknownTopicID
 	}
 	// Spans are only headers: read about what one acquisition can use,
 	// not the request's whole budget (at least one batch).
-	data, _, err := lp.Read(offset, min(maxBytes, shareSpanReadBytes), true, nil)
+	read := lp.Read
+	if committed {
+		read = lp.ReadCommitted
+	}
+	data, res, err := read(offset, min(maxBytes, shareSpanReadBytes), true, nil)
 	if err != nil {
 		if errors.Is(err, topics.ErrOffsetOutOfRange) {
 			return nil, nil
@@ -325,8 +344,41 @@ func (c *Coordinator) readSpans(tp shareTP, offset int64, maxBytes int) ([]Batch
 		if err != nil {
 			return spans, nil
 		}
-		spans = append(spans, BatchSpan{Base: h.BaseOffset, Last: h.BaseOffset + int64(h.LastOffsetDelta), Control: h.Attributes&0x20 != 0})
+		aborted := committed && h.IsTransactional() && inAbortedTxn(res.Aborted, h.ProducerID, h.BaseOffset)
+		spans = append(spans, BatchSpan{Base: h.BaseOffset, Last: h.BaseOffset + int64(h.LastOffsetDelta), Control: h.IsControl() || aborted})
 		data = data[int(h.BatchLength)+12:]
 	}
 	return spans, nil
+}
+
+// shareInitialStartLocked is the start offset of a share-partition that
+// group fetches for the first time, by its share.auto.offset.reset: the
+// high watermark for latest, the log start for earliest, and for
+// by_duration:D the first offset whose timestamp is at least now - D (the
+// high watermark when no record is that recent), as Kafka's
+// SharePartition initializes it (KIP-932, "by_duration" of KIP-1106).
+// REQUIRES: share.mu held.
+func (c *Coordinator) shareInitialStartLocked(group string, lp *topics.Partition, now time.Time) int64 {
+	reset := c.shareResetLocked(group)
+	if reset == "earliest" {
+		return lp.LogStartOffset()
+	}
+	if d, ok, _ := parseShareByDuration(reset); ok {
+		if off, _, err := lp.OffsetForTimestamp(now.Add(-d).UnixMilli()); err == nil && off >= 0 {
+			return max(off, lp.LogStartOffset())
+		}
+	}
+	return lp.HighWatermark()
+}
+
+// inAbortedTxn says whether a transactional batch of producer at base
+// belongs to one of the aborted transactions: the producer's, begun at or
+// before base and ended by its marker after it.
+func inAbortedTxn(aborted []topics.AbortedTxn, producer, base int64) bool {
+	for _, a := range aborted {
+		if a.ProducerID == producer && a.FirstOffset <= base && base < a.LastOffset {
+			return true
+		}
+	}
+	return false
 }

@@ -88,6 +88,10 @@ type shareLimits struct {
 	lock          time.Duration // group.share.record.lock.duration.ms
 	deliveryLimit int16         // group.share.delivery.count.limit
 	maxInFlight   int           // group.share.partition.max.record.locks
+	// wholeBatches: the fetch's share_acquire_mode is batch_optimized
+	// (KIP-1206): max_records is a soft limit, a new batch once begun is
+	// acquired to its end.
+	wholeBatches bool
 }
 
 // acquire gives member up to max records: first the Available ones of the
@@ -132,7 +136,11 @@ func (sp *sharePartition) acquire(member string, max int, spans []BatchSpan, lim
 			sp.window = append(sp.window, shareRecord{state: shareArchived})
 			changed = true
 		}
-		for off := sp.end(); off <= s.Last && got < max && len(sp.window) < lim.maxInFlight; off++ {
+		begun := false // a record of this batch was taken by this call
+		for off := sp.end(); off <= s.Last && len(sp.window) < lim.maxInFlight; off++ {
+			if got >= max && (!lim.wholeBatches || !begun) {
+				break
+			}
 			sp.window = append(sp.window, shareRecord{})
 			if s.Control {
 				sp.window[len(sp.window)-1].state = shareArchived
@@ -141,6 +149,7 @@ func (sp *sharePartition) acquire(member string, max int, spans []BatchSpan, lim
 			}
 			take(off, &sp.window[len(sp.window)-1])
 			got++
+			begun = true
 		}
 	}
 	sp.advance()

@@ -168,3 +168,29 @@ func TestSharePartitionRowRestores(t *testing.T) {
 		}
 	}
 }
+
+// TestSharePartitionBatchOptimizedAcquiresWholeBatches: in ShareFetch's
+// batch_optimized mode (KIP-1206) max_records is a soft limit: a batch
+// begun is acquired to its end, and no new batch is begun past the limit;
+// in record_limit mode acquisition stops at max_records.
+func TestSharePartitionBatchOptimizedAcquiresWholeBatches(t *testing.T) {
+	now := time.UnixMilli(1_000_000)
+	batches := []BatchSpan{{Base: 0, Last: 3}, {Base: 4, Last: 7}, {Base: 8, Last: 11}}
+	sp := &sharePartition{}
+	if got, _ := sp.acquire("a", 5, batches, testShareLimits, now); !reflect.DeepEqual(got, []AcquiredRange{{0, 4, 1}}) {
+		t.Fatalf("record_limit acquired %v, want 0-4", got)
+	}
+	whole := testShareLimits
+	whole.wholeBatches = true
+	sp = &sharePartition{}
+	if got, _ := sp.acquire("a", 5, batches, whole, now); !reflect.DeepEqual(got, []AcquiredRange{{0, 7, 1}}) {
+		t.Fatalf("batch_optimized acquired %v, want 0-7 (two whole batches)", got)
+	}
+	// The rest of a batch a record_limit fetch split is begun by this
+	// call only if the limit allows; then taken whole.
+	sp = &sharePartition{}
+	sp.acquire("a", 2, batches, testShareLimits, now)
+	if got, _ := sp.acquire("b", 1, batches, whole, now); !reflect.DeepEqual(got, []AcquiredRange{{2, 3, 1}}) {
+		t.Fatalf("batch_optimized after a split acquired %v, want 2-3", got)
+	}
+}

@@ -25,10 +25,18 @@ package kafkaproto
 //   - Unknown topics are not created by Produce (as in Kafka); internal
 //     topics (__consumer_offsets) refuse client writes with
 //     INVALID_TOPIC_EXCEPTION.
-//   - The topic of a native queue, dead-letter queue or event store (an
-//     owned topic, topics/owner.go) refuses client writes too: its records
-//     must carry the owner's state. From v8 the answer is POLICY_VIOLATION
-//     with a message naming the owner and the command to use; before,
+//   - Records produced into a native queue's topic become queue messages
+//     (issue 10 part 3, queues/produce.go): the batch is appended as sent
+//     with each record's delivery state in the same Pebble batch, synced
+//     before the answer, so HTTP receivers and share groups get them at
+//     once. A record outside the queue's limits (key, headers, reserved
+//     x-q- headers) fails its partition with INVALID_RECORD, one over the
+//     queue's max_message_bytes MESSAGE_TOO_LARGE; a transactional batch
+//     cannot reach a queue (AddPartitionsToTxn refuses its partitions).
+//   - The topic of a dead-letter queue or event store (an owned topic,
+//     topics/owner.go) refuses client writes: its records must carry the
+//     owner's state. From v8 the answer is POLICY_VIOLATION with a message
+//     naming the owner and the command to use; before,
 //     INVALID_TOPIC_EXCEPTION (as for internal topics: no message field).
 //   - While the data directory's disk is below disk-free-min
 //     (pebblestore.SpaceGuard), every partition is answered
@@ -65,6 +73,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/vibemq/broker/auth"
+	"github.com/vibemq/broker/queues"
 	"github.com/vibemq/broker/topics"
 )
 
@@ -93,6 +102,7 @@ func (s *Server) handleProduce(r *request) (reply, error) {
 	}
 
 	appends := make([]*topics.Append, 0, total)
+	var queueAppends []*topics.Append
 	type slot struct {
 		topic, part int
 		a           *topics.Append
@@ -110,8 +120,12 @@ func (s *Server) handleProduce(r *request) (reply, error) {
 		internal := topics.IsInternalTopic(rt.Topic)
 		denied := !r.allowedTopic(auth.OpWrite, rt.Topic)
 		var owned error
+		toQueue := false
 		if topicOK {
 			owned = t.CheckClientChange(topics.ChangeProduce)
+			if owned != nil && t.Owner() == topics.OwnerQueue && s.cfg.Queues != nil && s.cfg.Queues.AcceptsProduce(rt.Topic) {
+				owned, toQueue = nil, true
+			}
 		}
 		for pi, rp := range rt.Partitions {
 			sp := &st.Partitions[pi]
@@ -152,13 +166,25 @@ func (s *Server) handleProduce(r *request) (reply, error) {
 				continue
 			}
 			a := &topics.Append{Partition: p, Batch: batch}
-			appends = append(appends, a)
+			if toQueue {
+				queueAppends = append(queueAppends, a)
+			} else {
+				appends = append(appends, a)
+			}
 			slots = append(slots, slot{ti, pi, a})
 		}
 	}
-	pending := s.topics.Append(appends, s.now())
+	now := s.now()
+	pending := s.topics.Append(appends, now)
+	var queuePending *queues.ProducedWrite
+	if len(queueAppends) > 0 {
+		queuePending = s.cfg.Queues.AppendProduced(queueAppends, now)
+	}
 	finish := func() {
 		_ = pending.Wait()
+		if queuePending != nil {
+			_ = queuePending.Wait()
+		}
 		for _, sl := range slots {
 			s.produceResult(req.Version, &resp.Topics[sl.topic].Partitions[sl.part], sl.a)
 		}

@@ -16,9 +16,12 @@ package kafkaproto
 //     message.max.bytes, ...) and a few broker settings, all read-only:
 //     broker settings are static here.
 //   - Group resources (KIP-932 group configs) list a share group's
-//     share.auto.offset.reset, share.delivery.count.limit and
-//     share.record.lock.duration.ms: GROUP_CONFIG when set on the group,
-//     else the broker's group-share-* setting as DEFAULT_CONFIG.
+//     share.auto.offset.reset, share.delivery.count.limit,
+//     share.heartbeat.interval.ms, share.isolation.level,
+//     share.record.lock.duration.ms and share.session.timeout.ms:
+//     GROUP_CONFIG when set on the group, else
+//     the broker's group-share-* or group-consumer-* setting as
+//     DEFAULT_CONFIG.
 //   - include_synonyms (v1+) lists, most specific first, the topic value,
 //     the broker setting and Kafka's default (KIP-226);
 //     include_documentation (v3+) adds each config's documentation.

@@ -16,7 +16,12 @@ package kafkaproto
 //     unknown topic UNKNOWN_TOPIC_OR_PARTITION; a topic owned by a queue or
 //     an event store POLICY_VIOLATION with a message naming the owner.
 //   - GROUP resources (KIP-932 group configs): share.auto.offset.reset
-//     (latest, earliest), share.record.lock.duration.ms (1000-3600000) and
+//     (latest, earliest, by_duration:<ISO 8601>),
+//     share.record.lock.duration.ms (1000-3600000),
+//     share.session.timeout.ms (45000-60000) and
+//     share.heartbeat.interval.ms (5000-15000, below the session timeout;
+//     both ranges widened to the broker's own settings),
+//     share.isolation.level (read_uncommitted, read_committed) and
 //     share.delivery.count.limit (1-1000) of a share group, SET or DELETE
 //     (back to the broker's group-share-* setting), before or after the
 //     group exists, stored durably (groups/share_config.go); another name,

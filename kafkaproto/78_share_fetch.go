@@ -27,8 +27,14 @@ package kafkaproto
 //     REJECT); an event store's topic: INVALID_REQUEST per partition.
 //
 // Version notes:
-//   - v2 (KIP-1206, KIP-1222): share_acquire_mode (record-limit mode is
-//     what this broker always does: acquisition stops at max_records),
+//   - v2 (KIP-1206, KIP-1222): share_acquire_mode: batch_optimized (0,
+//     the default, and v1's behavior) takes max_records as a soft limit and
+//     acquires a new batch once begun to its end, as Kafka 4.2 does (max
+//     5 over batches of 4 acquires 8); record_limit (1) stops at
+//     max_records exactly. Records released back to the window and a
+//     native queue's messages are acquired one by one in both modes.
+//     batch_size is not used (Kafka groups its in-flight state by it; the
+//     acquired ranges here are runs of one delivery count).
 //     is_renew_ack (acknowledgements only, no records).
 
 import (
@@ -155,7 +161,8 @@ func (s *Server) shareAcquire(c *conn, req *kmsg.ShareFetchRequest, sr groups.Sh
 	}()
 	deadline := time.Now().Add(maxWait)
 	for {
-		fetched, wait := s.cfg.Groups.ShareAcquire(groups.ShareAcquireRequest{Group: sr.Group, MemberID: sr.MemberID, Partitions: parts, MaxRecords: maxRecords, MaxBytes: maxBytes}, s.now())
+		fetched, wait := s.cfg.Groups.ShareAcquire(groups.ShareAcquireRequest{Group: sr.Group, MemberID: sr.MemberID, Partitions: parts,
+			MaxRecords: maxRecords, MaxBytes: maxBytes, WholeBatches: req.ShareAcquireMode == 0}, s.now())
 		werr := wait()
 		got := false
 		for i := range fetched {

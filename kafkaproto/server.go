@@ -20,6 +20,7 @@ import (
 	"github.com/vibemq/broker/auth"
 	"github.com/vibemq/broker/groups"
 	"github.com/vibemq/broker/internal/loglimit"
+	"github.com/vibemq/broker/queues"
 	"github.com/vibemq/broker/topics"
 	"github.com/vibemq/broker/txns"
 )
@@ -88,6 +89,10 @@ type Config struct {
 	// Txns is the transaction coordinator; nil answers the transaction
 	// APIs with COORDINATOR_NOT_AVAILABLE and refuses transactional IDs.
 	Txns *txns.Coordinator
+	// Queues is the native queue engine: a Produce into a queue's topic
+	// appends queue messages through it (queues.Engine.AppendProduced);
+	// nil refuses Produce into every owned topic, queues' included.
+	Queues *queues.Engine
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }

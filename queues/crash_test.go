@@ -88,6 +88,11 @@ func (f *crashFile) SyncTo(length int64) (bool, error) {
 }
 
 func openCrashEngine(t *testing.T, fs vfs.FS, now int64) (*pebblestore.Store, *queues.Engine) {
+	s, _, e := openCrashEngineTopics(t, fs, now)
+	return s, e
+}
+
+func openCrashEngineTopics(t *testing.T, fs vfs.FS, now int64) (*pebblestore.Store, *topics.Manager, *queues.Engine) {
 	t.Helper()
 	s, err := pebblestore.Open("data", pebblestore.Options{FS: fs, Logger: zerolog.Nop(), MemTableSize: 1 << 20, CacheSize: 1 << 20})
 	if err != nil {
@@ -101,7 +106,7 @@ func openCrashEngine(t *testing.T, fs vfs.FS, now int64) (*pebblestore.Store, *q
 	if err != nil {
 		t.Fatalf("opening the queues of a crash image: %v", err)
 	}
-	return s, e
+	return s, tm, e
 }
 
 // crashModel is what the workload was told, by calls that returned
@@ -125,7 +130,8 @@ type crashImage struct {
 	op    string
 }
 
-// TestQueueSurvivesCrash runs a workload of send, receive, ack, nack
+// TestQueueSurvivesCrash runs a workload of send (over HTTP's path and
+// as a Kafka producer's batch, produce.go), receive, ack, nack
 // (requeue and reject), lease expiry, dead-lettering at max_receives and
 // redrive on a filesystem that takes a crash image after every write and
 // sync the store makes (each keeping a random share of unsynced data),
@@ -155,7 +161,7 @@ func crashRun(t *testing.T, seed uint64, ops int) {
 	mem := vfs.NewCrashableMem()
 	fs := &crashFS{FS: mem}
 	now := start
-	store, e := openCrashEngine(t, fs, now)
+	store, tm, e := openCrashEngineTopics(t, fs, now)
 	patch := &queues.AttributesPatch{MaxReceives: ptr[int32](3), VisibilityTimeoutMs: ptr[int64](2000), ExpiryBackoffMs: ptr[int64](0),
 		Backoff: &queues.BackoffPatch{InitialMs: ptr[int64](200), Jitter: ptr(0.0)}}
 	if _, _, err := e.CreateQueue("q", patch, time.UnixMilli(now)); err != nil {
@@ -179,6 +185,7 @@ func crashRun(t *testing.T, seed uint64, ops int) {
 
 	held := map[string]string{} // body -> receipt of its live lease (as the workload believes)
 	next := 0
+	seq := int32(0) // the next sequence of the idempotent producer of crashProduce
 	for i := 0; i < ops; i++ {
 		update(func() { model.now = now })
 		switch k := rng.IntN(20); {
@@ -188,6 +195,18 @@ func crashRun(t *testing.T, seed uint64, ops int) {
 				b := fmt.Sprintf("m%d", next)
 				next++
 				msgs = append(msgs, queues.SendMessage{Body: []byte(b)})
+			}
+			if rng.IntN(2) == 0 {
+				// The same messages produced over Kafka (an idempotent
+				// producer's batch): state rows ride in the append.
+				update(func() { op = "produce" })
+				crashProduce(t, tm, e, msgs, &seq, now)
+				update(func() {
+					for _, m := range msgs {
+						model.sent[string(m.Body)] = true
+					}
+				})
+				continue
 			}
 			update(func() { op = "send" })
 			res, err := e.Send("q", queues.SendRequest{Messages: msgs}, time.UnixMilli(now))
@@ -290,6 +309,28 @@ func crashRun(t *testing.T, seed uint64, ops int) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// crashProduce appends msgs to queue q's topic as an idempotent Kafka
+// producer's batch (producer ID 1) through AppendProduced and waits until
+// it is durable.
+func crashProduce(t *testing.T, tm *topics.Manager, e *queues.Engine, msgs []queues.SendMessage, seq *int32, now int64) {
+	t.Helper()
+	recs := make([]topics.Record, len(msgs))
+	for i, m := range msgs {
+		recs[i] = topics.Record{OffsetDelta: int32(i), Value: m.Body}
+	}
+	raw, err := topics.EncodeBatch(topics.BatchHeader{BaseTimestamp: now, MaxTimestamp: now, ProducerID: 1, ProducerEpoch: 0, BaseSequence: *seq}, recs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp, _ := tm.Topic("q")
+	p, _ := tp.Partition(0)
+	a := &topics.Append{Partition: p, Batch: raw}
+	if err := e.AppendProduced([]*topics.Append{a}, time.UnixMilli(now)).Wait(); err != nil || a.Err != nil {
+		t.Fatalf("produce: %v %v", err, a.Err)
+	}
+	*seq += int32(len(msgs))
+}
 
 type located struct {
 	queue string

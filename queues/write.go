@@ -172,13 +172,7 @@ func (w *write) apply() (*pendingWrite, error) {
 				attrs := t.q.rec.Attributes
 				for i := first; i < end; i++ {
 					m := msgKey{part: t.part, off: base + int64(i-first)}
-					st := &t.sts[i]
-					b.Set(stateKey(t.q.id, m), st.encode())
-					b.Set(readyKey(t.q.id, st.Priority, st.Due, m), u32Bytes(st.Deliveries))
-					if exp := expiryOf(st, &attrs); exp > 0 {
-						b.Set(expiryKey(t.q.id, exp, m), nil)
-						t.q.expiryFrom = min(t.q.expiryFrom, exp)
-					}
+					t.q.newMessageRowsLocked(b, &attrs, m, &t.sts[i])
 					if t.rows[i] != nil {
 						t.rows[i](b, m)
 					}
@@ -245,6 +239,18 @@ func (pw *pendingWrite) finish() error {
 		return errStorage(err)
 	}
 	return nil
+}
+
+// newMessageRowsLocked adds the rows of a new available message m: its
+// state row, its ready key and its expiry key, if it has an expiry.
+// REQUIRES: q.mu held (expiryFrom).
+func (q *queue) newMessageRowsLocked(b *pebblestore.Batch, attrs *Attributes, m msgKey, st *deliveryState) {
+	b.Set(stateKey(q.id, m), st.encode())
+	b.Set(readyKey(q.id, st.Priority, st.Due, m), u32Bytes(st.Deliveries))
+	if exp := expiryOf(st, attrs); exp > 0 {
+		b.Set(expiryKey(q.id, exp, m), nil)
+		q.expiryFrom = min(q.expiryFrom, exp)
+	}
 }
 
 // removeRows deletes a message's state row and its ready or lease key.

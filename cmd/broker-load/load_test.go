@@ -107,3 +107,15 @@ func TestValidateRejectsBadConfigs(t *testing.T) {
 		}
 	}
 }
+
+// TestShareGroupFlag: --share-group selects the share consume and is
+// refused outside consume mode.
+func TestShareGroupFlag(t *testing.T) {
+	cfg, err := parseFlags("consume", []string{"--share-group", "g", "--topic", "t"})
+	if err != nil || cfg.ShareGroup != "g" {
+		t.Fatalf("consume --share-group g: %+v, %v", cfg, err)
+	}
+	if _, err := parseFlags("produce", []string{"--share-group", "g", "--records", "1"}); err == nil || !strings.Contains(err.Error(), "consume mode") {
+		t.Fatalf("produce --share-group: %v", err)
+	}
+}

@@ -6,6 +6,7 @@
 //
 //	broker-load produce [flags]   N producer clients, throughput and produce latency
 //	broker-load consume [flags]   read a topic from its start, verify, throughput
+//	                              (--share-group: as share-group members, share.go)
 //	broker-load e2e [flags]       paced produce + consume, end-to-end latency
 //	broker-load report FILE...    median table from --json result lines
 //	broker-load queue [flags]     native queue (or Redis) send, then receive+ack
@@ -37,7 +38,8 @@ const usage = `usage: broker-load MODE [flags]
 
 MODE is one of:
   produce   N producers x in-flight requests; records/s, MB/s, produce latency
-  consume   N consumers read --topic from its start (direct assignment, no group)
+  consume   N consumers read --topic from its start (direct assignment, no group;
+            or --share-group G: members of a KIP-932 share group, accepting each record)
   e2e       produce at --rate records/s while consuming; end-to-end latency
   report    read --json result lines from files and print a median table
   queue     native queue send then receive+ack (ours over HTTP, or Redis)
@@ -100,6 +102,9 @@ func run(ctx context.Context, cfg *Config) (*Result, error) {
 	case "produce":
 		return runProduce(ctx, cfg)
 	case "consume":
+		if cfg.ShareGroup != "" {
+			return runShareConsume(ctx, cfg)
+		}
 		return runConsume(ctx, cfg)
 	case "e2e":
 		return runEndToEnd(ctx, cfg)
@@ -143,6 +148,9 @@ type Config struct {
 	JSON        bool
 	Target      string
 	Case        string
+	// ShareGroup, in consume mode, consumes as members of this KIP-932
+	// share group (share.go) instead of by direct assignment.
+	ShareGroup string
 
 	// Security of the connections (security.go): SASL_SSL and the like.
 	SecurityProtocol string
@@ -179,6 +187,7 @@ func parseFlags(mode string, args []string) (*Config, error) {
 	fs.IntVar(&cfg.BrokerPID, "broker-pid", 0, "if set, report the broker's CPU seconds (utime+stime from /proc/PID/stat) per GB moved")
 	fs.BoolVar(&cfg.JSON, "json", false, "print results as one JSON object per line")
 	fs.StringVar(&cfg.Target, "target", "", "label of the broker under test, copied into results (e.g. ours, kfake)")
+	fs.StringVar(&cfg.ShareGroup, "share-group", "", "consume mode: consume as --consumers members of this KIP-932 share group, accepting every record (sets its share.auto.offset.reset=earliest); records/s count up to the last acknowledgement flushed")
 	fs.StringVar(&cfg.Case, "case", "", "label of the benchmark case, copied into results (e.g. produce-p8)")
 	fs.StringVar(&cfg.SecurityProtocol, "security-protocol", "PLAINTEXT", "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL")
 	fs.StringVar(&cfg.SASLMechanism, "sasl-mechanism", "SCRAM-SHA-512", "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
@@ -260,6 +269,8 @@ func (cfg *Config) Validate() error {
 		return errors.New("--idle-timeout must be positive")
 	case cfg.Timeout <= 0:
 		return errors.New("--timeout must be positive")
+	case cfg.ShareGroup != "" && cfg.Mode != "consume":
+		return errors.New("--share-group is for consume mode")
 	case cfg.BrokerPID < 0:
 		return errors.New("--broker-pid must not be negative")
 	}

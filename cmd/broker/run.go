@@ -372,6 +372,7 @@ func (b *broker) newKafka() (*kafkaListener, error) {
 		Registerer:            b.reg,
 		Groups:                b.groups,
 		Txns:                  b.txns,
+		Queues:                b.queues,
 	}, b.topics)
 	if err != nil {
 		k.close()

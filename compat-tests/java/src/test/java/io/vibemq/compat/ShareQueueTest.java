@@ -18,7 +18,11 @@ import org.apache.kafka.clients.consumer.AcknowledgeType;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaShareConsumer;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.serialization.StringDeserializer;
+import org.apache.kafka.common.serialization.StringSerializer;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
@@ -27,7 +31,10 @@ import org.junit.jupiter.api.Test;
  * backings"): messages sent over HTTP are consumed by the Java share
  * consumer in implicit acknowledgement mode (each delivered once, the
  * queue empty afterwards), and in explicit mode a REJECT moves the message
- * to the queue's DLQ, shown by the HTTP API. Tagged "ours": Apache Kafka
+ * to the queue's DLQ, shown by the HTTP API; records a KafkaProducer
+ * (idempotent, the 4.x default) produces into a queue are its messages,
+ * received over HTTP with their key and headers and consumed by the share
+ * consumer. Tagged "ours": Apache Kafka
  * has no native queues. Needs kafka-clients 4.1+.
  */
 @Tag("ours")
@@ -123,5 +130,45 @@ class ShareQueueTest extends BrokerTestBase {
                 "the DLQ holds the rejected message only: " + dlq);
         String stats = http("GET", "/v1/queues/" + queue + "/stats", null);
         assertTrue(stats.contains("\"available\":0") && stats.contains("\"inflight\":0"), "queue after the consumer: " + stats);
+    }
+
+    @Test
+    void producedRecordsAreQueueMessages() throws Exception {
+        String queue = unique("jqp");
+        http("PUT", "/v1/queues/" + queue, "{}");
+        Properties p = new Properties();
+        p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, broker.bootstrap());
+        p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+        p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+        p.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, "true");
+        try (KafkaProducer<String, String> producer = new KafkaProducer<>(p)) {
+            ProducerRecord<String, String> first = new ProducerRecord<>(queue, "k-0", "p-0");
+            first.headers().add("trace", "t-0".getBytes(java.nio.charset.StandardCharsets.UTF_8));
+            producer.send(first).get(30, java.util.concurrent.TimeUnit.SECONDS);
+            for (int i = 1; i < 10; i++) {
+                producer.send(new ProducerRecord<>(queue, "k-" + i, "p-" + i));
+            }
+            producer.flush();
+        }
+        // Over HTTP: the first message with its key and header.
+        String got = http("POST", "/v1/queues/" + queue + "/receive", "{\"max_messages\":1,\"wait_ms\":5000}");
+        assertTrue(got.contains("\"body\":\"p-0\"") && got.contains("\"key\":\"k-0\"") && got.contains("\"trace\":\"t-0\""),
+                "HTTP receive of a produced record: " + got);
+        // The share consumer gets the other nine, once each.
+        Map<String, Integer> seen = new HashMap<>();
+        try (KafkaShareConsumer<String, String> c = shareConsumer(unique("jqp-group"), "explicit")) {
+            c.subscribe(List.of(queue));
+            Instant deadline = Instant.now().plus(Duration.ofSeconds(60));
+            while (seen.size() < 9 && Instant.now().isBefore(deadline)) {
+                for (ConsumerRecord<String, String> r : c.poll(Duration.ofMillis(500))) {
+                    seen.merge(r.value(), 1, Integer::sum);
+                    c.acknowledge(r, AcknowledgeType.ACCEPT);
+                }
+                c.commitSync();
+            }
+        }
+        assertEquals(9, seen.size(), "distinct produced messages consumed: " + seen);
+        seen.forEach((v, n) -> assertEquals(1, n, v + " delivered " + n + " times"));
+        assertTrue(!seen.containsKey("p-0"), "p-0 is leased over HTTP, never delivered to Kafka as well");
     }
 }
