@@ -304,3 +304,77 @@ func testShareAcquireModes(t *testing.T, addr string) {
 		}
 	}
 }
+
+// TestShareBatchSize: ShareFetch's batch_size (v1+) over six stored
+// batches of 4 records, max_records 100, batch_optimized: AcquiredRecords
+// lists ranges of whole stored batches, a range closed before the batch
+// that starts batch_size or more offsets after its first (Kafka 4.2
+// SharePartition.createBatches): batch_size 5 gives 0-7, 8-15, 16-23;
+// 1 gives one range per stored batch; 24 one range. Also against Apache
+// Kafka 4.2.
+func TestShareBatchSize(t *testing.T) {
+	t.Parallel()
+	t.Run("broker", func(t *testing.T) { testShareBatchSize(t, startBroker(t).Addr()) })
+	t.Run("apache-kafka", func(t *testing.T) { testShareBatchSize(t, referenceKafka(t)) })
+}
+
+func testShareBatchSize(t *testing.T, addr string) {
+	adm := newAdmin(t, addr)
+	topic := topicName(t, "")
+	createTopic(t, adm, topic, 1, nil)
+	cl := newClient(t, addr, kgo.DefaultProduceTopic(topic), kgo.ProducerLinger(time.Second))
+	for b := range 6 {
+		var rs []*kgo.Record
+		for i := range 4 {
+			rs = append(rs, &kgo.Record{Value: []byte(fmt.Sprintf("b%d-%d", b, i))})
+		}
+		if err := cl.ProduceSync(testCtx(t, opTimeout), rs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		batchSize int32
+		want      string
+	}{
+		{5, "[0-7 8-15 16-23]"},
+		{1, "[0-3 4-7 8-11 12-15 16-19 20-23]"},
+		{10, "[0-11 12-23]"},
+		{24, "[0-23]"},
+	} {
+		group := fmt.Sprintf("bs%d.%s", c.batchSize, topic)
+		if code := alterShareGroupConfig(t, cl, group, "share.auto.offset.reset", "earliest"); code != 0 {
+			t.Fatalf("share.auto.offset.reset: %s", errName(code))
+		}
+		time.Sleep(500 * time.Millisecond) // Apache Kafka applies group configs through its metadata log
+		m := newRawShareMember(t, addr, group, topic, fmt.Sprintf("bs%d-member-00000000001", c.batchSize))
+		var got []string
+		for try := 0; len(got) == 0 && try < 10; try++ {
+			req := kmsg.NewPtrShareFetchRequest()
+			req.Version = 2
+			req.GroupID, req.MemberID = &m.group, &m.id
+			req.ShareSessionEpoch = m.epoch
+			req.MaxWaitMillis, req.MaxBytes, req.MaxRecords, req.BatchSize, req.ShareAcquireMode = 1000, 1<<20, 100, c.batchSize, 0
+			if m.epoch == 0 {
+				tp := kmsg.NewShareFetchRequestTopic()
+				tp.TopicID = m.topicID
+				tp.Partitions = append(tp.Partitions, kmsg.NewShareFetchRequestTopicPartition())
+				req.Topics = append(req.Topics, tp)
+			}
+			resp := m.c.roundTrip(req).(*kmsg.ShareFetchResponse)
+			if resp.ErrorCode != 0 {
+				t.Fatalf("batch_size %d: ShareFetch: %s", c.batchSize, errName(resp.ErrorCode))
+			}
+			m.epoch++
+			for _, tp := range resp.Topics {
+				for _, p := range tp.Partitions {
+					for _, r := range p.AcquiredRecords {
+						got = append(got, fmt.Sprintf("%d-%d", r.FirstOffset, r.LastOffset))
+					}
+				}
+			}
+		}
+		if s := fmt.Sprint(got); s != c.want {
+			t.Errorf("batch_size %d over six batches of 4: AcquiredRecords %s, want %s", c.batchSize, s, c.want)
+		}
+	}
+}

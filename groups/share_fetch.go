@@ -215,6 +215,11 @@ type ShareAcquireRequest struct {
 	// MaxRecords exactly. A native queue's messages are acquired one by
 	// one either way.
 	WholeBatches bool
+	// BatchSize is ShareFetch's batch_size (v1+): in WholeBatches mode
+	// the new records of a partition are listed as ranges of whole stored
+	// batches of about BatchSize records (Kafka 4.2's
+	// SharePartition.createBatches); 0 lists them as one range.
+	BatchSize int
 }
 
 // ShareAcquire acquires up to MaxRecords records for the member over the
@@ -234,7 +239,7 @@ func (c *Coordinator) ShareAcquire(req ShareAcquireRequest, now time.Time) ([]Sh
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	lim := c.shareLimitsLocked(group)
-	lim.wholeBatches = req.WholeBatches
+	lim.wholeBatches, lim.batchSize = req.WholeBatches, req.BatchSize
 	g := s.groups[group]
 	if g == nil || g.members[member] == nil || s.sessions[shareSessionKey{group, member}] == nil {
 		return out, func() error { return nil }

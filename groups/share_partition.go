@@ -92,6 +92,12 @@ type shareLimits struct {
 	// (KIP-1206): max_records is a soft limit, a new batch once begun is
 	// acquired to its end.
 	wholeBatches bool
+	// batchSize: ShareFetch's batch_size (v1+). In batch_optimized mode
+	// the new records of one acquisition are listed as ranges of whole
+	// stored batches, a range closed before the stored batch that starts
+	// batchSize or more offsets after its first (Kafka 4.2
+	// SharePartition.createBatches). 0: one range.
+	batchSize int
 }
 
 // acquire gives member up to max records: first the Available ones of the
@@ -103,17 +109,19 @@ type shareLimits struct {
 func (sp *sharePartition) acquire(member string, max int, spans []BatchSpan, lim shareLimits, now time.Time) ([]AcquiredRange, bool) {
 	var out []AcquiredRange
 	changed := false
+	cut := false // the next record taken opens a new range
 	take := func(off int64, r *shareRecord) {
 		r.state, r.owner, r.deadline = shareAcquired, member, now.Add(lim.lock)
 		if r.deliveries < 32767 {
 			r.deliveries++
 		}
 		changed = true
-		if n := len(out); n > 0 && out[n-1].Last == off-1 && out[n-1].DeliveryCount == r.deliveries {
+		if n := len(out); n > 0 && !cut && out[n-1].Last == off-1 && out[n-1].DeliveryCount == r.deliveries {
 			out[n-1].Last = off
 			return
 		}
 		out = append(out, AcquiredRange{First: off, Last: off, DeliveryCount: r.deliveries})
+		cut = false
 	}
 	got := 0
 	for i := range sp.window {
@@ -125,6 +133,7 @@ func (sp *sharePartition) acquire(member string, max int, spans []BatchSpan, lim
 			got++
 		}
 	}
+	newFirst := int64(-1) // the first offset of the open range of new records
 	for _, s := range spans {
 		if got >= max || len(sp.window) >= lim.maxInFlight {
 			break
@@ -137,6 +146,9 @@ func (sp *sharePartition) acquire(member string, max int, spans []BatchSpan, lim
 			changed = true
 		}
 		begun := false // a record of this batch was taken by this call
+		if newFirst >= 0 && lim.wholeBatches && lim.batchSize > 0 && s.Base-newFirst >= int64(lim.batchSize) {
+			cut, newFirst = true, s.Base
+		}
 		for off := sp.end(); off <= s.Last && len(sp.window) < lim.maxInFlight; off++ {
 			if got >= max && (!lim.wholeBatches || !begun) {
 				break
@@ -150,6 +162,9 @@ func (sp *sharePartition) acquire(member string, max int, spans []BatchSpan, lim
 			take(off, &sp.window[len(sp.window)-1])
 			got++
 			begun = true
+			if newFirst < 0 {
+				newFirst = off
+			}
 		}
 	}
 	sp.advance()

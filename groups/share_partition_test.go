@@ -194,3 +194,49 @@ func TestSharePartitionBatchOptimizedAcquiresWholeBatches(t *testing.T) {
 		t.Fatalf("batch_optimized after a split acquired %v, want 2-3", got)
 	}
 }
+
+// TestSharePartitionBatchSize: in batch_optimized mode new records are
+// listed in ranges of whole stored batches, a range closed before the
+// batch that starts batch_size or more offsets after its first (Kafka
+// 4.2 SharePartition.createBatches); record_limit mode and batch_size 0
+// list one range.
+func TestSharePartitionBatchSize(t *testing.T) {
+	now := time.UnixMilli(1_000_000)
+	var fours []BatchSpan // six stored batches of 4 records: 0-3 ... 20-23
+	for b := int64(0); b < 24; b += 4 {
+		fours = append(fours, BatchSpan{Base: b, Last: b + 3})
+	}
+	for _, c := range []struct {
+		name      string
+		whole     bool
+		batchSize int
+		want      []AcquiredRange
+	}{
+		{"batch size 5", true, 5, []AcquiredRange{{0, 7, 1}, {8, 15, 1}, {16, 23, 1}}},
+		{"batch size 4", true, 4, []AcquiredRange{{0, 3, 1}, {4, 7, 1}, {8, 11, 1}, {12, 15, 1}, {16, 19, 1}, {20, 23, 1}}},
+		{"batch size 1", true, 1, []AcquiredRange{{0, 3, 1}, {4, 7, 1}, {8, 11, 1}, {12, 15, 1}, {16, 19, 1}, {20, 23, 1}}},
+		{"batch size 10", true, 10, []AcquiredRange{{0, 11, 1}, {12, 23, 1}}},
+		{"batch size 24", true, 24, []AcquiredRange{{0, 23, 1}}},
+		{"batch size 0", true, 0, []AcquiredRange{{0, 23, 1}}},
+		{"record_limit", false, 5, []AcquiredRange{{0, 23, 1}}},
+	} {
+		lim := testShareLimits
+		lim.wholeBatches, lim.batchSize = c.whole, c.batchSize
+		sp := &sharePartition{start: 0}
+		if got, _ := sp.acquire("a", 100, fours, lim, now); !reflect.DeepEqual(got, c.want) {
+			t.Errorf("%s: acquired %v, want %v", c.name, got, c.want)
+		}
+	}
+	// Released records come back before new ones, never in a new range.
+	lim := testShareLimits
+	lim.wholeBatches, lim.batchSize = true, 5
+	sp := &sharePartition{start: 0}
+	sp.acquire("a", 8, fours, lim, now)
+	if err := sp.acknowledge("a", []AckBatch{{0, 7, []int8{AckRelease}}}, lim, now); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := sp.acquire("b", 100, fours, lim, now)
+	if want := []AcquiredRange{{0, 7, 2}, {8, 15, 1}, {16, 23, 1}}; !reflect.DeepEqual(got, want) {
+		t.Errorf("after a release: acquired %v, want %v", got, want)
+	}
+}

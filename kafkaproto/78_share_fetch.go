@@ -12,7 +12,8 @@ package kafkaproto
 //     acquisition lock's duration (AcquisitionLockTimeoutMs).
 //   - Records are the stored batches that hold the acquired offsets, byte
 //     for byte; AcquiredRecords lists the offsets the member holds, in
-//     runs of one delivery count. Clients deliver only those (Kafka's
+//     runs of one delivery count (new records also cut at batch_size,
+//     below). Clients deliver only those (Kafka's
 //     ShareCompletedFetch does the same).
 //   - With nothing to acquire the request waits up to max_wait_ms (at
 //     most 30 s) for new records, released ones or expired locks.
@@ -33,9 +34,14 @@ package kafkaproto
 //     5 over batches of 4 acquires 8); record_limit (1) stops at
 //     max_records exactly. Records released back to the window and a
 //     native queue's messages are acquired one by one in both modes.
-//     batch_size is not used (Kafka groups its in-flight state by it; the
-//     acquired ranges here are runs of one delivery count).
 //     is_renew_ack (acknowledgements only, no records).
+//   - v1+ batch_size: in batch_optimized mode the new records of a
+//     partition are listed as AcquiredRecords ranges of whole stored
+//     batches, a range closed before the batch that starts batch_size or
+//     more offsets after its first, as Kafka 4.2's
+//     SharePartition.createBatches (TestShareBatchSize against both
+//     brokers); record_limit lists one range. Records back in the window
+//     are listed as runs of one delivery count.
 
 import (
 	"errors"
@@ -162,7 +168,7 @@ func (s *Server) shareAcquire(c *conn, req *kmsg.ShareFetchRequest, sr groups.Sh
 	deadline := time.Now().Add(maxWait)
 	for {
 		fetched, wait := s.cfg.Groups.ShareAcquire(groups.ShareAcquireRequest{Group: sr.Group, MemberID: sr.MemberID, Partitions: parts,
-			MaxRecords: maxRecords, MaxBytes: maxBytes, WholeBatches: req.ShareAcquireMode == 0}, s.now())
+			MaxRecords: maxRecords, MaxBytes: maxBytes, WholeBatches: req.ShareAcquireMode == 0, BatchSize: int(max(req.BatchSize, 0))}, s.now())
 		werr := wait()
 		got := false
 		for i := range fetched {
