@@ -748,3 +748,84 @@ func testShareGroupErrors(t *testing.T, b *brokerProc) {
 		t.Errorf("deleting the empty share group: %s", errName(code))
 	}
 }
+
+// TestShareGroupDescribeInFlight: a raw member holds 10 of 20 records;
+// GET /v1/admin/groups/{group} answers the share-partition with in_flight
+// 10 and lag 20, and `broker groups describe` lists the partition with
+// its start offset and lag (DescribeShareGroupOffsets) and IN-FLIGHT 10
+// when --server names the HTTP listener, "-" (JSON null) without it, and
+// also when that listener cannot be reached (a warning on stderr, exit 0).
+func TestShareGroupDescribeInFlight(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t, withArgs("--group-share-auto-offset-reset", "earliest", "--group-share-record-lock-duration", "10m"))
+	adm := newAdmin(t, b.Addr())
+	topic := topicName(t, "")
+	group := "share." + topic
+	createTopic(t, adm, topic, 1, nil)
+	prod := newClient(t, b.Addr(), kgo.DefaultProduceTopic(topic))
+	var rs []*kgo.Record
+	for i := range 20 {
+		rs = append(rs, &kgo.Record{Value: []byte(fmt.Sprintf("r-%02d", i))})
+	}
+	if err := prod.ProduceSync(testCtx(t, opTimeout), rs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	m := newRawShareMember(t, b.Addr(), group, topic, "inflight-member-000001")
+	if resp, got := m.fetch([]int32{0}, nil, 10); len(got[0]) != 1 || got[0][0].LastOffset != 9 {
+		t.Fatalf("acquired %+v (error %s), want offsets 0-9", got, errName(resp.ErrorCode))
+	}
+
+	var detail struct {
+		ProtocolType string `json:"protocol_type"`
+		Members      []struct {
+			MemberID string `json:"member_id"`
+		}
+		Lag             int64
+		SharePartitions []struct {
+			Topic          string
+			Partition      int32
+			StartOffset    int64 `json:"start_offset"`
+			InFlight       int64 `json:"in_flight"`
+			Available, Lag int64
+		} `json:"share_partitions"`
+	}
+	body := httpGet(t, "http://"+b.HTTPAddr()+"/v1/admin/groups/"+group)
+	if err := json.Unmarshal([]byte(body), &detail); err != nil {
+		t.Fatalf("GET /v1/admin/groups/%s: %v\n%s", group, err, body)
+	}
+	if want := fmt.Sprintf("[{%s 0 0 10 0 20}]", topic); detail.ProtocolType != "share" || len(detail.Members) != 1 || detail.Lag != 20 || fmt.Sprint(detail.SharePartitions) != want {
+		t.Errorf("GET /v1/admin/groups/%s = %s\nwant protocol_type share, 1 member, share_partitions %s (start, in_flight, available, lag), lag 20", group, body, want)
+	}
+
+	type row struct {
+		Topic       string
+		Partition   int32
+		StartOffset int64  `json:"start_offset"`
+		InFlight    *int64 `json:"in_flight"`
+		Lag         int64
+	}
+	describe := func(args ...string) (row, string) {
+		t.Helper()
+		out, errOut, code := runCLI(t, append(append([]string{"describe", "--bootstrap-server=" + b.Addr(), "-o", "json"}, args...), group)...)
+		var described []struct{ Partitions []row }
+		if err := json.Unmarshal([]byte(out), &described); err != nil || code != 0 || len(described) != 1 || len(described[0].Partitions) != 1 {
+			t.Fatalf("broker groups describe %v: exit %d, %v\n%s%s", args, code, err, out, errOut)
+		}
+		return described[0].Partitions[0], errOut
+	}
+	if r, _ := describe(); r.Topic != topic || r.StartOffset != 0 || r.Lag != 20 || r.InFlight != nil {
+		t.Errorf("describe without --server: %+v, want start 0, lag 20, in_flight null", r)
+	}
+	if r, _ := describe("--server", "http://"+b.HTTPAddr()); r.InFlight == nil || *r.InFlight != 10 || r.Lag != 20 {
+		t.Errorf("describe --server: %+v, want in_flight 10, lag 20", r)
+	}
+	if r, errOut := describe("--server", "127.0.0.1:1"); r.InFlight != nil || !strings.Contains(errOut, "in-flight counts unavailable") {
+		t.Errorf("describe with an unreachable --server: %+v, stderr %q; want in_flight null and a warning", r, errOut)
+	}
+	out, errOut, code := runCLI(t, "describe", "--bootstrap-server="+b.Addr(), "--server", b.HTTPAddr(), group)
+	if code != 0 || !strings.Contains(out, "IN-FLIGHT") || !slices.ContainsFunc(strings.Split(out, "\n"), func(l string) bool {
+		return slices.Equal(strings.Fields(l), []string{topic, "0", "0", "10", "20"})
+	}) {
+		t.Errorf("broker groups describe (table): exit %d\n%s%s\nwant a partition row %s 0 0 10 20", code, out, errOut, topic)
+	}
+}

@@ -50,14 +50,15 @@ type ShareQueues interface {
 	// Release releases every message owner holds in queue.
 	Release(queue, owner string, now time.Time) (wait func() error, err error)
 	// Pending describes each partition of queue: the first offset still
-	// in it and how many messages are (available or leased).
+	// in it, how many messages are (available or leased), and how many
+	// are leased.
 	Pending(queue string) ([]QueuePending, error)
 }
 
 // QueuePending is one partition of a queue as share-group views show it.
 type QueuePending struct {
-	Partition      int32
-	Start, Pending int64
+	Partition              int32
+	Start, Pending, Leased int64
 }
 
 // QueueAcquire asks a queue for leases.
@@ -273,7 +274,7 @@ func (c *Coordinator) describeShareQueues(queues map[[16]byte]string) []SharePar
 		}
 		for _, p := range ps {
 			out = append(out, SharePartitionView{TopicID: id, Topic: q, Partition: p.Partition, StartOffset: p.Start,
-				InFlight: int(p.Pending), Lag: p.Pending})
+				InFlight: int(p.Pending), Acquired: int(p.Leased), Available: p.Pending - p.Leased, Lag: p.Pending})
 		}
 	}
 	return out

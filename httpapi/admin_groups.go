@@ -61,6 +61,24 @@ type GroupDetail struct {
 	Members      []GroupMember `json:"members"`
 	Offsets      []GroupOffset `json:"offsets"`
 	Lag          int64         `json:"lag"`
+	// SharePartitions is a share group's delivery state per partition it
+	// has read (KIP-932); absent for other groups.
+	SharePartitions []SharePartitionDetail `json:"share_partitions,omitempty"`
+}
+
+// SharePartitionDetail is one share-partition of GET
+// /v1/admin/groups/{group}: its start offset, the records acquired by
+// members now (in_flight), those waiting for delivery in the in-flight
+// window (available), and the lag (offsets from the start offset to the
+// high watermark not yet acknowledged or archived, as
+// DescribeShareGroupOffsets answers it). No Kafka API carries in_flight.
+type SharePartitionDetail struct {
+	Topic       string `json:"topic"`
+	Partition   int32  `json:"partition"`
+	StartOffset int64  `json:"start_offset"`
+	InFlight    int64  `json:"in_flight"`
+	Available   int64  `json:"available"`
+	Lag         int64  `json:"lag"`
 }
 
 // groupLags sums each group's lag over its committed partitions: the high
@@ -149,6 +167,9 @@ func decodeAssignment(protocolType string, b []byte) []AssignedTopics {
 
 func (api *adminAPI) describeGroup(r adminRequest) (int, any, error) {
 	name := r.PathValue("group")
+	if v, ok := api.cfg.Groups.DescribeShareGroup(name); ok {
+		return http.StatusOK, api.shareGroupDetail(v), nil
+	}
 	d := api.cfg.Groups.DescribeGroups([]string{name})[0]
 	if d.Err != nil {
 		return 0, nil, d.Err
@@ -379,4 +400,29 @@ func (api *adminAPI) commitReset(r adminRequest, name string, commit []groups.Co
 		}
 	}
 	return nil
+}
+
+// shareGroupDetail is a share group (KIP-932) in GET
+// /v1/admin/groups/{group} form: protocol type "share", the simple
+// assignor, members with their assignments, no committed offsets, and
+// each share-partition's delivery state; lag sums the partitions'.
+func (api *adminAPI) shareGroupDetail(v groups.ShareGroupView) GroupDetail {
+	out := GroupDetail{Group: v.Group, State: v.State, ProtocolType: "share", Protocol: "simple", Members: []GroupMember{}, Offsets: []GroupOffset{}, SharePartitions: []SharePartitionDetail{}}
+	for _, m := range v.Members {
+		gm := GroupMember{MemberID: m.MemberID, ClientID: m.ClientID, ClientHost: m.ClientHost, Assignment: []AssignedTopics{}}
+		for _, a := range m.Assignment {
+			if t, ok := api.cfg.Topics.TopicByID(a.TopicID); ok {
+				ps := slices.Clone(a.Partitions)
+				slices.Sort(ps)
+				gm.Assignment = append(gm.Assignment, AssignedTopics{Topic: t.Name, Partitions: ps})
+			}
+		}
+		sort.Slice(gm.Assignment, func(i, j int) bool { return gm.Assignment[i].Topic < gm.Assignment[j].Topic })
+		out.Members = append(out.Members, gm)
+	}
+	for _, p := range v.Partitions {
+		out.SharePartitions = append(out.SharePartitions, SharePartitionDetail{Topic: p.Topic, Partition: p.Partition, StartOffset: p.StartOffset, InFlight: int64(p.Acquired), Available: p.Available, Lag: p.Lag})
+		out.Lag += p.Lag
+	}
+	return out
 }

@@ -329,11 +329,13 @@ func (s *shareRun) commit(unlock func()) (func() error, error) {
 // SharePending is one partition of a queue as a share group's describe
 // shows it: the first offset still in the queue (available or leased; the
 // high watermark when none) and how many messages are (Pending, at most
-// sharePendingMax: past it the count stops).
+// sharePendingMax: past it the count stops), Leased of them leased now
+// (by HTTP receivers or share-group members alike).
 type SharePending struct {
 	Partition int32
 	Start     int64
 	Pending   int64
+	Leased    int64
 }
 
 // sharePendingMax bounds the state rows one partition's count reads.
@@ -371,6 +373,9 @@ func (e *Engine) SharePending(name string) ([]SharePending, error) {
 					sp.Start = msgFromKeyTail(it.Key()).off
 				}
 				sp.Pending++
+				if st.State == stateInflight {
+					sp.Leased++
+				}
 			}
 		}
 		if err := it.Close(); err != nil {

@@ -73,8 +73,8 @@ func TestShareAcquireExclusiveWithReceive(t *testing.T) {
 	if s := en.stats("q", t0); s.Inflight != 1 || s.Available != 0 || s.Totals.Acked != 2 {
 		t.Fatalf("stats %+v", s)
 	}
-	if ps, err := en.e.SharePending("q"); err != nil || fmt.Sprint(ps) != "[{0 2 1}]" {
-		t.Fatalf("pending %v %v, want start 2 with 1 message", ps, err)
+	if ps, err := en.e.SharePending("q"); err != nil || fmt.Sprint(ps) != "[{0 2 1 1}]" {
+		t.Fatalf("pending %v %v, want start 2 with 1 message, leased (natively)", ps, err)
 	}
 }
 

@@ -44,12 +44,14 @@ func groupsCommand() *cli.Command {
 				Action:      groupsList,
 			},
 			{
-				Name:        "describe",
-				Usage:       "show the state, protocol and members of groups, with each member's assignment",
-				ArgsUsage:   "GROUP...",
-				Description: groupsExitCodes,
-				Flags:       flags(),
-				Action:      groupsDescribe,
+				Name:      "describe",
+				Usage:     "show the state, protocol and members of groups, with each member's assignment",
+				ArgsUsage: "GROUP...",
+				Description: "A share group also lists its partitions: start offset, lag, and IN-FLIGHT, the records\n" +
+					"members hold now. No Kafka API carries IN-FLIGHT: it is read from the broker's HTTP\n" +
+					"listener (GET /v1/admin/groups/GROUP) when --server (or BROKER_HTTP_ADDR) names it, else \"-\".\n" + groupsExitCodes,
+				Flags:  flags(shareInFlightFlags()...),
+				Action: groupsDescribe,
 			},
 			{
 				Name:        "lag",
@@ -192,6 +194,8 @@ type describedGroup struct {
 	ProtocolType string            `json:"protocol_type"`
 	Protocol     string            `json:"protocol"`
 	Members      []describedMember `json:"members"`
+	// Partitions are a share group's partitions (KIP-932), else absent.
+	Partitions []sharePartitionRow `json:"partitions,omitempty"`
 }
 
 func groupsDescribe(cCtx *cli.Context) error {
@@ -232,7 +236,9 @@ func groupsDescribe(cCtx *cli.Context) error {
 			continue
 		}
 		if sg, ok := shareGroups[name]; ok {
-			out = append(out, shareGroupDescribed(sg))
+			g := shareGroupDescribed(sg)
+			g.Partitions = shareGroupPartitions(ctx, cCtx, adm, name)
+			out = append(out, g)
 			continue
 		}
 		d, ok := described[name]
@@ -272,30 +278,34 @@ func groupsDescribe(cCtx *cli.Context) error {
 		if err := printJSON(cCtx.App.Writer, out); err != nil {
 			return err
 		}
-	} else {
-		w := newTable(cCtx.App.Writer)
-		for i, g := range out {
-			if i > 0 {
-				fmt.Fprintln(w)
-			}
-			fmt.Fprintf(w, "group %s: %s, protocol type %s, protocol %s, %d members\n", g.Group, g.State, dash(g.ProtocolType), dash(g.Protocol), len(g.Members))
-			if len(g.Members) == 0 {
-				continue
-			}
-			fmt.Fprintln(w, "MEMBER\tINSTANCE\tCLIENT\tHOST\tASSIGNED")
-			for _, m := range g.Members {
-				inst := "-"
-				if m.InstanceID != nil {
-					inst = *m.InstanceID
-				}
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", m.MemberID, inst, m.ClientID, m.ClientHost, formatAssigned(m.Assigned))
-			}
-		}
-		if err := w.Flush(); err != nil {
-			return err
-		}
+	} else if err := printDescribed(cCtx.App.Writer, out); err != nil {
+		return err
 	}
 	return noSuchGroups(missing)
+}
+
+// printDescribed prints `groups describe` as tables: each group's line,
+// its members, and a share group's partitions.
+func printDescribed(out io.Writer, groups []describedGroup) error {
+	w := newTable(out)
+	for i, g := range groups {
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		fmt.Fprintf(w, "group %s: %s, protocol type %s, protocol %s, %d members\n", g.Group, g.State, dash(g.ProtocolType), dash(g.Protocol), len(g.Members))
+		if len(g.Members) > 0 {
+			fmt.Fprintln(w, "MEMBER\tINSTANCE\tCLIENT\tHOST\tASSIGNED")
+		}
+		for _, m := range g.Members {
+			inst := "-"
+			if m.InstanceID != nil {
+				inst = *m.InstanceID
+			}
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", m.MemberID, inst, m.ClientID, m.ClientHost, formatAssigned(m.Assigned))
+		}
+		printSharePartitions(w, g.Partitions)
+	}
+	return w.Flush()
 }
 
 // noSuchGroups is the exit-3 error naming the missing (Dead) groups, or

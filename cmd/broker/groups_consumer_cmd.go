@@ -9,9 +9,15 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
 	"slices"
+	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/urfave/cli/v2"
 )
 
 // describeConsumerGroups describes names with ConsumerGroupDescribe and
@@ -179,4 +185,107 @@ func shareGroupLag(ctx context.Context, adm *kadm.Client, group string) ([]lagRo
 		rows = append(rows, r)
 	}
 	return rows, nil
+}
+
+// sharePartitionRow is one partition of a share group in `groups
+// describe`: its start offset and lag (DescribeShareGroupOffsets) and its
+// in-flight count, the records members hold now, which no Kafka API
+// carries: read from the broker's HTTP admin route, nil (JSON null, "-"
+// in the table) without --server or when that fails.
+type sharePartitionRow struct {
+	Topic       string `json:"topic"`
+	Partition   int32  `json:"partition"`
+	StartOffset int64  `json:"start_offset"`
+	InFlight    *int64 `json:"in_flight"`
+	Lag         int64  `json:"lag"`
+	Error       string `json:"error,omitempty"`
+}
+
+// shareInFlightFlags are `groups describe`'s flags for the HTTP listener
+// that answers share groups' in-flight counts: --server without a
+// default (an HTTP listener is only asked when named, never guessed from
+// --bootstrap-server) and the client commands' credentials.
+func shareInFlightFlags() []cli.Flag {
+	out := []cli.Flag{&cli.StringFlag{Name: serverFlag, EnvVars: []string{"BROKER_HTTP_ADDR"},
+		Usage: "URL (or host:port) of the broker's HTTP listener, for share groups' in-flight counts (without it: -)"}}
+	for _, f := range clientFlags() {
+		if n := f.Names()[0]; n == userFlag || n == passwordFileFlag || n == tokenFileFlag {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// shareGroupPartitions lists a share group's partitions for `groups
+// describe`: start offsets and lag over the Kafka protocol, in-flight
+// counts from the HTTP listener when --server names one. A failure of
+// either is a warning on stderr: the members are still described.
+func shareGroupPartitions(ctx context.Context, cCtx *cli.Context, adm *kadm.Client, group string) []sharePartitionRow {
+	lags, err := shareGroupLag(ctx, adm, group)
+	if err != nil {
+		fmt.Fprintf(stderrOf(cCtx), "warning: share group %s: no partitions (DescribeShareGroupOffsets: %v)\n", group, err)
+		return nil
+	}
+	rows := make([]sharePartitionRow, 0, len(lags))
+	for _, l := range lags {
+		rows = append(rows, sharePartitionRow{Topic: l.Topic, Partition: l.Partition, StartOffset: l.Committed, Lag: l.Lag, Error: l.Error})
+	}
+	if cCtx.String(serverFlag) == "" {
+		return rows
+	}
+	inFlight, err := shareInFlight(ctx, cCtx, group)
+	if err != nil {
+		fmt.Fprintf(stderrOf(cCtx), "warning: share group %s: in-flight counts unavailable from %s: %v\n", group, cCtx.String(serverFlag), err)
+		return rows
+	}
+	for i := range rows {
+		if n, ok := inFlight[rows[i].Topic+"/"+strconv.Itoa(int(rows[i].Partition))]; ok {
+			rows[i].InFlight = &n
+		}
+	}
+	return rows
+}
+
+// shareInFlight reads GET /v1/admin/groups/{group}: each share-partition's
+// in-flight count by "topic/partition".
+func shareInFlight(ctx context.Context, cCtx *cli.Context, group string) (map[string]int64, error) {
+	c, err := newAPIClient(cCtx)
+	if err != nil {
+		return nil, err
+	}
+	var detail struct {
+		ProtocolType    string `json:"protocol_type"`
+		SharePartitions []struct {
+			Topic     string `json:"topic"`
+			Partition int32  `json:"partition"`
+			InFlight  int64  `json:"in_flight"`
+		} `json:"share_partitions"`
+	}
+	if _, err := c.call(ctx, apiCall{method: http.MethodGet, path: "/v1/admin/groups/" + url.PathEscape(group)}, &detail); err != nil {
+		return nil, err
+	}
+	if detail.ProtocolType != "share" {
+		return nil, fmt.Errorf("the HTTP listener describes %s as a %q group, not a share group: is it the same broker as --bootstrap-server?", group, detail.ProtocolType)
+	}
+	out := map[string]int64{}
+	for _, p := range detail.SharePartitions {
+		out[p.Topic+"/"+strconv.Itoa(int(p.Partition))] = p.InFlight
+	}
+	return out, nil
+}
+
+// printSharePartitions prints a share group's partitions under its
+// members (nothing for other groups).
+func printSharePartitions(w io.Writer, rows []sharePartitionRow) {
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "TOPIC\tPARTITION\tSTART-OFFSET\tIN-FLIGHT\tLAG")
+	for _, r := range rows {
+		inFlight := "-"
+		if r.InFlight != nil {
+			inFlight = strconv.FormatInt(*r.InFlight, 10)
+		}
+		fmt.Fprintf(w, "%s\t%d\t%d\t%s\t%d\n", r.Topic, r.Partition, r.StartOffset, inFlight, r.Lag)
+	}
 }

@@ -73,7 +73,7 @@ func (s shareQueues) Pending(queue string) ([]groups.QueuePending, error) {
 	}
 	out := make([]groups.QueuePending, len(ps))
 	for i, p := range ps {
-		out[i] = groups.QueuePending{Partition: p.Partition, Start: p.Start, Pending: p.Pending}
+		out[i] = groups.QueuePending{Partition: p.Partition, Start: p.Start, Pending: p.Pending, Leased: p.Leased}
 	}
 	return out, nil
 }
