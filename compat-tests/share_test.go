@@ -704,6 +704,23 @@ func testShareGroupErrors(t *testing.T, b *brokerProc) {
 	if resp.ErrorCode != 0 || code != kerr.InvalidRecordState.Code {
 		t.Errorf("acknowledging an offset not acquired: %s / %s, want INVALID_RECORD_STATE", errName(resp.ErrorCode), errName(code))
 	}
+	// An answer with acknowledgements only (the session's close, epoch
+	// -1): the partition's records are empty, never null (Records is not
+	// nullable in ShareFetch; kafka-clients 4.2 fails reading a null).
+	m.epoch = -1
+	resp, _ = m.fetch([]int32{0}, acks, 10)
+	parts := 0
+	for _, rt := range resp.Topics {
+		for _, p := range rt.Partitions {
+			parts++
+			if p.Records == nil {
+				t.Errorf("closing ShareFetch with acknowledgements: partition %d has null records, want empty", p.Partition)
+			}
+		}
+	}
+	if resp.ErrorCode != 0 || parts != 1 {
+		t.Errorf("closing ShareFetch with acknowledgements: %s, %d partitions, want the acknowledged one", errName(resp.ErrorCode), parts)
+	}
 
 	c := dialRaw(t, b.Addr())
 	hb := kmsg.NewPtrShareGroupHeartbeatRequest()

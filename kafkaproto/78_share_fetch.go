@@ -217,6 +217,9 @@ func (s *Server) fillShareFetch(resp *kmsg.ShareFetchResponse, ackErrs map[group
 		}
 		p := kmsg.NewShareFetchResponseTopicPartition()
 		p.Partition = id.Partition
+		// Records is not nullable in ShareFetch (kafka-clients 4.2 fails
+		// reading a null); kmsg writes a nil slice as null.
+		p.Records = []byte{}
 		p.CurrentLeader.LeaderID, p.CurrentLeader.LeaderEpoch = -1, -1
 		resp.Topics[ti].Partitions = append(resp.Topics[ti].Partitions, p)
 		index[id] = at{ti, len(resp.Topics[ti].Partitions) - 1}
@@ -246,7 +249,9 @@ func (s *Server) fillShareFetch(resp *kmsg.ShareFetchResponse, ackErrs map[group
 			p.ErrorCode, p.ErrorMessage = errorCode(err), errorMessage(err)
 		}
 		budget -= len(records)
-		p.Records = records
+		if records != nil {
+			p.Records = records
+		}
 		for _, a := range f.Acquired {
 			ar := kmsg.NewShareFetchResponseTopicPartitionAcquiredRecord()
 			ar.FirstOffset, ar.LastOffset, ar.DeliveryCount = a.First, a.Last, a.DeliveryCount
