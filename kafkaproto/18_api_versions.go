@@ -14,11 +14,17 @@ package kafkaproto
 //
 // Version notes:
 //   - The response header is never flexible, even at v3+ (KIP-511).
-//   - v3+: one feature is supported and finalized, group.version 1: the
+//   - v3+: two features are supported (0-1) and finalized at 1, as an
+//     Apache Kafka 4.2 cluster advertises them: group.version 1, the
 //     consumer group protocol of KIP-848 (ConsumerGroupHeartbeat,
-//     ConsumerGroupDescribe), as a Kafka 4 cluster advertises it.
-//     transaction.version 2 (KIP-890) and share.version (KIP-932) are not
-//     advertised: they are not implemented.
+//     ConsumerGroupDescribe), and share.version 1, share groups of KIP-932
+//     (ShareGroupHeartbeat, ShareGroupDescribe, ShareFetch,
+//     ShareAcknowledge, the share-group offset APIs). transaction.version
+//     2 (KIP-890) is not advertised: it is not implemented.
+//   - v3: supported features whose minimum version is 0 are left out, as
+//     Apache Kafka 4 does (KIP-1022: clients before v4 refuse a supported
+//     range starting at 0), so v3 lists the finalized levels only; v4
+//     lists both.
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -31,7 +37,7 @@ func (s *Server) handleApiVersions(r *request) (reply, error) {
 	req := r.kreq.(*kmsg.ApiVersionsRequest)
 	resp := apiVersionsList(req.ResponseKind().(*kmsg.ApiVersionsResponse))
 	if req.Version >= 3 {
-		addFeatures(resp)
+		addFeatures(resp, req.Version)
 	}
 	if req.Version >= 3 && (!validSoftwareField(req.ClientSoftwareName) || !validSoftwareField(req.ClientSoftwareVersion)) {
 		resp.ErrorCode = kerr.InvalidRequest.Code
@@ -84,18 +90,28 @@ func validSoftwareField(s string) bool {
 const (
 	// groupVersion 1: the consumer group protocol of KIP-848.
 	groupVersion = 1
+	// shareVersion 1: share groups of KIP-932.
+	shareVersion = 1
 	// featuresEpoch is the epoch of the finalized features; they never
 	// change while a broker runs.
 	featuresEpoch = 1
 )
 
-// addFeatures lists the supported and finalized features (ApiVersions v3+).
-func addFeatures(resp *kmsg.ApiVersionsResponse) {
-	sf := kmsg.NewApiVersionsResponseSupportedFeature()
-	sf.Name, sf.MinVersion, sf.MaxVersion = "group.version", 0, groupVersion
-	resp.SupportedFeatures = append(resp.SupportedFeatures, sf)
-	ff := kmsg.NewApiVersionsResponseFinalizedFeature()
-	ff.Name, ff.MinVersionLevel, ff.MaxVersionLevel = "group.version", groupVersion, groupVersion
-	resp.FinalizedFeatures = append(resp.FinalizedFeatures, ff)
+// addFeatures lists the supported and finalized features (ApiVersions v3+);
+// before v4 without the supported ranges starting at 0 (KIP-1022).
+func addFeatures(resp *kmsg.ApiVersionsResponse, version int16) {
+	for _, f := range []struct {
+		name  string
+		level int16
+	}{{"group.version", groupVersion}, {"share.version", shareVersion}} {
+		sf := kmsg.NewApiVersionsResponseSupportedFeature()
+		sf.Name, sf.MinVersion, sf.MaxVersion = f.name, 0, f.level
+		if version >= 4 {
+			resp.SupportedFeatures = append(resp.SupportedFeatures, sf)
+		}
+		ff := kmsg.NewApiVersionsResponseFinalizedFeature()
+		ff.Name, ff.MinVersionLevel, ff.MaxVersionLevel = f.name, f.level, f.level
+		resp.FinalizedFeatures = append(resp.FinalizedFeatures, ff)
+	}
 	resp.FinalizedFeaturesEpoch = featuresEpoch
 }

@@ -37,6 +37,7 @@ import org.apache.kafka.common.errors.InvalidPartitionsException;
 import org.apache.kafka.common.errors.OffsetOutOfRangeException;
 import org.apache.kafka.common.errors.TopicExistsException;
 import org.apache.kafka.common.errors.UnknownTopicOrPartitionException;
+import org.apache.kafka.common.utils.AppInfoParser;
 import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
@@ -321,30 +322,39 @@ class AdminTest extends BrokerTestBase {
 
     /**
      * describeFeatures (ApiVersions v3+ features): group.version 1 (KIP-848
-     * consumer groups) is supported and finalized, on both brokers.
+     * consumer groups) and share.version 1 (KIP-932 share groups) are
+     * finalized, on both brokers; the supported ranges (0-1) are listed
+     * from ApiVersions v4 (kafka-clients 4), as Kafka does (KIP-1022).
      */
     @Test
     void describeFeatures() throws Exception {
         FeatureMetadata f = admin.describeFeatures().featureMetadata().get(10, TimeUnit.SECONDS);
-        assertTrue(f.finalizedFeatures().containsKey("group.version"), "finalized features: " + f.finalizedFeatures());
-        assertEquals((short) 1, f.finalizedFeatures().get("group.version").maxVersionLevel());
-        assertEquals((short) 1, f.finalizedFeatures().get("group.version").minVersionLevel());
-        assertTrue(f.supportedFeatures().containsKey("group.version"), "supported features: " + f.supportedFeatures());
-        assertEquals((short) 1, f.supportedFeatures().get("group.version").maxVersion());
+        for (String name : List.of("group.version", "share.version")) {
+            assertTrue(f.finalizedFeatures().containsKey(name), name + " not in the finalized features: " + f.finalizedFeatures());
+            assertEquals((short) 1, f.finalizedFeatures().get(name).maxVersionLevel(), name);
+            assertEquals((short) 1, f.finalizedFeatures().get(name).minVersionLevel(), name);
+            if (AppInfoParser.getVersion().startsWith("4.")) {
+                assertTrue(f.supportedFeatures().containsKey(name), name + " not in the supported features: " + f.supportedFeatures());
+                assertEquals((short) 0, f.supportedFeatures().get(name).minVersion(), name);
+                assertEquals((short) 1, f.supportedFeatures().get(name).maxVersion(), name);
+            }
+        }
     }
 
     /**
-     * Ours only (DESIGN.md, Deviations from Apache Kafka): group.version is
-     * the only feature advertised; transaction.version 2 (KIP-890) and
-     * share.version are not implemented, and there is no KRaft
+     * Ours only (DESIGN.md, Deviations from Apache Kafka): group.version and
+     * share.version are the only features advertised; transaction.version
+     * 2 (KIP-890) is not implemented, and there is no KRaft
      * metadata.version / kraft.version.
      */
     @Test
     @Tag("ours")
-    void describeFeaturesOnlyGroupVersion() throws Exception {
+    void describeFeaturesOnlyGroupAndShareVersion() throws Exception {
         FeatureMetadata f = admin.describeFeatures().featureMetadata().get(10, TimeUnit.SECONDS);
-        assertEquals(Set.of("group.version"), f.finalizedFeatures().keySet(), "finalized features");
-        assertEquals(Set.of("group.version"), f.supportedFeatures().keySet(), "supported features");
+        assertEquals(Set.of("group.version", "share.version"), f.finalizedFeatures().keySet(), "finalized features");
+        if (AppInfoParser.getVersion().startsWith("4.")) {
+            assertEquals(Set.of("group.version", "share.version"), f.supportedFeatures().keySet(), "supported features");
+        }
     }
 
 }
