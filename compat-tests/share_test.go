@@ -742,6 +742,20 @@ func testShareGroupErrors(t *testing.T, b *brokerProc) {
 		t.Errorf("a share member joining a classic group's name: %s, want GROUP_ID_NOT_FOUND", errName(r.ErrorCode))
 	}
 
+	// Offsets committed to a share group's name (an admin's commit,
+	// generation -1): GROUP_ID_NOT_FOUND, nothing stored, as Kafka 4.2.
+	oc := kmsg.NewPtrOffsetCommitRequest()
+	oc.Version, oc.Group, oc.Generation = 9, group, -1
+	oc.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: topic, Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Partition: 0, Offset: 1, LeaderEpoch: -1}}}}
+	if r := c.roundTrip(oc).(*kmsg.OffsetCommitResponse); len(r.Topics) != 1 || r.Topics[0].Partitions[0].ErrorCode != kerr.GroupIDNotFound.Code {
+		t.Errorf("OffsetCommit to a share group's name: %+v, want GROUP_ID_NOT_FOUND", r.Topics)
+	}
+	of := kmsg.NewPtrOffsetFetchRequest()
+	of.Version, of.Groups = 9, []kmsg.OffsetFetchRequestGroup{{Group: group}}
+	if r := c.roundTrip(of).(*kmsg.OffsetFetchResponse); len(r.Groups) != 1 || r.Groups[0].ErrorCode != 0 || len(r.Groups[0].Topics) != 0 {
+		t.Errorf("OffsetFetch of a share group after a refused commit: %+v, want no error and no offsets", r.Groups)
+	}
+
 	// DeleteGroups: NON_EMPTY_GROUP while the member is in, then deleted.
 	del := func() int16 {
 		t.Helper()

@@ -38,6 +38,15 @@ func (c *Coordinator) Commit(req CommitRequest, now time.Time) *Future[CommitRes
 		f.ch <- res
 		return f
 	}
+	if c.isShareGroup(req.Group) {
+		// A share group has no committed offsets (KIP-932): Kafka answers
+		// GROUP_ID_NOT_FOUND rather than storing classic offsets under its
+		// name. Checked before c.mu, as the consumer heartbeat does (lock
+		// order: share.mu is never held with c.mu).
+		res.setAll(ErrGroupIDNotFound)
+		f.ch <- res
+		return f
+	}
 	o := &op{now: now}
 	c.mu.Lock()
 	defer func() {
