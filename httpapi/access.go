@@ -47,6 +47,7 @@ var listRoutes = map[string]bool{
 	"GET /v1/admin/topics":       true,
 	"GET /v1/admin/groups":       true,
 	"GET /v1/admin/transactions": true,
+	"GET /v1/tasks":              true,
 }
 
 // routeAccess holds every route of the native API that needs an
@@ -57,7 +58,10 @@ var listRoutes = map[string]bool{
 // underlying topic to Kafka clients, nor the reverse. A queue's DLQ
 // routes are the queue's. Lists show the items the principal may
 // describe (listRoutes); the transactions list shows the transactional IDs
-// it may describe, as Kafka's ListTransactions.
+// it may describe, as Kafka's ListTransactions; the tasks list the tasks
+// on a queue it may describe (a redrive task's DLQ, the queue named by the
+// route that started it). The overview stays a Cluster route: its counts
+// add up every topic, group, queue and store.
 var routeAccess = map[string]access{
 	// Health and profiles.
 	"GET /metrics":             {resourceCluster, "", opDescribe},
@@ -85,7 +89,7 @@ var routeAccess = map[string]access{
 	"GET /v1/queues/{queue}/stats":                        {resourceQueue, "queue", opDescribe},
 	"GET /v1/queues/{queue}/dlq":                          {resourceQueue, "queue", opRead},
 	"POST /v1/queues/{queue}/redrive":                     {resourceQueue, "queue", opAlter},
-	"GET /v1/tasks":                                       {resourceCluster, "", opDescribe},
+	"GET /v1/tasks":                                       {resourceQueue, "", opDescribe},
 	"GET /v1/tasks/{id}":                                  {resourceCluster, "", opDescribe},
 	"DELETE /v1/tasks/{id}":                               {resourceCluster, "", opAlter},
 	"GET /v1/stores":                                      {resourceStore, "", opDescribe},

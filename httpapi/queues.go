@@ -485,11 +485,15 @@ type tasksResponse struct {
 	Tasks []taskJSON `json:"tasks"`
 }
 
-func (api *queueAPI) handleTasks(w http.ResponseWriter, _ *http.Request) {
+// handleTasks lists the tasks; with an authorizer only those on a queue
+// the principal may describe (a redrive task's DLQ).
+func (api *queueAPI) handleTasks(w http.ResponseWriter, r *http.Request) {
 	tasks := api.e.Tasks()
-	out := make([]taskJSON, len(tasks))
+	out := make([]taskJSON, 0, len(tasks))
 	for i := range tasks {
-		out[i] = toTaskJSON(&tasks[i])
+		if visible(r, tasks[i].DLQ) {
+			out = append(out, toTaskJSON(&tasks[i]))
+		}
 	}
 	writeJSON(w, http.StatusOK, tasksResponse{Tasks: out})
 }

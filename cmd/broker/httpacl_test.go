@@ -239,7 +239,8 @@ type aclTarget struct {
 
 // routeCases covers every route of httpapi.RouteRules
 // (TestHTTPACLMatrix fails for a route without a case). Names: queue q1,
-// store s1 (stream st), topic t1, group g1 exist; q2, s2, t2 are created
+// store s1 (stream st), topic t1, group g1 and a redrive task on q1.dlq
+// exist; q2, s2, t2 are created
 // and q3, s3, t3 deleted by the allowed requests.
 var routeCases = map[string]routeCase{
 	"GET /metrics":             {path: "/metrics", status: 200},
@@ -266,7 +267,7 @@ var routeCases = map[string]routeCase{
 	"GET /v1/queues/{queue}/stats":                 {path: "/v1/queues/q1/stats", status: 200},
 	"GET /v1/queues/{queue}/dlq":                   {path: "/v1/queues/q1/dlq"},
 	"POST /v1/queues/{queue}/redrive":              {path: "/v1/queues/q1/redrive", body: "{}"},
-	"GET /v1/tasks":                                {path: "/v1/tasks", status: 200},
+	"GET /v1/tasks":                                {path: "/v1/tasks", status: 200, item: `"dlq":"q1.dlq"`},
 	"GET /v1/tasks/{id}":                           {path: "/v1/tasks/nope", status: 404},
 	"DELETE /v1/tasks/{id}":                        {path: "/v1/tasks/nope", status: 404},
 
@@ -334,6 +335,7 @@ func TestHTTPACLMatrix(t *testing.T) {
 		{"PUT", "/v1/queues/q1", "{}"}, {"PUT", "/v1/queues/q3", "{}"},
 		{"PUT", "/v1/stores/s1", ""}, {"PUT", "/v1/stores/s3", ""},
 		{"POST", "/v1/stores/s1/streams/st/events", `{"events":[{"type":"t","data":{}}]}`},
+		{"POST", "/v1/queues/q1.dlq/redrive", "{}"}, // a task on q1.dlq for the tasks list
 		{"POST", "/v1/admin/topics", `{"name":"t1","partitions":1}`}, {"POST", "/v1/admin/topics", `{"name":"t3","partitions":1}`},
 	} {
 		if r := b.call(setup.method, setup.path, admin, setup.body); r.status >= 300 {
@@ -372,7 +374,8 @@ func TestHTTPACLMatrix(t *testing.T) {
 			name = strings.Split(strings.TrimPrefix(path, "/"), "/")[indexOfParam(p[len(method)+1:], rule.Param)]
 		}
 		if rule.List {
-			name = strings.Trim(strings.TrimPrefix(strings.TrimPrefix(tc.item, `"name":`), `"group":`), `"`)
+			_, name, _ = strings.Cut(tc.item, ":") // "name":"q1", "group":"g1", "dlq":"q1.dlq"
+			name = strings.Trim(name, `"`)
 		}
 		r := b.call(method, tc.path, dave, tc.body)
 		switch {
@@ -421,12 +424,13 @@ func indexOfParam(pattern, param string) int {
 // JWT's sub is the principal; a super user may do everything; a DENY wins
 // over a prefixed ALLOW; a binding for another host does not apply; ACLs
 // on a queue do not open the topic of the same name; a list shows only
-// what may be described; the console's session user is the principal of
+// what may be described (the tasks list too: it needed DESCRIBE on the
+// cluster); the console's session user is the principal of
 // the admin routes.
 func TestHTTPACLRules(t *testing.T) {
 	b := startACLBroker(t, "required")
 	admin := basic("admin", "admin-pw")
-	for _, q := range []string{"/v1/queues/jobs", "/v1/queues/jobs-secret", "/v1/queues/other"} {
+	for _, q := range []string{"/v1/queues/jobs", "/v1/queues/jobs-secret", "/v1/queues/other", "/v1/queues/zeta"} {
 		if r := b.call("PUT", q, admin, "{}"); r.status != 201 {
 			t.Fatalf("PUT %s as the super user: %d %s", q, r.status, r.body)
 		}
@@ -470,6 +474,18 @@ func TestHTTPACLRules(t *testing.T) {
 	}
 	if r := b.call("POST", "/v1/queues/other.dlq/redrive", erin, `{"destination":"jobs"}`); r.status != 202 {
 		t.Errorf("redrive into jobs (WRITE through the prefix): %d %s", r.status, r.body)
+	}
+	// The tasks list shows the tasks on the queues erin may describe, not
+	// the super user's redrive of zeta.dlq (it needed DESCRIBE on the
+	// cluster, so erin could not follow the redrive she started).
+	if r := b.call("POST", "/v1/queues/zeta.dlq/redrive", admin, "{}"); r.status != 202 {
+		t.Fatalf("redrive of zeta.dlq as the super user: %d %s", r.status, r.body)
+	}
+	if r := b.call("GET", "/v1/tasks", erin, ""); r.status != 200 || !strings.Contains(r.body, `"dlq":"other.dlq"`) || strings.Contains(r.body, `"dlq":"zeta.dlq"`) {
+		t.Errorf("erin's tasks: %d %s, want the redrive of other.dlq and not zeta.dlq's", r.status, r.body)
+	}
+	if r := b.call("GET", "/v1/tasks", admin, ""); r.status != 200 || !strings.Contains(r.body, `"dlq":"zeta.dlq"`) {
+		t.Errorf("the super user's tasks: %d %s, want zeta.dlq's", r.status, r.body)
 	}
 	r := b.call("GET", "/v1/queues", erin, "")
 	if r.status != 200 || !strings.Contains(r.body, `"name":"jobs"`) || !strings.Contains(r.body, `"name":"jobs-secret"`) || strings.Contains(r.body, `"name":"other"`) || !strings.Contains(r.body, `"name":"other.dlq"`) {
