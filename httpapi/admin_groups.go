@@ -168,7 +168,7 @@ func decodeAssignment(protocolType string, b []byte) []AssignedTopics {
 func (api *adminAPI) describeGroup(r adminRequest) (int, any, error) {
 	name := r.PathValue("group")
 	if v, ok := api.cfg.Groups.DescribeShareGroup(name); ok {
-		return http.StatusOK, api.shareGroupDetail(v), nil
+		return http.StatusOK, api.shareGroupDetail(r.Request, v), nil
 	}
 	d := api.cfg.Groups.DescribeGroups([]string{name})[0]
 	if d.Err != nil {
@@ -190,6 +190,9 @@ func (api *adminAPI) describeGroup(r adminRequest) (int, any, error) {
 		out.Members = append(out.Members, gm)
 	}
 	for _, t := range fetched.Topics {
+		if !topicDescribable(r.Request, t.Topic) {
+			continue
+		}
 		for _, p := range t.Partitions {
 			if p.Err != nil || p.Offset < 0 {
 				continue
@@ -207,6 +210,15 @@ func (api *adminAPI) describeGroup(r adminRequest) (int, any, error) {
 		return a.Topic < b.Topic || (a.Topic == b.Topic && a.Partition < b.Partition)
 	})
 	return http.StatusOK, out, nil
+}
+
+// topicDescribable reports whether a group's offsets (or share-partitions)
+// of topic may be shown: DESCRIBE on the topic, as Kafka's OffsetFetch
+// and DescribeShareGroupOffsets leave out (all-topics form) or refuse
+// per partition (TOPIC_AUTHORIZATION_FAILED) the topics the principal may
+// not describe. True without an authorizer.
+func topicDescribable(r *http.Request, topic string) bool {
+	return authorizeAlso(r, auth.ResourceTopic, topic, auth.OpDescribe) == nil
 }
 
 // ResetOffsetsRequest is the body of POST
@@ -405,8 +417,9 @@ func (api *adminAPI) commitReset(r adminRequest, name string, commit []groups.Co
 // shareGroupDetail is a share group (KIP-932) in GET
 // /v1/admin/groups/{group} form: protocol type "share", the simple
 // assignor, members with their assignments, no committed offsets, and
-// each share-partition's delivery state; lag sums the partitions'.
-func (api *adminAPI) shareGroupDetail(v groups.ShareGroupView) GroupDetail {
+// the delivery state of each share-partition of a topic the request may
+// describe; lag sums the partitions shown.
+func (api *adminAPI) shareGroupDetail(r *http.Request, v groups.ShareGroupView) GroupDetail {
 	out := GroupDetail{Group: v.Group, State: v.State, ProtocolType: "share", Protocol: "simple", Members: []GroupMember{}, Offsets: []GroupOffset{}, SharePartitions: []SharePartitionDetail{}}
 	for _, m := range v.Members {
 		gm := GroupMember{MemberID: m.MemberID, ClientID: m.ClientID, ClientHost: m.ClientHost, Assignment: []AssignedTopics{}}
@@ -421,6 +434,9 @@ func (api *adminAPI) shareGroupDetail(v groups.ShareGroupView) GroupDetail {
 		out.Members = append(out.Members, gm)
 	}
 	for _, p := range v.Partitions {
+		if !topicDescribable(r, p.Topic) {
+			continue
+		}
 		out.SharePartitions = append(out.SharePartitions, SharePartitionDetail{Topic: p.Topic, Partition: p.Partition, StartOffset: p.StartOffset, InFlight: int64(p.Acquired), Available: p.Available, Lag: p.Lag})
 		out.Lag += p.Lag
 	}

@@ -575,6 +575,38 @@ func TestHTTPACLRules(t *testing.T) {
 	}
 }
 
+// TestHTTPACLGroupOffsets: GET /v1/admin/groups/{group} shows only the
+// committed offsets of topics the principal may DESCRIBE, as Kafka's
+// OffsetFetch for all topics leaves the others out. Before, DESCRIBE on
+// the group showed the offsets (and lag) of every topic it committed.
+func TestHTTPACLGroupOffsets(t *testing.T) {
+	b := startACLBroker(t, "required")
+	admin := basic("admin", "admin-pw")
+	for _, topic := range []string{"shown", "secret"} {
+		if r := b.call("POST", "/v1/admin/topics", admin, `{"name":"`+topic+`","partitions":1}`); r.status != 201 {
+			t.Fatalf("creating topic %s: %d %s", topic, r.status, r.body)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	offs := kadm.Offsets{}
+	offs.Add(kadm.Offset{Topic: "shown", Partition: 0, At: 0, LeaderEpoch: -1})
+	offs.Add(kadm.Offset{Topic: "secret", Partition: 0, At: 0, LeaderEpoch: -1})
+	if resp, err := kadm.NewClient(b.admin).CommitOffsets(ctx, "g", offs); err != nil || resp.Error() != nil {
+		t.Fatalf("committing offsets of group g: %v %v", err, resp.Error())
+	}
+	b.createUser("dave", "dave-pw")
+	dave := basic("dave", "dave-pw")
+	b.acl(false, auth.ResourceGroup, "g", auth.PatternLiteral, "User:dave", "*", auth.OpDescribe, auth.PermissionAllow)
+	b.acl(false, auth.ResourceTopic, "shown", auth.PatternLiteral, "User:dave", "*", auth.OpDescribe, auth.PermissionAllow)
+	if r := b.call("GET", "/v1/admin/groups/g", dave, ""); r.status != 200 || !strings.Contains(r.body, `"topic":"shown"`) || strings.Contains(r.body, "secret") {
+		t.Errorf("group g as dave (DESCRIBE on topic shown only): %d %s, want the offset of shown and not secret's", r.status, r.body)
+	}
+	if r := b.call("GET", "/v1/admin/groups/g", admin, ""); r.status != 200 || !strings.Contains(r.body, `"topic":"shown"`) || !strings.Contains(r.body, `"topic":"secret"`) {
+		t.Errorf("group g as the super user: %d %s, want both offsets", r.status, r.body)
+	}
+}
+
 // TestHTTPACLAnonymousAndCLI: with http-auth none every HTTP request is
 // User:ANONYMOUS, decided by the same ACLs; `broker acls add --queue`
 // grants it a queue, `acls list` shows the binding (and Kafka's ANY filter
