@@ -194,9 +194,13 @@ func (b *consoleBrowser) confirm(word string) {
 // event store and a transaction: no page logs an error; the message
 // browser shows the produced records (JSON pretty-printed, binary as hex,
 // headers); a reset of the group's offsets from the UI moves them (read
-// back over Kafka); a redrive from the UI empties the DLQ.
+// back over Kafka); a redrive from the UI empties the DLQ; a share
+// group's page shows its share-partitions and no reset-offsets form (the
+// route answers 404 for a share group; the page showed an empty offsets
+// table and the form before).
 func TestConsoleBrowser(t *testing.T) {
-	b := startBroker(t, withArgs("--group-initial-rebalance-delay", "0s"))
+	b := startBroker(t, withArgs("--group-initial-rebalance-delay", "0s",
+		"--group-share-auto-offset-reset", "earliest", "--group-share-record-lock-duration", "10m"))
 	ctx := testCtx(t, 2*time.Minute)
 	adm := newAdmin(t, b.Addr())
 	topic := "console-orders"
@@ -262,7 +266,37 @@ func TestConsoleBrowser(t *testing.T) {
 	qMust(t, b, "POST", "/v1/stores/console-store/streams/cart-1/events", map[string]any{"events": []map[string]any{
 		{"type": "ItemAdded", "data": map[string]any{"sku": "A-1"}}, {"type": "CheckedOut", "data": map[string]any{"total": 12}}}}, 201)
 
+	// A share group (KIP-932) whose member holds 2 of 3 records.
+	shared := "console-shared"
+	createTopic(t, adm, shared, 1, nil)
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: shared, Value: []byte("s-0")}, &kgo.Record{Topic: shared, Value: []byte("s-1")}, &kgo.Record{Topic: shared, Value: []byte("s-2")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	shareMember := newRawShareMember(t, b.Addr(), "console-share-group", shared, "console-share-member-01")
+	if resp, got := shareMember.fetch([]int32{0}, nil, 2); len(got[0]) != 1 || got[0][0].LastOffset != 1 {
+		t.Fatalf("share member acquired %+v (error %s), want offsets 0-1", got, errName(resp.ErrorCode))
+	}
+
 	br := newConsoleBrowser(t, b.HTTPAddr())
+
+	// The share group's page: its share-partitions (start 0, 2 in flight,
+	// lag 3), no committed offsets table and no reset-offsets form.
+	br.open("groups/console-share-group", "#share-partitions table")
+	if got := br.text("#share-partitions table"); !strings.Contains(got, shared) || !strings.Contains(got, "In flight") {
+		t.Errorf("the share group's partitions table:\n%s", got)
+	}
+	var cells []string
+	br.run("read the share partition's row", chromedp.Evaluate(`[...document.querySelectorAll('#share-partitions tbody tr:first-child td')].map((td) => td.textContent)`, &cells))
+	if want := []string{shared, "0", "0", "2", "0", "3"}; strings.Join(cells, "|") != strings.Join(want, "|") {
+		t.Errorf("share partition row %q, want %q (topic, partition, start offset, in flight, available, lag)", cells, want)
+	}
+	var absent bool
+	br.run("look for the reset form", chromedp.Evaluate(`document.querySelector('#reset-offsets') === null && document.querySelector('#group-offsets') === null && document.querySelector('#share-reset-note') !== null`, &absent))
+	if !absent {
+		t.Errorf("the share group's page shows the reset-offsets form or the offsets table, or not the note on AlterShareGroupOffsets:\n%s", br.text("main"))
+	}
+	br.screenshot("group-share")
+	br.checkClean("group-share")
 
 	// Every page loads without an error.
 	pages := []struct{ name, fragment, selector, want string }{

@@ -1,6 +1,8 @@
 // Consumer groups: the list (paginated), one group (members, assignment,
-// lag per partition) and the offset reset (a dry run first, then execute
-// after a confirmation), with the parameters of `broker groups reset-offsets`.
+// lag per partition; a share group's share-partitions) and the offset
+// reset (a dry run first, then execute after a confirmation), with the
+// parameters of `broker groups reset-offsets`; not for a share group,
+// whose start offsets AlterShareGroupOffsets moves.
 import { api, h, table, errorBox, notice, count, confirmAction, qs, Pager } from './lib.js';
 
 const enc = encodeURIComponent;
@@ -27,10 +29,26 @@ export async function groupPage(root, { arg, ctx }) {
   const info = h('div', {});
   root.append(info);
   let topicsSeen = [];
+  let share = false;
   async function load() {
     try {
       const g = await api('GET', `/v1/admin/groups/${enc(arg)}`);
       topicsSeen = [...new Set(g.offsets.map((o) => o.topic))];
+      share = g.protocol_type === 'share';
+      const positions = share ? [
+        h('h2', {}, 'Share partitions'),
+        h('p', { class: 'muted' }, 'Start offset: below it every record is acknowledged or archived. In flight: acquired by a member now. Available: waiting for delivery.'),
+        h('div', { id: 'share-partitions' }, table(['Topic', '#Partition', '#Start offset', '#In flight', '#Available', '#Lag'], (g.share_partitions || []).map((p) => [
+          h('a', { href: `#/browse?topic=${enc(p.topic)}&partition=${p.partition}&offset=${p.start_offset}` }, p.topic), count(p.partition), count(p.start_offset),
+          count(p.in_flight), count(p.available), count(p.lag),
+        ]), 'No share partitions: no member has fetched yet.')),
+      ] : [
+        h('h2', {}, 'Offsets and lag'),
+        h('div', { id: 'group-offsets' }, table(['Topic', '#Partition', '#Committed', '#Log start', '#End', '#Lag', 'Member'], g.offsets.map((o) => [
+          h('a', { href: `#/browse?topic=${enc(o.topic)}&partition=${o.partition}&offset=${o.committed}` }, o.topic), count(o.partition), count(o.committed),
+          count(o.log_start_offset), count(o.high_watermark), count(o.lag), o.member_id || '–',
+        ]), 'No committed offsets.')),
+      ];
       info.replaceChildren(
         h('p', { class: 'muted' }, `state ${g.state} · ${g.protocol_type || 'no protocol type'}${g.protocol ? ' / ' + g.protocol : ''} · total lag ${count(g.lag)}`),
         h('h2', {}, 'Members'),
@@ -38,15 +56,17 @@ export async function groupPage(root, { arg, ctx }) {
           h('code', {}, m.member_id), m.client_id, m.client_host,
           m.assignment.map((a) => `${a.topic}: ${a.partitions.join(', ')}`).join('; ') || '–',
         ]), 'No members: the group is empty.'),
-        h('h2', {}, 'Offsets and lag'),
-        h('div', { id: 'group-offsets' }, table(['Topic', '#Partition', '#Committed', '#Log start', '#End', '#Lag', 'Member'], g.offsets.map((o) => [
-          h('a', { href: `#/browse?topic=${enc(o.topic)}&partition=${o.partition}&offset=${o.committed}` }, o.topic), count(o.partition), count(o.committed),
-          count(o.log_start_offset), count(o.high_watermark), count(o.lag), o.member_id || '–',
-        ]), 'No committed offsets.')));
+        ...positions);
     } catch (e) { info.replaceChildren(errorBox(e)); }
   }
   await load();
   ctx.every(5000, load);
+  if (share) {
+    // POST reset-offsets answers 404 group_not_found for a share group.
+    root.append(h('h2', {}, 'Reset offsets'),
+      h('p', { class: 'muted', id: 'share-reset-note' }, 'A share group\'s start offsets are reset with AlterShareGroupOffsets while it has no members: kafka-share-groups.sh --reset-offsets … --execute.'));
+    return;
+  }
 
   const topicsIn = h('input', { name: 'topics', placeholder: 'orders orders2:0,1 (space separated)', size: 40 });
   const all = h('input', { type: 'checkbox', name: 'all_topics' });
