@@ -576,7 +576,8 @@ func TestHTTPACLRules(t *testing.T) {
 }
 
 // TestHTTPACLGroupOffsets: GET /v1/admin/groups/{group} shows only the
-// committed offsets of topics the principal may DESCRIBE, as Kafka's
+// committed offsets (a share group: the share-partitions) of topics the
+// principal may DESCRIBE, as Kafka's
 // OffsetFetch for all topics leaves the others out. Before, DESCRIBE on
 // the group showed the offsets (and lag) of every topic it committed.
 func TestHTTPACLGroupOffsets(t *testing.T) {
@@ -604,6 +605,18 @@ func TestHTTPACLGroupOffsets(t *testing.T) {
 	}
 	if r := b.call("GET", "/v1/admin/groups/g", admin, ""); r.status != 200 || !strings.Contains(r.body, `"topic":"shown"`) || !strings.Contains(r.body, `"topic":"secret"`) {
 		t.Errorf("group g as the super user: %d %s, want both offsets", r.status, r.body)
+	}
+	// A share group's share-partitions likewise (Kafka's
+	// DescribeShareGroupOffsets refuses the topics per partition).
+	if resp, err := kadm.NewClient(b.admin).AlterShareGroupOffsets(ctx, "sg", offs); err != nil || resp.Error() != nil {
+		t.Fatalf("setting start offsets of share group sg: %v %v", err, resp.Error())
+	}
+	b.acl(false, auth.ResourceGroup, "sg", auth.PatternLiteral, "User:dave", "*", auth.OpDescribe, auth.PermissionAllow)
+	if r := b.call("GET", "/v1/admin/groups/sg", dave, ""); r.status != 200 || !strings.Contains(r.body, `"share_partitions":[{"topic":"shown"`) || strings.Contains(r.body, "secret") {
+		t.Errorf("share group sg as dave (DESCRIBE on topic shown only): %d %s, want the share-partition of shown and not secret's", r.status, r.body)
+	}
+	if r := b.call("GET", "/v1/admin/groups/sg", admin, ""); r.status != 200 || !strings.Contains(r.body, `"topic":"shown"`) || !strings.Contains(r.body, `"topic":"secret"`) {
+		t.Errorf("share group sg as the super user: %d %s, want both share-partitions", r.status, r.body)
 	}
 }
 
