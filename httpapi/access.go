@@ -37,6 +37,14 @@ type access struct {
 	op       auth.Operation
 }
 
+// foundRoutes are the routes of routeAccess whose resource the handler
+// finds (a task's queue, from the task): the wrapper does not check, the
+// handler does, with checkFound, once it knows the name.
+var foundRoutes = map[string]bool{
+	"GET /v1/tasks/{id}":    true,
+	"DELETE /v1/tasks/{id}": true,
+}
+
 // listRoutes are the routes of routeAccess that list resources of their
 // type: they are not refused but show only the items the principal may
 // do the route's operation on (visible), as Kafka's Metadata hides the
@@ -60,7 +68,7 @@ var listRoutes = map[string]bool{
 // describe (listRoutes); the transactions list shows the transactional IDs
 // it may describe, as Kafka's ListTransactions; the tasks list the tasks
 // on a queue it may describe (a redrive task's DLQ, the queue named by the
-// route that started it). The overview stays a Cluster route: its counts
+// route that started it), and one task is its DLQ's (foundRoutes). The overview stays a Cluster route: its counts
 // add up every topic, group, queue and store.
 var routeAccess = map[string]access{
 	// Health and profiles.
@@ -90,8 +98,8 @@ var routeAccess = map[string]access{
 	"GET /v1/queues/{queue}/dlq":                          {resourceQueue, "queue", opRead},
 	"POST /v1/queues/{queue}/redrive":                     {resourceQueue, "queue", opAlter},
 	"GET /v1/tasks":                                       {resourceQueue, "", opDescribe},
-	"GET /v1/tasks/{id}":                                  {resourceCluster, "", opDescribe},
-	"DELETE /v1/tasks/{id}":                               {resourceCluster, "", opAlter},
+	"GET /v1/tasks/{id}":                                  {resourceQueue, "", opDescribe},
+	"DELETE /v1/tasks/{id}":                               {resourceQueue, "", opAlter},
 	"GET /v1/stores":                                      {resourceStore, "", opDescribe},
 	"PUT /v1/stores/{store}":                              {resourceStore, "store", opCreate},
 	"GET /v1/stores/{store}":                              {resourceStore, "store", opDescribe},
@@ -153,6 +161,11 @@ func (s *Server) authorized(pattern string, h http.Handler) http.Handler {
 			h.ServeHTTP(w, r.WithContext(ctx))
 			return
 		}
+		if foundRoutes[pattern] {
+			ctx = context.WithValue(ctx, foundKey{}, func(name string) error { return s.Authorize(r, a.resource, name, a.op) })
+			h.ServeHTTP(w, r.WithContext(ctx))
+			return
+		}
 		name := auth.ClusterName
 		if a.param != "" {
 			name = r.PathValue(a.param)
@@ -177,6 +190,18 @@ func visible(r *http.Request, name string) bool {
 	return true
 }
 
+type foundKey struct{}
+
+// checkFound is the check of a route whose resource the handler found
+// (foundRoutes): the route's resource type and operation on name; nil, or
+// 403 forbidden. Nil without an Authorizer.
+func checkFound(r *http.Request, name string) error {
+	if check, ok := r.Context().Value(foundKey{}).(func(string) error); ok {
+		return check(name)
+	}
+	return nil
+}
+
 type authorizeKey struct{}
 
 // authorizeAlso checks an operation a route needs beyond its own
@@ -199,6 +224,9 @@ type RouteRule struct {
 	// List routes are not refused: they show the items the principal may
 	// do Operation on.
 	List bool
+	// Found routes name no resource in the path: the handler finds it
+	// (a task's queue) and checks Operation on it.
+	Found bool
 }
 
 // RouteRules returns the authorization of every route that needs one,
@@ -206,7 +234,7 @@ type RouteRule struct {
 func RouteRules() map[string]RouteRule {
 	out := make(map[string]RouteRule, len(routeAccess))
 	for p, a := range routeAccess {
-		out[p] = RouteRule{Resource: a.resource, Param: a.param, Operation: a.op, List: listRoutes[p]}
+		out[p] = RouteRule{Resource: a.resource, Param: a.param, Operation: a.op, List: listRoutes[p], Found: foundRoutes[p]}
 	}
 	return out
 }

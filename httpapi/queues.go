@@ -506,23 +506,35 @@ func taskID(r *http.Request) (uint64, error) {
 	return id, nil
 }
 
+// handleTask shows one task; with an authorizer it needs DESCRIBE on the
+// task's queue (its DLQ), as the tasks list.
 func (api *queueAPI) handleTask(w http.ResponseWriter, r *http.Request) {
 	id, err := taskID(r)
 	if err == nil {
 		var t queues.TaskInfo
 		if t, err = api.e.Task(id); err == nil {
-			writeJSON(w, http.StatusOK, toTaskJSON(&t))
-			return
+			if err = checkFound(r, t.DLQ); err == nil {
+				writeJSON(w, http.StatusOK, toTaskJSON(&t))
+				return
+			}
 		}
 	}
 	writeError(w, err)
 }
 
+// handleCancelTask cancels a task; with an authorizer it needs ALTER on
+// the task's queue (its DLQ), as starting the redrive did.
 func (api *queueAPI) handleCancelTask(w http.ResponseWriter, r *http.Request) {
 	id, err := taskID(r)
 	if err == nil {
 		var t queues.TaskInfo
-		if t, err = api.e.CancelTask(id, api.now()); err == nil {
+		if t, err = api.e.Task(id); err == nil {
+			err = checkFound(r, t.DLQ)
+		}
+		if err == nil {
+			t, err = api.e.CancelTask(id, api.now())
+		}
+		if err == nil {
 			writeJSON(w, http.StatusOK, toTaskJSON(&t))
 			return
 		}

@@ -226,6 +226,9 @@ type routeCase struct {
 	status     int
 	// item is what a list route must show once allowed.
 	item string
+	// name is the resource a route of RouteRule.Found acts on (the
+	// handler finds it: task 1's queue).
+	name string
 	// also is a binding the route needs beyond its own (granted with it):
 	// a topic READ for a group's offset reset, as Kafka's OffsetCommit.
 	also *aclTarget
@@ -240,7 +243,7 @@ type aclTarget struct {
 // routeCases covers every route of httpapi.RouteRules
 // (TestHTTPACLMatrix fails for a route without a case). Names: queue q1,
 // store s1 (stream st), topic t1, group g1 and a redrive task on q1.dlq
-// exist; q2, s2, t2 are created
+// (task 1) exist; q2, s2, t2 are created
 // and q3, s3, t3 deleted by the allowed requests.
 var routeCases = map[string]routeCase{
 	"GET /metrics":             {path: "/metrics", status: 200},
@@ -268,8 +271,8 @@ var routeCases = map[string]routeCase{
 	"GET /v1/queues/{queue}/dlq":                   {path: "/v1/queues/q1/dlq"},
 	"POST /v1/queues/{queue}/redrive":              {path: "/v1/queues/q1/redrive", body: "{}"},
 	"GET /v1/tasks":                                {path: "/v1/tasks", status: 200, item: `"dlq":"q1.dlq"`},
-	"GET /v1/tasks/{id}":                           {path: "/v1/tasks/nope", status: 404},
-	"DELETE /v1/tasks/{id}":                        {path: "/v1/tasks/nope", status: 404},
+	"GET /v1/tasks/{id}":                           {path: "/v1/tasks/1", name: "q1.dlq", status: 200},
+	"DELETE /v1/tasks/{id}":                        {path: "/v1/tasks/1", name: "q1.dlq", status: 200},
 
 	"GET /v1/stores":                                      {path: "/v1/stores", status: 200, item: `"name":"s1"`},
 	"PUT /v1/stores/{store}":                              {path: "/v1/stores/s2", status: 201},
@@ -372,6 +375,9 @@ func TestHTTPACLMatrix(t *testing.T) {
 		if rule.Param != "" {
 			path, _, _ := strings.Cut(tc.path, "?")
 			name = strings.Split(strings.TrimPrefix(path, "/"), "/")[indexOfParam(p[len(method)+1:], rule.Param)]
+		}
+		if rule.Found {
+			name = tc.name
 		}
 		if rule.List {
 			_, name, _ = strings.Cut(tc.item, ":") // "name":"q1", "group":"g1", "dlq":"q1.dlq"
@@ -486,6 +492,22 @@ func TestHTTPACLRules(t *testing.T) {
 	}
 	if r := b.call("GET", "/v1/tasks", admin, ""); r.status != 200 || !strings.Contains(r.body, `"dlq":"zeta.dlq"`) {
 		t.Errorf("the super user's tasks: %d %s, want zeta.dlq's", r.status, r.body)
+	}
+	// One task is its queue's too: erin follows her redrive (task 1) and
+	// may not see nor cancel zeta.dlq's (task 2).
+	for _, tc := range []struct {
+		method, path string
+		want         int
+	}{
+		{"GET", "/v1/tasks/1", 200},
+		{"GET", "/v1/tasks/2", 403},
+		{"DELETE", "/v1/tasks/2", 403},
+		{"DELETE", "/v1/tasks/1", 200},
+		{"GET", "/v1/tasks/99", 404},
+	} {
+		if r := b.call(tc.method, tc.path, erin, ""); r.status != tc.want {
+			t.Errorf("erin: %s %s: %d %s, want %d", tc.method, tc.path, r.status, r.body, tc.want)
+		}
 	}
 	r := b.call("GET", "/v1/queues", erin, "")
 	if r.status != 200 || !strings.Contains(r.body, `"name":"jobs"`) || !strings.Contains(r.body, `"name":"jobs-secret"`) || strings.Contains(r.body, `"name":"other"`) || !strings.Contains(r.body, `"name":"other.dlq"`) {
