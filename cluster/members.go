@@ -124,15 +124,28 @@ func (n *Node) changeMembers(ctx context.Context, c *memberChange) (uint64, erro
 	case <-ctx.Done():
 		return 0, ctx.Err()
 	case <-n.done:
-		return 0, n.stoppedErr()
+		select {
+		case r := <-c.done: // applied, and it removed this node
+			return r.index, r.err
+		default:
+			return 0, n.stoppedErr()
+		}
 	}
 }
 
 func (n *Node) stoppedErr() error {
-	if err := n.Err(); errors.Is(err, ErrRemoved) {
-		return nil // the change removed this node: applied
+	if err := n.Err(); err != nil {
+		return err
 	}
 	return ErrStopped
+}
+
+// changePending: a membership change may not be applied yet. Raft itself
+// drops a change proposed while one is pending (it becomes an empty
+// entry, which would leave the caller waiting), and a new leader counts
+// every entry of its log at its election as possibly a change.
+func (n *Node) changePending() bool {
+	return n.confIndex > n.applied || n.leaderIndex > n.applied
 }
 
 // proposeChange checks c against the leader's view and proposes it.
@@ -161,7 +174,9 @@ func (n *Node) proposeChange(c *memberChange) {
 		c.done <- proposeResult{err: err}
 		return
 	}
-	n.pending[seq] = &proposal{ctx: c.ctx, done: c.done}
+	if !c.promote { // the leader's own promotion has no waiter
+		n.pending[seq] = &proposal{ctx: c.ctx, done: c.done}
+	}
 }
 
 func (n *Node) checkChange(c *memberChange) error {
@@ -169,7 +184,7 @@ func (n *Node) checkChange(c *memberChange) error {
 	if st.RaftState != raft.StateLeader {
 		return &NotLeaderError{Leader: st.Lead}
 	}
-	if n.confIndex > n.applied {
+	if n.changePending() {
 		return ErrChangePending
 	}
 	voters := n.confState.GetVoters()
@@ -214,7 +229,7 @@ func (n *Node) checkChange(c *memberChange) error {
 // promoteCaughtUp makes the leader propose, for the first learner whose
 // log has reached the commit index, its promotion to a voter.
 func (n *Node) promoteCaughtUp() {
-	if n.confIndex > n.applied || len(n.confState.GetLearners()) == 0 {
+	if n.changePending() || len(n.confState.GetLearners()) == 0 {
 		return
 	}
 	st := n.rn.Status()
@@ -224,7 +239,7 @@ func (n *Node) promoteCaughtUp() {
 	for _, id := range slices.Sorted(slices.Values(n.confState.GetLearners())) {
 		if pr, ok := st.Progress[id]; ok && pr.RecentActive && pr.Match >= st.HardState.GetCommit() {
 			n.log.Info().Uint64("learner", id).Uint64("match", pr.Match).Msg("raft learner caught up; promoting it to a voter")
-			n.proposeChange(&memberChange{promote: true, id: id, addr: n.addrs[id], ctx: context.Background(), done: make(chan proposeResult, 1)})
+			n.proposeChange(&memberChange{promote: true, id: id, addr: n.addrs[id], done: make(chan proposeResult, 1)})
 			return
 		}
 	}

@@ -2,11 +2,16 @@ package cluster
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"slices"
+	"sync"
 	"testing"
+	"time"
 )
 
 func (c *testCluster) proposeN(lead uint64, prefix string, n int) []string {
@@ -63,9 +68,18 @@ func TestAddNodeLearnerCatchesUpIsPromoted(t *testing.T) {
 
 	// Two of four stopped would stop commits; one stopped: the three left
 	// (node 4 among them) are the quorum.
-	c.stop(otherThan([]uint64{1, 2, 3}, c.leader()))
+	stopped := otherThan([]uint64{1, 2, 3}, c.leader())
+	c.stop(stopped)
 	lead = c.waitLeader()
 	want = append(want, c.proposeN(lead, "after", 3)...)
+	c.waitSame(want)
+
+	// Started again, the stopped node knows node 4's address from its
+	// snapshot (taken after the changes, which are not replayed).
+	c.start(stopped, nil)
+	if m := c.nodes[stopped].node.Status().Members; len(m) != 4 || m[3].Addr != c.addrs[4] {
+		t.Fatalf("members after a restart: %+v", m)
+	}
 	c.waitSame(want)
 }
 
@@ -202,4 +216,72 @@ func TestWipedNodeRejoinsUnderNewID(t *testing.T) {
 	lead = c.waitLeader()
 	want = append(want, c.proposeN(4, "after", 3)...)
 	c.waitSame(want)
+}
+
+// TestTransportFollowsMembership: the addresses come from the log. Once
+// a learner is added, every node's transport dials it at the address of
+// the change (here a listener of the test's, which reads their hellos);
+// once it is removed, a node closes a connection that claims to be it.
+func TestTransportFollowsMembership(t *testing.T) {
+	c := newTestCluster(t, 3, NodeConfig{}, newRecorder)
+	c.nodes[1].node.Campaign()
+	lead := c.waitLeader()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var mu sync.Mutex
+	dialed := map[uint64]bool{}
+	go func() {
+		for {
+			conn, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer conn.Close()
+				var h [helloSize]byte
+				if _, err := io.ReadFull(conn, h[:]); err == nil && binary.BigEndian.Uint64(h[16:]) == 9 {
+					mu.Lock()
+					dialed[binary.BigEndian.Uint64(h[8:])] = true
+					mu.Unlock()
+				}
+				_, _ = io.Copy(io.Discard, conn)
+			}()
+		}
+	}()
+	if _, err := c.call("add-node 9", func(ctx context.Context) (uint64, error) {
+		return c.nodes[lead].node.AddLearner(ctx, 9, l.Addr().String())
+	}); err != nil {
+		t.Fatal(err)
+	}
+	c.waitFor("every node to dial the new learner", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return dialed[1] && dialed[2] && dialed[3]
+	})
+	if st := c.nodes[lead].node.Status(); !slices.Equal(st.Learners, []uint64{9}) {
+		t.Fatalf("a learner that never answered was promoted: %+v", st)
+	}
+
+	if _, err := c.call("remove-node 9", func(ctx context.Context) (uint64, error) {
+		return c.nodes[lead].node.RemoveMember(ctx, 9)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	follower := otherThan(c.ids, lead)
+	c.waitFor("the follower to apply the removal", func() bool { return len(c.nodes[follower].node.Status().Learners) == 0 })
+	conn, err := net.Dial("tcp", c.addrs[follower])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.Write(hello(9, follower, 0)); err != nil {
+		t.Fatal(err)
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if _, err := conn.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+		t.Fatalf("a removed peer's connection was not closed: %v", err)
+	}
 }

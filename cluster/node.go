@@ -180,6 +180,8 @@ type Node struct {
 	// confIndex is the index of the last membership change this node
 	// appended to its log: while it is beyond applied, a change is pending.
 	confIndex uint64
+	// leaderIndex is this node's last index when it last became leader.
+	leaderIndex uint64
 	// addrs: the inter-broker addresses learned from add-node (the log and
 	// the snapshot), by node ID.
 	addrs map[uint64]string
@@ -491,6 +493,9 @@ func (n *Node) failPending(err error) {
 func (n *Node) handleReady(rd raft.Ready) error {
 	if err := n.storage.Save(rd.HardState, rd.Entries, rd.Snapshot); err != nil {
 		return err
+	}
+	if rd.SoftState != nil && rd.SoftState.RaftState == raft.StateLeader {
+		n.leaderIndex = n.storage.lastIndex
 	}
 	for _, e := range rd.Entries {
 		if t := e.GetType(); t == raftpb.EntryConfChange || t == raftpb.EntryConfChangeV2 {
