@@ -47,6 +47,11 @@ var (
 	ErrWouldLoseQuorum = errors.New("cluster: removing this node would leave no majority of live voters; start the stopped voters first, or remove a stopped one")
 	// ErrLastVoter: the only voter cannot be removed.
 	ErrLastVoter = errors.New("cluster: this is the group's only voter and cannot be removed")
+	// ErrIDRemoved: add-node named the ID of a removed member. A node
+	// joins under an ID never used in the group: a removed node may come
+	// back with its old log and votes, or with a wiped one that forgot
+	// them, and Raft cannot tell either from the member it was.
+	ErrIDRemoved = errors.New("cluster: this node id belonged to a removed member and is never used again; give the node a new node-id")
 	// ErrChangePending: a membership change is not applied yet.
 	ErrChangePending = errors.New("cluster: another membership change is not applied yet; retry once it is")
 )
@@ -200,6 +205,9 @@ func (n *Node) checkChange(c *memberChange) error {
 		if isVoter || isLearner {
 			return ErrMemberExists
 		}
+		if n.removedIDs[c.id] {
+			return ErrIDRemoved
+		}
 		return nil
 	case !isVoter && !isLearner:
 		return ErrUnknownMember
@@ -289,6 +297,7 @@ func (n *Node) applyConfChange(e *raftpb.Entry) error {
 			}
 		case raftpb.ConfChangeType_ConfChangeRemoveNode:
 			delete(n.addrs, id)
+			n.removedIDs[id] = true
 			if id == n.cfg.ID {
 				removedSelf = true
 			} else if n.cfg.Peers != nil {
@@ -319,17 +328,29 @@ func isMember(cs *raftpb.ConfState, id uint64) bool {
 		slices.Contains(cs.GetVotersOutgoing(), id) || slices.Contains(cs.GetLearnersNext(), id)
 }
 
-// The node's snapshot holds the addresses learned from add-node beside
+// The node's snapshot holds what the membership changes taught it beside
 // the state machine's data (both part of the format):
 //
-//	magic "VMQSNAP1" [8] | length u32 | JSON {id: address} | state machine's data
+//	magic "VMQSNAP1" [8] | length u32 | JSON membership | state machine's data
 //
 // A snapshot without the magic is the state machine's data alone (taken
 // before membership changes existed).
 var snapMagic = [8]byte{'V', 'M', 'Q', 'S', 'N', 'A', 'P', '1'}
 
-func encodeSnapshot(addrs map[uint64]string, data []byte) ([]byte, error) {
-	a, err := json.Marshal(addrs)
+// membership is the JSON of a snapshot's membership (member names are
+// part of the format): the addresses learned from add-node, by node ID,
+// and the IDs removed, never to be used again.
+type membership struct {
+	Addrs   map[uint64]string `json:"addrs,omitempty"`
+	Removed []uint64          `json:"removed,omitempty"`
+}
+
+func (n *Node) membership() membership {
+	return membership{Addrs: n.addrs, Removed: slices.Sorted(maps.Keys(n.removedIDs))}
+}
+
+func encodeSnapshot(m membership, data []byte) ([]byte, error) {
+	a, err := json.Marshal(m)
 	if err != nil {
 		return nil, err
 	}
@@ -338,28 +359,36 @@ func encodeSnapshot(addrs map[uint64]string, data []byte) ([]byte, error) {
 	return append(out, data...), nil
 }
 
-func decodeSnapshot(b []byte) (map[uint64]string, []byte, error) {
-	addrs := map[uint64]string{}
+func decodeSnapshot(b []byte) (membership, []byte, error) {
+	var m membership
 	if len(b) < 8 || [8]byte(b[:8]) != snapMagic {
-		return addrs, b, nil
+		return m, b, nil
 	}
 	if len(b) < 12 {
-		return nil, nil, fmt.Errorf("cluster: snapshot of %d bytes is too short for its header: %w", len(b), pebblestore.ErrCorruption)
+		return m, nil, fmt.Errorf("cluster: snapshot of %d bytes is too short for its header: %w", len(b), pebblestore.ErrCorruption)
 	}
 	n := binary.BigEndian.Uint32(b[8:])
 	if uint64(n) > uint64(len(b)-12) {
-		return nil, nil, fmt.Errorf("cluster: snapshot's address table of %d bytes is beyond its %d bytes: %w", n, len(b), pebblestore.ErrCorruption)
+		return m, nil, fmt.Errorf("cluster: snapshot's membership of %d bytes is beyond its %d bytes: %w", n, len(b), pebblestore.ErrCorruption)
 	}
-	if err := json.Unmarshal(b[12:12+n], &addrs); err != nil {
-		return nil, nil, fmt.Errorf("cluster: decode the snapshot's address table: %v: %w", err, pebblestore.ErrCorruption)
+	if err := json.Unmarshal(b[12:12+n], &m); err != nil {
+		return m, nil, fmt.Errorf("cluster: decode the snapshot's membership: %v: %w", err, pebblestore.ErrCorruption)
 	}
-	return addrs, b[12+n:], nil
+	return m, b[12+n:], nil
 }
 
-// restoreAddrs replaces the learned addresses with a snapshot's and tells
-// the transport.
-func (n *Node) restoreAddrs(addrs map[uint64]string) {
+// restoreMembership replaces the learned addresses and removed IDs with a
+// snapshot's and tells the transport.
+func (n *Node) restoreMembership(m membership) {
+	addrs := m.Addrs
 	n.addrs = maps.Clone(addrs)
+	if n.addrs == nil {
+		n.addrs = map[uint64]string{}
+	}
+	n.removedIDs = map[uint64]bool{}
+	for _, id := range m.Removed {
+		n.removedIDs[id] = true
+	}
 	if n.cfg.Peers == nil {
 		return
 	}

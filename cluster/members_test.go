@@ -203,6 +203,12 @@ func TestWipedNodeRejoinsUnderNewID(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+	// Its old ID is never used again.
+	if _, err := c.call("add-node of the old id", func(ctx context.Context) (uint64, error) {
+		return c.nodes[lead].node.AddLearner(ctx, victim, addr)
+	}); !errors.Is(err, ErrIDRemoved) {
+		t.Fatalf("add-node of a removed id: %v, want ErrIDRemoved", err)
+	}
 	c.ids = slices.DeleteFunc(c.ids, func(id uint64) bool { return id == victim })
 	delete(c.addrs, victim)
 	c.join(4, addr)

@@ -185,6 +185,8 @@ type Node struct {
 	// addrs: the inter-broker addresses learned from add-node (the log and
 	// the snapshot), by node ID.
 	addrs map[uint64]string
+	// removedIDs: the IDs of removed members, never added again.
+	removedIDs map[uint64]bool
 	// snapNow: a membership change was applied; snapshot at once (below).
 	snapNow bool
 }
@@ -214,15 +216,16 @@ func StartNode(cfg NodeConfig) (*Node, error) {
 	log := cfg.Logger.With().Str("component", "raft").Uint64("group", cfg.Group).Uint64("node", cfg.ID).Logger()
 	n := &Node{
 		cfg: cfg, log: log, storage: st,
-		recvc:     make(chan *raftpb.Message, 1024),
-		propc:     make(chan *proposal, 256),
-		reportc:   make(chan func(*raft.RawNode), 256),
-		campaignc: make(chan struct{}, 1),
-		confc:     make(chan *memberChange),
-		addrs:     map[uint64]string{},
-		stopc:     make(chan struct{}),
-		done:      make(chan struct{}),
-		pending:   map[uint64]*proposal{},
+		recvc:      make(chan *raftpb.Message, 1024),
+		propc:      make(chan *proposal, 256),
+		reportc:    make(chan func(*raft.RawNode), 256),
+		campaignc:  make(chan struct{}, 1),
+		confc:      make(chan *memberChange),
+		addrs:      map[uint64]string{},
+		removedIDs: map[uint64]bool{},
+		stopc:      make(chan struct{}),
+		done:       make(chan struct{}),
+		pending:    map[uint64]*proposal{},
 		// Sequences start at the clock, so that entries proposed before a
 		// restart, applied again from the log, match no new proposal.
 		nextSeq: uint64(time.Now().UnixNano()),
@@ -234,14 +237,14 @@ func StartNode(cfg NodeConfig) (*Node, error) {
 		if !isMember(n.confState, cfg.ID) {
 			return nil, fmt.Errorf("cluster: raft group %d: node %d: %w", cfg.Group, cfg.ID, ErrRemoved)
 		}
-		addrs, data, err := decodeSnapshot(snap.GetData())
+		members, data, err := decodeSnapshot(snap.GetData())
 		if err == nil {
 			err = cfg.StateMachine.Restore(data)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("cluster: restore the state machine of raft group %d from its snapshot at %d: %w", cfg.Group, snap.GetMetadata().GetIndex(), err)
 		}
-		n.restoreAddrs(addrs)
+		n.restoreMembership(members)
 	}
 	rn, err := raft.NewRawNode(&raft.Config{
 		ID: cfg.ID, ElectionTick: cfg.ElectionTicks, HeartbeatTick: cfg.HeartbeatTicks,
@@ -503,14 +506,14 @@ func (n *Node) handleReady(rd raft.Ready) error {
 		}
 	}
 	if !raft.IsEmptySnap(rd.Snapshot) {
-		addrs, data, err := decodeSnapshot(rd.Snapshot.GetData())
+		members, data, err := decodeSnapshot(rd.Snapshot.GetData())
 		if err == nil {
 			err = n.cfg.StateMachine.Restore(data)
 		}
 		if err != nil {
 			return fmt.Errorf("cluster: restore the snapshot at %d: %w", rd.Snapshot.GetMetadata().GetIndex(), err)
 		}
-		n.restoreAddrs(addrs)
+		n.restoreMembership(members)
 		n.applied = rd.Snapshot.GetMetadata().GetIndex()
 		n.confState = proto.Clone(raftpb.EnsureConfState(rd.Snapshot.GetMetadata().GetConfState())).(*raftpb.ConfState)
 	}
@@ -574,7 +577,7 @@ func (n *Node) maybeSnapshot() error {
 	if err != nil {
 		return fmt.Errorf("cluster: snapshot the state machine at %d: %w", n.applied, err)
 	}
-	data, err := encodeSnapshot(n.addrs, smData)
+	data, err := encodeSnapshot(n.membership(), smData)
 	if err != nil {
 		return fmt.Errorf("cluster: snapshot the addresses at %d: %w", n.applied, err)
 	}

@@ -84,9 +84,9 @@ type clusterAddNode struct {
 
 // ClusterError is a refused membership change; Code is one of the
 // cluster codes of nativeCodeStatus (not_clustered, not_leader,
-// no_leader, node_not_found, node_exists, would_lose_quorum, last_voter,
-// change_pending, invalid_address). cmd/broker maps package cluster's
-// errors to it.
+// no_leader, node_not_found, node_exists, node_id_removed,
+// would_lose_quorum, last_voter, change_pending, invalid_address).
+// cmd/broker maps package cluster's errors to it.
 type ClusterError struct {
 	Code, Message string
 	Details       map[string]any

@@ -122,6 +122,7 @@ var nativeCodeStatus = map[string]int{
 	"no_leader":         http.StatusServiceUnavailable,
 	"node_not_found":    http.StatusNotFound,
 	"node_exists":       http.StatusConflict,
+	"node_id_removed":   http.StatusConflict,
 	"would_lose_quorum": http.StatusConflict,
 	"last_voter":        http.StatusConflict,
 	"change_pending":    http.StatusConflict,

@@ -332,6 +332,8 @@ func (c *clusterNode) changeError(err error, id uint64) error {
 		code = "node_not_found"
 	case errors.Is(err, cluster.ErrMemberExists):
 		code = "node_exists"
+	case errors.Is(err, cluster.ErrIDRemoved):
+		code = "node_id_removed"
 	case errors.Is(err, cluster.ErrWouldLoseQuorum):
 		code = "would_lose_quorum"
 	case errors.Is(err, cluster.ErrLastVoter):
