@@ -87,6 +87,7 @@ type testCluster struct {
 	newSM    func() StateMachine
 	filterMu sync.Mutex
 	filter   Filter
+	joining  map[uint64]bool // started with Join (added, not bootstrapped)
 }
 
 func newTestCluster(t *testing.T, n int, cfg NodeConfig, newSM func() StateMachine) *testCluster {
@@ -119,6 +120,12 @@ func newTestCluster(t *testing.T, n int, cfg NodeConfig, newSM func() StateMachi
 // start starts node id on its data directory (l: its listener, or nil to
 // listen on its address again).
 func (c *testCluster) start(id uint64, l net.Listener) {
+	if err := c.tryStart(id, l); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+func (c *testCluster) tryStart(id uint64, l net.Listener) error {
 	t := c.t
 	if l == nil {
 		var err error
@@ -141,9 +148,12 @@ func (c *testCluster) start(id uint64, l net.Listener) {
 	tn := &testNode{id: id, dir: c.dirs[id], store: store, tr: tr, sm: c.newSM(), ticker: manualTicker{make(chan time.Time, 4)}}
 	cfg := c.cfg
 	cfg.ID, cfg.Voters, cfg.Store, cfg.StateMachine, cfg.Sender, cfg.Ticker, cfg.Logger = id, c.ids, store, tn.sm, tr, tn.ticker, zerolog.Nop()
+	cfg.Peers, cfg.Join = tr, c.joining[id]
 	tn.node, err = StartNode(cfg)
 	if err != nil {
-		t.Fatal(err)
+		_ = tr.Close()
+		_ = store.Close()
+		return err
 	}
 	tr.SetFilter(func(m *raftpb.Message) bool {
 		c.filterMu.Lock()
@@ -153,6 +163,89 @@ func (c *testCluster) start(id uint64, l net.Listener) {
 	})
 	tr.Start(tn.node)
 	c.nodes[id] = tn
+	return nil
+}
+
+// join starts node id on an empty data directory as a node that waits to
+// be added (Join), listening on addr ("" for a new address).
+func (c *testCluster) join(id uint64, addr string) {
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.ids = append(c.ids, id)
+	c.addrs[id] = l.Addr().String()
+	c.dirs[id] = filepath.Join(c.t.TempDir(), fmt.Sprint("node", id))
+	if c.joining == nil {
+		c.joining = map[uint64]bool{}
+	}
+	c.joining[id] = true
+	c.start(id, l)
+}
+
+// call runs a call of node id's (a proposal, a membership change) while
+// ticking every node, and returns its result.
+func (c *testCluster) call(what string, f func(ctx context.Context) (uint64, error)) (uint64, error) {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	type result struct {
+		index uint64
+		err   error
+	}
+	done := make(chan result, 1)
+	go func() {
+		i, err := f(ctx)
+		done <- result{i, err}
+	}()
+	var r result
+	c.waitFor(what, func() bool {
+		select {
+		case r = <-done:
+			return true
+		default:
+			return false
+		}
+	})
+	return r.index, r.err
+}
+
+// waitStopped waits until node id's loop has returned, checks it stopped
+// because it was removed, and forgets it.
+func (c *testCluster) waitStopped(id uint64) {
+	c.t.Helper()
+	tn := c.nodes[id]
+	c.waitFor(fmt.Sprintf("node %d to stop", id), func() bool {
+		select {
+		case <-tn.node.Done():
+			return true
+		default:
+			return false
+		}
+	})
+	if err := tn.node.Err(); !errors.Is(err, ErrRemoved) {
+		c.t.Fatalf("node %d stopped with %v, want ErrRemoved", id, err)
+	}
+	c.stop(id)
+}
+
+// waitVoters waits until every running node applied the configuration
+// with exactly these voters and no learner.
+func (c *testCluster) waitVoters(voters ...uint64) {
+	c.t.Helper()
+	slices.Sort(voters)
+	c.waitFor(fmt.Sprint("voters ", voters, " everywhere"), func() bool {
+		for _, tn := range c.nodes {
+			st := tn.node.Status()
+			if !slices.Equal(st.Voters, voters) || len(st.Learners) != 0 {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 // stop stops node id as a crash would leave it, minus unsynced data.

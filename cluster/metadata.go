@@ -37,6 +37,9 @@ var (
 type Broker struct {
 	NodeID    int32  `json:"node_id"`
 	KafkaAddr string `json:"kafka_addr"`
+	// HTTPAddr is its HTTP listener, when dialable (empty for a listen
+	// address such as :8080); named in a follower's answer to add-node.
+	HTTPAddr string `json:"http_addr,omitempty"`
 }
 
 // Topic is a topic as the controller knows it.

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -15,6 +16,7 @@ import (
 	"github.com/vibemq/broker/pebblestore"
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
+	"go.etcd.io/raft/v3/tracker"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -85,6 +87,12 @@ type NodeConfig struct {
 	StateMachine StateMachine
 	// Sender sends messages to the peers (a *Transport).
 	Sender Sender
+	// Peers is told the addresses that membership changes add and remove
+	// (the same *Transport); nil when nothing needs to know.
+	Peers Peers
+	// Join: with empty storage, wait to be added to an existing group
+	// (AddLearner on its leader) instead of bootstrapping one with Voters.
+	Join bool
 	// Ticker drives elections and heartbeats.
 	Ticker Ticker
 	// ElectionTicks and HeartbeatTicks: Raft's timeouts in ticks; 10 and
@@ -133,7 +141,10 @@ type Status struct {
 	Term, Vote       uint64
 	Commit, Applied  uint64
 	State            string // "StateLeader", "StateFollower", ...
-	Voters           []uint64
+	Voters, Learners []uint64
+	// Members: every voter and learner; with the leader's view of their
+	// logs on the leader.
+	Members          []Member
 	SnapshotIndex    uint64
 	FirstIndex, Last uint64
 }
@@ -149,6 +160,7 @@ type Node struct {
 	propc     chan *proposal
 	reportc   chan func(*raft.RawNode)
 	campaignc chan struct{}
+	confc     chan *memberChange
 	stopc     chan struct{}
 	done      chan struct{}
 	stopOnce  sync.Once
@@ -165,6 +177,18 @@ type Node struct {
 	nextSeq   uint64
 	applied   uint64
 	confState *raftpb.ConfState
+	// confIndex is the index of the last membership change this node
+	// appended to its log: while it is beyond applied, a change is pending.
+	confIndex uint64
+	// leaderIndex is this node's last index when it last became leader.
+	leaderIndex uint64
+	// addrs: the inter-broker addresses learned from add-node (the log and
+	// the snapshot), by node ID.
+	addrs map[uint64]string
+	// removedIDs: the IDs of removed members, never added again.
+	removedIDs map[uint64]bool
+	// snapNow: a membership change was applied; snapshot at once (below).
+	snapNow bool
 }
 
 type proposal struct {
@@ -192,37 +216,48 @@ func StartNode(cfg NodeConfig) (*Node, error) {
 	log := cfg.Logger.With().Str("component", "raft").Uint64("group", cfg.Group).Uint64("node", cfg.ID).Logger()
 	n := &Node{
 		cfg: cfg, log: log, storage: st,
-		recvc:     make(chan *raftpb.Message, 1024),
-		propc:     make(chan *proposal, 256),
-		reportc:   make(chan func(*raft.RawNode), 256),
-		campaignc: make(chan struct{}, 1),
-		stopc:     make(chan struct{}),
-		done:      make(chan struct{}),
-		pending:   map[uint64]*proposal{},
+		recvc:      make(chan *raftpb.Message, 1024),
+		propc:      make(chan *proposal, 256),
+		reportc:    make(chan func(*raft.RawNode), 256),
+		campaignc:  make(chan struct{}, 1),
+		confc:      make(chan *memberChange),
+		addrs:      map[uint64]string{},
+		removedIDs: map[uint64]bool{},
+		stopc:      make(chan struct{}),
+		done:       make(chan struct{}),
+		pending:    map[uint64]*proposal{},
 		// Sequences start at the clock, so that entries proposed before a
 		// restart, applied again from the log, match no new proposal.
 		nextSeq: uint64(time.Now().UnixNano()),
 	}
 	snap := st.snapshot
-	if !raft.IsEmptySnap(snap) {
-		if err := cfg.StateMachine.Restore(snap.GetData()); err != nil {
-			return nil, fmt.Errorf("cluster: restore the state machine of raft group %d from its snapshot at %d: %w", cfg.Group, snap.GetMetadata().GetIndex(), err)
-		}
-	}
 	n.applied = snap.GetMetadata().GetIndex()
 	n.confState = raftpb.EnsureConfState(proto.Clone(snap.GetMetadata().GetConfState()).(*raftpb.ConfState))
+	if !raft.IsEmptySnap(snap) {
+		if !isMember(n.confState, cfg.ID) {
+			return nil, fmt.Errorf("cluster: raft group %d: node %d: %w", cfg.Group, cfg.ID, ErrRemoved)
+		}
+		members, data, err := decodeSnapshot(snap.GetData())
+		if err == nil {
+			err = cfg.StateMachine.Restore(data)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("cluster: restore the state machine of raft group %d from its snapshot at %d: %w", cfg.Group, snap.GetMetadata().GetIndex(), err)
+		}
+		n.restoreMembership(members)
+	}
 	rn, err := raft.NewRawNode(&raft.Config{
 		ID: cfg.ID, ElectionTick: cfg.ElectionTicks, HeartbeatTick: cfg.HeartbeatTicks,
 		Storage: st, Applied: n.applied,
 		MaxSizePerMsg: 1 << 20, MaxInflightMsgs: 256, MaxUncommittedEntriesSize: 64 << 20,
-		CheckQuorum: true, PreVote: true,
+		CheckQuorum: true, PreVote: true, StepDownOnRemoval: true,
 		Logger: raftLogger{log},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("cluster: start raft group %d: %w", cfg.Group, err)
 	}
 	n.rn = rn
-	if st.lastIndex == 0 && raft.IsEmptyHardState(st.hardState) {
+	if st.lastIndex == 0 && raft.IsEmptyHardState(st.hardState) && !cfg.Join {
 		// Sorted: the bootstrap entries (term 1, index i: add voter i)
 		// must be the same on every node, whatever order its list has.
 		voters := slices.Sorted(slices.Values(cfg.Voters))
@@ -390,10 +425,13 @@ func (n *Node) run() {
 		case <-n.cfg.Ticker.C():
 			n.rn.Tick()
 			n.forgetAbandoned()
+			n.promoteCaughtUp()
 		case m := <-n.recvc:
 			n.stepSafe(m)
 		case p := <-n.propc:
 			n.propose(p)
+		case c := <-n.confc:
+			n.proposeChange(c)
 		case f := <-n.reportc:
 			f(n.rn)
 		case <-n.campaignc:
@@ -403,7 +441,12 @@ func (n *Node) run() {
 		}
 		for n.rn.HasReady() {
 			if err := n.handleReady(n.rn.Ready()); err != nil {
-				n.log.Error().Err(err).Msg("raft node stops: its state cannot be saved or applied")
+				if errors.Is(err, ErrRemoved) {
+					n.log.Warn().Msg("this node was removed from the raft group; its replica stops")
+					n.publishStatus()
+				} else {
+					n.log.Error().Err(err).Msg("raft node stops: its state cannot be saved or applied")
+				}
 				n.err.Store(&err)
 				n.failPending(err)
 				return
@@ -454,10 +497,23 @@ func (n *Node) handleReady(rd raft.Ready) error {
 	if err := n.storage.Save(rd.HardState, rd.Entries, rd.Snapshot); err != nil {
 		return err
 	}
+	if rd.SoftState != nil && rd.SoftState.RaftState == raft.StateLeader {
+		n.leaderIndex = n.storage.lastIndex
+	}
+	for _, e := range rd.Entries {
+		if t := e.GetType(); t == raftpb.EntryConfChange || t == raftpb.EntryConfChangeV2 {
+			n.confIndex = e.GetIndex()
+		}
+	}
 	if !raft.IsEmptySnap(rd.Snapshot) {
-		if err := n.cfg.StateMachine.Restore(rd.Snapshot.GetData()); err != nil {
+		members, data, err := decodeSnapshot(rd.Snapshot.GetData())
+		if err == nil {
+			err = n.cfg.StateMachine.Restore(data)
+		}
+		if err != nil {
 			return fmt.Errorf("cluster: restore the snapshot at %d: %w", rd.Snapshot.GetMetadata().GetIndex(), err)
 		}
+		n.restoreMembership(members)
 		n.applied = rd.Snapshot.GetMetadata().GetIndex()
 		n.confState = proto.Clone(raftpb.EnsureConfState(rd.Snapshot.GetMetadata().GetConfState())).(*raftpb.ConfState)
 	}
@@ -473,18 +529,8 @@ func (n *Node) handleReady(rd raft.Ready) error {
 
 func (n *Node) apply(e *raftpb.Entry) error {
 	switch e.GetType() {
-	case raftpb.EntryConfChange:
-		cc := &raftpb.ConfChange{}
-		if err := proto.Unmarshal(e.GetData(), cc); err != nil {
-			return fmt.Errorf("cluster: decode the configuration change at %d: %v: %w", e.GetIndex(), err, pebblestore.ErrCorruption)
-		}
-		n.confState = n.rn.ApplyConfChange(cc)
-	case raftpb.EntryConfChangeV2:
-		cc := &raftpb.ConfChangeV2{}
-		if err := proto.Unmarshal(e.GetData(), cc); err != nil {
-			return fmt.Errorf("cluster: decode the configuration change at %d: %v: %w", e.GetIndex(), err, pebblestore.ErrCorruption)
-		}
-		n.confState = n.rn.ApplyConfChange(cc)
+	case raftpb.EntryConfChange, raftpb.EntryConfChangeV2:
+		return n.applyConfChange(e)
 	default:
 		n.applyNormal(e)
 	}
@@ -514,14 +560,26 @@ func (n *Node) applyNormal(e *raftpb.Entry) {
 
 // maybeSnapshot snapshots the state machine every SnapshotEntries applied
 // entries and compacts the log below it, keeping CompactKeep entries.
+//
+// It also snapshots right after a membership change: a leader sends a
+// node behind its log the saved snapshot, and Raft drops a snapshot whose
+// configuration does not name the receiving node (raft.restore), so a
+// learner just added must get one taken after its addition. (etcd's
+// server builds a fresh snapshot for each MsgSnap for the same reason.)
 func (n *Node) maybeSnapshot() error {
 	snapIndex := n.storage.snapshot.GetMetadata().GetIndex()
-	if n.applied < snapIndex+n.cfg.SnapshotEntries {
+	force := n.snapNow && n.applied > snapIndex
+	n.snapNow = false
+	if !force && n.applied < snapIndex+n.cfg.SnapshotEntries {
 		return nil
 	}
-	data, err := n.cfg.StateMachine.Snapshot()
+	smData, err := n.cfg.StateMachine.Snapshot()
 	if err != nil {
 		return fmt.Errorf("cluster: snapshot the state machine at %d: %w", n.applied, err)
+	}
+	data, err := encodeSnapshot(n.membership(), smData)
+	if err != nil {
+		return fmt.Errorf("cluster: snapshot the addresses at %d: %w", n.applied, err)
 	}
 	compactTo := uint64(0)
 	if n.applied > n.cfg.CompactKeep {
@@ -539,7 +597,9 @@ func (n *Node) publishStatus() {
 	s := &Status{
 		ID: bs.ID, Leader: bs.Lead, Term: bs.HardState.GetTerm(), Vote: bs.HardState.GetVote(),
 		Commit: bs.HardState.GetCommit(), Applied: n.applied, State: bs.RaftState.String(),
-		Voters:        append([]uint64(nil), n.confState.GetVoters()...),
+		Voters:        slices.Sorted(slices.Values(n.confState.GetVoters())),
+		Learners:      slices.Sorted(slices.Values(n.confState.GetLearners())),
+		Members:       n.members(bs.RaftState == raft.StateLeader),
 		SnapshotIndex: n.storage.snapshot.GetMetadata().GetIndex(),
 		FirstIndex:    n.storage.truncatedIndex + 1, Last: n.storage.lastIndex,
 	}
@@ -547,6 +607,27 @@ func (n *Node) publishStatus() {
 		n.leaderChanges.Add(1)
 	}
 	n.status.Store(s)
+}
+
+func (n *Node) members(leader bool) []Member {
+	progress := map[uint64]tracker.Progress{}
+	if leader {
+		n.rn.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) { progress[id] = pr })
+	}
+	var out []Member
+	add := func(ids []uint64, learner bool) {
+		for _, id := range ids {
+			m := Member{ID: id, Learner: learner, Addr: n.addrs[id]}
+			if pr, ok := progress[id]; ok {
+				m.Match, m.Active = pr.Match, pr.RecentActive || id == n.cfg.ID
+			}
+			out = append(out, m)
+		}
+	}
+	add(n.confState.GetVoters(), false)
+	add(n.confState.GetLearners(), true)
+	slices.SortFunc(out, func(a, b Member) int { return cmp.Compare(a.ID, b.ID) })
+	return out
 }
 
 // LeaderChanges counts the times this node saw a new leader elected.

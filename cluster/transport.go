@@ -79,14 +79,17 @@ type Transport struct {
 	cfg      TransportConfig
 	log      zerolog.Logger
 	limiter  loglimit.Limiter
-	peers    map[uint64]*peer
 	receiver atomic.Pointer[receiverBox]
 	filter   atomic.Pointer[Filter]
 
 	mu struct {
 		sync.Mutex
 		closed  bool
+		started bool
 		inbound map[net.Conn]struct{}
+		// peers: every other member's sender, by node ID; membership
+		// changes add and remove them (AddPeer, RemovePeer).
+		peers map[uint64]*peer
 		// incarnations: the last incarnation each peer announced.
 		incarnations map[uint64]uint64
 	}
@@ -110,6 +113,7 @@ type peer struct {
 	id    uint64
 	addr  string
 	queue chan outbound
+	stopc chan struct{} // closed when the peer is removed or replaced
 }
 
 // NewTransport prepares the transport; Start begins accepting and sending.
@@ -132,17 +136,61 @@ func NewTransport(cfg TransportConfig) (*Transport, error) {
 	if cfg.BackoffMax < cfg.BackoffMin {
 		cfg.BackoffMax = max(2*time.Second, cfg.BackoffMin)
 	}
-	t := &Transport{cfg: cfg, peers: map[uint64]*peer{}, closec: make(chan struct{}),
+	t := &Transport{cfg: cfg, closec: make(chan struct{}),
 		log: cfg.Logger.With().Str("component", "raft-transport").Uint64("node", cfg.ID).Logger()}
 	t.mu.inbound = map[net.Conn]struct{}{}
 	t.mu.incarnations = map[uint64]uint64{}
+	t.mu.peers = map[uint64]*peer{}
 	for id, addr := range cfg.Peers {
-		if id == cfg.ID {
-			continue
+		if id != cfg.ID {
+			t.mu.peers[id] = t.newPeer(id, addr)
 		}
-		t.peers[id] = &peer{id: id, addr: addr, queue: make(chan outbound, cfg.QueueMessages)}
 	}
 	return t, nil
+}
+
+func (t *Transport) newPeer(id uint64, addr string) *peer {
+	return &peer{id: id, addr: addr, queue: make(chan outbound, t.cfg.QueueMessages), stopc: make(chan struct{})}
+}
+
+// AddPeer starts sending to node id at addr (a member added, or its
+// address learned from the log); a peer known at another address is
+// dialed at the new one from now on.
+func (t *Transport) AddPeer(id uint64, addr string) {
+	if id == t.cfg.ID || addr == "" {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if old := t.mu.peers[id]; old != nil {
+		if old.addr == addr {
+			return
+		}
+		close(old.stopc)
+	}
+	p := t.newPeer(id, addr)
+	t.mu.peers[id] = p
+	if t.mu.started && !t.mu.closed {
+		t.wg.Add(1)
+		go t.sendLoop(p)
+	}
+}
+
+// RemovePeer stops sending to node id and refuses its connections from
+// now on (a member removed).
+func (t *Transport) RemovePeer(id uint64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if p := t.mu.peers[id]; p != nil {
+		close(p.stopc)
+		delete(t.mu.peers, id)
+	}
+}
+
+func (t *Transport) peer(id uint64) *peer {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.mu.peers[id]
 }
 
 // Addr is the address the transport listens on.
@@ -163,7 +211,10 @@ func (t *Transport) Start(r Receiver) {
 	t.receiver.Store(&receiverBox{r})
 	t.wg.Add(1)
 	go t.acceptLoop()
-	for _, p := range t.peers {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.mu.started = true
+	for _, p := range t.mu.peers {
 		t.wg.Add(1)
 		go t.sendLoop(p)
 	}
@@ -198,7 +249,7 @@ func (t *Transport) Send(msgs []*raftpb.Message) {
 		if f != nil && !(*f)(m) {
 			continue
 		}
-		p := t.peers[m.GetTo()]
+		p := t.peer(m.GetTo())
 		if p == nil {
 			continue
 		}
@@ -252,6 +303,8 @@ func (t *Transport) sendLoop(p *peer) {
 		select {
 		case m = <-p.queue:
 		case <-t.closec:
+			return
+		case <-p.stopc:
 			return
 		}
 		if conn == nil {
@@ -340,9 +393,12 @@ func (t *Transport) acceptLoop() {
 			_ = c.Close()
 			return
 		}
-		if len(t.mu.inbound) >= t.maxInbound() {
+		// Each peer needs one inbound connection; a few more cover
+		// reconnections whose old connection is not closed yet.
+		if limit := 4*len(t.mu.peers) + 4; len(t.mu.inbound) >= limit {
+			peers := len(t.mu.peers)
 			t.mu.Unlock()
-			t.warn("accept", 0, fmt.Errorf("%d inbound connections are open, the most %d peers need; refusing %s", t.maxInbound(), len(t.peers), c.RemoteAddr()))
+			t.warn("accept", 0, fmt.Errorf("%d inbound connections are open, the most %d peers need; refusing %s", limit, peers, c.RemoteAddr()))
 			_ = c.Close()
 			continue
 		}
@@ -352,10 +408,6 @@ func (t *Transport) acceptLoop() {
 		go t.readLoop(c)
 	}
 }
-
-// maxInbound bounds the open inbound connections: each peer needs one,
-// a few more cover reconnections whose old connection is not closed yet.
-func (t *Transport) maxInbound() int { return 4*len(t.peers) + 4 }
 
 // readLoop reads one inbound connection until it fails or breaks the
 // protocol; either closes this connection only.
@@ -382,6 +434,9 @@ func (t *Transport) readLoop(c net.Conn) {
 			}
 			return
 		}
+		if t.peer(from) == nil {
+			return // removed from the group since it connected
+		}
 		recv.Step(m)
 	}
 }
@@ -400,7 +455,7 @@ func (t *Transport) readHello(c net.Conn, r *bufio.Reader) (uint64, error) {
 	if to != t.cfg.ID {
 		return from, fmt.Errorf("peer %d at %s dialed node %d, this is node %d; check cluster-peers on both", from, c.RemoteAddr(), to, t.cfg.ID)
 	}
-	if _, ok := t.peers[from]; !ok {
+	if t.peer(from) == nil {
 		return from, fmt.Errorf("node %d at %s is not in this node's peer list; check cluster-peers", from, c.RemoteAddr())
 	}
 	inc := binary.BigEndian.Uint64(hello[24:])

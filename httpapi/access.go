@@ -123,7 +123,9 @@ var routeAccess = map[string]access{
 	"POST /v1/admin/verify":  {resourceCluster, "", opAlter},
 
 	// The cluster's status (cluster.go).
-	"GET /v1/admin/cluster": {resourceCluster, "", opDescribe},
+	"GET /v1/admin/cluster":               {resourceCluster, "", opDescribe},
+	"POST /v1/admin/cluster/nodes":        {resourceCluster, "", opAlter},
+	"DELETE /v1/admin/cluster/nodes/{id}": {resourceCluster, "", opAlter},
 
 	// Admin routes of the console (admin*.go). Creating a topic names it
 	// in the body: Cluster Create, as Kafka accepts for CreateTopics.

@@ -116,6 +116,18 @@ var nativeCodeStatus = map[string]int{
 	"too_many_streams":      http.StatusServiceUnavailable,
 	"body_memory_exhausted": http.StatusServiceUnavailable,
 
+	// Cluster membership (cluster.go).
+	"not_clustered":     http.StatusConflict,
+	"not_leader":        http.StatusMisdirectedRequest,
+	"no_leader":         http.StatusServiceUnavailable,
+	"node_not_found":    http.StatusNotFound,
+	"node_exists":       http.StatusConflict,
+	"node_id_removed":   http.StatusConflict,
+	"would_lose_quorum": http.StatusConflict,
+	"last_voter":        http.StatusConflict,
+	"change_pending":    http.StatusConflict,
+	"invalid_address":   http.StatusBadRequest,
+
 	// HTTP authentication (auth.go): missing or wrong credentials, and an
 	// authorizer's refusal.
 	"unauthorized": http.StatusUnauthorized,

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -76,6 +77,9 @@ func checkClusterPeers(v string) string {
 // validateCluster checks the rules between the cluster keys and the others.
 func (c *Config) validateCluster() []error {
 	if c.ClusterPeers == "" {
+		if c.ClusterJoin {
+			return []error{fmt.Errorf("cluster-join%s is set but cluster-peers is empty; list the cluster's members and this node in cluster-peers", c.from("cluster-join"))}
+		}
 		if c.InterBrokerAddr != "" {
 			return []error{fmt.Errorf("inter-broker-addr %q%s is set but cluster-peers is empty; set cluster-peers to form a cluster, or remove inter-broker-addr", c.InterBrokerAddr, c.from("inter-broker-addr"))}
 		}
@@ -84,6 +88,9 @@ func (c *Config) validateCluster() []error {
 	peers, _ := parseClusterPeers(c.ClusterPeers) // checked with the key
 	if !slices.ContainsFunc(peers, func(p clusterPeer) bool { return p.id == uint64(c.NodeID) }) {
 		return []error{fmt.Errorf("node-id %d%s is not in cluster-peers %q%s; give this broker the id of its own entry", c.NodeID, c.from("node-id"), c.ClusterPeers, c.from("cluster-peers"))}
+	}
+	if c.ClusterJoin && len(peers) < 2 {
+		return []error{fmt.Errorf("cluster-join%s is set but cluster-peers %q names only this node; list the members of the cluster it joins too", c.from("cluster-join"), c.ClusterPeers)}
 	}
 	listen := c.interBrokerListenAddr(peers)
 	for _, other := range []struct{ key, addr string }{{"kafka-addr", c.KafkaAddr}, {"http-addr", c.HTTPAddr}} {
@@ -153,8 +160,8 @@ func startCluster(cfg *Config, store *pebblestore.Store, kafkaAddr string, log z
 	}
 	md := cluster.NewMetadata()
 	node, err := cluster.StartNode(cluster.NodeConfig{
-		ID: id, Group: 0, Voters: voters, Store: store, StateMachine: md, Sender: tr,
-		Ticker: cluster.NewTicker(clusterTick), Logger: log,
+		ID: id, Group: 0, Voters: voters, Store: store, StateMachine: md, Sender: tr, Peers: tr,
+		Join: cfg.ClusterJoin, Ticker: cluster.NewTicker(clusterTick), Logger: log,
 	})
 	if err != nil {
 		_ = tr.Close()
@@ -163,7 +170,7 @@ func startCluster(cfg *Config, store *pebblestore.Store, kafkaAddr string, log z
 	tr.Start(node)
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &clusterNode{peers: peers, transport: tr, node: node, metadata: md, cancel: cancel, done: make(chan struct{})}
-	go c.register(ctx, cluster.Broker{NodeID: cfg.NodeID, KafkaAddr: kafkaAddr}, log)
+	go c.register(ctx, cluster.Broker{NodeID: cfg.NodeID, KafkaAddr: kafkaAddr, HTTPAddr: dialableHTTPAddr(cfg.HTTPAddr)}, log)
 	log.Warn().Str("inter_broker_addr", ln.Addr().String()).Int("peers", len(peers)).
 		Msg("cluster-peers is set: this broker joins the metadata raft group (membership and `broker cluster status`); topics are not replicated yet, each broker serves its own data")
 	return c, nil
@@ -201,7 +208,7 @@ func (c *clusterNode) register(ctx context.Context, b cluster.Broker, log zerolo
 			log.Info().Int32("node_id", b.NodeID).Str("kafka_addr", b.KafkaAddr).Msg("broker registered in the cluster metadata")
 			return
 		}
-		if errors.Is(err, cluster.ErrStopped) || ctx.Err() != nil {
+		if errors.Is(err, cluster.ErrStopped) || ctx.Err() != nil || c.node.Err() != nil {
 			return
 		}
 		select {
@@ -234,18 +241,109 @@ func (c *clusterNode) status(nodeID int32, kafkaAddr string) httpapi.ClusterStat
 	out := httpapi.ClusterStatus{NodeID: nodeID, Mode: "raft", Raft: &httpapi.ClusterRaft{
 		Leader: st.Leader, Term: st.Term, State: st.State, Commit: st.Commit, Applied: st.Applied,
 		SnapshotIndex: st.SnapshotIndex, FirstIndex: st.FirstIndex, LastIndex: st.Last,
+		Removed: errors.Is(c.node.Err(), cluster.ErrRemoved),
 	}}
 	registered := map[int32]string{}
 	for _, b := range c.metadata.View().Brokers {
 		registered[b.NodeID] = b.KafkaAddr
 	}
+	configured := map[uint64]string{}
 	for _, p := range c.peers {
-		out.Members = append(out.Members, httpapi.ClusterMember{
-			NodeID: int32(p.id), InterBrokerAddr: p.addr, KafkaAddr: registered[int32(p.id)],
-			Voter: slices.Contains(st.Voters, p.id), Leader: p.id == st.Leader,
-		})
+		configured[p.id] = p.addr
+	}
+	leader := st.State == "StateLeader"
+	for _, m := range st.Members {
+		addr := m.Addr // learned from add-node, else configured
+		if addr == "" {
+			addr = configured[m.ID]
+		}
+		cm := httpapi.ClusterMember{
+			NodeID: int32(m.ID), InterBrokerAddr: addr, KafkaAddr: registered[int32(m.ID)],
+			Voter: !m.Learner, Learner: m.Learner, Leader: m.ID == st.Leader,
+		}
+		if leader {
+			cm.MatchIndex, cm.Active = m.Match, &m.Active
+		}
+		out.Members = append(out.Members, cm)
 	}
 	return out
+}
+
+// dialableHTTPAddr is the HTTP address registered for the other brokers to
+// name (a follower's answer to a membership change names the leader's),
+// or "" when http-addr is a listen address such as :8080.
+func dialableHTTPAddr(addr string) string {
+	if checkHostPort(addr, hostPortRules{example: "broker1:8080", dialable: true}) != "" {
+		return ""
+	}
+	return addr
+}
+
+// addNode is POST /v1/admin/cluster/nodes.
+func (c *clusterNode) addNode(ctx context.Context, id uint64, addr string) (uint64, error) {
+	if c == nil {
+		return 0, notClustered()
+	}
+	if problem := checkHostPort(addr, hostPortRules{example: "broker4:9093", dialable: true}); problem != "" {
+		return 0, &httpapi.ClusterError{Code: "invalid_address", Message: fmt.Sprintf("address %q %s", addr, problem)}
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	index, err := c.node.AddLearner(ctx, id, addr)
+	return index, c.changeError(err, id)
+}
+
+// removeNode is DELETE /v1/admin/cluster/nodes/{id}.
+func (c *clusterNode) removeNode(ctx context.Context, id uint64) (uint64, error) {
+	if c == nil {
+		return 0, notClustered()
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	index, err := c.node.RemoveMember(ctx, id)
+	return index, c.changeError(err, id)
+}
+
+func notClustered() error {
+	return &httpapi.ClusterError{Code: "not_clustered", Message: "this broker runs as a single node (no cluster-peers); membership changes need a cluster"}
+}
+
+// changeError maps package cluster's refusals to the API's codes.
+func (c *clusterNode) changeError(err error, id uint64) error {
+	var nl *cluster.NotLeaderError
+	code := ""
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &nl) && nl.Leader == 0, errors.Is(err, cluster.ErrStopped):
+		return &httpapi.ClusterError{Code: "no_leader", Message: "no leader of the metadata group is known to this broker (" + err.Error() + "); retry, or ask another broker"}
+	case errors.As(err, &nl):
+		details := map[string]any{"leader_id": nl.Leader}
+		for _, b := range c.metadata.View().Brokers {
+			if uint64(b.NodeID) == nl.Leader {
+				details["leader_kafka_addr"] = b.KafkaAddr
+				if b.HTTPAddr != "" {
+					details["leader_http_addr"] = b.HTTPAddr
+				}
+			}
+		}
+		return &httpapi.ClusterError{Code: "not_leader", Message: fmt.Sprintf("this broker is not the leader of the metadata group; send the change to the leader, node %d (its HTTP address is in details.leader_http_addr when it registered one)", nl.Leader), Details: details}
+	case errors.Is(err, cluster.ErrUnknownMember):
+		code = "node_not_found"
+	case errors.Is(err, cluster.ErrMemberExists):
+		code = "node_exists"
+	case errors.Is(err, cluster.ErrIDRemoved):
+		code = "node_id_removed"
+	case errors.Is(err, cluster.ErrWouldLoseQuorum):
+		code = "would_lose_quorum"
+	case errors.Is(err, cluster.ErrLastVoter):
+		code = "last_voter"
+	case errors.Is(err, cluster.ErrChangePending):
+		code = "change_pending"
+	default:
+		return err
+	}
+	return &httpapi.ClusterError{Code: code, Message: fmt.Sprintf("node %d: %s", id, strings.TrimPrefix(err.Error(), "cluster: ")), Details: map[string]any{"node_id": id}}
 }
 
 func clusterCommand() *cli.Command {
@@ -254,11 +352,60 @@ func clusterCommand() *cli.Command {
 		Usage: "the cluster a broker belongs to",
 		Subcommands: []*cli.Command{{
 			Name:   "status",
-			Usage:  "mode, metadata raft group (leader, term, commit and applied index) and members, as the broker at --server sees them",
+			Usage:  "mode, metadata raft group (leader, term, commit and applied index) and members (voters and learners), as the broker at --server sees them",
 			Flags:  clientFlags(),
 			Action: clusterStatus,
+		}, {
+			Name:      "add-node",
+			Usage:     "add a node, started with --cluster-join on an empty data directory, to the cluster: it joins as a learner and the leader makes it a voter once it has caught up",
+			UsageText: "broker cluster add-node --id 4 --address broker4:9093 [--server host:port]",
+			Flags: append(clientFlags(),
+				&cli.Uint64Flag{Name: "id", Usage: "the new node's node-id", Required: true},
+				&cli.StringFlag{Name: "address", Usage: "the new node's inter-broker address, host:port", Required: true}),
+			Action: func(cCtx *cli.Context) error {
+				return clusterChange(cCtx, apiCall{method: http.MethodPost, path: "/v1/admin/cluster/nodes",
+					body: map[string]any{"node_id": cCtx.Uint64("id"), "address": cCtx.String("address")}}, "added as a learner")
+			},
+		}, {
+			Name:      "remove-node",
+			Usage:     "remove a node from the cluster (refused when the voters left would have no live majority); a removed node's replica stops",
+			UsageText: "broker cluster remove-node --id 3 [--server host:port]",
+			Flags:     append(clientFlags(), &cli.Uint64Flag{Name: "id", Usage: "the node-id to remove", Required: true}),
+			Action: func(cCtx *cli.Context) error {
+				return clusterChange(cCtx, apiCall{method: http.MethodDelete, path: fmt.Sprintf("/v1/admin/cluster/nodes/%d", cCtx.Uint64("id"))}, "removed")
+			},
 		}},
 	}
+}
+
+// clusterChange sends a membership change; a follower's not_leader
+// answer that names the leader's HTTP address is followed once.
+func clusterChange(cCtx *cli.Context, ac apiCall, done string) error {
+	format, c, err := outputAndClient(cCtx)
+	if err != nil {
+		return err
+	}
+	var res httpapi.ClusterChange
+	_, err = c.call(cCtx.Context, ac, &res)
+	var ae *apiError
+	if errors.As(err, &ae) && ae.Code == "not_leader" {
+		if leader, ok := ae.Details["leader_http_addr"].(string); ok && leader != "" {
+			base, perr := url.Parse("http://" + leader)
+			if perr == nil {
+				fmt.Fprintf(cCtx.App.ErrWriter, "the leader of the metadata group is at %s; sending the change there\n", leader)
+				c.base = base
+				_, err = c.call(cCtx.Context, ac, &res)
+			}
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if format == "json" {
+		return printJSON(cCtx.App.Writer, res)
+	}
+	fmt.Fprintf(cCtx.App.Writer, "node %d %s (metadata log index %d)\n", res.NodeID, done, res.Index)
+	return nil
 }
 
 func clusterStatus(cCtx *cli.Context) error {
@@ -284,9 +431,23 @@ func clusterStatus(cCtx *cli.Context) error {
 			leader, r.Term, r.State, r.Commit, r.Applied, r.FirstIndex, r.LastIndex, r.SnapshotIndex)
 	}
 	tw := newTable(out)
-	fmt.Fprintln(tw, "NODE\tINTER-BROKER\tKAFKA\tVOTER\tLEADER")
+	if r := st.Raft; r != nil && r.Removed {
+		fmt.Fprintln(out, "this node was removed from the cluster; its replica stopped")
+	}
+	fmt.Fprintln(tw, "NODE\tINTER-BROKER\tKAFKA\tROLE\tLEADER\tMATCH")
 	for _, m := range st.Members {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%v\t%v\n", m.NodeID, dash(m.InterBrokerAddr), dash(m.KafkaAddr), m.Voter, m.Leader)
+		role := "voter"
+		if m.Learner {
+			role = "learner"
+		}
+		match := "-"
+		if m.Active != nil {
+			match = fmt.Sprint(m.MatchIndex)
+			if !*m.Active {
+				match += " (inactive)"
+			}
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%v\t%s\n", m.NodeID, dash(m.InterBrokerAddr), dash(m.KafkaAddr), role, m.Leader, match)
 	}
 	return tw.Flush()
 }

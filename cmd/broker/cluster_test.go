@@ -28,6 +28,8 @@ func TestClusterConfigs(t *testing.T) {
 		{[]string{"--cluster-peers", "2@b:9093,3@c:9093"}, "node-id 1 is not in cluster-peers"},
 		{[]string{"--inter-broker-addr", ":9093"}, "cluster-peers is empty"},
 		{[]string{"--cluster-peers", "1@localhost:9092,2@b:9093"}, "is the address of kafka-addr"},
+		{[]string{"--cluster-join"}, "is set but cluster-peers is empty; list the cluster's members"},
+		{[]string{"--cluster-join", "--cluster-peers", "1@localhost:9093"}, "names only this node"},
 	}
 	for _, tt := range bad {
 		c, err := loadFromArgs(t, tt.args, nil)
@@ -182,4 +184,102 @@ func scrape(t *testing.T, httpAddr string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// waitClusterStatus asks the broker at httpAddr for its cluster status
+// until cond holds (the deadline only guards against a hang).
+func waitClusterStatus(t *testing.T, httpAddr, what string, cond func(httpapi.ClusterStatus) bool) httpapi.ClusterStatus {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		st, ok := clusterStatusOf(t, httpAddr)
+		if ok && cond(st) {
+			return st
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up waiting for %s at %s; last status %+v", what, httpAddr, st)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestClusterAddRemoveNode: three brokers form a cluster; a fourth,
+// started with cluster-join on an empty data directory, is added with
+// `broker cluster add-node` sent to a follower (which answers with the
+// leader's address; the CLI follows it), joins as a learner, is promoted
+// to a voter and registers its Kafka address. add-node of a member and
+// remove-node of an unknown id are refused with their codes;
+// `remove-node` takes the fourth out again, and it reports itself removed.
+func TestClusterAddRemoveNode(t *testing.T) {
+	inter, kafka, web := map[int32]string{}, map[int32]string{}, map[int32]string{}
+	var peers []string
+	for id := int32(1); id <= 4; id++ {
+		inter[id], kafka[id], web[id] = freeAddr(t), freeAddr(t), freeAddr(t)
+		peers = append(peers, fmt.Sprintf("%d@%s", id, inter[id]))
+	}
+	start := func(id int32, peers []string, join bool) {
+		cfg := defaultConfig()
+		cfg.DataDir = t.TempDir()
+		cfg.NodeID = id
+		cfg.KafkaAddr, cfg.HTTPAddr = kafka[id], web[id]
+		cfg.ClusterPeers = strings.Join(peers, ",")
+		cfg.ClusterJoin = join
+		cfg.MemtableSize, cfg.CacheSize = 4<<20, 8<<20
+		startClusterBroker(t, cfg)
+	}
+	for id := int32(1); id <= 3; id++ {
+		start(id, peers[:3], false)
+	}
+	st := waitClusterStatus(t, web[1], "a leader with three registered members", func(st httpapi.ClusterStatus) bool {
+		if st.Raft == nil || st.Raft.Leader == 0 || len(st.Members) != 3 {
+			return false
+		}
+		for _, m := range st.Members {
+			if m.KafkaAddr == "" {
+				return false
+			}
+		}
+		return true
+	})
+	leader := int32(st.Raft.Leader)
+	follower := int32(1)
+	if follower == leader {
+		follower = 2
+	}
+	start(4, peers, true)
+
+	cli := func(args ...string) (int, string) {
+		var out, errOut bytes.Buffer
+		code := realMain(append([]string{"broker", "cluster"}, args...), &out, &errOut)
+		return code, out.String() + errOut.String()
+	}
+	if code, out := cli("add-node", "--id", "4", "--address", inter[4], "--server", web[follower]); code != 0 || !strings.Contains(out, "node 4 added as a learner") || !strings.Contains(out, "sending the change there") {
+		t.Fatalf("add-node through a follower: exit %d\n%s", code, out)
+	}
+	waitClusterStatus(t, web[4], "node 4 a voter with its Kafka address, seen by itself", func(st httpapi.ClusterStatus) bool {
+		if len(st.Members) != 4 {
+			return false
+		}
+		m := st.Members[3]
+		return m.NodeID == 4 && m.Voter && !m.Learner && m.KafkaAddr == kafka[4] && m.InterBrokerAddr == inter[4]
+	})
+	if code, out := cli("add-node", "--id", "2", "--address", inter[2], "--server", web[leader]); code == 0 || !strings.Contains(out, "node_exists") {
+		t.Fatalf("add-node of a member: exit %d\n%s", code, out)
+	}
+	if code, out := cli("remove-node", "--id", "9", "--server", web[leader]); code == 0 || !strings.Contains(out, "node_not_found") {
+		t.Fatalf("remove-node of an unknown id: exit %d\n%s", code, out)
+	}
+	if code, out := cli("status", "--server", web[leader]); code != 0 || !strings.Contains(out, "ROLE") || !strings.Contains(out, kafka[4]) {
+		t.Fatalf("status: exit %d\n%s", code, out)
+	}
+
+	if code, out := cli("remove-node", "--id", "4", "--server", web[follower]); code != 0 || !strings.Contains(out, "node 4 removed") {
+		t.Fatalf("remove-node: exit %d\n%s", code, out)
+	}
+	waitClusterStatus(t, web[follower], "three members again", func(st httpapi.ClusterStatus) bool {
+		return len(st.Members) == 3 && st.Raft.Leader != 0
+	})
+	waitClusterStatus(t, web[4], "node 4 to report itself removed", func(st httpapi.ClusterStatus) bool {
+		return st.Raft != nil && st.Raft.Removed
+	})
 }

@@ -44,6 +44,10 @@ type Config struct {
 	// voters, "id@host:port,..." (their inter-broker addresses); empty
 	// means a single node with no cluster (cluster.go).
 	ClusterPeers string
+	// ClusterJoin: with an empty data directory, wait to be added to an
+	// existing cluster (broker cluster add-node) instead of bootstrapping
+	// one with cluster-peers.
+	ClusterJoin bool
 	// InterBrokerAddr is the host:port the inter-broker listener binds;
 	// empty means this node's address in ClusterPeers.
 	InterBrokerAddr string
@@ -232,6 +236,22 @@ var configKeys = append([]configKey{
 		func(c *Config) *int32 { return &c.NodeID }, parseInteger, int64Range{low: 0, high: math.MaxInt32}, strconv.FormatInt),
 	stringKey(keyInfo{name: "cluster-peers", def: "", usage: "voters of the cluster's metadata raft group, id@host:port of their inter-broker listeners, comma-separated; empty means a single node", doc: "Example: 1@broker1:9093,2@broker2:9093,3@broker3:9093, the same on every\nnode, each started with its own node-id. For now the cluster holds the\nbrokers' registrations (broker cluster status); topics are not\nreplicated yet and each broker serves its own data."},
 		func(c *Config) *string { return &c.ClusterPeers }, checkClusterPeers),
+	{
+		name:   "cluster-join",
+		def:    "false",
+		usage:  "join an existing cluster: with an empty data directory, wait to be added (broker cluster add-node) instead of bootstrapping a new cluster with cluster-peers",
+		doc:    "For a node added to a running cluster (and for a node whose disk was\nlost, which rejoins under a new node-id): its cluster-peers lists the\ncurrent members and itself. Once it holds the cluster's log the setting\nchanges nothing.",
+		isBool: true,
+		set: func(c *Config, v string) error {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return errors.New("is not true or false")
+			}
+			c.ClusterJoin = b
+			return nil
+		},
+		get: func(c *Config) string { return strconv.FormatBool(c.ClusterJoin) },
+	},
 	stringKey(keyInfo{name: "inter-broker-addr", def: "", usage: "host:port the inter-broker (raft) listener binds; empty means this node's address in cluster-peers", doc: "Set it when the node must listen on another address than the one its\npeers dial (e.g. 0.0.0.0:9093). Only with cluster-peers. Expose it to\nthe other brokers only: its peers are not authenticated yet."},
 		func(c *Config) *string { return &c.InterBrokerAddr },
 		func(v string) string {

@@ -296,6 +296,8 @@ var routeCases = map[string]routeCase{
 	"POST /v1/admin/verify":  {path: "/v1/admin/verify"},
 
 	"GET /v1/admin/cluster":                                       {path: "/v1/admin/cluster", status: 200},
+	"POST /v1/admin/cluster/nodes":                                {path: "/v1/admin/cluster/nodes", body: `{"node_id":4,"address":"127.0.0.1:1"}`, status: 409},
+	"DELETE /v1/admin/cluster/nodes/{id}":                         {path: "/v1/admin/cluster/nodes/2", status: 409},
 	"GET /v1/admin/overview":                                      {path: "/v1/admin/overview", status: 200},
 	"GET /v1/admin/topics":                                        {path: "/v1/admin/topics", status: 200, item: `"name":"t1"`},
 	"POST /v1/admin/topics":                                       {path: "/v1/admin/topics", body: `{"name":"t2","partitions":1}`, status: 201},

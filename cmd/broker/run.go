@@ -419,7 +419,11 @@ func (b *broker) startHTTP() (*httpapi.Server, error) {
 	web.RegisterEvents(httpapi.EventsConfig{Events: b.events})
 	web.RegisterStorage(httpapi.StorageConfig{Store: b.store, Topics: b.topics, Events: b.events, QueueCounts: queueCounts(b.queues)})
 	web.RegisterAdmin(httpapi.AdminConfig{Topics: b.topics, Groups: b.groups, Txns: b.txns, Version: readBuildInfo().version, Started: b.start, NodeID: cfg.NodeID})
-	web.RegisterCluster(httpapi.ClusterConfig{Status: func() httpapi.ClusterStatus { return b.cluster.status(cfg.NodeID, b.advertised) }})
+	web.RegisterCluster(httpapi.ClusterConfig{
+		Status:     func() httpapi.ClusterStatus { return b.cluster.status(cfg.NodeID, b.advertised) },
+		AddNode:    b.cluster.addNode,
+		RemoveNode: b.cluster.removeNode,
+	})
 	web.Handle("GET /ui/", console.Handler()) // the web console (console/)
 	web.RegisterOpenAPI()
 	if err := web.Start(); err != nil {
