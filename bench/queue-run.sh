@@ -23,12 +23,20 @@
 #                    durable configuration (the option arrived in 2.10)
 #   redis            Redis streams, appendfsync always
 # Usage: bench/queue-run.sh   Environment: MESSAGES_B10 MESSAGES_B1 TARGETS NATS_SYNC_VERSION
+#   BATCHES (default "10 1"); ROUNDS (default 1: every target once per batch
+#   size; more rounds interleave the targets, so the machine's noise falls on
+#   all of them); BIN: a directory with prebuilt broker and broker-load
+#   binaries (skips their build, e.g. to compare two commits in one run with
+#   TARGETS="ours ours@/tmp/old ..."; a target ours@DIR runs DIR's binaries).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 MESSAGES_B10=${MESSAGES_B10:-40000}
 MESSAGES_B1=${MESSAGES_B1:-10000}
 TARGETS=${TARGETS:-"ours ours-separate ours-nosync jetstream jetstream-sync redis"}
+BATCHES=${BATCHES:-"10 1"}
+ROUNDS=${ROUNDS:-1}
+BIN=${BIN:-}
 NATS_SYNC_VERSION=${NATS_SYNC_VERSION:-v2.15.2}
 RESULTS_DIR=${RESULTS_DIR:-$ROOT/bench/results}
 
@@ -48,8 +56,12 @@ cleanup() { stop_target; rm -rf "$WORK"; }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-log "building into $WORK"
-(cd "$ROOT" && go build -o "$WORK/broker" ./cmd/broker && go build -o "$WORK/broker-load" ./cmd/broker-load)
+if [[ -n $BIN ]]; then
+	cp "$BIN/broker" "$BIN/broker-load" "$WORK/"
+else
+	log "building into $WORK"
+	(cd "$ROOT" && go build -o "$WORK/broker" ./cmd/broker && go build -o "$WORK/broker-load" ./cmd/broker-load)
+fi
 (cd "$ROOT/bench/queue-jetstream" && go build -o "$WORK/queue-jetstream" .)
 if [[ " $TARGETS " == *" jetstream-sync "* ]]; then
 	log "building nats-server $NATS_SYNC_VERSION from the module proxy"
@@ -69,18 +81,20 @@ run_case() { # target batch messages
 	local target=$1 batch=$2 messages=$3 data=$WORK/data-$1-$2 port
 	rm -rf "$data"; mkdir -p "$data"
 	port=$(free_port)
-	case $target in
+	local bin=$WORK
+	if [[ $target == *@* ]]; then bin=${target#*@}; fi
+	case ${target%@*} in
 	ours | ours-separate | ours-nosync)
 		local fsync=always ackmode=next
-		[[ $target == ours-nosync ]] && fsync=never
-		[[ $target == ours-separate ]] && ackmode=separate
-		"$WORK/broker" serve --data-dir "$data" --kafka-addr "127.0.0.1:$(free_port)" --http-addr "127.0.0.1:$port" \
+		[[ $target == ours-nosync* ]] && fsync=never
+		[[ $target == ours-separate* ]] && ackmode=separate
+		"$bin/broker" serve --data-dir "$data" --kafka-addr "127.0.0.1:$(free_port)" --http-addr "127.0.0.1:$port" \
 			--fsync "$fsync" --log-level warn --log-format json >"$data.log" 2>&1 &
 		PID=$!
 		wait_port "$port" || { log "broker did not start"; return 1; }
 		sleep 0.3
-		"$WORK/broker-load" queue --target ours --addr "127.0.0.1:$port" --batch "$batch" --messages "$messages" \
-			--ack-mode "$ackmode" --case "batch$batch" --json | sed "s/\"target\":\"ours\"/\"target\":\"$target\"/" | tee -a "$RESULTS"
+		"$bin/broker-load" queue --target ours --addr "127.0.0.1:$port" --batch "$batch" --messages "$messages" \
+			--ack-mode "$ackmode" --case "batch$batch" --json | sed "s|\"target\":\"ours\"|\"target\":\"$target\"|" | tee -a "$RESULTS"
 		;;
 	jetstream)
 		command -v nats-server >/dev/null || { log "WARNING: nats-server missing; skipping"; return 0; }
@@ -112,12 +126,14 @@ run_case() { # target batch messages
 	stop_target
 }
 
-for batch in 10 1; do
+for batch in $BATCHES; do
 	messages=$MESSAGES_B10
 	[[ $batch == 1 ]] && messages=$MESSAGES_B1
-	for target in $TARGETS; do
-		log "$target batch=$batch messages=$messages"
-		run_case "$target" "$batch" "$messages" || log "WARNING: $target batch=$batch failed"
+	for round in $(seq "$ROUNDS"); do
+		for target in $TARGETS; do
+			log "$target batch=$batch messages=$messages round=$round"
+			run_case "$target" "$batch" "$messages" || log "WARNING: $target batch=$batch failed"
+		done
 	done
 done
 
@@ -128,5 +144,17 @@ print("| case | target | send msg/s | receive+ack msg/s | receive p50 ms | recei
 print("|---|---|---:|---:|---:|---:|")
 for r in rows:
     print(f"| {r['case']} | {r['target']} | {r['send_msgs_per_sec']:.0f} | {r['receive_ack_msgs_per_sec']:.0f} | {r['receive_p50_ms']:.2f} | {r['receive_p99_ms']:.2f} |")
+# With several rounds: medians (min-max) per case and target.
+groups = {}
+for r in rows:
+    groups.setdefault((r['case'], r['target']), []).append(r)
+if any(len(g) > 1 for g in groups.values()):
+    med = lambda v: sorted(v)[len(v) // 2]
+    print()
+    print("| case | target | runs | send msg/s median (min-max) | receive+ack msg/s median (min-max) |")
+    print("|---|---|---:|---:|---:|")
+    for (case, target), g in groups.items():
+        s = [x['send_msgs_per_sec'] for x in g]; c = [x['receive_ack_msgs_per_sec'] for x in g]
+        print(f"| {case} | {target} | {len(g)} | {med(s):.0f} ({min(s):.0f}-{max(s):.0f}) | {med(c):.0f} ({min(c):.0f}-{max(c):.0f}) |")
 PY
 log "raw results: $RESULTS"
