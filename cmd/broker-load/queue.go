@@ -45,6 +45,9 @@ type queueConfig struct {
 	ackMode                    string
 	timeout                    time.Duration
 	jsonOut                    bool
+	// noKeepAlive opens a connection per HTTP request (ours only), to
+	// measure what keep-alive saves.
+	noKeepAlive bool
 }
 
 // QueueResult is one queue run; bench/queue-jetstream prints the same fields.
@@ -90,6 +93,7 @@ func runQueueMode(args []string) int {
 	fs.StringVar(&cfg.ackMode, "ack-mode", "next", "ours: next (acks ride on the next receive) or separate (an ack request per batch)")
 	fs.DurationVar(&cfg.timeout, "timeout", 5*time.Minute, "hard limit of the run")
 	fs.BoolVar(&cfg.jsonOut, "json", false, "print the result as one JSON line")
+	fs.BoolVar(&cfg.noKeepAlive, "no-keep-alive", false, "ours: a new connection per request (HTTP/1.1 keep-alive off), to measure what keep-alive saves")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -245,7 +249,7 @@ type httpQueueDriver struct {
 }
 
 func newHTTPQueueDriver(cfg queueConfig) *httpQueueDriver {
-	tr := &http.Transport{MaxIdleConns: 64, MaxIdleConnsPerHost: 64, IdleConnTimeout: time.Minute}
+	tr := &http.Transport{MaxIdleConns: 64, MaxIdleConnsPerHost: 64, IdleConnTimeout: time.Minute, DisableKeepAlives: cfg.noKeepAlive}
 	return &httpQueueDriver{cfg: cfg, client: &http.Client{Transport: tr, Timeout: 60 * time.Second},
 		base: "http://" + cfg.addr + "/v1/queues/" + cfg.queue, pending: make([][]string, cfg.consumers)}
 }
