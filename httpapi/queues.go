@@ -199,7 +199,7 @@ type resultsResponse[T any] struct {
 
 func (api *queueAPI) handleSend(w http.ResponseWriter, r *http.Request) {
 	var req sendRequestJSON
-	if err := decodeBody(w, r, bodyRule{limit: QueueSendBodyMax}, &req); err != nil {
+	if err := decodeBody(w, r, bodyRule{limit: QueueSendBodyMax, reuse: true}, &req); err != nil {
 		writeError(w, err)
 		return
 	}

@@ -178,3 +178,28 @@ func BenchmarkEncodeReceiveResponse(b *testing.B) {
 		}
 	})
 }
+
+// TestSendBodyBufferReuse: a send's body is read into a pooled buffer
+// (bodyRule.reuse) that the next request overwrites; what the first
+// request decoded (bodies, keys, headers, dedup ids) keeps its values.
+func TestSendBodyBufferReuse(t *testing.T) {
+	decode := func(fill string) sendRequestJSON {
+		t.Helper()
+		raw := `{"messages":[{"body":"` + strings.Repeat(fill, 600) + `","key":"k` + fill + `","headers":{"h":"v` + fill + `"},"dedup_id":"d` + fill + `"}]}`
+		r := httptest.NewRequest("POST", "/v1/queues/q/messages", strings.NewReader(raw))
+		r.Header.Set("Content-Type", "application/json")
+		var req sendRequestJSON
+		if err := decodeBody(httptest.NewRecorder(), r, bodyRule{limit: QueueSendBodyMax, reuse: true}, &req); err != nil {
+			t.Fatal(err)
+		}
+		return req
+	}
+	first := decode("a")
+	for _, fill := range []string{"b", "c", "d"} {
+		decode(fill)
+	}
+	m := first.Messages[0].message()
+	if string(m.Body) != strings.Repeat("a", 600) || string(m.Key) != "ka" || m.Headers["h"] != "va" || *m.DedupID != "da" {
+		t.Fatalf("the first request's values changed after later requests reused the buffer: %q %q %v %q", m.Body[:8], m.Key, m.Headers, *m.DedupID)
+	}
+}
