@@ -94,7 +94,7 @@ run_case() { # target batch messages
 		wait_port "$port" || { log "broker did not start"; return 1; }
 		sleep 0.3
 		"$bin/broker-load" queue --target ours --addr "127.0.0.1:$port" --batch "$batch" --messages "$messages" \
-			--ack-mode "$ackmode" --case "batch$batch" --json | sed "s|\"target\":\"ours\"|\"target\":\"$target\"|" | tee -a "$RESULTS"
+			--ack-mode "$ackmode" --case "batch$batch" --server-pid "$PID" --json | sed "s|\"target\":\"ours\"|\"target\":\"$target\"|" | tee -a "$RESULTS"
 		;;
 	jetstream)
 		command -v nats-server >/dev/null || { log "WARNING: nats-server missing; skipping"; return 0; }
@@ -102,7 +102,7 @@ run_case() { # target batch messages
 		PID=$!
 		wait_port "$port" || { log "nats-server did not start"; return 1; }
 		"$WORK/queue-jetstream" --url "nats://127.0.0.1:$port" --batch "$batch" --messages "$messages" \
-			--case "batch$batch" --json | tee -a "$RESULTS"
+			--case "batch$batch" --server-pid "$PID" --json | tee -a "$RESULTS"
 		;;
 	jetstream-sync)
 		[[ -x $WORK/nats-server ]] || { log "WARNING: nats-server $NATS_SYNC_VERSION missing; skipping"; return 0; }
@@ -111,7 +111,7 @@ run_case() { # target batch messages
 		PID=$!
 		wait_port "$port" || { log "nats-server $NATS_SYNC_VERSION did not start"; return 1; }
 		"$WORK/queue-jetstream" --url "nats://127.0.0.1:$port" --batch "$batch" --messages "$messages" --ack-sync \
-			--case "batch$batch" --json | sed 's/"target":"jetstream"/"target":"jetstream-sync"/' | tee -a "$RESULTS"
+			--case "batch$batch" --server-pid "$PID" --json | sed 's/"target":"jetstream"/"target":"jetstream-sync"/' | tee -a "$RESULTS"
 		;;
 	redis)
 		command -v redis-server >/dev/null || { log "WARNING: redis-server missing; skipping"; return 0; }
@@ -120,7 +120,7 @@ run_case() { # target batch messages
 		PID=$!
 		wait_port "$port" || { log "redis-server did not start"; return 1; }
 		"$WORK/broker-load" queue --target redis --addr "127.0.0.1:$port" --batch "$batch" --messages "$messages" \
-			--case "batch$batch" --json | tee -a "$RESULTS"
+			--case "batch$batch" --server-pid "$PID" --json | tee -a "$RESULTS"
 		;;
 	esac
 	stop_target
@@ -151,10 +151,12 @@ for r in rows:
 if any(len(g) > 1 for g in groups.values()):
     med = lambda v: sorted(v)[len(v) // 2]
     print()
-    print("| case | target | runs | send msg/s median (min-max) | receive+ack msg/s median (min-max) |")
-    print("|---|---|---:|---:|---:|")
+    print("| case | target | runs | send msg/s median (min-max) | receive+ack msg/s median (min-max) | server CPU us/msg send, receive+ack (medians) |")
+    print("|---|---|---:|---:|---:|---:|")
     for (case, target), g in groups.items():
         s = [x['send_msgs_per_sec'] for x in g]; c = [x['receive_ack_msgs_per_sec'] for x in g]
-        print(f"| {case} | {target} | {len(g)} | {med(s):.0f} ({min(s):.0f}-{max(s):.0f}) | {med(c):.0f} ({min(c):.0f}-{max(c):.0f}) |")
+        cs = [x.get('send_server_cpu_us_per_msg', 0) for x in g]; cr = [x.get('receive_server_cpu_us_per_msg', 0) for x in g]
+        cpu = f"{med(cs):.1f}, {med(cr):.1f}" if med(cs) else "-"
+        print(f"| {case} | {target} | {len(g)} | {med(s):.0f} ({min(s):.0f}-{max(s):.0f}) | {med(c):.0f} ({min(c):.0f}-{max(c):.0f}) | {cpu} |")
 PY
 log "raw results: $RESULTS"

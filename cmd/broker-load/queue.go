@@ -45,6 +45,9 @@ type queueConfig struct {
 	ackMode                    string
 	timeout                    time.Duration
 	jsonOut                    bool
+	// serverPID, when set, is the server's process: its CPU per message
+	// of each phase is reported.
+	serverPID int
 	// noKeepAlive opens a connection per HTTP request (ours only), to
 	// measure what keep-alive saves.
 	noKeepAlive bool
@@ -64,8 +67,13 @@ type QueueResult struct {
 	ConsumePerSec float64 `json:"receive_ack_msgs_per_sec"`
 	ReceiveP50Ms  float64 `json:"receive_p50_ms"`
 	ReceiveP99Ms  float64 `json:"receive_p99_ms"`
-	Consumed      int64   `json:"consumed"`
-	Errors        int64   `json:"errors"`
+	// SendCPUPerMsgUs and ReceiveCPUPerMsgUs are the server's CPU time
+	// (utime+stime of --server-pid) per message of each phase, in
+	// microseconds: steadier than throughput on a shared machine.
+	SendCPUPerMsgUs    float64 `json:"send_server_cpu_us_per_msg,omitempty"`
+	ReceiveCPUPerMsgUs float64 `json:"receive_server_cpu_us_per_msg,omitempty"`
+	Consumed           int64   `json:"consumed"`
+	Errors             int64   `json:"errors"`
 }
 
 // queueDriver is one system under test.
@@ -93,6 +101,7 @@ func runQueueMode(args []string) int {
 	fs.StringVar(&cfg.ackMode, "ack-mode", "next", "ours: next (acks ride on the next receive) or separate (an ack request per batch)")
 	fs.DurationVar(&cfg.timeout, "timeout", 5*time.Minute, "hard limit of the run")
 	fs.BoolVar(&cfg.jsonOut, "json", false, "print the result as one JSON line")
+	fs.IntVar(&cfg.serverPID, "server-pid", 0, "if set, report the server process's CPU time per message of each phase (utime+stime from /proc/PID/stat)")
 	fs.BoolVar(&cfg.noKeepAlive, "no-keep-alive", false, "ours: a new connection per request (HTTP/1.1 keep-alive off), to measure what keep-alive saves")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -152,6 +161,7 @@ func runQueueLoad(ctx context.Context, cfg queueConfig, d queueDriver) (*QueueRe
 	}
 	// Phase 1: send.
 	var next atomic.Int64
+	cpu := startCPUMeter(cfg.serverPID)
 	start := time.Now()
 	var wg sync.WaitGroup
 	for p := 0; p < cfg.producers; p++ {
@@ -180,10 +190,12 @@ func runQueueLoad(ctx context.Context, cfg queueConfig, d queueDriver) (*QueueRe
 	}
 	wg.Wait()
 	res.SendPerSec = float64(cfg.messages) / time.Since(start).Seconds()
+	res.SendCPUPerMsgUs = cpu.perMessageUs(cfg.messages)
 
 	// Phase 2: receive and ack until everything is consumed.
 	var consumed, finished atomic.Int64
 	lat := newLockedHistogram()
+	cpu = startCPUMeter(cfg.serverPID)
 	start = time.Now()
 	for c := 0; c < cfg.consumers; c++ {
 		wg.Add(1)
@@ -219,6 +231,7 @@ func runQueueLoad(ctx context.Context, cfg queueConfig, d queueDriver) (*QueueRe
 		elapsed = time.Since(start)
 	}
 	res.Consumed = consumed.Load()
+	res.ReceiveCPUPerMsgUs = cpu.perMessageUs(int(res.Consumed))
 	res.ConsumePerSec = float64(res.Consumed) / elapsed.Seconds()
 	h := lat.Snapshot()
 	res.ReceiveP50Ms = float64(h.QuantileDuration(0.50).Microseconds()) / 1000
