@@ -14,6 +14,7 @@
 # Targets:
 #   ours             our broker, fsync always (the default), acks riding on the next receive
 #   ours-separate    the same with an ack request per batch (two syncs per batch)
+#   ours-nokeepalive ours with a new HTTP connection per request (keep-alive off)
 #   ours-nosync      our relaxed mode (--fsync never): acknowledged before the
 #                    fsync, like JetStream's default
 #   jetstream        Debian's nats-server (2.9: no per-message fsync, no option for it),
@@ -84,17 +85,18 @@ run_case() { # target batch messages
 	local bin=$WORK
 	if [[ $target == *@* ]]; then bin=${target#*@}; fi
 	case ${target%@*} in
-	ours | ours-separate | ours-nosync)
-		local fsync=always ackmode=next
+	ours | ours-separate | ours-nosync | ours-nokeepalive)
+		local fsync=always ackmode=next keepalive=
 		[[ $target == ours-nosync* ]] && fsync=never
 		[[ $target == ours-separate* ]] && ackmode=separate
+		[[ $target == ours-nokeepalive* ]] && keepalive=--no-keep-alive
 		"$bin/broker" serve --data-dir "$data" --kafka-addr "127.0.0.1:$(free_port)" --http-addr "127.0.0.1:$port" \
 			--fsync "$fsync" --log-level warn --log-format json >"$data.log" 2>&1 &
 		PID=$!
 		wait_port "$port" || { log "broker did not start"; return 1; }
 		sleep 0.3
 		"$bin/broker-load" queue --target ours --addr "127.0.0.1:$port" --batch "$batch" --messages "$messages" \
-			--ack-mode "$ackmode" --case "batch$batch" --server-pid "$PID" --json | sed "s|\"target\":\"ours\"|\"target\":\"$target\"|" | tee -a "$RESULTS"
+			--ack-mode "$ackmode" --case "batch$batch" --server-pid "$PID" $keepalive --json | sed "s|\"target\":\"ours\"|\"target\":\"$target\"|" | tee -a "$RESULTS"
 		;;
 	jetstream)
 		command -v nats-server >/dev/null || { log "WARNING: nats-server missing; skipping"; return 0; }
