@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/vibemq/broker/queues"
@@ -239,9 +238,14 @@ func appendItemError(dst []byte, e *queues.Error) []byte {
 func appendBytesMember(dst []byte, name string, b []byte, forceBase64 bool) []byte {
 	dst = append(dst, ',', '"')
 	dst = append(dst, name...)
-	if !forceBase64 && utf8.Valid(b) {
-		dst = append(dst, '"', ':')
-		return appendString(dst, b)
+	if !forceBase64 {
+		// One pass: quote, and fall back to base64 when AppendQuote met
+		// invalid UTF-8 (what utf8.Valid would have said first).
+		quoted, err := jsontext.AppendQuote(append(dst, '"', ':'), b)
+		if err == nil {
+			return quoted
+		}
+		dst = quoted[:len(dst)]
 	}
 	dst = append(dst, `_base64":"`...)
 	dst = base64.StdEncoding.AppendEncode(dst, b)
