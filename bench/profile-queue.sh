@@ -12,7 +12,8 @@ BIN=${BIN:-/tmp/pm}
 BATCH=$1; RUN=$2; OUT=${OUT:-$BIN/qprof}; mkdir -p "$OUT"
 MESSAGES=${MESSAGES:-200000}; FSYNC=${FSYNC:-always}; SECS=${PROFILE_SECONDS:-20}
 DATA=$(mktemp -d "${TMPDIR:-/tmp}/vibemq-qprof.XXXXXX")
-KP=$((30000 + RANDOM % 20000)); HP=$((KP + 1))
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
+KP=$(free_port); HP=$(free_port)
 "$BIN/broker" serve --data-dir "$DATA" --kafka-addr 127.0.0.1:$KP --http-addr 127.0.0.1:$HP --fsync "$FSYNC" \
 	--log-level warn >"$OUT/broker-b$BATCH-$RUN.log" 2>&1 &
 BPID=$!
