@@ -56,6 +56,8 @@ func (s *Server) handleOffsetCommit(r *request) (reply, error) {
 		fixed = kerr.CoordinatorNotAvailable.Code
 	case !r.allowedGroup(auth.OpRead, req.Group):
 		fixed = kerr.GroupAuthorizationFailed.Code
+	case s.notGroupCoordinator(req.Group):
+		fixed = kerr.NotCoordinator.Code
 	}
 	// Topics the principal may not READ are answered
 	// TOPIC_AUTHORIZATION_FAILED and left out of the commit (KafkaApis
