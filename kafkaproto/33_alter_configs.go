@@ -55,7 +55,9 @@ func (s *Server) handleAlterConfigs(r *request) (reply, error) {
 				}
 				if s.clusterTopic(rr.ResourceName) {
 					return s.alterClusterTopicConfigs(rr.ResourceName, req.ValidateOnly,
-						func(map[string]string) (map[string]string, error) { return s.topics.NextTopicConfigs(nil, configs, nil) })
+						func(map[string]string) (map[string]string, error) {
+							return s.topics.NextTopicConfigs(nil, configs, nil)
+						})
 				}
 				return s.topics.ReplaceTopicConfigs(rr.ResourceName, configs, req.ValidateOnly)
 			},

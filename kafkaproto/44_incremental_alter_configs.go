@@ -66,7 +66,9 @@ func (s *Server) handleIncrementalAlterConfigs(r *request) (reply, error) {
 				}
 				if s.clusterTopic(rr.ResourceName) {
 					return s.alterClusterTopicConfigs(rr.ResourceName, req.ValidateOnly,
-						func(current map[string]string) (map[string]string, error) { return s.topics.NextTopicConfigs(current, nil, ops) })
+						func(current map[string]string) (map[string]string, error) {
+							return s.topics.NextTopicConfigs(current, nil, ops)
+						})
 				}
 				return s.topics.AlterTopicConfigs(rr.ResourceName, ops, req.ValidateOnly)
 			},

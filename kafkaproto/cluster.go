@@ -212,7 +212,6 @@ func (s *Server) partitionReplicas(t *topics.Topic, p int32) (leader int32, repl
 	return s.cfg.NodeID, self
 }
 
-
 // clusterTopic reports whether topic name is a cluster topic, whose
 // changes go through the cluster's metadata.
 func (s *Server) clusterTopic(name string) bool {

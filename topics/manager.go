@@ -111,7 +111,7 @@ type Topic struct {
 	// SyncClusterTopics from the metadata (cluster_topics.go).
 	cluster bool
 	deleted bool
-	m          *Manager
+	m       *Manager
 	// settings are the effective configs parsed, replaced whole with
 	// configs (under mu) and read without a lock.
 	settings atomic.Pointer[topicSettings]

@@ -132,10 +132,14 @@ func (k *kafkaCluster) Controller() int32 {
 func (k *kafkaCluster) ClusterID() string { return k.md.ClusterID() }
 
 // Replicas implements kafkaproto.Cluster.
-func (k *kafkaCluster) Replicas(topic string, p int32) ([]int32, bool) { return k.md.Replicas(topic, p) }
+func (k *kafkaCluster) Replicas(topic string, p int32) ([]int32, bool) {
+	return k.md.Replicas(topic, p)
+}
 
 // CoordinatorLeaders implements kafkaproto.Cluster.
-func (k *kafkaCluster) CoordinatorLeaders(topic string) []int32 { return k.md.CoordinatorLeaders(topic) }
+func (k *kafkaCluster) CoordinatorLeaders(topic string) []int32 {
+	return k.md.CoordinatorLeaders(topic)
+}
 
 // PlaceCoordinator implements kafkaproto.Cluster: the topic's partitions
 // round robin over the registered brokers, once.
