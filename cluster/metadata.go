@@ -469,3 +469,15 @@ func (m *Metadata) ClusterID() string {
 	defer m.mu.RUnlock()
 	return m.state.ClusterID
 }
+
+// Brokers are the registered brokers, sorted by node ID (View without
+// copying the topics).
+func (m *Metadata) Brokers() []Broker {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	out := make([]Broker, 0, len(m.state.Brokers))
+	for _, id := range slices.Sorted(maps.Keys(m.state.Brokers)) {
+		out = append(out, m.state.Brokers[id])
+	}
+	return out
+}

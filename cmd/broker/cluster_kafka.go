@@ -97,7 +97,7 @@ func (k *kafkaCluster) memberIDs() map[int32]bool {
 func (k *kafkaCluster) Brokers() []kafkaproto.ClusterBroker {
 	members := k.memberIDs()
 	var out []kafkaproto.ClusterBroker
-	for _, b := range k.md.View().Brokers {
+	for _, b := range k.md.Brokers() {
 		if !members[b.NodeID] {
 			continue
 		}
