@@ -166,7 +166,14 @@ func topicOf(m *kmsg.MetadataResponse, name string) (kmsg.MetadataResponseTopic,
 // coordinator; a non-leader answers NOT_LEADER_OR_FOLLOWER, a
 // non-coordinator NOT_COORDINATOR; a broker restarted serves the same
 // metadata and its partitions' records; the topic is deleted through
-// another broker and disappears everywhere.
+// another broker and disappears everywhere. DescribeCluster agrees;
+// IncrementalAlterConfigs and CreatePartitions sent to a follower reach
+// every broker; with two brokers stopped, a creation is refused.
+//
+// The restart pins a data loss found while building it: the restarted
+// broker restored its own older metadata snapshot and synced its topic
+// store to it, deleting the topics created after it with their records
+// (TestClusterTopicsReplaySafe).
 func TestClusterKafkaThreeBrokers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three brokers")
@@ -227,6 +234,60 @@ func TestClusterKafkaThreeBrokers(t *testing.T) {
 		resp, err := dc.RequestWith(ctx, cl.Broker(int(id)))
 		if err != nil || len(resp.Resources) != 1 || len(resp.Resources[0].Configs) != 1 || *resp.Resources[0].Configs[0].Value != "3600000" {
 			t.Fatalf("broker %d: retention.ms of orders: %v %+v", id, err, resp)
+		}
+	}
+
+	// DescribeCluster on each broker: the three brokers, the controller.
+	for id := int32(1); id <= 3; id++ {
+		dc, err := kmsg.NewPtrDescribeClusterRequest().RequestWith(ctx, cl.Broker(int(id)))
+		if err != nil || len(dc.Brokers) != 3 || dc.ControllerID != controller || dc.ClusterID != *m.ClusterID {
+			t.Fatalf("DescribeCluster of broker %d: %v %+v; want 3 brokers, controller %d, cluster %s", id, err, dc, controller, *m.ClusterID)
+		}
+	}
+	// Configs and partitions change through the group from any broker.
+	adm := kadm.NewClient(cl)
+	alter := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	ar := kmsg.NewIncrementalAlterConfigsRequestResource()
+	ar.ResourceType, ar.ResourceName = kmsg.ConfigResourceTypeTopic, "orders"
+	ar.Configs = []kmsg.IncrementalAlterConfigsRequestResourceConfig{{Name: "retention.ms", Op: 0, Value: kmsg.StringPtr("7200000")}}
+	alter.Resources = append(alter.Resources, ar)
+	if aresp, err := alter.RequestWith(ctx, cl.Broker(int(follower%3+1))); err != nil || aresp.Resources[0].ErrorCode != 0 {
+		t.Fatalf("IncrementalAlterConfigs through broker %d: %v %+v", follower%3+1, err, aresp)
+	}
+	cp := kmsg.NewPtrCreatePartitionsRequest()
+	cpt := kmsg.NewCreatePartitionsRequestTopic()
+	cpt.Topic, cpt.Count = "scratch", 4
+	cp.Topics, cp.TimeoutMillis = append(cp.Topics, cpt), 30000
+	if _, err := adm.CreateTopic(ctx, 1, -1, nil, "scratch"); err != nil {
+		t.Fatal(err)
+	}
+	if cresp, err := cp.RequestWith(ctx, cl.Broker(int(follower))); err != nil || cresp.Topics[0].ErrorCode != 0 {
+		t.Fatalf("CreatePartitions through broker %d: %v %+v", follower, err, cresp)
+	}
+	m = tc.waitAgreed(ctx, cl, func(m *kmsg.MetadataResponse) bool { s, ok := topicOf(m, "scratch"); return ok && len(s.Partitions) == 4 })
+	scratch, _ := topicOf(m, "scratch")
+	scratchLeaders := map[int32]bool{}
+	for _, p := range scratch.Partitions {
+		scratchLeaders[p.Leader] = true
+	}
+	if len(scratchLeaders) != 3 {
+		t.Fatalf("scratch's 4 partitions are led by %v; want all three brokers", scratchLeaders)
+	}
+	for id := int32(1); id <= 3; id++ {
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			dc := kmsg.NewPtrDescribeConfigsRequest()
+			r := kmsg.NewDescribeConfigsRequestResource()
+			r.ResourceType, r.ResourceName, r.ConfigNames = kmsg.ConfigResourceTypeTopic, "orders", []string{"retention.ms"}
+			dc.Resources = append(dc.Resources, r)
+			resp, err := dc.RequestWith(ctx, cl.Broker(int(id)))
+			if err == nil && len(resp.Resources) == 1 && len(resp.Resources[0].Configs) == 1 && *resp.Resources[0].Configs[0].Value == "7200000" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("broker %d: retention.ms of orders after the change: %v %+v", id, err, resp)
+			}
+			time.Sleep(50 * time.Millisecond)
 		}
 	}
 
@@ -297,7 +358,6 @@ func TestClusterKafkaThreeBrokers(t *testing.T) {
 	if err := consumer.CommitUncommittedOffsets(ctx); err != nil {
 		t.Fatal(err)
 	}
-	adm := kadm.NewClient(cl)
 	offsets, err := adm.FetchOffsets(ctx, group)
 	if err != nil {
 		t.Fatal(err)
@@ -353,6 +413,23 @@ func TestClusterKafkaThreeBrokers(t *testing.T) {
 		t.Fatalf("delete through broker %d: %v %+v", deleter, err, dresp)
 	}
 	tc.waitAgreed(ctx, cl, func(m *kmsg.MetadataResponse) bool { _, ok := topicOf(m, "orders"); return !ok })
+
+	// Without a quorum a change is refused, not pretended: the broker left
+	// answers NOT_CONTROLLER (no leader known) or REQUEST_TIMED_OUT.
+	alone := int32(1)
+	tc.stop[2]()
+	tc.stop[3]()
+	late := kmsg.NewPtrCreateTopicsRequest()
+	lt := kmsg.NewCreateTopicsRequestTopic()
+	lt.Topic, lt.NumPartitions, lt.ReplicationFactor = "late", 1, 1
+	late.Topics, late.TimeoutMillis = append(late.Topics, lt), 2000
+	lresp2, err := late.RequestWith(ctx, cl.Broker(int(alone)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := lresp2.Topics[0].ErrorCode; code != kerr.NotController.Code && code != kerr.RequestTimedOut.Code {
+		t.Fatalf("create without a quorum: code %d, want NOT_CONTROLLER or REQUEST_TIMED_OUT", code)
+	}
 }
 
 // oneRecordBatch is a valid v2 record batch of one record.
