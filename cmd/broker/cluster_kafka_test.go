@@ -264,7 +264,10 @@ func TestClusterKafkaThreeBrokers(t *testing.T) {
 	if cresp, err := cp.RequestWith(ctx, cl.Broker(int(follower))); err != nil || cresp.Topics[0].ErrorCode != 0 {
 		t.Fatalf("CreatePartitions through broker %d: %v %+v", follower, err, cresp)
 	}
-	m = tc.waitAgreed(ctx, cl, func(m *kmsg.MetadataResponse) bool { s, ok := topicOf(m, "scratch"); return ok && len(s.Partitions) == 4 })
+	m = tc.waitAgreed(ctx, cl, func(m *kmsg.MetadataResponse) bool {
+		s, ok := topicOf(m, "scratch")
+		return ok && len(s.Partitions) == 4
+	})
 	scratch, _ := topicOf(m, "scratch")
 	scratchLeaders := map[int32]bool{}
 	for _, p := range scratch.Partitions {
