@@ -130,6 +130,12 @@ func (s *Server) handleMetadata(r *request) (reply, error) {
 				mt := kmsg.NewMetadataResponseTopic()
 				mt.Topic = &name
 				mt.ErrorCode = errorCode(err)
+				if c := mt.ErrorCode; c == kerr.NotController.Code || c == kerr.RequestTimedOut.Code {
+					// The cluster could not create it now: Kafka answers
+					// a topic being created LEADER_NOT_AVAILABLE, which
+					// clients retry.
+					mt.ErrorCode = kerr.LeaderNotAvailable.Code
+				}
 				resp.Topics = append(resp.Topics, mt)
 				continue
 			}
