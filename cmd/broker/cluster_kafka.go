@@ -237,7 +237,8 @@ func (k *kafkaCluster) propose(ctx context.Context, record []byte) error {
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, cluster.ErrNoLeader), errors.Is(err, cluster.ErrStopped):
+	case errors.Is(err, cluster.ErrNoLeader), errors.Is(err, cluster.ErrStopped), errors.Is(err, cluster.ErrProposalLost):
+		// Not applied: the client retries (NOT_CONTROLLER is retriable).
 		return fmt.Errorf("%w (%v)", kafkaproto.ErrNoController, err)
 	case errors.Is(err, context.DeadlineExceeded):
 		return fmt.Errorf("the metadata group did not apply the change in time, it may still be applied: %w", err)
