@@ -12,9 +12,10 @@ package kafkaproto
 //   - In a cluster (cluster.go) the coordinator is the leader of the key's
 //     partition of __consumer_offsets or __transaction_state
 //     (abs(hashCode) % partitions, as Kafka); the partitions are placed
-//     over the registered brokers by the first FindCoordinator (Kafka
-//     creates these topics then too). COORDINATOR_NOT_AVAILABLE while
-//     they cannot be placed or the coordinator is not registered.
+//     over the registered brokers by the first FindCoordinator once every
+//     voter has registered (Kafka creates these topics then too).
+//     COORDINATOR_NOT_AVAILABLE while they cannot be placed or the
+//     coordinator is not registered.
 //
 // Version notes:
 //   - v4 batches keys (KIP-699): one result per key; v0-v3 have one key and

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"sync/atomic"
 
@@ -148,7 +149,17 @@ func (k *kafkaCluster) PlaceCoordinator(ctx context.Context, topic string) ([]in
 	if !ok {
 		return nil, fmt.Errorf("no coordinator topic %q", topic)
 	}
-	placed := cluster.PlaceReplicas(k.brokerIDs(), n, 1, 0)
+	// Placed once for good: wait until every voter has registered, so
+	// that the coordinators of a new cluster spread over all its brokers
+	// (Kafka too answers COORDINATOR_NOT_AVAILABLE until it has the
+	// brokers offsets.topic.replication.factor asks for).
+	registered := k.brokerIDs()
+	for _, m := range k.node.Status().Members {
+		if !m.Learner && !slices.Contains(registered, int32(m.ID)) {
+			return nil, fmt.Errorf("%w: broker %d has not registered yet; the coordinators are placed once every voter has", kafkaproto.ErrBrokersUnavailable, m.ID)
+		}
+	}
+	placed := cluster.PlaceReplicas(registered, n, 1, 0)
 	if placed == nil {
 		return nil, kafkaproto.ErrBrokersUnavailable
 	}
