@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -280,4 +281,52 @@ func TestNetnsLossAndDelay(t *testing.T) {
 	if sts[old].Raft.Commit <= commit {
 		t.Fatalf("no new entry committed after the failover: commit %d, before %d", sts[old].Raft.Commit, commit)
 	}
+}
+
+// TestNetnsSoak (CLUSTER_NETNS_SOAK=<rounds>, skipped otherwise): five
+// brokers, each round one fault on the leader (kill -9 and restart on the
+// same data, pause, or partition; round-robin), then recovery; every
+// round must end with all five converged. Prints the failover times'
+// median and range.
+func TestNetnsSoak(t *testing.T) {
+	rounds, _ := strconv.Atoi(os.Getenv("CLUSTER_NETNS_SOAK"))
+	if rounds <= 0 {
+		t.Skip("set CLUSTER_NETNS_SOAK=<rounds> to run the fault soak")
+	}
+	Require(t)
+	c := New(t, brokerBin, 5)
+	all := ids(1, 5)
+	sts := c.waitConverged("5 nodes elect a leader and register", all)
+	var failovers []time.Duration
+	for round := 0; round < rounds; round++ {
+		old := int(sameLeader(sts, all))
+		rest := slices.DeleteFunc(ids(1, 5), func(id int) bool { return id == old })
+		fault := []string{"kill", "pause", "partition"}[round%3]
+		switch fault {
+		case "kill":
+			c.Kill(old)
+		case "pause":
+			c.Pause(old)
+		case "partition":
+			c.Partition(old)
+		}
+		start := time.Now()
+		c.WaitFor(fmt.Sprintf("round %d (%s): a new leader", round, fault), wait, rest, func(sts map[int]httpapi.ClusterStatus) bool {
+			l := sameLeader(sts, rest)
+			return l != 0 && int(l) != old
+		})
+		failovers = append(failovers, time.Since(start))
+		switch fault {
+		case "kill":
+			c.Restart(old, round%2 == 0)
+		case "pause":
+			c.Resume(old)
+		case "partition":
+			c.Heal()
+		}
+		sts = c.waitConverged(fmt.Sprintf("round %d (%s): all converge", round, fault), all)
+	}
+	slices.Sort(failovers)
+	t.Logf("FIGURE soak failover over %d rounds (5 nodes): median %v, min %v, max %v", rounds,
+		failovers[len(failovers)/2].Round(10*time.Millisecond), failovers[0].Round(10*time.Millisecond), failovers[len(failovers)-1].Round(10*time.Millisecond))
 }
