@@ -163,7 +163,9 @@ abstract class BrokerTestBase {
         p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, broker.bootstrap());
         p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
         p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
-        p.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, "30000");
+        // Kafka's default delivery timeout: a reference Kafka on a loaded
+        // 2-core machine expired an idempotent batch after 30 s once.
+        p.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, "120000");
         p.put(ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, "15000");
         p.put(ProducerConfig.LINGER_MS_CONFIG, "5");
         return p;
