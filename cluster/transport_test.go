@@ -28,6 +28,12 @@ func frame(m *raftpb.Message) []byte {
 	return append(binary.BigEndian.AppendUint32(nil, uint32(len(body))), body...)
 }
 
+func frameV2(group uint64, m *raftpb.Message) []byte {
+	body, _ := proto.Marshal(m)
+	b := binary.BigEndian.AppendUint32(nil, uint32(8+len(body)))
+	return append(binary.BigEndian.AppendUint64(b, group), body...)
+}
+
 // TestTransportClosesOnlyTheBadConnection: bytes that are not the
 // inter-broker protocol (another service's, a peer that lies about who
 // it is, oversized or undecodable frames, messages Raft keeps local)
@@ -77,6 +83,14 @@ func FuzzTransportRead(f *testing.F) {
 	f.Add(hello(1, 2, 5), frame(&raftpb.Message{Type: raftpb.MsgHeartbeat.Enum(), From: new(uint64(1)), To: new(uint64(2))}))
 	f.Add(hello(1, 2, 0), []byte{0, 0, 0, 1, 0})
 	f.Add([]byte("garbage"), []byte{0xff})
+	v2 := append(helloMagicV2[:], hello(1, 2, 5)[8:]...)
+	f.Add(v2, frameV2(7, &raftpb.Message{Type: raftpb.MsgApp.Enum(), From: new(uint64(1)), To: new(uint64(2))}))
+	beats := binary.BigEndian.AppendUint32(nil, 12+2*heartbeatSize)
+	beats = binary.BigEndian.AppendUint64(beats, heartbeatsGroup)
+	beats = binary.BigEndian.AppendUint32(beats, 2)
+	beats = appendBeat(beats, 3, &raftpb.Message{Type: raftpb.MsgHeartbeat.Enum(), Term: new(uint64(2)), Commit: new(uint64(9))})
+	beats = appendBeat(beats, 4, &raftpb.Message{Type: raftpb.MsgHeartbeatResp.Enum(), Term: new(uint64(2))})
+	f.Add(v2, beats)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		f.Fatal(err)
@@ -96,18 +110,30 @@ func FuzzTransportRead(f *testing.F) {
 			_ = client.Close()
 		}()
 		r := bufio.NewReader(server)
-		from, err := tr.readHello(server, r)
+		from, v2, err := tr.readHello(server, r)
 		if err != nil {
 			_, _ = io.Copy(io.Discard, server)
 			return
 		}
 		for {
-			m, err := tr.readMessage(r, from)
+			var m *raftpb.Message
+			var err error
+			if v2 {
+				err = tr.readFrame(r, from, func(group uint64, got *raftpb.Message) error {
+					if group == heartbeatsGroup {
+						t.Fatalf("delivered a message of the reserved group %d", group)
+					}
+					m = got
+					return nil
+				})
+			} else {
+				m, err = tr.readMessage(r, from)
+			}
 			if err != nil {
 				_, _ = io.Copy(io.Discard, server)
 				return
 			}
-			if m.GetFrom() != from || m.GetTo() != 2 {
+			if m != nil && (m.GetFrom() != from || m.GetTo() != 2) {
 				t.Fatalf("accepted %v over the stream of %d", m, from)
 			}
 		}
