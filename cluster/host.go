@@ -104,6 +104,8 @@ type Host struct {
 
 	statusMu sync.Mutex
 	status   map[uint64]GroupStatus
+	// saves counts the synced batches, readies the Readies they carried.
+	saves, readiesSaved atomic.Uint64
 
 	// Owned by the loop goroutine.
 	groups  map[uint64]*hostGroup
@@ -111,6 +113,10 @@ type Host struct {
 	nextSeq uint64
 	// readies: scratch of one iteration.
 	readies []groupReady
+	// mustSync: a Ready of the batch being built needs a synced commit.
+	mustSync bool
+	// unsynced: batches applied without waiting for their sync (below).
+	unsynced []*pebblestore.Batch
 	msgs    []GroupMessage
 }
 
@@ -279,6 +285,10 @@ func (h *Host) Campaign(group uint64) {
 	})
 }
 
+// Saves returns the synced batches the loop committed and the group
+// Readies they carried (readies/saves: the group commit's width).
+func (h *Host) Saves() (saves, readies uint64) { return h.saves.Load(), h.readiesSaved.Load() }
+
 // Status is this node's view of group after the loop's last iteration.
 func (h *Host) Status(group uint64) (GroupStatus, bool) {
 	h.statusMu.Lock()
@@ -345,6 +355,7 @@ func (h *Host) report(f func()) {
 
 func (h *Host) run() {
 	defer close(h.done)
+	defer func() { _ = h.releaseUnsynced() }()
 	defer h.failAll(ErrStopped)
 	defer h.cfg.Ticker.Stop()
 	for {
@@ -466,6 +477,9 @@ func (h *Host) handleReadies() error {
 				continue
 			}
 			rd := g.rn.Ready()
+			if !h.mustSync {
+				h.mustSync = raft.MustSync(rd.HardState, g.storage.hardState, len(rd.Entries))
+			}
 			if !raft.IsEmptySnap(rd.Snapshot) {
 				b.Close()
 				return fmt.Errorf("cluster: raft group %d received a snapshot, which host groups never send", id)
@@ -481,16 +495,56 @@ func (h *Host) handleReadies() error {
 			b.Close()
 			break
 		}
-		if b.Empty() {
-			b.Close()
-		} else if err := b.Commit(); err != nil {
-			return fmt.Errorf("cluster: save the raft state of %d groups: %w", len(h.readies), err)
+		if err := h.save(b); err != nil {
+			return err
 		}
 		if err := h.afterSave(); err != nil {
 			return err
 		}
 		h.publishStatus()
 	}
+	return nil
+}
+
+// save commits b. Synced when one of its Readies changes a term, a vote
+// or the log (raft.MustSync, as etcd's server decides): those must be
+// durable before any message vouches for them. A batch that only moves
+// commit indexes is applied without waiting for its sync: a commit index
+// is volatile in Raft (a replica that loses it learns it again from the
+// leader), and its entries were synced when they were appended. Such a
+// batch is released after the next synced one (the WAL syncs in order).
+func (h *Host) save(b *pebblestore.Batch) error {
+	sync := h.mustSync
+	h.mustSync = false
+	if b.Empty() {
+		b.Close()
+		return nil
+	}
+	if !sync {
+		if err := b.Apply(); err != nil {
+			return fmt.Errorf("cluster: save the commit indexes of %d raft groups: %w", len(h.readies), err)
+		}
+		h.unsynced = append(h.unsynced, b)
+		return nil
+	}
+	if err := b.Commit(); err != nil {
+		return fmt.Errorf("cluster: save the raft state of %d groups: %w", len(h.readies), err)
+	}
+	h.saves.Add(1)
+	h.readiesSaved.Add(uint64(len(h.readies)))
+	return h.releaseUnsynced()
+}
+
+// releaseUnsynced waits for (and releases) the batches applied without a
+// sync wait.
+func (h *Host) releaseUnsynced() error {
+	for i, u := range h.unsynced {
+		if err := u.Wait(); err != nil {
+			h.unsynced = h.unsynced[i+1:]
+			return fmt.Errorf("cluster: sync the commit indexes of raft groups: %w", err)
+		}
+	}
+	h.unsynced = h.unsynced[:0]
 	return nil
 }
 
