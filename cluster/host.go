@@ -117,7 +117,7 @@ type Host struct {
 	mustSync bool
 	// unsynced: batches applied without waiting for their sync (below).
 	unsynced []*pebblestore.Batch
-	msgs    []GroupMessage
+	msgs     []GroupMessage
 }
 
 // GroupStatus is this node's view of one group.
