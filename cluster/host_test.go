@@ -364,6 +364,13 @@ func TestHostManyGroupsElectAndReplicate(t *testing.T) {
 	if len(leaders) != 3 {
 		t.Fatalf("leaders by node %v: the campaigns should spread them over the three nodes", leaders)
 	}
+	// Every tick touched the 100 groups at once: their Readies shared
+	// synced batches.
+	for id, hn := range c.nodes {
+		if saves, readies := hn.host.Saves(); readies <= saves {
+			t.Fatalf("node %d: %d Readies in %d synced batches: no batch carried two groups", id, readies, saves)
+		}
+	}
 }
 
 // TestHostRejectsInvalidBatch: a command that is not a valid batch (here a

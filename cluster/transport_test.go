@@ -2,7 +2,7 @@ package cluster
 
 import (
 	"bufio"
-
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"io"
@@ -146,3 +146,51 @@ func (nopReceiver) Step(*raftpb.Message)                       {}
 func (nopReceiver) ReportUnreachable(uint64)                   {}
 func (nopReceiver) ReportSnapshot(uint64, raft.SnapshotStatus) {}
 func (nopReceiver) PeerLostState(uint64)                       {}
+
+// TestCoalescedHeartbeatsRoundTrip: the heartbeats and responses of many
+// groups, coalesced into one frame, are read back as the messages Raft
+// sent, each with its group; messages with a context are not coalesced.
+func TestCoalescedHeartbeatsRoundTrip(t *testing.T) {
+	tr, err := NewTransport(TransportConfig{ID: 2, Listener: nopListener{}, Peers: map[uint64]string{1: "x"}, GroupFrames: true, Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent := map[uint64]*raftpb.Message{
+		5:   {Type: raftpb.MsgHeartbeat.Enum(), From: new(uint64(1)), To: new(uint64(2)), Term: new(uint64(3)), Commit: new(uint64(17))},
+		6:   {Type: raftpb.MsgHeartbeatResp.Enum(), From: new(uint64(1)), To: new(uint64(2)), Term: new(uint64(4))},
+		1e9: {Type: raftpb.MsgHeartbeat.Enum(), From: new(uint64(1)), To: new(uint64(2)), Term: new(uint64(1)), Commit: new(uint64(0))},
+	}
+	var recs []byte
+	for g, m := range sent {
+		if !coalescable(m) {
+			t.Fatalf("group %d: %v not coalescable", g, m)
+		}
+		recs = appendBeat(recs, g, m)
+	}
+	if coalescable(&raftpb.Message{Type: raftpb.MsgHeartbeat.Enum(), Context: []byte("read-index")}) {
+		t.Fatal("a heartbeat with a context was coalesced: the context would be lost")
+	}
+	f := binary.BigEndian.AppendUint32(nil, uint32(12+len(recs)))
+	f = binary.BigEndian.AppendUint64(f, heartbeatsGroup)
+	f = binary.BigEndian.AppendUint32(f, uint32(len(sent)))
+	f = append(f, recs...)
+	got := map[uint64]*raftpb.Message{}
+	err = tr.readFrame(bufio.NewReader(bytes.NewReader(f)), 1, func(g uint64, m *raftpb.Message) error {
+		got[g] = m
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for g, m := range sent {
+		if !proto.Equal(got[g], m) {
+			t.Fatalf("group %d: read %v, sent %v", g, got[g], m)
+		}
+	}
+}
+
+type nopListener struct{}
+
+func (nopListener) Accept() (net.Conn, error) { return nil, net.ErrClosed }
+func (nopListener) Close() error              { return nil }
+func (nopListener) Addr() net.Addr            { return &net.TCPAddr{} }
