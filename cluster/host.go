@@ -24,6 +24,10 @@ import (
 // leader (an idempotent producer's retry is deduplicated).
 var ErrLeadershipLost = errors.New("cluster: this replica lost the leadership before the proposal was applied; the outcome is unknown, retry on the new leader")
 
+// ErrBusy: the leader refused a proposal, its group has too much not
+// committed yet (64 MiB) or is handing its leadership over; retry later.
+var ErrBusy = errors.New("cluster: the raft group's leader is busy (too much not committed yet, or a leadership transfer); retry later")
+
 // ErrUnknownGroup: the host runs no replica of the group asked.
 var ErrUnknownGroup = errors.New("cluster: this node runs no replica of that raft group")
 
@@ -440,8 +444,12 @@ func (h *Host) propose(p *hostProposal) {
 	binary.BigEndian.PutUint64(data[8:], seq)
 	data = append(data, p.data...)
 	if err := g.rn.Propose(data); err != nil {
-		if errors.Is(err, raft.ErrProposalDropped) {
-			err = &NotLeaderError{Leader: g.rn.BasicStatus().Lead}
+		switch bs := g.rn.BasicStatus(); {
+		case !errors.Is(err, raft.ErrProposalDropped):
+		case bs.RaftState != raft.StateLeader:
+			err = &NotLeaderError{Leader: bs.Lead}
+		default: // a leadership transfer, or 64 MiB not committed yet
+			err = ErrBusy
 		}
 		p.done <- hostResult{err: err}
 		return
