@@ -20,6 +20,11 @@ const (
 	recordRegisterBroker byte = 1
 	recordCreateTopic    byte = 2
 	recordDeleteTopic    byte = 3
+	// Issue 13 step 2: partition assignments (in the topic record),
+	// partitions added, topic configs changed, coordinator placement.
+	recordCreatePartitions byte = 4
+	recordAlterConfigs     byte = 5
+	recordPlaceCoordinator byte = 6
 )
 
 var (
@@ -30,6 +35,13 @@ var (
 	// ErrBadRecord: a record that cannot be applied (unknown type, bad
 	// body, invalid fields); it changes nothing on any replica.
 	ErrBadRecord = errors.New("cluster: metadata record cannot be applied")
+	// ErrConfigsChanged: an AlterConfigs record was computed from configs
+	// that another record changed since; recompute from the applied copy
+	// and propose again.
+	ErrConfigsChanged = errors.New("cluster: the topic's configs changed since the change was computed; retry")
+	// ErrPlacementExists: a coordinator placement record for a placement
+	// that exists; the applied one stands.
+	ErrPlacementExists = errors.New("cluster: the coordinator placement exists")
 )
 
 // Broker is a broker's registration: its node ID and the Kafka address it
@@ -40,6 +52,10 @@ type Broker struct {
 	// HTTPAddr is its HTTP listener, when dialable (empty for a listen
 	// address such as :8080); named in a follower's answer to add-node.
 	HTTPAddr string `json:"http_addr,omitempty"`
+	// ClusterID is the Kafka cluster ID of the broker's store; the first
+	// registration that carries one names the cluster (Metadata,
+	// DescribeCluster), so every broker reports the same ID.
+	ClusterID string `json:"cluster_id,omitempty"`
 }
 
 // Topic is a topic as the controller knows it.
@@ -49,10 +65,40 @@ type Topic struct {
 	Partitions        int32             `json:"partitions"`
 	ReplicationFactor int16             `json:"replication_factor"`
 	Configs           map[string]string `json:"configs,omitempty"`
+	// Assignments are the replicas of each partition, the leader first
+	// (Kafka's PartitionRecord replicas and leader): len(Assignments) ==
+	// Partitions. Records written before assignments existed have none,
+	// and their partitions no leader.
+	Assignments [][]int32 `json:"assignments,omitempty"`
 }
 
 type deleteTopic struct {
 	Name string `json:"name"`
+}
+
+// createPartitions adds partitions to a topic (Kafka's CreatePartitions):
+// Assignments are the new partitions', in order.
+type createPartitions struct {
+	Name        string    `json:"name"`
+	Assignments [][]int32 `json:"assignments"`
+}
+
+// alterConfigs replaces a topic's explicit configs by Configs, if they
+// are still Base (compare and set: the proposer computed Configs from
+// Base, as IncrementalAlterConfigs computes from the current set).
+type alterConfigs struct {
+	Name    string            `json:"name"`
+	Base    map[string]string `json:"base"`
+	Configs map[string]string `json:"configs"`
+}
+
+// placeCoordinator fixes the leaders of the partitions of a coordinator's
+// internal topic (__consumer_offsets, __transaction_state): the broker
+// that leads partition hash(key) % len(Leaders) coordinates key. Placed
+// once; never moved while partitions are not replicated.
+type placeCoordinator struct {
+	Name    string  `json:"name"`
+	Leaders []int32 `json:"leaders"`
 }
 
 // RegisterBrokerRecord is the command that registers (or re-registers,
@@ -65,6 +111,31 @@ func CreateTopicRecord(t Topic) []byte { return encodeRecord(recordCreateTopic, 
 // DeleteTopicRecord is the command that deletes a topic.
 func DeleteTopicRecord(name string) []byte {
 	return encodeRecord(recordDeleteTopic, deleteTopic{Name: name})
+}
+
+// CreatePartitionsRecord is the command that adds partitions, with their
+// assignments, to topic name.
+func CreatePartitionsRecord(name string, assignments [][]int32) []byte {
+	return encodeRecord(recordCreatePartitions, createPartitions{Name: name, Assignments: assignments})
+}
+
+// AlterConfigsRecord is the command that replaces the explicit configs of
+// topic name by configs, if they are base when it is applied (else
+// ErrConfigsChanged).
+func AlterConfigsRecord(name string, base, configs map[string]string) []byte {
+	if base == nil {
+		base = map[string]string{}
+	}
+	if configs == nil {
+		configs = map[string]string{}
+	}
+	return encodeRecord(recordAlterConfigs, alterConfigs{Name: name, Base: base, Configs: configs})
+}
+
+// PlaceCoordinatorRecord is the command that places the partitions of
+// the coordinator topic name (ErrPlacementExists once placed).
+func PlaceCoordinatorRecord(name string, leaders []int32) []byte {
+	return encodeRecord(recordPlaceCoordinator, placeCoordinator{Name: name, Leaders: leaders})
 }
 
 func encodeRecord(kind byte, body any) []byte {
@@ -80,15 +151,45 @@ type metadataState struct {
 	Applied uint64           `json:"applied"`
 	Brokers map[int32]Broker `json:"brokers"`
 	Topics  map[string]Topic `json:"topics"`
+	// ClusterID is the first registered broker's cluster ID.
+	ClusterID string `json:"cluster_id,omitempty"`
+	// Coordinators are the placed coordinator topics' partition leaders.
+	Coordinators map[string][]int32 `json:"coordinators,omitempty"`
 }
 
 // Metadata is the metadata group's state machine: broker registrations
 // and topics, applied in log order. The node's goroutine applies; any
-// goroutine reads View. mu is a leaf.
+// goroutine reads View. mu is a leaf. Slices in the state (assignments,
+// leaders) are never changed in place, only replaced, so readers may keep
+// the ones they got.
 type Metadata struct {
 	mu    sync.RWMutex
 	state metadataState
+	// onTopics is called after every applied record that changes topics
+	// and after Restore, on the applying goroutine, without mu.
+	onTopics func(TopicChange)
 }
+
+// TopicChange is a change of the topics as applied: one record's topic,
+// or a whole restored snapshot.
+type TopicChange struct {
+	// Restored: a snapshot replaced the state; View is the whole state.
+	Restored bool
+	View     MetadataView
+	// Topic is the topic a record created or changed (as it is now), or
+	// deleted (as it was, Deleted set).
+	Topic   Topic
+	Deleted bool
+}
+
+// OnTopicsChanged sets f to be called after every record that changes a
+// topic and after a snapshot is restored, on the applying goroutine (so
+// before Propose returns to the proposer), in log order. A broker uses
+// it to keep its local topic store like the metadata: records, replayed
+// at start from the log after the node's snapshot, carry the topic's ID
+// so that applying one again never touches a later topic of the same
+// name. Set it before the node starts; f must not propose.
+func (m *Metadata) OnTopicsChanged(f func(TopicChange)) { m.onTopics = f }
 
 // NewMetadata is an empty metadata state machine.
 func NewMetadata() *Metadata {
@@ -98,41 +199,146 @@ func NewMetadata() *Metadata {
 // Apply implements StateMachine.
 func (m *Metadata) Apply(e Entry) error {
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	m.state.Applied = e.Index
+	change, err := m.applyLocked(e)
+	m.mu.Unlock()
+	if err == nil && change != nil && m.onTopics != nil {
+		m.onTopics(*change)
+	}
+	return err
+}
+
+// applyLocked applies one record; change is the topic it changed, if any.
+// REQUIRES: m.mu held.
+func (m *Metadata) applyLocked(e Entry) (change *TopicChange, err error) {
 	if len(e.Data) == 0 {
-		return fmt.Errorf("%w: empty record at %d", ErrBadRecord, e.Index)
+		return nil, fmt.Errorf("%w: empty record at %d", ErrBadRecord, e.Index)
 	}
 	body := e.Data[1:]
 	switch e.Data[0] {
 	case recordRegisterBroker:
 		var b Broker
 		if err := json.Unmarshal(body, &b); err != nil || b.NodeID <= 0 || b.KafkaAddr == "" {
-			return fmt.Errorf("%w: broker registration at %d needs a node ID > 0 and an address", ErrBadRecord, e.Index)
+			return nil, fmt.Errorf("%w: broker registration at %d needs a node ID > 0 and an address", ErrBadRecord, e.Index)
 		}
 		m.state.Brokers[b.NodeID] = b
+		if m.state.ClusterID == "" {
+			m.state.ClusterID = b.ClusterID
+		}
+		return nil, nil
 	case recordCreateTopic:
-		var t Topic
-		if err := json.Unmarshal(body, &t); err != nil || strings.TrimSpace(t.Name) == "" || t.Partitions <= 0 {
-			return fmt.Errorf("%w: topic creation at %d needs a name and at least one partition", ErrBadRecord, e.Index)
-		}
-		if _, ok := m.state.Topics[t.Name]; ok {
-			return fmt.Errorf("%w: %q", ErrTopicExists, t.Name)
-		}
-		m.state.Topics[t.Name] = t
+		return m.changed(m.createTopicLocked(e.Index, body))
 	case recordDeleteTopic:
 		var d deleteTopic
 		if err := json.Unmarshal(body, &d); err != nil {
-			return fmt.Errorf("%w: topic deletion at %d: %v", ErrBadRecord, e.Index, err)
+			return nil, fmt.Errorf("%w: topic deletion at %d: %v", ErrBadRecord, e.Index, err)
 		}
-		if _, ok := m.state.Topics[d.Name]; !ok {
-			return fmt.Errorf("%w: %q", ErrTopicNotFound, d.Name)
+		t, ok := m.state.Topics[d.Name]
+		if !ok {
+			return nil, fmt.Errorf("%w: %q", ErrTopicNotFound, d.Name)
 		}
 		delete(m.state.Topics, d.Name)
+		return &TopicChange{Topic: t, Deleted: true}, nil
+	case recordCreatePartitions:
+		return m.changed(m.createPartitionsLocked(e.Index, body))
+	case recordAlterConfigs:
+		return m.changed(m.alterConfigsLocked(e.Index, body))
+	case recordPlaceCoordinator:
+		var p placeCoordinator
+		if err := json.Unmarshal(body, &p); err != nil || p.Name == "" || len(p.Leaders) == 0 {
+			return nil, fmt.Errorf("%w: coordinator placement at %d needs a name and leaders", ErrBadRecord, e.Index)
+		}
+		if _, ok := m.state.Coordinators[p.Name]; ok {
+			return nil, fmt.Errorf("%w: %s", ErrPlacementExists, p.Name)
+		}
+		if m.state.Coordinators == nil {
+			m.state.Coordinators = map[string][]int32{}
+		}
+		m.state.Coordinators[p.Name] = p.Leaders
+		return nil, nil
 	default:
-		return fmt.Errorf("%w: unknown record type %d at %d (written by a newer broker?)", ErrBadRecord, e.Data[0], e.Index)
+		return nil, fmt.Errorf("%w: unknown record type %d at %d (written by a newer broker?)", ErrBadRecord, e.Data[0], e.Index)
 	}
-	return nil
+}
+
+// changed is the TopicChange of a record that created or changed topic
+// name, or its error. REQUIRES: m.mu held.
+func (m *Metadata) changed(name string, err error) (*TopicChange, error) {
+	if err != nil {
+		return nil, err
+	}
+	t := m.state.Topics[name]
+	t.Configs = maps.Clone(t.Configs)
+	return &TopicChange{Topic: t}, nil
+}
+
+func (m *Metadata) createTopicLocked(index uint64, body []byte) (string, error) {
+	var t Topic
+	if err := json.Unmarshal(body, &t); err != nil || strings.TrimSpace(t.Name) == "" || t.Partitions <= 0 {
+		return "", fmt.Errorf("%w: topic creation at %d needs a name and at least one partition", ErrBadRecord, index)
+	}
+	if t.Assignments != nil && !validAssignments(t.Assignments, int(t.Partitions)) {
+		return "", fmt.Errorf("%w: topic creation at %d needs one non-empty replica list per partition", ErrBadRecord, index)
+	}
+	if _, ok := m.state.Topics[t.Name]; ok {
+		return "", fmt.Errorf("%w: %q", ErrTopicExists, t.Name)
+	}
+	m.state.Topics[t.Name] = t
+	return t.Name, nil
+}
+
+func (m *Metadata) createPartitionsLocked(index uint64, body []byte) (string, error) {
+	var c createPartitions
+	if err := json.Unmarshal(body, &c); err != nil || !validAssignments(c.Assignments, len(c.Assignments)) || len(c.Assignments) == 0 {
+		return "", fmt.Errorf("%w: partition creation at %d needs a topic and one non-empty replica list per new partition", ErrBadRecord, index)
+	}
+	t, ok := m.state.Topics[c.Name]
+	if !ok {
+		return "", fmt.Errorf("%w: %q", ErrTopicNotFound, c.Name)
+	}
+	if len(t.Assignments) != int(t.Partitions) {
+		return "", fmt.Errorf("%w: topic %q has no partition assignments (created before they existed)", ErrBadRecord, c.Name)
+	}
+	t.Assignments = slices.Concat(t.Assignments, c.Assignments) // a new slice: readers keep theirs
+	t.Partitions += int32(len(c.Assignments))
+	m.state.Topics[c.Name] = t
+	return c.Name, nil
+}
+
+func (m *Metadata) alterConfigsLocked(index uint64, body []byte) (string, error) {
+	var a alterConfigs
+	if err := json.Unmarshal(body, &a); err != nil {
+		return "", fmt.Errorf("%w: config change at %d: %v", ErrBadRecord, index, err)
+	}
+	t, ok := m.state.Topics[a.Name]
+	if !ok {
+		return "", fmt.Errorf("%w: %q", ErrTopicNotFound, a.Name)
+	}
+	if !maps.Equal(t.Configs, a.Base) {
+		return "", fmt.Errorf("%w: topic %q", ErrConfigsChanged, a.Name)
+	}
+	t.Configs = a.Configs
+	m.state.Topics[a.Name] = t
+	return a.Name, nil
+}
+
+// validAssignments: n replica lists, each non-empty with positive
+// distinct node IDs.
+func validAssignments(a [][]int32, n int) bool {
+	if len(a) != n {
+		return false
+	}
+	for _, replicas := range a {
+		if len(replicas) == 0 {
+			return false
+		}
+		for i, id := range replicas {
+			if id <= 0 || slices.Contains(replicas[:i], id) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // Snapshot implements StateMachine.
@@ -155,8 +361,11 @@ func (m *Metadata) Restore(data []byte) error {
 		st.Topics = map[string]Topic{}
 	}
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	m.state = st
+	m.mu.Unlock()
+	if m.onTopics != nil {
+		m.onTopics(TopicChange{Restored: true, View: m.View()})
+	}
 	return nil
 }
 
@@ -167,13 +376,18 @@ type MetadataView struct {
 	// Brokers by node ID, Topics by name.
 	Brokers []Broker
 	Topics  []Topic
+	// ClusterID is the cluster's Kafka cluster ID ("" before the first
+	// registration that carries one).
+	ClusterID string
+	// Coordinators are the placed coordinator topics' partition leaders.
+	Coordinators map[string][]int32
 }
 
 // View is a copy of the applied metadata, sorted.
 func (m *Metadata) View() MetadataView {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	v := MetadataView{Applied: m.state.Applied}
+	v := MetadataView{Applied: m.state.Applied, ClusterID: m.state.ClusterID, Coordinators: maps.Clone(m.state.Coordinators)}
 	for _, id := range slices.Sorted(maps.Keys(m.state.Brokers)) {
 		v.Brokers = append(v.Brokers, m.state.Brokers[id])
 	}
@@ -183,4 +397,87 @@ func (m *Metadata) View() MetadataView {
 		v.Topics = append(v.Topics, t)
 	}
 	return v
+}
+
+// Replicas are the replicas of partition p of topic, the leader first;
+// ok is false for a topic or partition the metadata does not have, or
+// one without an assignment. The slice is shared: do not change it.
+func (m *Metadata) Replicas(topic string, p int32) (replicas []int32, ok bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	t, found := m.state.Topics[topic]
+	if !found || p < 0 || int(p) >= len(t.Assignments) {
+		return nil, false
+	}
+	return t.Assignments[p], true
+}
+
+// Topic is the applied copy of one topic (its slices shared: do not
+// change them).
+func (m *Metadata) Topic(name string) (Topic, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	t, ok := m.state.Topics[name]
+	t.Configs = maps.Clone(t.Configs)
+	return t, ok
+}
+
+// Broker is the registration of node id.
+func (m *Metadata) Broker(id int32) (Broker, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	b, ok := m.state.Brokers[id]
+	return b, ok
+}
+
+// CoordinatorLeaders are the partition leaders of the coordinator topic
+// name, nil until placed. The slice is shared: do not change it.
+func (m *Metadata) CoordinatorLeaders(name string) []int32 {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.state.Coordinators[name]
+}
+
+// PlaceReplicas assigns replicationFactor replicas to each of partitions
+// partitions over brokers (node IDs, sorted), round robin as Kafka's
+// controller places them without racks (KIP-500's
+// StripedReplicaPlacer): partition p is led by brokers[(start+p) % n],
+// its followers are the next brokers in order. start spreads the
+// leaders of successive topics (the caller passes e.g. the number of
+// topics). It returns nil when there are fewer brokers than replicas.
+func PlaceReplicas(brokers []int32, partitions int32, replicationFactor int16, start int) [][]int32 {
+	n := len(brokers)
+	if n == 0 || int(replicationFactor) > n || replicationFactor < 1 || partitions < 0 {
+		return nil
+	}
+	start = ((start % n) + n) % n
+	out := make([][]int32, partitions)
+	for p := range out {
+		replicas := make([]int32, replicationFactor)
+		for r := range replicas {
+			replicas[r] = brokers[(start+p+r)%n]
+		}
+		out[p] = replicas
+	}
+	return out
+}
+
+// ClusterID is the cluster's Kafka cluster ID: the first registered
+// broker's ("" before).
+func (m *Metadata) ClusterID() string {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.state.ClusterID
+}
+
+// Brokers are the registered brokers, sorted by node ID (View without
+// copying the topics).
+func (m *Metadata) Brokers() []Broker {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	out := make([]Broker, 0, len(m.state.Brokers))
+	for _, id := range slices.Sorted(maps.Keys(m.state.Brokers)) {
+		out = append(out, m.state.Brokers[id])
+	}
+	return out
 }

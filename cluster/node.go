@@ -28,6 +28,11 @@ var (
 	// this node knows of (an election is running, or the node is cut off
 	// from the majority): retry once a leader is elected.
 	ErrNoLeader = errors.New("cluster: no raft leader is known; retry once one is elected")
+	// ErrProposalLost is returned by Propose when another entry was
+	// committed at the index where the proposal had been appended (its
+	// leader lost leadership before replicating it): it was not applied
+	// and never will be; propose again.
+	ErrProposalLost = errors.New("cluster: the proposal was overwritten by a new raft leader and not applied; propose it again")
 )
 
 // Entry is one committed, normal log entry as the state machine sees it.
@@ -171,12 +176,16 @@ type Node struct {
 	err           atomic.Pointer[error]
 
 	// Owned by the loop goroutine.
-	rn        *raft.RawNode
-	storage   *Storage
-	pending   map[uint64]*proposal
-	nextSeq   uint64
-	applied   uint64
-	confState *raftpb.ConfState
+	rn      *raft.RawNode
+	storage *Storage
+	pending map[uint64]*proposal
+	// appendedAt: the sequence of this node's pending proposal appended
+	// to its log at each index; another entry applied at that index means
+	// the proposal was lost (ErrProposalLost).
+	appendedAt map[uint64]uint64
+	nextSeq    uint64
+	applied    uint64
+	confState  *raftpb.ConfState
 	// confIndex is the index of the last membership change this node
 	// appended to its log: while it is beyond applied, a change is pending.
 	confIndex uint64
@@ -226,6 +235,7 @@ func StartNode(cfg NodeConfig) (*Node, error) {
 		stopc:      make(chan struct{}),
 		done:       make(chan struct{}),
 		pending:    map[uint64]*proposal{},
+		appendedAt: map[uint64]uint64{},
 		// Sequences start at the clock, so that entries proposed before a
 		// restart, applied again from the log, match no new proposal.
 		nextSeq: uint64(time.Now().UnixNano()),
@@ -503,6 +513,10 @@ func (n *Node) handleReady(rd raft.Ready) error {
 	for _, e := range rd.Entries {
 		if t := e.GetType(); t == raftpb.EntryConfChange || t == raftpb.EntryConfChangeV2 {
 			n.confIndex = e.GetIndex()
+		} else if d := e.GetData(); len(d) >= 16 && binary.BigEndian.Uint64(d) == n.cfg.ID {
+			if seq := binary.BigEndian.Uint64(d[8:]); n.pending[seq] != nil {
+				n.appendedAt[e.GetIndex()] = seq
+			}
 		}
 	}
 	if !raft.IsEmptySnap(rd.Snapshot) {
@@ -515,6 +529,13 @@ func (n *Node) handleReady(rd raft.Ready) error {
 		}
 		n.restoreMembership(members)
 		n.applied = rd.Snapshot.GetMetadata().GetIndex()
+		// A proposal appended at or below the snapshot may or may not be in
+		// it: its caller waits for its context, as for a dropped message.
+		for i := range n.appendedAt {
+			if i <= n.applied {
+				delete(n.appendedAt, i)
+			}
+		}
 		n.confState = proto.Clone(raftpb.EnsureConfState(rd.Snapshot.GetMetadata().GetConfState())).(*raftpb.ConfState)
 	}
 	n.cfg.Sender.Send(rd.Messages)
@@ -528,6 +549,7 @@ func (n *Node) handleReady(rd raft.Ready) error {
 }
 
 func (n *Node) apply(e *raftpb.Entry) error {
+	defer n.settleAppended(e)
 	switch e.GetType() {
 	case raftpb.EntryConfChange, raftpb.EntryConfChangeV2:
 		return n.applyConfChange(e)
@@ -554,6 +576,22 @@ func (n *Node) applyNormal(e *raftpb.Entry) {
 	seq := binary.BigEndian.Uint64(data[8:])
 	if p, ok := n.pending[seq]; ok {
 		p.done <- proposeResult{index: e.GetIndex(), err: result}
+		delete(n.pending, seq)
+	}
+}
+
+// settleAppended answers ErrProposalLost to this node's pending proposal
+// that had been appended at e's index when e is another entry: Raft
+// committed e there, so the proposal can never be committed (an entry
+// lives at one index only).
+func (n *Node) settleAppended(e *raftpb.Entry) {
+	seq, ok := n.appendedAt[e.GetIndex()]
+	if !ok {
+		return
+	}
+	delete(n.appendedAt, e.GetIndex())
+	if p := n.pending[seq]; p != nil {
+		p.done <- proposeResult{err: ErrProposalLost}
 		delete(n.pending, seq)
 	}
 }

@@ -455,3 +455,9 @@ func values(rs []*kgo.Record) string {
 
 // crcChecksum is the CRC-32C that RecordBatch uses.
 func crcChecksum(b []byte) uint32 { return crc32.Checksum(b, crc32c) }
+
+// coordinatorNotReady reports the error codes a client retries while a
+// coordinator is being elected or loaded (Apache Kafka right after start).
+func coordinatorNotReady(code int16) bool {
+	return code == kerr.NotCoordinator.Code || code == kerr.CoordinatorNotAvailable.Code || code == kerr.CoordinatorLoadInProgress.Code
+}

@@ -256,7 +256,9 @@ func TestKafkaToolsTransactionsAndCluster(t *testing.T) {
 		bs := []string{"--bootstrap-server", addr}
 		mustTool(t, "", toolTopics, append(bs, "--create", "--topic", topic, "--partitions", "1")...)
 		id := topicName(t, "txn")
-		cl := txnProducer(t, addr, id, topic)
+		// The open transaction must outlive three JVM tool runs on a loaded
+		// machine: a 10 s timeout aborted it before the abort tool ran.
+		cl := txnProducer(t, addr, id, topic, kgo.TransactionTimeout(2*time.Minute))
 		produceTxn(t, cl, true, "a")
 		ctx := testCtx(t, opTimeout)
 		if err := cl.BeginTransaction(); err != nil {

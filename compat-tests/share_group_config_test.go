@@ -126,6 +126,15 @@ func testShareGroupTimingConfigs(t *testing.T, addr string) {
 		hb.Version, hb.GroupID, hb.MemberID, hb.MemberEpoch = 1, group, fmt.Sprintf("timing-member-%08d-xyz", i), 0
 		hb.SubscribedTopicNames = []string{topic}
 		r := c.roundTrip(hb).(*kmsg.ShareGroupHeartbeatResponse)
+		if coordinatorNotReady(r.ErrorCode) {
+			// Apache Kafka creates __consumer_offsets on a FindCoordinator
+			// and loads the group's partition after it; clients retry.
+			fc := kmsg.NewPtrFindCoordinatorRequest()
+			fc.CoordinatorKey = group
+			c.roundTrip(fc)
+			time.Sleep(200 * time.Millisecond)
+			continue
+		}
 		if r.ErrorCode != 0 {
 			t.Fatalf("join: %s", errName(r.ErrorCode))
 		}

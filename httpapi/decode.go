@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	jsonv2 "github.com/go-json-experiment/json"
@@ -30,7 +31,16 @@ type bodyRule struct {
 	// required makes an empty body invalid_json; otherwise an empty body
 	// leaves the destination as it is (every field has its default).
 	required bool
+	// reuse reads the body into a pooled buffer that is reused once
+	// decoded. Only for destinations that keep no slice of the input (no
+	// jsontext.Value member): JSON v2 copies strings, maps and slices.
+	reuse bool
 }
+
+// bodyBufferMax is the largest read buffer kept for reuse.
+const bodyBufferMax = 1 << 20
+
+var bodyBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
 // decodeBody is the one JSON decoder of the native API, strict as JSON
 // v2 is by default: one JSON value of the destination's shape, member
@@ -62,7 +72,16 @@ func decodeBody(w http.ResponseWriter, r *http.Request, rule bodyRule, dst any) 
 	if r.ContentLength > rule.limit {
 		return tooLarge(rule.limit)
 	}
-	buf := bytes.Buffer{}
+	buf := &bytes.Buffer{}
+	if rule.reuse {
+		buf = bodyBuffers.Get().(*bytes.Buffer)
+		buf.Reset()
+		defer func() {
+			if buf.Cap() <= bodyBufferMax {
+				bodyBuffers.Put(buf)
+			}
+		}()
+	}
 	if r.ContentLength > 0 {
 		// One allocation for a declared length, but not more than a
 		// common request ahead of the bytes: a client that declares 16 MiB

@@ -199,7 +199,7 @@ type resultsResponse[T any] struct {
 
 func (api *queueAPI) handleSend(w http.ResponseWriter, r *http.Request) {
 	var req sendRequestJSON
-	if err := decodeBody(w, r, bodyRule{limit: QueueSendBodyMax}, &req); err != nil {
+	if err := decodeBody(w, r, bodyRule{limit: QueueSendBodyMax, reuse: true}, &req); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -208,7 +208,7 @@ func (api *queueAPI) handleSend(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, resultsResponse[sendResultJSON]{Results: toSendResultsJSON(res)})
+	writeSendResults(w, res)
 }
 
 type messagesResponse struct {
@@ -233,7 +233,7 @@ func (api *queueAPI) browse(w http.ResponseWriter, r *http.Request, queue string
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, messagesResponse{Messages: toMessagesJSON(msgs, q.Get("body_encoding") == "base64"), Next: next})
+	writeMessages(w, msgs, q.Get("body_encoding") == "base64", nil, next)
 }
 
 func (api *queueAPI) handleBrowse(w http.ResponseWriter, r *http.Request) {
@@ -334,7 +334,7 @@ func (api *queueAPI) handleReceive(w http.ResponseWriter, r *http.Request) {
 				writeError(w, deletedIfLater(err, first))
 				return
 			}
-			writeJSON(w, http.StatusOK, messagesResponse{Messages: toMessagesJSON(msgs, base64Bodies), Acks: toItemResultsJSON(acks)})
+			writeMessages(w, msgs, base64Bodies, acks, "")
 			return
 		}
 		if timer == nil {
@@ -375,7 +375,7 @@ func (api *queueAPI) handleAck(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, resultsResponse[itemResultJSON]{Results: toItemResultsJSON(res)})
+	writeItemResults(w, res)
 }
 
 func (api *queueAPI) handleDeleteReceipt(w http.ResponseWriter, r *http.Request) {
@@ -402,7 +402,7 @@ func (api *queueAPI) handleNack(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, resultsResponse[itemResultJSON]{Results: toItemResultsJSON(res)})
+	writeItemResults(w, res)
 }
 
 func (api *queueAPI) handleExtend(w http.ResponseWriter, r *http.Request) {
@@ -416,7 +416,7 @@ func (api *queueAPI) handleExtend(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, resultsResponse[itemResultJSON]{Results: toItemResultsJSON(res)})
+	writeItemResults(w, res)
 }
 
 type purgeResponse struct {

@@ -160,6 +160,10 @@ func (s *Server) handleProduce(r *request) (reply, error) {
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				continue
 			}
+			if s.cfg.Cluster != nil && !s.leads(rt.Topic, rp.Partition) {
+				sp.ErrorCode = kerr.NotLeaderForPartition.Code
+				continue
+			}
 			batch, code, msg := s.produceBatch(req.Version, rt.Topic, rp.Partition, rp.Records)
 			if code != 0 {
 				sp.ErrorCode, sp.ErrorMessage = code, msg

@@ -246,6 +246,10 @@ func (s *Server) resolveFetchItem(r *request, version int16, it *fetchItem) {
 		it.errCode = kerr.UnknownTopicOrPartition.Code
 		return
 	}
+	if s.cfg.Cluster != nil && !s.leads(t.Name, it.key.partition) {
+		it.errCode = kerr.NotLeaderForPartition.Code
+		return
+	}
 	switch {
 	case it.leaderEpoch > 0:
 		it.errCode = kerr.UnknownLeaderEpoch.Code

@@ -5,6 +5,10 @@ package kafkaproto
 // Behavior:
 //   - One broker (this node) leads every partition at leader epoch 0, with
 //     itself as the only replica and ISR member.
+//   - In a cluster (cluster.go): every registered broker, the metadata
+//     group's leader as controller, and each cluster partition's leader
+//     and replicas from its assignment (ISR = replicas while partitions
+//     are not replicated); auto-creation is proposed to the group.
 //   - A null topic list (v1+), or an empty one at v0, lists every topic.
 //   - Unknown topics are created when both the request (v4+ allow flag; v0-v3
 //     always) and the broker's auto-create-topics allow it, with the default
@@ -29,6 +33,7 @@ package kafkaproto
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -59,9 +64,14 @@ func (s *Server) handleMetadata(r *request) (reply, error) {
 	if len(req.Topics) > s.cfg.MaxPartitionsPerRequest {
 		return reply{}, errors.New("metadata request names too many topics")
 	}
-	resp.Brokers = []kmsg.MetadataResponseBroker{s.brokerEntry(r.c)}
-	resp.ClusterID = &s.cfg.ClusterID
-	resp.ControllerID = s.cfg.NodeID
+	if s.cfg.Cluster != nil {
+		resp.Brokers = s.clusterBrokers(r.c)
+	} else {
+		resp.Brokers = []kmsg.MetadataResponseBroker{s.brokerEntry(r.c)}
+	}
+	clusterID := s.clusterID()
+	resp.ClusterID = &clusterID
+	resp.ControllerID = s.clusterController()
 
 	all := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)
 	if all {
@@ -111,7 +121,7 @@ func (s *Server) handleMetadata(r *request) (reply, error) {
 		}
 		if !ok && allowCreate && s.topics.AutoCreate() {
 			var err error
-			t, err = s.topics.CreateTopic(name, 0, nil, false)
+			t, err = s.autoCreateTopic(name)
 			if errors.Is(err, topics.ErrTopicExists) {
 				t, _ = s.topics.Topic(name)
 				err = nil
@@ -120,6 +130,12 @@ func (s *Server) handleMetadata(r *request) (reply, error) {
 				mt := kmsg.NewMetadataResponseTopic()
 				mt.Topic = &name
 				mt.ErrorCode = errorCode(err)
+				if c := mt.ErrorCode; c == kerr.NotController.Code || c == kerr.RequestTimedOut.Code {
+					// The cluster could not create it now: Kafka answers
+					// a topic being created LEADER_NOT_AVAILABLE, which
+					// clients retry.
+					mt.ErrorCode = kerr.LeaderNotAvailable.Code
+				}
 				resp.Topics = append(resp.Topics, mt)
 				continue
 			}
@@ -171,11 +187,34 @@ func (s *Server) metadataTopic(t *topics.Topic) kmsg.MetadataResponseTopic {
 	for i := int32(0); i < n; i++ {
 		p := kmsg.NewMetadataResponseTopicPartition()
 		p.Partition = i
-		p.Leader = s.cfg.NodeID
+		p.Leader, p.Replicas = s.partitionReplicas(t, i)
 		p.LeaderEpoch = 0
-		p.Replicas = []int32{s.cfg.NodeID}
-		p.ISR = []int32{s.cfg.NodeID}
+		p.ISR = p.Replicas // RF 1: the leader is the whole ISR
+		if p.Leader < 0 {
+			p.ErrorCode = kerr.LeaderNotAvailable.Code
+		}
 		mt.Partitions = append(mt.Partitions, p)
 	}
 	return mt
+}
+
+// autoCreateTopic creates an unknown topic with the default partition
+// count, through the cluster's metadata in a cluster.
+func (s *Server) autoCreateTopic(name string) (*topics.Topic, error) {
+	if s.cfg.Cluster == nil {
+		return s.topics.CreateTopic(name, 0, nil, false)
+	}
+	if _, err := s.topics.CreateTopic(name, 0, nil, true); err != nil {
+		return nil, err
+	}
+	ctx, cancel := clusterContext(0)
+	defer cancel()
+	if err := s.cfg.Cluster.CreateTopic(ctx, ClusterTopic{Name: name, Partitions: s.topics.DefaultPartitions(), ReplicationFactor: 1}); err != nil {
+		return nil, err
+	}
+	t, ok := s.topics.Topic(name)
+	if !ok {
+		return nil, fmt.Errorf("%w: %s was created in the cluster but is not in this broker's store; see the broker log", topics.ErrUnknownTopic, name)
+	}
+	return t, nil
 }

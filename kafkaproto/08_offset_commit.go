@@ -44,19 +44,7 @@ func init() { register(kmsg.OffsetCommit, 0, 10, (*Server).handleOffsetCommit) }
 func (s *Server) handleOffsetCommit(r *request) (reply, error) {
 	req := r.kreq.(*kmsg.OffsetCommitRequest)
 	resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
-	total := 0
-	for _, t := range req.Topics {
-		total += len(t.Partitions)
-	}
-	var fixed int16
-	switch {
-	case total > s.cfg.MaxPartitionsPerRequest:
-		fixed = kerr.PolicyViolation.Code
-	case s.cfg.Groups == nil:
-		fixed = kerr.CoordinatorNotAvailable.Code
-	case !r.allowedGroup(auth.OpRead, req.Group):
-		fixed = kerr.GroupAuthorizationFailed.Code
-	}
+	fixed := s.offsetCommitRefusal(r, req)
 	// Topics the principal may not READ are answered
 	// TOPIC_AUTHORIZATION_FAILED and left out of the commit (KafkaApis
 	// handleOffsetCommitRequest), and so are unknown topic IDs (v10,
@@ -159,4 +147,24 @@ func (s *Server) handleOffsetCommit(r *request) (reply, error) {
 		resp.Topics = append(refused, committed...)
 	}
 	return reply{resp: resp, finish: finish}, nil
+}
+
+// offsetCommitRefusal is the code every partition of the commit gets when
+// the request as a whole is refused, else 0.
+func (s *Server) offsetCommitRefusal(r *request, req *kmsg.OffsetCommitRequest) int16 {
+	total := 0
+	for _, t := range req.Topics {
+		total += len(t.Partitions)
+	}
+	switch {
+	case total > s.cfg.MaxPartitionsPerRequest:
+		return kerr.PolicyViolation.Code
+	case s.cfg.Groups == nil:
+		return kerr.CoordinatorNotAvailable.Code
+	case !r.allowedGroup(auth.OpRead, req.Group):
+		return kerr.GroupAuthorizationFailed.Code
+	case s.notGroupCoordinator(req.Group):
+		return kerr.NotCoordinator.Code
+	}
+	return 0
 }

@@ -84,6 +84,9 @@ func (s *Server) handleOffsetFetch(r *request) (reply, error) {
 		if fixed == 0 && !r.allowedGroup(auth.OpDescribe, a.Group) {
 			fixed = kerr.GroupAuthorizationFailed.Code
 		}
+		if fixed == 0 && s.notGroupCoordinator(a.Group) {
+			fixed = kerr.NotCoordinator.Code
+		}
 		var res groups.FetchOffsetsResult
 		if fixed == 0 {
 			res = s.cfg.Groups.FetchOffsets(a)

@@ -9,6 +9,13 @@ package kafkaproto
 //   - A group key is answered COORDINATOR_NOT_AVAILABLE when the broker
 //     runs without a group coordinator.
 //   - Keys are not validated: Kafka answers an empty group ID too.
+//   - In a cluster (cluster.go) the coordinator is the leader of the key's
+//     partition of __consumer_offsets or __transaction_state
+//     (abs(hashCode) % partitions, as Kafka); the partitions are placed
+//     over the registered brokers by the first FindCoordinator once every
+//     voter has registered (Kafka creates these topics then too).
+//     COORDINATOR_NOT_AVAILABLE while they cannot be placed or the
+//     coordinator is not registered.
 //
 // Version notes:
 //   - v4 batches keys (KIP-699): one result per key; v0-v3 have one key and
@@ -16,9 +23,12 @@ package kafkaproto
 //   - v6 (share coordinators, KIP-932) is not served.
 
 import (
+	"fmt"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/vibemq/broker/auth"
+	"github.com/vibemq/broker/groups"
 )
 
 func init() { register(kmsg.FindCoordinator, 0, 5, (*Server).handleFindCoordinator) }
@@ -47,6 +57,8 @@ func (s *Server) handleFindCoordinator(r *request) (reply, error) {
 			c.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
 		case req.CoordinatorType == 0 && s.cfg.Groups == nil:
 			c.ErrorCode = kerr.CoordinatorNotAvailable.Code
+		case s.cfg.Cluster != nil:
+			s.findClusterCoordinator(r, req.CoordinatorType, &c)
 		default:
 			c.NodeID = s.cfg.NodeID
 			c.Host, c.Port = r.c.advertised()
@@ -65,4 +77,39 @@ func (s *Server) handleFindCoordinator(r *request) (reply, error) {
 		}
 	}
 	return reply{resp: resp}, nil
+}
+
+// findClusterCoordinator fills c with the coordinator of c.Key in a
+// cluster.
+func (s *Server) findClusterCoordinator(r *request, kind int8, c *kmsg.FindCoordinatorResponseCoordinator) {
+	topic := groups.OffsetsTopic
+	if kind == 1 {
+		topic = TransactionStateTopic
+	}
+	leaders := s.cfg.Cluster.CoordinatorLeaders(topic)
+	if len(leaders) == 0 {
+		ctx, cancel := clusterContext(0)
+		var err error
+		leaders, err = s.cfg.Cluster.PlaceCoordinator(ctx, topic)
+		cancel()
+		if err != nil || len(leaders) == 0 {
+			c.ErrorCode = kerr.CoordinatorNotAvailable.Code
+			c.ErrorMessage = kmsg.StringPtr("the coordinators are not placed yet: " + fmt.Sprint(err))
+			return
+		}
+	}
+	id := coordinatorOf(leaders, c.Key)
+	if id == s.cfg.NodeID {
+		c.NodeID = id
+		c.Host, c.Port = r.c.advertised()
+		return
+	}
+	for _, b := range s.cfg.Cluster.Brokers() {
+		if b.NodeID == id {
+			c.NodeID, c.Host, c.Port = id, b.Host, b.Port
+			return
+		}
+	}
+	c.ErrorCode = kerr.CoordinatorNotAvailable.Code
+	c.ErrorMessage = kmsg.StringPtr(fmt.Sprintf("the coordinator, broker %d, is not registered", id))
 }

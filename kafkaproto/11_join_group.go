@@ -53,6 +53,10 @@ func (s *Server) handleJoinGroup(r *request) (reply, error) {
 		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
 		return reply{resp: resp}, nil
 	}
+	if s.notGroupCoordinator(req.Group) {
+		resp.ErrorCode = kerr.NotCoordinator.Code
+		return reply{resp: resp}, nil
+	}
 	jr := groups.JoinRequest{
 		Group:            req.Group,
 		MemberID:         req.MemberID,

@@ -32,6 +32,10 @@ func (s *Server) handleHeartbeat(r *request) (reply, error) {
 		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
 		return reply{resp: resp}, nil
 	}
+	if s.notGroupCoordinator(req.Group) {
+		resp.ErrorCode = kerr.NotCoordinator.Code
+		return reply{resp: resp}, nil
+	}
 	err := s.cfg.Groups.Heartbeat(groups.HeartbeatRequest{
 		Group:      req.Group,
 		Generation: req.Generation,

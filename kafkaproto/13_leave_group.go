@@ -35,6 +35,10 @@ func (s *Server) handleLeaveGroup(r *request) (reply, error) {
 		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
 		return reply{resp: resp}, nil
 	}
+	if s.notGroupCoordinator(req.Group) {
+		resp.ErrorCode = kerr.NotCoordinator.Code
+		return reply{resp: resp}, nil
+	}
 	var members []groups.LeaveMember
 	if req.Version < 3 {
 		members = []groups.LeaveMember{{MemberID: req.MemberID}}

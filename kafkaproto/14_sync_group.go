@@ -42,6 +42,10 @@ func (s *Server) handleSyncGroup(r *request) (reply, error) {
 		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
 		return reply{resp: resp}, nil
 	}
+	if s.notGroupCoordinator(req.Group) {
+		resp.ErrorCode = kerr.NotCoordinator.Code
+		return reply{resp: resp}, nil
+	}
 	sr := groups.SyncRequest{
 		Group:        req.Group,
 		Generation:   req.Generation,

@@ -44,20 +44,25 @@ func (s *Server) handleDescribeGroups(r *request) (reply, error) {
 	}
 	// Groups the principal may not DESCRIBE are answered
 	// GROUP_AUTHORIZATION_FAILED and not looked up (KafkaApis).
+	// In a cluster, groups another broker coordinates are answered
+	// NOT_COORDINATOR.
 	var names []string
-	denied := map[int]bool{}
+	denied := map[int]int16{}
 	for i, name := range req.Groups {
-		if r.allowedGroup(auth.OpDescribe, name) {
+		switch {
+		case !r.allowedGroup(auth.OpDescribe, name):
+			denied[i] = kerr.GroupAuthorizationFailed.Code
+		case s.notGroupCoordinator(name):
+			denied[i] = kerr.NotCoordinator.Code
+		default:
 			names = append(names, name)
-		} else {
-			denied[i] = true
 		}
 	}
 	described := s.cfg.Groups.DescribeGroups(names)
 	for i, name := range req.Groups {
-		if denied[i] {
+		if code, ok := denied[i]; ok {
 			g := kmsg.NewDescribeGroupsResponseGroup()
-			g.Group, g.ErrorCode = name, kerr.GroupAuthorizationFailed.Code
+			g.Group, g.ErrorCode = name, code
 			resp.Groups = append(resp.Groups, g)
 			continue
 		}

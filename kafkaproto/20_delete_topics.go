@@ -12,6 +12,9 @@ package kafkaproto
 //     owned topic, topics/owner.go) is refused with POLICY_VIOLATION (Kafka
 //     has no closer code) and, from v5, a message naming the owner and the
 //     command that deletes it; nothing changes. Its owner's API deletes it.
+//   - In a cluster (cluster.go) a cluster topic's deletion is proposed to
+//     the metadata group and answered once this broker applied it (every
+//     broker deletes its copy as it applies the record).
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -76,7 +79,7 @@ func (s *Server) handleDeleteTopics(r *request) (reply, error) {
 			if req.Version >= 5 {
 				st.ErrorMessage = &msg
 			}
-		} else if err = s.topics.DeleteTopic(name); err != nil {
+		} else if err = s.deleteTopic(name, req.TimeoutMillis); err != nil {
 			st.ErrorCode = errorCode(err)
 			if req.Version >= 5 {
 				st.ErrorMessage = errorMessage(err)
@@ -85,4 +88,18 @@ func (s *Server) handleDeleteTopics(r *request) (reply, error) {
 		resp.Topics = append(resp.Topics, st)
 	}
 	return reply{resp: resp}, nil
+}
+
+// deleteTopic deletes topic name: through the cluster's metadata for a
+// cluster topic, else from this broker's store.
+func (s *Server) deleteTopic(name string, timeoutMillis int32) error {
+	if s.cfg.Cluster == nil {
+		return s.topics.DeleteTopic(name)
+	}
+	if t, ok := s.topics.Topic(name); ok && !t.IsClusterTopic() {
+		return s.topics.DeleteTopic(name)
+	}
+	ctx, cancel := clusterContext(timeoutMillis)
+	defer cancel()
+	return s.cfg.Cluster.DeleteTopic(ctx, name)
 }

@@ -74,6 +74,10 @@ func (s *Server) handleDeleteRecords(r *request) (reply, error) {
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				continue
 			}
+			if s.cfg.Cluster != nil && !s.leads(rt.Topic, rp.Partition) {
+				sp.ErrorCode = kerr.NotLeaderForPartition.Code
+				continue
+			}
 			todo = append(todo, work{sp, p, rp.Offset})
 		}
 	}

@@ -44,6 +44,10 @@ func (s *Server) handleInitProducerID(r *request) (reply, error) {
 			resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
 			return reply{resp: resp}, nil
 		}
+		if s.notTxnCoordinator(*req.TransactionalID) {
+			resp.ErrorCode = kerr.NotCoordinator.Code
+			return reply{resp: resp}, nil
+		}
 		pid, epoch := int64(-1), int16(-1)
 		if req.Version >= 3 {
 			pid, epoch = req.ProducerID, req.ProducerEpoch

@@ -44,6 +44,8 @@ func (s *Server) handleOffsetForLeaderEpoch(r *request) (reply, error) {
 			switch {
 			case !ok:
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			case s.cfg.Cluster != nil && !s.leads(rt.Topic, rp.Partition):
+				sp.ErrorCode = kerr.NotLeaderForPartition.Code
 			case req.Version >= 2 && rp.CurrentLeaderEpoch > 0:
 				sp.ErrorCode = kerr.UnknownLeaderEpoch.Code
 			case req.Version >= 2 && rp.CurrentLeaderEpoch < -1:

@@ -47,6 +47,8 @@ func (s *Server) handleAddPartitionsToTxn(r *request) (reply, error) {
 		code = kerr.PolicyViolation.Code
 	case !r.allowedTxn(auth.OpWrite, req.TransactionalID):
 		code = kerr.TransactionalIDAuthorizationFailed.Code
+	case s.notTxnCoordinator(req.TransactionalID):
+		code = kerr.NotCoordinator.Code
 	default:
 		parts = make([]txns.TopicPartition, 0, total)
 		for _, t := range req.Topics {
@@ -61,6 +63,12 @@ func (s *Server) handleAddPartitionsToTxn(r *request) (reply, error) {
 					unknown[k] = kerr.UnknownTopicOrPartition.Code
 				case tp.Owner() != topics.OwnerNone:
 					unknown[k] = kerr.InvalidTopicException.Code
+				case !s.leads(t.Topic, p):
+					// In a cluster the coordinator writes the markers
+					// itself, so a transaction may only hold partitions
+					// its coordinator leads until markers are sent
+					// between brokers (DESIGN.md, issue 13).
+					unknown[k] = kerr.InvalidTxnState.Code
 				}
 				parts = append(parts, k)
 			}

@@ -29,6 +29,10 @@ func (s *Server) handleAddOffsetsToTxn(r *request) (reply, error) {
 		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
 		return reply{resp: resp}, nil
 	}
+	if s.notTxnCoordinator(req.TransactionalID) {
+		resp.ErrorCode = kerr.NotCoordinator.Code
+		return reply{resp: resp}, nil
+	}
 	if !r.allowedGroup(auth.OpRead, req.Group) {
 		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
 		return reply{resp: resp}, nil

@@ -34,6 +34,10 @@ func (s *Server) handleEndTxn(r *request) (reply, error) {
 		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
 		return reply{resp: resp}, nil
 	}
+	if s.notTxnCoordinator(req.TransactionalID) {
+		resp.ErrorCode = kerr.NotCoordinator.Code
+		return reply{resp: resp}, nil
+	}
 	now := s.now()
 	// The markers are synced: end the transaction on the writer goroutine
 	// so that the connection's reader is not blocked behind the fsyncs.

@@ -51,6 +51,11 @@ func (s *Server) handleTxnOffsetCommit(r *request) (reply, error) {
 		code = kerr.GroupAuthorizationFailed.Code
 	case req.Group == "":
 		code = kerr.InvalidGroupID.Code
+	case s.notGroupCoordinator(req.Group) || s.notTxnCoordinator(req.TransactionalID):
+		// Kafka sends it to the group's coordinator; here the
+		// transaction's coordinator stages the offsets, so in a cluster
+		// both must be this broker (DESIGN.md, issue 13).
+		code = kerr.NotCoordinator.Code
 	default:
 		cr := groups.CommitRequest{Group: req.Group, Generation: -1}
 		if req.Version >= 3 {

@@ -53,6 +53,12 @@ func (s *Server) handleAlterConfigs(r *request) (reply, error) {
 				for _, c := range rr.Configs {
 					configs[c.Name] = *c.Value
 				}
+				if s.clusterTopic(rr.ResourceName) {
+					return s.alterClusterTopicConfigs(rr.ResourceName, req.ValidateOnly,
+						func(map[string]string) (map[string]string, error) {
+							return s.topics.NextTopicConfigs(nil, configs, nil)
+						})
+				}
 				return s.topics.ReplaceTopicConfigs(rr.ResourceName, configs, req.ValidateOnly)
 			},
 		}

@@ -16,6 +16,10 @@ package kafkaproto
 //     by a queue or an event store POLICY_VIOLATION with a message naming
 //     the owner.
 //   - validate_only checks everything and changes nothing.
+//   - In a cluster (cluster.go) a cluster topic's new partitions are
+//     proposed to the metadata group, placed round robin over the
+//     registered brokers or as the assignment says (one registered broker
+//     each).
 //
 // Version notes:
 //   - v1 changes only throttling; v2 is the flexible version; v3 is v2
@@ -61,16 +65,25 @@ func (s *Server) handleCreatePartitions(r *request) (reply, error) {
 		case len(rt.Assignment) > 0 && int32(len(rt.Assignment)) != rt.Count-t.NumPartitions():
 			fail(kerr.InvalidReplicaAssignment.Code, fmt.Sprintf("%d replica assignments given for %d new partitions", len(rt.Assignment), rt.Count-t.NumPartitions()))
 		default:
-			for _, a := range rt.Assignment {
-				if len(a.Replicas) != 1 || a.Replicas[0] != s.cfg.NodeID {
-					fail(kerr.InvalidReplicaAssignment.Code, fmt.Sprintf("replicas must be exactly [%d] on this single broker", s.cfg.NodeID))
+			var assignment [][]int32
+			for i, a := range rt.Assignment {
+				if msg := s.checkReplicas(t.NumPartitions()+int32(i), a.Replicas); msg != "" {
+					fail(kerr.InvalidReplicaAssignment.Code, msg)
 					break
 				}
+				assignment = append(assignment, a.Replicas)
 			}
 			if st.ErrorCode != 0 {
 				break
 			}
-			if err := s.topics.CreatePartitions(rt.Topic, rt.Count, req.ValidateOnly); err != nil {
+			clustered := s.cfg.Cluster != nil && t.IsClusterTopic()
+			err := s.topics.CreatePartitions(rt.Topic, rt.Count, req.ValidateOnly || clustered)
+			if err == nil && clustered && !req.ValidateOnly {
+				ctx, cancel := clusterContext(req.TimeoutMillis)
+				err = s.cfg.Cluster.CreatePartitions(ctx, rt.Topic, rt.Count, assignment)
+				cancel()
+			}
+			if err != nil {
 				fail(errorCode(err), err.Error())
 			}
 		}

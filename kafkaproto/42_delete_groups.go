@@ -46,6 +46,10 @@ func (s *Server) handleDeleteGroups(r *request) (reply, error) {
 			resp.Groups[i].ErrorCode = kerr.GroupAuthorizationFailed.Code
 			continue
 		}
+		if s.notGroupCoordinator(name) {
+			resp.Groups[i].ErrorCode = kerr.NotCoordinator.Code
+			continue
+		}
 		names = append(names, name)
 		idx = append(idx, i)
 	}

@@ -64,6 +64,12 @@ func (s *Server) handleIncrementalAlterConfigs(r *request) (reply, error) {
 				for i, c := range rr.Configs {
 					ops[i] = topics.ConfigOp{Name: c.Name, Op: topics.ConfigOpType(c.Op), Value: c.Value}
 				}
+				if s.clusterTopic(rr.ResourceName) {
+					return s.alterClusterTopicConfigs(rr.ResourceName, req.ValidateOnly,
+						func(current map[string]string) (map[string]string, error) {
+							return s.topics.NextTopicConfigs(current, nil, ops)
+						})
+				}
 				return s.topics.AlterTopicConfigs(rr.ResourceName, ops, req.ValidateOnly)
 			},
 		}

@@ -35,6 +35,10 @@ func (s *Server) handleOffsetDelete(r *request) (reply, error) {
 		resp.ErrorCode = kerr.PolicyViolation.Code
 		return reply{resp: resp}, nil
 	}
+	if s.notGroupCoordinator(req.Group) {
+		resp.ErrorCode = kerr.NotCoordinator.Code
+		return reply{resp: resp}, nil
+	}
 	if !r.allowedGroup(auth.OpDelete, req.Group) {
 		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
 		return reply{resp: resp}, nil

@@ -3,7 +3,9 @@ package kafkaproto
 // DescribeCluster: v0-v2
 //
 // Behavior:
-//   - The cluster is this one broker, which is also the controller.
+//   - The cluster is this one broker, which is also the controller; in a
+//     cluster (cluster.go), every registered broker and the metadata
+//     group's leader as controller.
 //   - endpoint_type (v1+, KIP-919): only 1 (brokers) is served; 2
 //     (controllers) gets UNSUPPORTED_ENDPOINT_TYPE.
 //   - Cluster authorized operations, when asked for: every cluster
@@ -35,11 +37,16 @@ func (s *Server) handleDescribeCluster(r *request) (reply, error) {
 			resp.ClusterAuthorizedOperations = r.clusterAuthorizedOperations()
 		}
 	}
-	resp.ClusterID = s.cfg.ClusterID
-	resp.ControllerID = s.cfg.NodeID
-	mb := s.brokerEntry(r.c)
-	b := kmsg.NewDescribeClusterResponseBroker()
-	b.NodeID, b.Host, b.Port, b.Rack = mb.NodeID, mb.Host, mb.Port, mb.Rack
-	resp.Brokers = []kmsg.DescribeClusterResponseBroker{b}
+	resp.ClusterID = s.clusterID()
+	resp.ControllerID = s.clusterController()
+	brokers := []kmsg.MetadataResponseBroker{s.brokerEntry(r.c)}
+	if s.cfg.Cluster != nil {
+		brokers = s.clusterBrokers(r.c)
+	}
+	for _, mb := range brokers {
+		b := kmsg.NewDescribeClusterResponseBroker()
+		b.NodeID, b.Host, b.Port, b.Rack = mb.NodeID, mb.Host, mb.Port, mb.Rack
+		resp.Brokers = append(resp.Brokers, b)
+	}
 	return reply{resp: resp}, nil
 }

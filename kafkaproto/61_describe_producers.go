@@ -51,6 +51,11 @@ func (s *Server) handleDescribeProducers(r *request) (reply, error) {
 				st.Partitions = append(st.Partitions, sp)
 				continue
 			}
+			if s.cfg.Cluster != nil && !s.leads(rt.Topic, i) {
+				sp.ErrorCode = kerr.NotLeaderForPartition.Code
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
 			for _, info := range p.Producers() {
 				ap := kmsg.NewDescribeProducersResponseTopicPartitionActiveProducer()
 				ap.ProducerID, ap.ProducerEpoch = info.ProducerID, int32(info.Epoch)

@@ -59,6 +59,10 @@ func (s *Server) handleConsumerGroupHeartbeat(r *request) (reply, error) {
 		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
 		return reply{resp: resp}, nil
 	}
+	if s.notGroupCoordinator(req.Group) {
+		resp.ErrorCode = kerr.NotCoordinator.Code
+		return reply{resp: resp}, nil
+	}
 	// Kafka 4 refuses a subscription to topics the principal may not
 	// DESCRIBE (KafkaApis handleConsumerGroupHeartbeat).
 	if msg := r.deniedTopics(auth.OpDescribe, req.SubscribedTopicNames); msg != nil {

@@ -1,6 +1,7 @@
 package kafkaproto
 
 import (
+	"context"
 	"errors"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -79,6 +80,13 @@ var errorTable = []struct {
 	{topics.ErrTopicOwned, kerr.PolicyViolation},
 	{topics.ErrInvalidRequest, kerr.InvalidRequest},
 	{topics.ErrInvalidReplicaAssignment, kerr.InvalidReplicaAssignment},
+	// A cluster's proposals (cluster.go): Kafka's broker answers
+	// NOT_CONTROLLER while no controller is known and REQUEST_TIMED_OUT
+	// when the controller does not answer in time (KIP-590 forwarding).
+	{ErrNoController, kerr.NotController},
+	{context.DeadlineExceeded, kerr.RequestTimedOut},
+	{ErrReplicationNotBuilt, kerr.InvalidReplicationFactor},
+	{ErrBrokersUnavailable, kerr.InvalidReplicationFactor},
 	// Every failure of the store, whatever its class (pebblestore.Classify:
 	// a full or almost full disk, I/O, corruption, a closed store) and
 	// whichever domain wrapped it (topics.ErrStorage, txns.ErrStorage):

@@ -95,6 +95,10 @@ type Config struct {
 	Queues *queues.Engine
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Cluster is the cluster's metadata when the broker is one of a
+	// cluster (cluster.go); nil (the default) is a single node, which
+	// leads every partition and coordinates every group.
+	Cluster Cluster
 }
 
 func (c *Config) setDefaults() {

@@ -533,7 +533,7 @@ func (e *Engine) Ack(name string, receipts []string, now time.Time) ([]ItemResul
 // REQUIRES: q.mu held; decodeReceipts checked receipts[valid].
 func (e *Engine) ackLocked(q *queue, receipts []string, valid []int, results []ItemResult, w *write) (freed int64, settled map[msgKey]bool) {
 	for _, i := range valid {
-		r, _ := e.decodeReceipt(receipts[i])
+		r := checkedReceipt(receipts[i])
 		st, ok, err := e.getState(q, r.m)
 		if err != nil {
 			results[i].Error = errStorage(err)
@@ -689,7 +689,7 @@ type nackRun struct {
 // not_inflight, except for a reject.
 // REQUIRES: the locks of the queue and of its DLQ held.
 func (n *nackRun) nackLocked(res *ItemResult) {
-	r, _ := n.e.decodeReceipt(res.Receipt)
+	r := checkedReceipt(res.Receipt)
 	st, ok, err := n.e.getState(n.from.q, r.m)
 	if err != nil {
 		res.Error = errStorage(err)
@@ -837,7 +837,7 @@ func (e *Engine) Extend(name string, req ExtendRequest, now time.Time) ([]ItemRe
 	}
 	w := &write{e: e, now: nowMs}
 	for _, i := range valid {
-		r, _ := e.decodeReceipt(req.Receipts[i])
+		r := checkedReceipt(req.Receipts[i])
 		st, ok, err := e.getState(q, r.m)
 		if err != nil {
 			results[i].Error = errStorage(err)

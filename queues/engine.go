@@ -52,7 +52,11 @@ type Engine struct {
 	tm         *topics.Manager
 	log        zerolog.Logger
 	receiptKey []byte
-	closed     atomic.Bool
+	// receiptMACs holds HMAC-SHA256 states keyed with receiptKey (set
+	// once at Open), reset before each use: a receipt costs no new HMAC
+	// (receiptMAC).
+	receiptMACs sync.Pool
+	closed      atomic.Bool
 
 	// tickMu serializes Tick (and so redrive steps).
 	tickMu sync.Mutex

@@ -38,6 +38,11 @@ type Config struct {
 	BrokerDefaults map[string]string
 	// MaxPartitionsPerTopic bounds CreateTopics; 0 means 10000.
 	MaxPartitionsPerTopic int32
+	// ClusterNodeID, in a cluster, is this broker's node ID: producer IDs
+	// are then node ID << 32 | this store's counter, so that no two
+	// brokers hand out the same ID (an ID names its producer's state on
+	// every partition it writes). 0 (a single node) keeps the counter.
+	ClusterNodeID int32
 
 	// Background work (see retention.go and compaction.go); zero values
 	// take the defaults.
@@ -102,8 +107,11 @@ type Topic struct {
 	partitions []*Partition
 	configs    map[string]string
 	owner      Owner
-	deleted    bool
-	m          *Manager
+	// cluster: the topic is a cluster's, created and changed only by
+	// SyncClusterTopics from the metadata (cluster_topics.go).
+	cluster bool
+	deleted bool
+	m       *Manager
 	// settings are the effective configs parsed, replaced whole with
 	// configs (under mu) and read without a lock.
 	settings atomic.Pointer[topicSettings]
@@ -117,6 +125,9 @@ type topicRecord struct {
 	// Owner is the component that manages the topic (owner.go); absent
 	// for a plain Kafka topic and in rows written before owners existed.
 	Owner Owner `json:"owner,omitempty"`
+	// Cluster marks a topic of the cluster's metadata (cluster_topics.go);
+	// absent for a broker's own topics.
+	Cluster bool `json:"cluster,omitempty"`
 }
 
 // Open loads the topic catalog and recovers every partition's offsets and
@@ -162,7 +173,7 @@ func Open(store *pebblestore.Store, cfg Config) (*Manager, error) {
 		}
 		var id TopicID
 		copy(id[:], key[1:])
-		t := &Topic{Name: rec.Name, ID: id, configs: rec.Configs, owner: rec.Owner, m: m}
+		t := &Topic{Name: rec.Name, ID: id, configs: rec.Configs, owner: rec.Owner, cluster: rec.Cluster, m: m}
 		if t.configs == nil {
 			t.configs = map[string]string{}
 		}
@@ -335,7 +346,7 @@ func (m *Manager) createTopic(name string, partitions int32, configs map[string]
 }
 
 func (m *Manager) writeTopicRecordLocked(t *Topic) error {
-	rec := topicRecord{Name: t.Name, Partitions: int32(len(t.partitions)), Configs: t.configs, Owner: t.owner}
+	rec := topicRecord{Name: t.Name, Partitions: int32(len(t.partitions)), Configs: t.configs, Owner: t.owner, Cluster: t.cluster}
 	val, err := json.Marshal(rec)
 	if err != nil {
 		return err
@@ -562,6 +573,12 @@ func (m *Manager) AllocateProducerID() (int64, error) {
 		m.producerIDs.limit = limit
 	}
 	id := m.producerIDs.next
+	if m.cfg.ClusterNodeID > 0 {
+		if id >= 1<<32 {
+			return 0, fmt.Errorf("%w: this broker handed out 2^32 producer ids, the most a cluster member may", ErrStorage)
+		}
+		id |= int64(m.cfg.ClusterNodeID) << 32
+	}
 	m.producerIDs.next++
 	return id, nil
 }

@@ -158,7 +158,7 @@ func (m *Manager) SetOwner(name string, owner Owner) error {
 	if current != OwnerNone && owner != OwnerNone {
 		return fmt.Errorf("%w: topic %q belongs to %q, not %q", ErrTopicOwned, name, current, owner)
 	}
-	if err := m.commitTopicRecordLocked(t.ID, topicRecord{Name: t.Name, Partitions: t.NumPartitions(), Configs: t.Configs(), Owner: owner}); err != nil {
+	if err := m.commitTopicRecordLocked(t.ID, topicRecord{Name: t.Name, Partitions: t.NumPartitions(), Configs: t.Configs(), Owner: owner, Cluster: t.cluster}); err != nil {
 		return err
 	}
 	t.mu.Lock()

@@ -72,7 +72,7 @@ func (m *Manager) alterTopicConfigs(name string, validateOnly bool, change func(
 	if validateOnly {
 		return nil
 	}
-	if err := m.commitTopicRecordLocked(t.ID, topicRecord{Name: t.Name, Partitions: t.NumPartitions(), Configs: next, Owner: t.Owner()}); err != nil {
+	if err := m.commitTopicRecordLocked(t.ID, topicRecord{Name: t.Name, Partitions: t.NumPartitions(), Configs: next, Owner: t.Owner(), Cluster: t.cluster}); err != nil {
 		return err
 	}
 	t.mu.Lock()
@@ -109,7 +109,7 @@ func (m *Manager) CreatePartitions(name string, count int32, validateOnly bool) 
 	if validateOnly {
 		return nil
 	}
-	if err := m.commitTopicRecordLocked(t.ID, topicRecord{Name: t.Name, Partitions: count, Configs: t.Configs(), Owner: t.Owner()}); err != nil {
+	if err := m.commitTopicRecordLocked(t.ID, topicRecord{Name: t.Name, Partitions: count, Configs: t.Configs(), Owner: t.Owner(), Cluster: t.cluster}); err != nil {
 		return err
 	}
 	t.mu.Lock()

@@ -14,8 +14,11 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -35,8 +38,39 @@ type result struct {
 	ConsumePerSec float64 `json:"receive_ack_msgs_per_sec"`
 	ReceiveP50Ms  float64 `json:"receive_p50_ms"`
 	ReceiveP99Ms  float64 `json:"receive_p99_ms"`
-	Consumed      int64   `json:"consumed"`
-	Errors        int64   `json:"errors"`
+	// The server's CPU time per message of each phase (--server-pid).
+	SendCPUPerMsgUs    float64 `json:"send_server_cpu_us_per_msg,omitempty"`
+	ReceiveCPUPerMsgUs float64 `json:"receive_server_cpu_us_per_msg,omitempty"`
+	Consumed           int64   `json:"consumed"`
+	Errors             int64   `json:"errors"`
+}
+
+// serverCPU is utime+stime of pid in seconds (/proc/PID/stat fields 14
+// and 15, USER_HZ 100, counted after the ')' ending comm); 0 when pid is
+// 0 or /proc cannot tell.
+func serverCPU(pid int) float64 {
+	if pid == 0 {
+		return 0
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+	if len(fields) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseFloat(fields[11], 64)
+	k, _ := strconv.ParseFloat(fields[12], 64)
+	return (u + k) / 100
+}
+
+// perMessageUs is the CPU since from per message, in microseconds.
+func perMessageUs(pid int, from float64, messages int64) float64 {
+	if pid == 0 || messages == 0 {
+		return 0
+	}
+	return math.Round((serverCPU(pid)-from)*1e7/float64(messages)) / 10
 }
 
 func main() {
@@ -55,9 +89,13 @@ func main() {
 	}
 	res := result{Target: "jetstream", Case: o.label, Batch: o.batch, Messages: o.messages, Size: o.size, Producers: o.producers, Consumers: o.consumers}
 	var errs atomic.Int64
+	cpu := serverCPU(o.serverPID)
 	res.SendPerSec = publishAll(o, &errs)
+	res.SendCPUPerMsgUs = perMessageUs(o.serverPID, cpu, int64(o.messages))
 	var lat []time.Duration
+	cpu = serverCPU(o.serverPID)
 	res.ConsumePerSec, res.Consumed, lat = consumeAll(o, &errs)
+	res.ReceiveCPUPerMsgUs = perMessageUs(o.serverPID, cpu, res.Consumed)
 	res.Errors = errs.Load()
 	res.ReceiveP50Ms, res.ReceiveP99Ms = quantileMs(lat, 0.50), quantileMs(lat, 0.99)
 	if o.jsonOut {
@@ -75,7 +113,7 @@ func main() {
 type options struct {
 	url, label                           string
 	messages, size, producers, consumers int
-	batch                                int
+	batch, serverPID                     int
 	ackSync, jsonOut                     bool
 }
 
@@ -89,9 +127,10 @@ func parseFlags() options {
 	batch := flag.Int("batch", 10, "messages per publish round trip and per fetch")
 	ackSync := flag.Bool("ack-sync", false, "wait for the server to confirm each ack")
 	jsonOut := flag.Bool("json", false, "print one JSON line")
+	serverPID := flag.Int("server-pid", 0, "if set, report the server process's CPU time per message of each phase")
 	flag.Parse()
 	return options{url: *url, label: *label, messages: *messages, size: *size, producers: *producers,
-		consumers: *consumers, batch: *batch, ackSync: *ackSync, jsonOut: *jsonOut}
+		consumers: *consumers, batch: *batch, serverPID: *serverPID, ackSync: *ackSync, jsonOut: *jsonOut}
 }
 
 // createStream (re)creates the work-queue stream BENCHQ on file storage

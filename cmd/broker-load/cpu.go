@@ -83,6 +83,20 @@ func (m *cpuMeter) stop(r *Result, movedBytes int64) {
 	}
 }
 
+// perMessageUs is the process's CPU time since start per message, in
+// microseconds (0 without a pid or messages, or when /proc cannot tell).
+func (m *cpuMeter) perMessageUs(messages int) float64 {
+	if m.pid == 0 || messages == 0 {
+		return 0
+	}
+	end, err := processCPUSeconds(m.pid)
+	if m.err != nil || err != nil {
+		fmt.Fprintf(os.Stderr, "broker-load: server CPU of pid %d: %v\n", m.pid, firstNonNil(m.err, err))
+		return 0
+	}
+	return round((end-m.start)*1e6/float64(messages), 1)
+}
+
 func firstNonNil(errs ...error) error {
 	for _, err := range errs {
 		if err != nil {

@@ -33,6 +33,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	jsonv2 "github.com/go-json-experiment/json"
 )
 
 type queueConfig struct {
@@ -43,6 +45,12 @@ type queueConfig struct {
 	ackMode                    string
 	timeout                    time.Duration
 	jsonOut                    bool
+	// serverPID, when set, is the server's process: its CPU per message
+	// of each phase is reported.
+	serverPID int
+	// noKeepAlive opens a connection per HTTP request (ours only), to
+	// measure what keep-alive saves.
+	noKeepAlive bool
 }
 
 // QueueResult is one queue run; bench/queue-jetstream prints the same fields.
@@ -59,8 +67,13 @@ type QueueResult struct {
 	ConsumePerSec float64 `json:"receive_ack_msgs_per_sec"`
 	ReceiveP50Ms  float64 `json:"receive_p50_ms"`
 	ReceiveP99Ms  float64 `json:"receive_p99_ms"`
-	Consumed      int64   `json:"consumed"`
-	Errors        int64   `json:"errors"`
+	// SendCPUPerMsgUs and ReceiveCPUPerMsgUs are the server's CPU time
+	// (utime+stime of --server-pid) per message of each phase, in
+	// microseconds: steadier than throughput on a shared machine.
+	SendCPUPerMsgUs    float64 `json:"send_server_cpu_us_per_msg,omitempty"`
+	ReceiveCPUPerMsgUs float64 `json:"receive_server_cpu_us_per_msg,omitempty"`
+	Consumed           int64   `json:"consumed"`
+	Errors             int64   `json:"errors"`
 }
 
 // queueDriver is one system under test.
@@ -88,6 +101,8 @@ func runQueueMode(args []string) int {
 	fs.StringVar(&cfg.ackMode, "ack-mode", "next", "ours: next (acks ride on the next receive) or separate (an ack request per batch)")
 	fs.DurationVar(&cfg.timeout, "timeout", 5*time.Minute, "hard limit of the run")
 	fs.BoolVar(&cfg.jsonOut, "json", false, "print the result as one JSON line")
+	fs.IntVar(&cfg.serverPID, "server-pid", 0, "if set, report the server process's CPU time per message of each phase (utime+stime from /proc/PID/stat)")
+	fs.BoolVar(&cfg.noKeepAlive, "no-keep-alive", false, "ours: a new connection per request (HTTP/1.1 keep-alive off), to measure what keep-alive saves")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -146,6 +161,7 @@ func runQueueLoad(ctx context.Context, cfg queueConfig, d queueDriver) (*QueueRe
 	}
 	// Phase 1: send.
 	var next atomic.Int64
+	cpu := startCPUMeter(cfg.serverPID)
 	start := time.Now()
 	var wg sync.WaitGroup
 	for p := 0; p < cfg.producers; p++ {
@@ -174,10 +190,12 @@ func runQueueLoad(ctx context.Context, cfg queueConfig, d queueDriver) (*QueueRe
 	}
 	wg.Wait()
 	res.SendPerSec = float64(cfg.messages) / time.Since(start).Seconds()
+	res.SendCPUPerMsgUs = cpu.perMessageUs(cfg.messages)
 
 	// Phase 2: receive and ack until everything is consumed.
 	var consumed, finished atomic.Int64
 	lat := newLockedHistogram()
+	cpu = startCPUMeter(cfg.serverPID)
 	start = time.Now()
 	for c := 0; c < cfg.consumers; c++ {
 		wg.Add(1)
@@ -213,6 +231,7 @@ func runQueueLoad(ctx context.Context, cfg queueConfig, d queueDriver) (*QueueRe
 		elapsed = time.Since(start)
 	}
 	res.Consumed = consumed.Load()
+	res.ReceiveCPUPerMsgUs = cpu.perMessageUs(int(res.Consumed))
 	res.ConsumePerSec = float64(res.Consumed) / elapsed.Seconds()
 	h := lat.Snapshot()
 	res.ReceiveP50Ms = float64(h.QuantileDuration(0.50).Microseconds()) / 1000
@@ -227,35 +246,49 @@ func runQueueLoad(ctx context.Context, cfg queueConfig, d queueDriver) (*QueueRe
 	return res, nil
 }
 
-// httpQueueDriver drives our native queue API.
+// httpQueueDriver drives our native queue API. Its JSON goes through
+// JSON v2 with typed values, and a send's body (every message is the same)
+// is encoded once per batch size: the load tool shares the machine's cores
+// with the broker, so its own encoding should cost about what a Redis
+// client's RESP does.
 type httpQueueDriver struct {
 	cfg    queueConfig
 	client *http.Client
 	base   string
 	// pending[c] holds consumer c's receipts not yet acked (ack mode next).
 	pending [][]string
+	// sendBodies[k] is the encoded send request of k messages.
+	sendBodies sync.Map
 }
 
 func newHTTPQueueDriver(cfg queueConfig) *httpQueueDriver {
-	tr := &http.Transport{MaxIdleConns: 64, MaxIdleConnsPerHost: 64, IdleConnTimeout: time.Minute}
+	tr := &http.Transport{MaxIdleConns: 64, MaxIdleConnsPerHost: 64, IdleConnTimeout: time.Minute, DisableKeepAlives: cfg.noKeepAlive}
 	return &httpQueueDriver{cfg: cfg, client: &http.Client{Transport: tr, Timeout: 60 * time.Second},
 		base: "http://" + cfg.addr + "/v1/queues/" + cfg.queue, pending: make([][]string, cfg.consumers)}
 }
 
 func (d *httpQueueDriver) do(ctx context.Context, method, url string, body any, out any) error {
-	var rd io.Reader
+	var raw []byte
 	if body != nil {
-		raw, err := json.Marshal(body)
-		if err != nil {
+		var err error
+		if raw, err = jsonv2.Marshal(body); err != nil {
 			return err
 		}
+	}
+	return d.doRaw(ctx, method, url, raw, out)
+}
+
+// doRaw sends raw (nil: no body) and decodes the answer into out.
+func (d *httpQueueDriver) doRaw(ctx context.Context, method, url string, raw []byte, out any) error {
+	var rd io.Reader
+	if raw != nil {
 		rd = bytes.NewReader(raw)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, url, rd)
 	if err != nil {
 		return err
 	}
-	if body != nil {
+	if raw != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	resp, err := d.client.Do(req)
@@ -263,15 +296,15 @@ func (d *httpQueueDriver) do(ctx context.Context, method, url string, body any, 
 		return err
 	}
 	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
+	answer, err := io.ReadAll(resp.Body)
 	if err != nil {
 		return err
 	}
 	if resp.StatusCode/100 != 2 && !(method == "DELETE" && resp.StatusCode == 404) {
-		return fmt.Errorf("%s %s: %d %s", method, url, resp.StatusCode, bytes.TrimSpace(raw))
+		return fmt.Errorf("%s %s: %d %s", method, url, resp.StatusCode, bytes.TrimSpace(answer))
 	}
 	if out != nil {
-		return json.Unmarshal(raw, out)
+		return jsonv2.Unmarshal(answer, out)
 	}
 	return nil
 }
@@ -283,17 +316,34 @@ func (d *httpQueueDriver) setup(ctx context.Context) error {
 	return d.do(ctx, "PUT", d.base, map[string]any{"visibility_timeout_ms": 60000}, nil)
 }
 
+type sendMessage struct {
+	Body string `json:"body"`
+}
+
 func (d *httpQueueDriver) send(ctx context.Context, bodies [][]byte) error {
-	msgs := make([]map[string]string, len(bodies))
-	for i, b := range bodies {
-		msgs[i] = map[string]string{"body": string(b)}
+	raw, ok := d.sendBodies.Load(len(bodies))
+	if !ok {
+		msgs := make([]sendMessage, len(bodies))
+		for i, b := range bodies {
+			msgs[i] = sendMessage{Body: string(b)}
+		}
+		enc, err := jsonv2.Marshal(struct {
+			Messages []sendMessage `json:"messages"`
+		}{msgs})
+		if err != nil {
+			return err
+		}
+		raw, _ = d.sendBodies.LoadOrStore(len(bodies), enc)
 	}
 	var res struct {
 		Results []struct {
-			Error *struct{ Code, Message string } `json:"error"`
+			Error *struct {
+				Code    string `json:"code"`
+				Message string `json:"message"`
+			} `json:"error"`
 		} `json:"results"`
 	}
-	if err := d.do(ctx, "POST", d.base+"/messages", map[string]any{"messages": msgs}, &res); err != nil {
+	if err := d.doRaw(ctx, "POST", d.base+"/messages", raw.([]byte), &res); err != nil {
 		return err
 	}
 	for _, r := range res.Results {
@@ -319,18 +369,24 @@ func (r itemResults) acked() (int, error) {
 	return len(r), nil
 }
 
+type receiveRequest struct {
+	MaxMessages int      `json:"max_messages"`
+	WaitMs      int      `json:"wait_ms"`
+	Ack         []string `json:"ack,omitempty"`
+}
+
 // receiveAck counts the messages it acks. In ack mode next, a receive
 // carries the receipts of the consumer's previous batch; a batch shorter
 // than n (the queue is draining) is acked at once so nothing waits in a
 // long poll.
 func (d *httpQueueDriver) receiveAck(ctx context.Context, c int, n int) (int, time.Duration, error) {
 	start := time.Now()
-	req := map[string]any{"max_messages": n, "wait_ms": 1000}
+	req := receiveRequest{MaxMessages: n, WaitMs: 1000}
 	pending := d.pending[c]
 	if len(pending) > 0 {
 		// No long poll while holding acks: on an empty queue the acks
 		// should come back at once, not after the wait.
-		req["ack"], req["wait_ms"] = pending, 0
+		req.Ack, req.WaitMs = pending, 0
 	}
 	var res struct {
 		Messages []struct {

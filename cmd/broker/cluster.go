@@ -22,12 +22,12 @@ import (
 	"github.com/vibemq/broker/pebblestore"
 )
 
-// Cluster settings (issue 13, first step): with cluster-peers set, serve
-// starts this node's replica of the metadata Raft group (package cluster)
-// on the inter-broker listener and registers the broker's advertised
-// Kafka address in it; `broker cluster status` shows the group. Topics,
-// partitions and Kafka's Metadata do not go through it yet: each broker
-// still serves its own data, as a single node does.
+// Cluster settings (issue 13): with cluster-peers set, serve starts this
+// node's replica of the metadata Raft group (package cluster) on the
+// inter-broker listener and registers the broker's advertised Kafka
+// address in it; `broker cluster status` shows the group. Kafka's topics
+// are the group's (cluster_kafka.go): each partition lives on one broker,
+// its leader, until partitions are replicated.
 
 // clusterTick is the Raft clock of the metadata group: elections after
 // 10 ticks without a leader (1 to 2 s, randomized), heartbeats every tick.
@@ -128,7 +128,10 @@ type clusterNode struct {
 // startCluster starts the metadata replica when cluster-peers is set, and
 // registers kafkaAddr (the advertised address) once a leader is known.
 // It returns nil without cluster settings.
-func startCluster(cfg *Config, store *pebblestore.Store, kafkaAddr string, log zerolog.Logger) (*clusterNode, error) {
+//
+// kc, bound here, becomes the Kafka protocol's view of the cluster: the
+// metadata's topics are synced into its topic store as they are applied.
+func startCluster(cfg *Config, store *pebblestore.Store, kc *kafkaCluster, kafkaAddr string, log zerolog.Logger) (*clusterNode, error) {
 	if cfg.ClusterPeers == "" {
 		return nil, nil
 	}
@@ -159,6 +162,8 @@ func startCluster(cfg *Config, store *pebblestore.Store, kafkaAddr string, log z
 		return nil, err
 	}
 	md := cluster.NewMetadata()
+	kc.md = md
+	md.OnTopicsChanged(kc.syncTopics) // before the node replays its log
 	node, err := cluster.StartNode(cluster.NodeConfig{
 		ID: id, Group: 0, Voters: voters, Store: store, StateMachine: md, Sender: tr, Peers: tr,
 		Join: cfg.ClusterJoin, Ticker: cluster.NewTicker(clusterTick), Logger: log,
@@ -167,12 +172,14 @@ func startCluster(cfg *Config, store *pebblestore.Store, kafkaAddr string, log z
 		_ = tr.Close()
 		return nil, fmt.Errorf("starting the metadata raft group in %s: %w", cfg.DataDir, err)
 	}
+	kc.node = node
+	kc.serving.Store(true) // before the transport can bring a leader's snapshot
 	tr.Start(node)
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &clusterNode{peers: peers, transport: tr, node: node, metadata: md, cancel: cancel, done: make(chan struct{})}
-	go c.register(ctx, cluster.Broker{NodeID: cfg.NodeID, KafkaAddr: kafkaAddr, HTTPAddr: dialableHTTPAddr(cfg.HTTPAddr)}, log)
+	go c.register(ctx, cluster.Broker{NodeID: cfg.NodeID, KafkaAddr: kafkaAddr, HTTPAddr: dialableHTTPAddr(cfg.HTTPAddr), ClusterID: kc.tm.ClusterID()}, log)
 	log.Warn().Str("inter_broker_addr", ln.Addr().String()).Int("peers", len(peers)).
-		Msg("cluster-peers is set: this broker joins the metadata raft group (membership and `broker cluster status`); topics are not replicated yet, each broker serves its own data")
+		Msg("cluster-peers is set: this broker joins the metadata raft group; topics are the cluster's, each partition lives on one broker (its leader) and is not replicated yet")
 	return c, nil
 }
 

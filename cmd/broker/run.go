@@ -70,7 +70,7 @@ func run(ctx context.Context, cfg *Config, log zerolog.Logger) error {
 	}
 	// The metadata raft group, with cluster-peers only (cluster.go).
 	b.advertised = kafka.listeners[0].spec.AdvertisedAddr
-	if b.cluster, err = startCluster(cfg, b.store, b.advertised, log); err != nil {
+	if b.cluster, err = startCluster(cfg, b.store, b.kafkaCluster, b.advertised, log); err != nil {
 		kafka.close()
 		return err
 	}
@@ -132,6 +132,9 @@ type broker struct {
 	// advertised is the first Kafka listener's advertised address.
 	cluster    *clusterNode
 	advertised string
+	// kafkaCluster is the Kafka protocol's view of the cluster, nil on a
+	// single node (created by newKafka, bound by startCluster).
+	kafkaCluster *kafkaCluster
 }
 
 // openStore opens the data directory's store.
@@ -166,6 +169,7 @@ func (b *broker) openTopics() error {
 		DefaultPartitions:    cfg.DefaultPartitions,
 		BrokerDefaults:       topicBrokerDefaults(cfg), // logs.go
 		CompactionMapEntries: compactionMapEntries(cfg),
+		ClusterNodeID:        clusterNodeID(cfg),
 	})
 	if err != nil {
 		return fmt.Errorf("recovering the data in %s: %w", cfg.DataDir, err)
@@ -348,6 +352,15 @@ func (b *broker) newKafka() (*kafkaListener, error) {
 		return nil, err
 	}
 	k := &kafkaListener{listeners: listeners}
+	var kc kafkaproto.Cluster // a nil interface on a single node
+	if cfg.ClusterPeers != "" {
+		offsetsPartitions := int32(50)
+		if t, ok := b.topics.Topic(groups.OffsetsTopic); ok {
+			offsetsPartitions = t.NumPartitions()
+		}
+		b.kafkaCluster = newKafkaCluster(cfg, b.topics, offsetsPartitions, log)
+		kc = b.kafkaCluster
+	}
 	requestMemory, requestMemorySource := requestMemoryBudget(cfg, systemMemory())
 	log.Info().Int64("queued_max_request_bytes", requestMemory).Str("source", requestMemorySource).
 		Msg("Kafka request memory budget")
@@ -373,6 +386,7 @@ func (b *broker) newKafka() (*kafkaListener, error) {
 		Groups:                b.groups,
 		Txns:                  b.txns,
 		Queues:                b.queues,
+		Cluster:               kc,
 	}, b.topics)
 	if err != nil {
 		k.close()
@@ -524,4 +538,13 @@ func txnCommits(offsets map[string][]txns.Offset) []groups.TxnCommit {
 func connectionOverrides(cfg *Config) map[netip.Addr]int {
 	m, _ := parseConnectionOverrides(cfg.MaxConnectionsPerIPOverrides)
 	return m
+}
+
+// clusterNodeID is the node ID that spaces producer IDs in a cluster
+// (topics.Config.ClusterNodeID), 0 on a single node.
+func clusterNodeID(cfg *Config) int32 {
+	if cfg.ClusterPeers == "" {
+		return 0
+	}
+	return cfg.NodeID
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -299,8 +300,13 @@ func (sc *SecurityConfig) listenerTLS(specs []listenerSpec) error {
 			specs[i].tls = auth.TLSFiles{CertFile: sc.SSLCertFile, KeyFile: sc.SSLKeyFile, ClientCAFile: sc.SSLClientCAFile, ClientAuth: sc.SSLClientAuth}
 		}
 	}
-	for key, m := range map[string]map[string]string{"listener-ssl-cert-files": certs, "listener-ssl-key-files": keys, "listener-ssl-client-ca-files": cas} {
-		for name := range m {
+	// Checked in a fixed order so that the same wrong settings always get the same error.
+	for _, kv := range []struct {
+		key string
+		m   map[string]string
+	}{{"listener-ssl-cert-files", certs}, {"listener-ssl-key-files", keys}, {"listener-ssl-client-ca-files", cas}} {
+		key := kv.key
+		for _, name := range slices.Sorted(maps.Keys(kv.m)) {
 			l := byName[name]
 			switch {
 			case l == nil:

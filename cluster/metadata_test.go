@@ -1,0 +1,114 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+)
+
+func TestPlaceReplicas(t *testing.T) {
+	brokers := []int32{1, 2, 3}
+	got := PlaceReplicas(brokers, 6, 1, 0)
+	if want := "[[1] [2] [3] [1] [2] [3]]"; fmt.Sprint(got) != want {
+		t.Fatalf("6 partitions RF 1 from 0: %v, want %s", got, want)
+	}
+	// start shifts the leaders (successive topics spread); followers are
+	// the next brokers in order, never the leader twice.
+	got = PlaceReplicas(brokers, 4, 3, 4)
+	if want := "[[2 3 1] [3 1 2] [1 2 3] [2 3 1]]"; fmt.Sprint(got) != want {
+		t.Fatalf("4 partitions RF 3 from 4: %v, want %s", got, want)
+	}
+	if got := PlaceReplicas(brokers, 3, 4, 0); got != nil {
+		t.Fatalf("RF 4 on 3 brokers: %v, want nil", got)
+	}
+	if got := PlaceReplicas(nil, 3, 1, 0); got != nil {
+		t.Fatalf("no brokers: %v, want nil", got)
+	}
+	if got := PlaceReplicas(brokers, 2, 1, -1); fmt.Sprint(got) != "[[3] [1]]" {
+		t.Fatalf("negative start: %v", got)
+	}
+}
+
+// applyAll applies records at indexes 1, 2, ... and returns their errors.
+func applyAll(m *Metadata, records ...[]byte) []error {
+	var errs []error
+	for i, r := range records {
+		errs = append(errs, m.Apply(Entry{Index: uint64(i + 1), Data: r}))
+	}
+	return errs
+}
+
+// TestMetadataTopicRecords: partition assignments, partitions added,
+// configs changed by compare and set, and coordinator placement, each
+// with the change it reports to the broker (in log order, the deleted
+// topic's ID included), and a snapshot that restores all of it.
+func TestMetadataTopicRecords(t *testing.T) {
+	m := NewMetadata()
+	var changes []TopicChange
+	m.OnTopicsChanged(func(c TopicChange) { changes = append(changes, c) })
+	id := [16]byte{1}
+	errs := applyAll(m,
+		RegisterBrokerRecord(Broker{NodeID: 1, KafkaAddr: "a:9092", ClusterID: "first"}),
+		RegisterBrokerRecord(Broker{NodeID: 2, KafkaAddr: "b:9092", ClusterID: "second"}),
+		CreateTopicRecord(Topic{Name: "t", ID: id, Partitions: 2, ReplicationFactor: 1, Assignments: [][]int32{{1}, {2}}, Configs: map[string]string{"retention.ms": "1"}}),
+		CreateTopicRecord(Topic{Name: "bad", ID: id, Partitions: 2, Assignments: [][]int32{{1}}}),
+		CreatePartitionsRecord("t", [][]int32{{2}}),
+		CreatePartitionsRecord("missing", [][]int32{{2}}),
+		CreatePartitionsRecord("t", [][]int32{{2, 2}}),
+		AlterConfigsRecord("t", map[string]string{"retention.ms": "1"}, map[string]string{"retention.ms": "2"}),
+		AlterConfigsRecord("t", map[string]string{"retention.ms": "1"}, map[string]string{"retention.ms": "3"}),
+		PlaceCoordinatorRecord("__consumer_offsets", []int32{1, 2}),
+		PlaceCoordinatorRecord("__consumer_offsets", []int32{2, 1}),
+	)
+	wantErrs := []error{nil, nil, nil, ErrBadRecord, nil, ErrTopicNotFound, ErrBadRecord, nil, ErrConfigsChanged, nil, ErrPlacementExists}
+	for i, want := range wantErrs {
+		if (want == nil) != (errs[i] == nil) || (want != nil && !errors.Is(errs[i], want)) {
+			t.Errorf("record %d: %v, want %v", i+1, errs[i], want)
+		}
+	}
+	replicas, ok := m.Replicas("t", 2)
+	if !ok || !slices.Equal(replicas, []int32{2}) {
+		t.Fatalf("partition 2 of t: %v %v", replicas, ok)
+	}
+	if _, ok := m.Replicas("t", 3); ok {
+		t.Fatal("partition 3 of t exists")
+	}
+	tp, _ := m.Topic("t")
+	if tp.Partitions != 3 || tp.Configs["retention.ms"] != "2" {
+		t.Fatalf("t: %+v", tp)
+	}
+	if got := m.CoordinatorLeaders("__consumer_offsets"); !slices.Equal(got, []int32{1, 2}) {
+		t.Fatalf("coordinator leaders %v: the first placement stands", got)
+	}
+	if m.ClusterID() != "first" {
+		t.Fatalf("cluster ID %q, want the first registration's", m.ClusterID())
+	}
+	// One change per applied topic record, none for the refused ones.
+	if len(changes) != 3 || changes[0].Topic.Partitions != 2 || changes[1].Topic.Partitions != 3 || changes[2].Topic.Configs["retention.ms"] != "2" {
+		t.Fatalf("changes: %+v", changes)
+	}
+
+	snap, err := m.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if errs := applyAll(m, DeleteTopicRecord("t")); errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+	if last := changes[len(changes)-1]; !last.Deleted || last.Topic.ID != id || last.Topic.Name != "t" {
+		t.Fatalf("the deletion's change %+v lacks the deleted topic's ID", last)
+	}
+	r := NewMetadata()
+	var restored []TopicChange
+	r.OnTopicsChanged(func(c TopicChange) { restored = append(restored, c) })
+	if err := r.Restore(snap); err != nil {
+		t.Fatal(err)
+	}
+	if len(restored) != 1 || !restored[0].Restored || len(restored[0].View.Topics) != 1 {
+		t.Fatalf("restore reported %+v", restored)
+	}
+	if got, _ := r.Replicas("t", 2); !slices.Equal(got, []int32{2}) || r.ClusterID() != "first" || !slices.Equal(r.CoordinatorLeaders("__consumer_offsets"), []int32{1, 2}) {
+		t.Fatalf("restored: replicas %v, cluster %q, coordinators %v", got, r.ClusterID(), r.CoordinatorLeaders("__consumer_offsets"))
+	}
+}

@@ -1,0 +1,262 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+	"sync/atomic"
+
+	"github.com/rs/zerolog"
+	"github.com/vibemq/broker/cluster"
+	"github.com/vibemq/broker/groups"
+	"github.com/vibemq/broker/kafkaproto"
+	"github.com/vibemq/broker/topics"
+)
+
+// kafkaCluster is the Kafka protocol's view of the cluster
+// (kafkaproto.Cluster) over the metadata group: the applied copy answers
+// Metadata, DescribeCluster and leadership; topic changes are proposals.
+// Every broker keeps its topic store like the metadata (syncTopics, on
+// the group's apply goroutine), so a proposal that returns has been
+// applied to this broker's store too.
+//
+// newKafka creates it empty and startCluster binds it, before the Kafka
+// listeners serve.
+type kafkaCluster struct {
+	nodeID int32
+	tm     *topics.Manager
+	log    zerolog.Logger
+	// coordinatorPartitions are the partitions of __consumer_offsets and
+	// __transaction_state placed at the first FindCoordinator (Kafka's
+	// offsets.topic.num.partitions, transaction.state.log.num.partitions).
+	coordinatorPartitions map[string]int32
+
+	node *cluster.Node
+	md   *cluster.Metadata
+	// serving is set once the node started (its own snapshot restored),
+	// before the transport delivers anything.
+	serving atomic.Bool
+}
+
+var _ kafkaproto.Cluster = (*kafkaCluster)(nil)
+
+// transactionStatePartitions is Kafka's transaction.state.log.num.partitions default.
+const transactionStatePartitions = 50
+
+func newKafkaCluster(cfg *Config, tm *topics.Manager, offsetsPartitions int32, log zerolog.Logger) *kafkaCluster {
+	return &kafkaCluster{
+		nodeID: cfg.NodeID, tm: tm, log: log.With().Str("component", "cluster-metadata").Logger(),
+		coordinatorPartitions: map[string]int32{groups.OffsetsTopic: offsetsPartitions, kafkaproto.TransactionStateTopic: transactionStatePartitions},
+	}
+}
+
+// syncTopics applies a change of the metadata's topics to the local
+// topic store, in log order (called by the metadata state machine on the
+// group's goroutine). A snapshot restored at start (serving is false) is
+// older than the store and the log replay that follows deletes by ID, so
+// it deletes nothing; a snapshot received from the leader is newer than
+// anything applied here, so cluster topics it lacks were deleted.
+// A failure is logged; the broker serves on with the topic missing or
+// stale, as the log says.
+func (k *kafkaCluster) syncTopics(c cluster.TopicChange) {
+	local := func(t cluster.Topic) topics.ClusterTopic {
+		return topics.ClusterTopic{Name: t.Name, ID: t.ID, Partitions: t.Partitions, Configs: t.Configs}
+	}
+	var err error
+	switch {
+	case c.Restored:
+		want := make([]topics.ClusterTopic, 0, len(c.View.Topics))
+		for _, t := range c.View.Topics {
+			want = append(want, local(t))
+		}
+		err = k.tm.SyncClusterTopics(want, k.serving.Load())
+	case c.Deleted:
+		err = k.tm.DeleteClusterTopic(c.Topic.Name, c.Topic.ID)
+	default:
+		err = k.tm.ApplyClusterTopic(local(c.Topic))
+	}
+	if err != nil {
+		k.log.Error().Err(err).Str("topic", c.Topic.Name).Msg("this broker's topic store differs from the cluster's metadata")
+	}
+}
+
+// memberIDs are the node IDs of the metadata group's members (a removed
+// broker's registration stays in the metadata; it is not served).
+func (k *kafkaCluster) memberIDs() map[int32]bool {
+	ids := map[int32]bool{}
+	for _, m := range k.node.Status().Members {
+		ids[int32(m.ID)] = true
+	}
+	return ids
+}
+
+// Brokers implements kafkaproto.Cluster.
+func (k *kafkaCluster) Brokers() []kafkaproto.ClusterBroker {
+	members := k.memberIDs()
+	var out []kafkaproto.ClusterBroker
+	for _, b := range k.md.Brokers() {
+		if !members[b.NodeID] {
+			continue
+		}
+		host, portText, err := net.SplitHostPort(b.KafkaAddr)
+		port, perr := strconv.ParseInt(portText, 10, 32)
+		if err != nil || perr != nil {
+			continue // checked when registered
+		}
+		out = append(out, kafkaproto.ClusterBroker{NodeID: b.NodeID, Host: host, Port: int32(port)})
+	}
+	return out
+}
+
+// brokerIDs are the registered members' IDs, sorted.
+func (k *kafkaCluster) brokerIDs() []int32 {
+	var ids []int32
+	for _, b := range k.Brokers() {
+		ids = append(ids, b.NodeID)
+	}
+	return ids
+}
+
+// Controller implements kafkaproto.Cluster.
+func (k *kafkaCluster) Controller() int32 {
+	if l := k.node.Status().Leader; l != 0 {
+		return int32(l)
+	}
+	return -1
+}
+
+// ClusterID implements kafkaproto.Cluster.
+func (k *kafkaCluster) ClusterID() string { return k.md.ClusterID() }
+
+// Replicas implements kafkaproto.Cluster.
+func (k *kafkaCluster) Replicas(topic string, p int32) ([]int32, bool) {
+	return k.md.Replicas(topic, p)
+}
+
+// CoordinatorLeaders implements kafkaproto.Cluster.
+func (k *kafkaCluster) CoordinatorLeaders(topic string) []int32 {
+	return k.md.CoordinatorLeaders(topic)
+}
+
+// PlaceCoordinator implements kafkaproto.Cluster: the topic's partitions
+// round robin over the registered brokers, once.
+func (k *kafkaCluster) PlaceCoordinator(ctx context.Context, topic string) ([]int32, error) {
+	n, ok := k.coordinatorPartitions[topic]
+	if !ok {
+		return nil, fmt.Errorf("no coordinator topic %q", topic)
+	}
+	// Placed once for good: wait until every voter has registered, so
+	// that the coordinators of a new cluster spread over all its brokers
+	// (Kafka too answers COORDINATOR_NOT_AVAILABLE until it has the
+	// brokers offsets.topic.replication.factor asks for).
+	registered := k.brokerIDs()
+	for _, m := range k.node.Status().Members {
+		if !m.Learner && !slices.Contains(registered, int32(m.ID)) {
+			return nil, fmt.Errorf("%w: broker %d has not registered yet; the coordinators are placed once every voter has", kafkaproto.ErrBrokersUnavailable, m.ID)
+		}
+	}
+	placed := cluster.PlaceReplicas(registered, n, 1, 0)
+	if placed == nil {
+		return nil, kafkaproto.ErrBrokersUnavailable
+	}
+	leaders := make([]int32, n)
+	for p, replicas := range placed {
+		leaders[p] = replicas[0]
+	}
+	err := k.propose(ctx, cluster.PlaceCoordinatorRecord(topic, leaders))
+	if err != nil && !errors.Is(err, cluster.ErrPlacementExists) {
+		return nil, err
+	}
+	return k.md.CoordinatorLeaders(topic), nil
+}
+
+// CreateTopic implements kafkaproto.Cluster.
+func (k *kafkaCluster) CreateTopic(ctx context.Context, t kafkaproto.ClusterTopic) error {
+	if t.ReplicationFactor > 1 {
+		return kafkaproto.ErrReplicationNotBuilt
+	}
+	assignment := t.Assignment
+	if assignment == nil {
+		assignment = cluster.PlaceReplicas(k.brokerIDs(), t.Partitions, 1, len(k.md.View().Topics))
+		if assignment == nil {
+			return kafkaproto.ErrBrokersUnavailable
+		}
+	}
+	var id [16]byte
+	if _, err := rand.Read(id[:]); err != nil {
+		return fmt.Errorf("%w: cannot generate a topic ID: %w", topics.ErrStorage, err)
+	}
+	return k.propose(ctx, cluster.CreateTopicRecord(cluster.Topic{
+		Name: t.Name, ID: id, Partitions: t.Partitions, ReplicationFactor: 1, Configs: t.Configs, Assignments: assignment,
+	}))
+}
+
+// DeleteTopic implements kafkaproto.Cluster.
+func (k *kafkaCluster) DeleteTopic(ctx context.Context, name string) error {
+	return k.propose(ctx, cluster.DeleteTopicRecord(name))
+}
+
+// CreatePartitions implements kafkaproto.Cluster. The caller checked the
+// count against this broker's copy; the record adds exactly the
+// partitions placed here, so a concurrent change that got there first
+// makes the count differ and the topic grows by the same number.
+func (k *kafkaCluster) CreatePartitions(ctx context.Context, name string, count int32, assignment [][]int32) error {
+	t, ok := k.md.Topic(name)
+	if !ok {
+		return fmt.Errorf("%w: %s", topics.ErrUnknownTopic, name)
+	}
+	add := count - t.Partitions
+	if add <= 0 {
+		return fmt.Errorf("%w: topic %s already has %d partition(s)", topics.ErrInvalidPartitions, name, t.Partitions)
+	}
+	if assignment == nil {
+		assignment = cluster.PlaceReplicas(k.brokerIDs(), add, 1, int(t.Partitions))
+		if assignment == nil {
+			return kafkaproto.ErrBrokersUnavailable
+		}
+	}
+	return k.propose(ctx, cluster.CreatePartitionsRecord(name, assignment))
+}
+
+// AlterTopicConfigs implements kafkaproto.Cluster: compare and set on the
+// applied configs, again while another change gets there first.
+func (k *kafkaCluster) AlterTopicConfigs(ctx context.Context, name string, change func(map[string]string) (map[string]string, error)) error {
+	for {
+		t, ok := k.md.Topic(name)
+		if !ok {
+			return fmt.Errorf("%w: %s", topics.ErrUnknownTopic, name)
+		}
+		next, err := change(t.Configs)
+		if err != nil {
+			return err
+		}
+		err = k.propose(ctx, cluster.AlterConfigsRecord(name, t.Configs, next))
+		if !errors.Is(err, cluster.ErrConfigsChanged) {
+			return err
+		}
+	}
+}
+
+// propose proposes a metadata record and maps the group's errors to the
+// ones package kafkaproto knows.
+func (k *kafkaCluster) propose(ctx context.Context, record []byte) error {
+	_, err := k.node.Propose(ctx, record)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, cluster.ErrNoLeader), errors.Is(err, cluster.ErrStopped), errors.Is(err, cluster.ErrProposalLost):
+		// Not applied: the client retries (NOT_CONTROLLER is retriable).
+		return fmt.Errorf("%w (%v)", kafkaproto.ErrNoController, err)
+	case errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("the metadata group did not apply the change in time, it may still be applied: %w", err)
+	case errors.Is(err, cluster.ErrTopicExists):
+		return fmt.Errorf("%w: %w", topics.ErrTopicExists, err)
+	case errors.Is(err, cluster.ErrTopicNotFound):
+		return fmt.Errorf("%w: %w", topics.ErrUnknownTopic, err)
+	}
+	return err
+}

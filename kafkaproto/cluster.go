@@ -1,0 +1,240 @@
+package kafkaproto
+
+// A sharded cluster (issue 13, second step): with Config.Cluster set, the
+// brokers form one Kafka cluster whose metadata is the metadata Raft
+// group's applied copy. Each partition of a cluster topic lives on one
+// broker, its leader; the others answer NOT_LEADER_OR_FOLLOWER for it so
+// that clients re-route. Topic changes (CreateTopics, DeleteTopics,
+// CreatePartitions, AlterConfigs, IncrementalAlterConfigs, auto-creation)
+// are proposed to the group from any broker. A group or transactional ID
+// is coordinated by the leader of its partition of __consumer_offsets or
+// __transaction_state, as in Kafka; the others answer NOT_COORDINATOR.
+// Without Config.Cluster (a single node) none of this runs: every check
+// below is one nil comparison.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/vibemq/broker/groups"
+	"github.com/vibemq/broker/topics"
+)
+
+// TransactionStateTopic is Kafka's internal topic of transaction state;
+// its partitions place the transaction coordinators in a cluster.
+const TransactionStateTopic = "__transaction_state"
+
+// Errors a Cluster returns (errors.go maps them).
+var (
+	// ErrNoController: no leader of the metadata group is known (an
+	// election, or no quorum); Kafka's NOT_CONTROLLER, which clients retry.
+	ErrNoController = errors.New("kafkaproto: no controller (metadata raft leader) is known; retry once one is elected")
+	// ErrReplicationNotBuilt: a replication factor above 1, refused until
+	// partitions are replicated (issue 13's next step).
+	ErrReplicationNotBuilt = errors.New("kafkaproto: partitions are not replicated yet: every partition lives on one broker, so the replication factor must be 1 (or -1 for the default, 1)")
+	// ErrBrokersUnavailable: fewer registered brokers than replicas, or a
+	// replica assignment naming an unregistered broker.
+	ErrBrokersUnavailable = errors.New("kafkaproto: not enough registered brokers for the replicas")
+)
+
+// Cluster is the metadata of the cluster a broker serves in and the way
+// to change it; cmd/broker implements it over package cluster. Every
+// method is safe for concurrent use. Changes return once this broker has
+// applied them to its topic store (topics.Manager.SyncClusterTopics).
+type Cluster interface {
+	// Brokers are the registered brokers, sorted by node ID.
+	Brokers() []ClusterBroker
+	// Controller is the metadata group's leader, -1 while none is known.
+	Controller() int32
+	// ClusterID is the cluster's ID, "" before it is known.
+	ClusterID() string
+	// Replicas are partition p of topic's replicas, the leader first; ok
+	// is false for a topic or partition the cluster's metadata lacks (a
+	// broker's own topics: queues, event stores, internal topics).
+	Replicas(topic string, p int32) (replicas []int32, ok bool)
+	// CoordinatorLeaders are the leaders of the partitions of the
+	// coordinator topic (groups.OffsetsTopic or TransactionStateTopic),
+	// nil while they are not placed.
+	CoordinatorLeaders(topic string) []int32
+	// PlaceCoordinator places the coordinator topic's partitions over
+	// the registered brokers if they are not (a proposal), and returns
+	// their leaders.
+	PlaceCoordinator(ctx context.Context, topic string) ([]int32, error)
+	// CreateTopic proposes a topic (validated by the caller).
+	CreateTopic(ctx context.Context, t ClusterTopic) error
+	// DeleteTopic proposes the deletion of topic name.
+	DeleteTopic(ctx context.Context, name string) error
+	// CreatePartitions proposes raising topic name's partition count to
+	// count; assignment, when not nil, places the new partitions.
+	CreatePartitions(ctx context.Context, name string, count int32, assignment [][]int32) error
+	// AlterTopicConfigs proposes the configs that change computes from
+	// topic name's current explicit configs (again, when another change
+	// was applied first).
+	AlterTopicConfigs(ctx context.Context, name string, change func(current map[string]string) (map[string]string, error)) error
+}
+
+// ClusterBroker is a registered broker: node ID and advertised address.
+type ClusterBroker struct {
+	NodeID int32
+	Host   string
+	Port   int32
+}
+
+// ClusterTopic is a topic to create in the cluster.
+type ClusterTopic struct {
+	Name              string
+	Partitions        int32
+	ReplicationFactor int16
+	// Assignment places each partition's replicas (the leader first);
+	// nil places them round robin over the registered brokers.
+	Assignment [][]int32
+	Configs    map[string]string
+}
+
+// clusterTimeout bounds a proposal made for a request whose own timeout
+// is absent or unusable.
+const clusterTimeout = 30 * time.Second
+
+// clusterContext bounds a proposal by the request's timeout in
+// milliseconds (CreateTopics, DeleteTopics, CreatePartitions), 30 s when
+// it has none.
+func clusterContext(timeoutMillis int32) (context.Context, context.CancelFunc) {
+	d := clusterTimeout
+	if timeoutMillis > 0 && time.Duration(timeoutMillis)*time.Millisecond < d {
+		d = time.Duration(timeoutMillis) * time.Millisecond
+	}
+	return context.WithTimeout(context.Background(), d)
+}
+
+// leads reports whether this broker leads partition p of topic: always on
+// a single node and for topics the cluster's metadata does not have.
+func (s *Server) leads(topic string, p int32) bool {
+	if s.cfg.Cluster == nil {
+		return true
+	}
+	replicas, ok := s.cfg.Cluster.Replicas(topic, p)
+	return !ok || replicas[0] == s.cfg.NodeID
+}
+
+// notGroupCoordinator reports whether, in a cluster, another broker
+// coordinates group (or none is placed yet): its requests here are
+// answered NOT_COORDINATOR and the client finds the coordinator again.
+func (s *Server) notGroupCoordinator(group string) bool {
+	return s.notCoordinator(groups.OffsetsTopic, group)
+}
+
+// notTxnCoordinator is notGroupCoordinator for a transactional ID.
+func (s *Server) notTxnCoordinator(id string) bool {
+	return s.notCoordinator(TransactionStateTopic, id)
+}
+
+func (s *Server) notCoordinator(topic, key string) bool {
+	if s.cfg.Cluster == nil {
+		return false
+	}
+	leaders := s.cfg.Cluster.CoordinatorLeaders(topic)
+	return len(leaders) == 0 || coordinatorOf(leaders, key) != s.cfg.NodeID
+}
+
+// coordinatorOf is the leader of key's partition, Kafka's
+// abs(key.hashCode()) % partitions (GroupCoordinator.partitionFor,
+// TransactionStateManager.partitionFor).
+// REQUIRES: len(leaders) > 0.
+func coordinatorOf(leaders []int32, key string) int32 {
+	return leaders[groups.PartitionFor(key, int32(len(leaders)))]
+}
+
+// clusterBrokers are the Metadata brokers of a cluster: this broker as
+// the listener c came in on advertises it, the others as registered.
+func (s *Server) clusterBrokers(c *conn) []kmsg.MetadataResponseBroker {
+	self := s.brokerEntry(c)
+	out := []kmsg.MetadataResponseBroker{}
+	seenSelf := false
+	for _, b := range s.cfg.Cluster.Brokers() {
+		if b.NodeID == s.cfg.NodeID {
+			out = append(out, self)
+			seenSelf = true
+			continue
+		}
+		mb := kmsg.NewMetadataResponseBroker()
+		mb.NodeID, mb.Host, mb.Port = b.NodeID, b.Host, b.Port
+		out = append(out, mb)
+	}
+	if !seenSelf { // not registered yet: clients still reach this broker
+		out = append(out, self)
+	}
+	return out
+}
+
+// clusterController is the controller ID Metadata and DescribeCluster
+// report: the metadata group's leader, this node on a single node.
+func (s *Server) clusterController() int32 {
+	if s.cfg.Cluster == nil {
+		return s.cfg.NodeID
+	}
+	return s.cfg.Cluster.Controller()
+}
+
+// clusterID is the cluster ID Metadata and DescribeCluster report.
+func (s *Server) clusterID() string {
+	if s.cfg.Cluster != nil {
+		if id := s.cfg.Cluster.ClusterID(); id != "" {
+			return id
+		}
+	}
+	return s.cfg.ClusterID
+}
+
+// partitionReplicas are the leader and replicas Metadata reports for
+// partition p of topic t: from the cluster's assignment, from the
+// coordinator placement for __consumer_offsets, else this broker.
+func (s *Server) partitionReplicas(t *topics.Topic, p int32) (leader int32, replicas []int32) {
+	self := []int32{s.cfg.NodeID}
+	if s.cfg.Cluster == nil {
+		return s.cfg.NodeID, self
+	}
+	if r, ok := s.cfg.Cluster.Replicas(t.Name, p); ok {
+		return r[0], r
+	}
+	if t.IsClusterTopic() { // a partition the metadata does not place
+		return -1, []int32{}
+	}
+	if t.Name == groups.OffsetsTopic {
+		// The coordinator of the groups of partition p leads it.
+		if leaders := s.cfg.Cluster.CoordinatorLeaders(groups.OffsetsTopic); len(leaders) > 0 {
+			id := leaders[int(p)%len(leaders)]
+			return id, []int32{id}
+		}
+	}
+	return s.cfg.NodeID, self
+}
+
+// clusterTopic reports whether topic name is a cluster topic, whose
+// changes go through the cluster's metadata.
+func (s *Server) clusterTopic(name string) bool {
+	if s.cfg.Cluster == nil {
+		return false
+	}
+	t, ok := s.topics.Topic(name)
+	return ok && t.IsClusterTopic()
+}
+
+// alterClusterTopicConfigs proposes the configs next computes from the
+// current ones (AlterConfigs, IncrementalAlterConfigs); with validateOnly
+// it computes them from this broker's copy and proposes nothing.
+func (s *Server) alterClusterTopicConfigs(name string, validateOnly bool, next func(map[string]string) (map[string]string, error)) error {
+	if validateOnly {
+		t, ok := s.topics.Topic(name)
+		if !ok {
+			return fmt.Errorf("%w: %s", topics.ErrUnknownTopic, name)
+		}
+		_, err := next(t.Configs())
+		return err
+	}
+	ctx, cancel := clusterContext(0)
+	defer cancel()
+	return s.cfg.Cluster.AlterTopicConfigs(ctx, name, next)
+}
