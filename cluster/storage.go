@@ -228,23 +228,10 @@ func (s *Storage) HardState() *raftpb.HardState {
 // contract: all of it is durable before the Ready's messages are sent.
 func (s *Storage) Save(hs *raftpb.HardState, entries []*raftpb.Entry, snap *raftpb.Snapshot) error {
 	b := s.store.NewBatch()
-	next := *s // the cached state once the batch is durable
-	if !raft.IsEmptySnap(snap) {
-		if err := next.addSnapshot(b, snap); err != nil {
-			b.Close()
-			return err
-		}
-	}
-	if err := next.addEntries(b, entries); err != nil {
+	next, err := s.stage(b, hs, entries, snap)
+	if err != nil {
 		b.Close()
 		return err
-	}
-	if !raft.IsEmptyHardState(hs) {
-		if err := setProto(b, pebblestore.RaftKey(s.group, pebblestore.RaftKindHardState), hs); err != nil {
-			b.Close()
-			return err
-		}
-		next.hardState = proto.Clone(hs).(*raftpb.HardState)
 	}
 	if b.Empty() {
 		b.Close()
@@ -255,6 +242,29 @@ func (s *Storage) Save(hs *raftpb.HardState, entries []*raftpb.Entry, snap *raft
 	}
 	*s = next
 	return nil
+}
+
+// stage adds one Ready's state to b (as Save writes it) and returns the
+// storage's cached state as it will be once b is durable; the caller
+// commits b (synced) and only then replaces *s with it. The Host stages
+// the Readies of many groups in one batch this way.
+func (s *Storage) stage(b *pebblestore.Batch, hs *raftpb.HardState, entries []*raftpb.Entry, snap *raftpb.Snapshot) (Storage, error) {
+	next := *s // the cached state once the batch is durable
+	if !raft.IsEmptySnap(snap) {
+		if err := next.addSnapshot(b, snap); err != nil {
+			return next, err
+		}
+	}
+	if err := next.addEntries(b, entries); err != nil {
+		return next, err
+	}
+	if !raft.IsEmptyHardState(hs) {
+		if err := setProto(b, pebblestore.RaftKey(s.group, pebblestore.RaftKindHardState), hs); err != nil {
+			return next, err
+		}
+		next.hardState = proto.Clone(hs).(*raftpb.HardState)
+	}
+	return next, nil
 }
 
 // addSnapshot adds a received snapshot to b: it replaces the log.

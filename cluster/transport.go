@@ -20,11 +20,26 @@ import (
 )
 
 // The inter-broker stream: a connection carries messages one way, from the
-// node that dialed to the node that accepted. It opens with a 24-byte
-// hello, then frames:
+// node that dialed to the node that accepted. It opens with a 32-byte
+// hello, then frames. Version 1 (the metadata group alone):
 //
 //	hello: magic "VMQRAFT1" [8] | from u64 | to u64 | incarnation u64
 //	frame: length u32 | protobuf raftpb.Message [length]
+//
+// Version 2 (TransportConfig.GroupFrames: many groups, a Host) names the
+// group of every message and coalesces heartbeats:
+//
+//	hello: magic "VMQRAFT2" [8] | from u64 | to u64 | incarnation u64
+//	frame: length u32 | group u64 | protobuf raftpb.Message [length-8]
+//	frame: length u32 | 0xffffffffffffffff | count u32 |
+//	       count x (group u64 | kind u8 | term u64 | commit u64)
+//
+// The second v2 frame is every heartbeat (kind 0) and heartbeat response
+// (kind 1) one Send has for one peer, 25 bytes each instead of a message
+// each; only those without a context (no ReadIndex) are coalesced. A
+// receiver accepts both versions; a sender speaks the one it is
+// configured with, so nodes of a version-1 cluster keep understanding
+// each other.
 //
 // The receiver checks the hello (magic, to = itself, from a known peer) and
 // every message (From = the hello's from, To = itself, a message type peers
@@ -32,9 +47,33 @@ import (
 // incarnation differs from the one the peer announced before means the
 // peer lost its Raft state (a wiped data directory): the receiver is told
 // (PeerLostState).
-var helloMagic = [8]byte{'V', 'M', 'Q', 'R', 'A', 'F', 'T', '1'}
+var (
+	helloMagic   = [8]byte{'V', 'M', 'Q', 'R', 'A', 'F', 'T', '1'}
+	helloMagicV2 = [8]byte{'V', 'M', 'Q', 'R', 'A', 'F', 'T', '2'}
+)
 
-const helloSize = 32
+const (
+	helloSize = 32
+	// heartbeatsGroup in a v2 frame's group field marks coalesced
+	// heartbeats; no Raft group has this ID.
+	heartbeatsGroup = ^uint64(0)
+	// heartbeatSize: one coalesced heartbeat.
+	heartbeatSize = 25
+)
+
+// GroupReceiver takes the messages of the groups other than 0 (a Host)
+// and what the transport learns about their sends.
+type GroupReceiver interface {
+	StepGroup(group uint64, m *raftpb.Message)
+	ReportGroupUnreachable(group, id uint64)
+	ReportGroupSnapshot(group, id uint64, status raft.SnapshotStatus)
+}
+
+// GroupMessage is a message of one Raft group.
+type GroupMessage struct {
+	Group uint64
+	Msg   *raftpb.Message
+}
 
 // Receiver takes what the transport receives and what it learns about
 // sends: a *Node.
@@ -67,6 +106,9 @@ type TransportConfig struct {
 	// BackoffMin and BackoffMax bound the wait between connection
 	// attempts to an unreachable peer (doubling); 50ms and 2s by default.
 	BackoffMin, BackoffMax time.Duration
+	// GroupFrames: speak version 2 (every frame names its group; groups
+	// other than 0 need it). Receiving understands both versions.
+	GroupFrames bool
 	// Logger receives the transport's events.
 	Logger zerolog.Logger
 }
@@ -80,6 +122,7 @@ type Transport struct {
 	log      zerolog.Logger
 	limiter  loglimit.Limiter
 	receiver atomic.Pointer[receiverBox]
+	groups   atomic.Pointer[groupsBox]
 	filter   atomic.Pointer[Filter]
 
 	mu struct {
@@ -99,14 +142,20 @@ type Transport struct {
 
 type receiverBox struct{ r Receiver }
 
+type groupsBox struct{ g GroupReceiver }
+
 // Filter decides, for tests, whether a message may leave (true) or is
 // dropped as if the network lost it (false).
 type Filter func(m *raftpb.Message) bool
 
 type outbound struct {
 	to    uint64
+	group uint64
 	frame []byte
 	snap  bool
+	// beats: a frame of coalesced heartbeats, whose loss is not reported
+	// (every group sends another at its next heartbeat tick).
+	beats bool
 }
 
 type peer struct {
@@ -205,9 +254,16 @@ func (t *Transport) SetFilter(f Filter) {
 	t.filter.Store(&f)
 }
 
-// Start accepts the peers' connections, handing their messages to r, and
-// starts one sender per peer.
+// SetGroups hands the messages of the groups other than 0 to g (a Host);
+// call it before Start. Without it they are dropped.
+func (t *Transport) SetGroups(g GroupReceiver) { t.groups.Store(&groupsBox{g}) }
+
+// Start accepts the peers' connections, handing their messages to r
+// (group 0; nil drops them), and starts one sender per peer.
 func (t *Transport) Start(r Receiver) {
+	if r == nil {
+		r = dropReceiver{}
+	}
 	t.receiver.Store(&receiverBox{r})
 	t.wg.Add(1)
 	go t.acceptLoop()
@@ -239,48 +295,148 @@ func (t *Transport) Close() error {
 	return err
 }
 
-// Send queues msgs for their peers. It encodes them here, on the caller's
-// goroutine (the node's loop), so no message is read while Raft may change
-// it. A full queue or an unknown peer drops the message.
+// Send queues msgs of group 0 (the metadata group) for their peers. It
+// encodes them here, on the caller's goroutine (the node's loop), so no
+// message is read while Raft may change it. A full queue or an unknown
+// peer drops the message.
 func (t *Transport) Send(msgs []*raftpb.Message) {
 	f := t.filter.Load()
-	r := t.receiver.Load()
 	for _, m := range msgs {
+		if f == nil || (*f)(m) {
+			t.enqueue(0, m)
+		}
+	}
+}
+
+// SendGroups queues the messages of many groups (one Host loop iteration)
+// for their peers, as Send does, coalescing each peer's heartbeats into
+// one frame (version 2 only).
+func (t *Transport) SendGroups(msgs []GroupMessage) {
+	f := t.filter.Load()
+	var beats map[uint64][]byte // per peer: the coalesced heartbeats
+	for _, gm := range msgs {
+		m := gm.Msg
 		if f != nil && !(*f)(m) {
 			continue
 		}
-		p := t.peer(m.GetTo())
+		if !t.cfg.GroupFrames && gm.Group != 0 {
+			t.log.Error().Uint64("group", gm.Group).Msg("a raft group other than 0 needs a transport with GroupFrames; message dropped")
+			continue
+		}
+		if t.cfg.GroupFrames && coalescable(m) {
+			if beats == nil {
+				beats = map[uint64][]byte{}
+			}
+			beats[m.GetTo()] = appendBeat(beats[m.GetTo()], gm.Group, m)
+			continue
+		}
+		t.enqueue(gm.Group, m)
+	}
+	for to, recs := range beats {
+		p := t.peer(to)
 		if p == nil {
 			continue
 		}
-		body, err := proto.Marshal(m)
-		if err != nil {
-			t.log.Error().Err(err).Stringer("type", m.GetType()).Msg("cannot encode a raft message; dropped")
-			continue
-		}
-		frame := binary.BigEndian.AppendUint32(make([]byte, 0, 4+len(body)), uint32(len(body)))
-		frame = append(frame, body...)
-		snap := m.GetType() == raftpb.MsgSnap
+		frame := binary.BigEndian.AppendUint32(make([]byte, 0, 16+len(recs)), uint32(12+len(recs)))
+		frame = binary.BigEndian.AppendUint64(frame, heartbeatsGroup)
+		frame = binary.BigEndian.AppendUint32(frame, uint32(len(recs)/heartbeatSize))
+		frame = append(frame, recs...)
 		select {
-		case p.queue <- outbound{to: p.id, frame: frame, snap: snap}:
+		case p.queue <- outbound{to: to, frame: frame, beats: true}:
 		default:
-			if r != nil {
-				t.reportFailure(r.r, p.id, snap)
+		}
+	}
+}
+
+// coalescable: a heartbeat or heartbeat response that a coalesced record
+// carries whole (type, term, commit; from and to are the stream's).
+func coalescable(m *raftpb.Message) bool {
+	t := m.GetType()
+	return (t == raftpb.MsgHeartbeat || t == raftpb.MsgHeartbeatResp) && len(m.GetContext()) == 0 &&
+		m.GetIndex() == 0 && m.GetLogTerm() == 0 && len(m.GetEntries()) == 0 && !m.GetReject() &&
+		m.GetRejectHint() == 0 && m.GetVote() == 0 && m.GetSnapshot() == nil && len(m.GetResponses()) == 0
+}
+
+func appendBeat(b []byte, group uint64, m *raftpb.Message) []byte {
+	b = binary.BigEndian.AppendUint64(b, group)
+	kind := byte(0)
+	if m.GetType() == raftpb.MsgHeartbeatResp {
+		kind = 1
+	}
+	b = append(b, kind)
+	b = binary.BigEndian.AppendUint64(b, m.GetTerm())
+	return binary.BigEndian.AppendUint64(b, m.GetCommit())
+}
+
+// enqueue encodes m of group and queues it for its peer.
+func (t *Transport) enqueue(group uint64, m *raftpb.Message) {
+	p := t.peer(m.GetTo())
+	if p == nil {
+		return
+	}
+	body, err := proto.Marshal(m)
+	if err != nil {
+		t.log.Error().Err(err).Stringer("type", m.GetType()).Msg("cannot encode a raft message; dropped")
+		return
+	}
+	var frame []byte
+	if t.cfg.GroupFrames {
+		frame = binary.BigEndian.AppendUint32(make([]byte, 0, 12+len(body)), uint32(8+len(body)))
+		frame = binary.BigEndian.AppendUint64(frame, group)
+	} else {
+		frame = binary.BigEndian.AppendUint32(make([]byte, 0, 4+len(body)), uint32(len(body)))
+	}
+	frame = append(frame, body...)
+	out := outbound{to: p.id, group: group, frame: frame, snap: m.GetType() == raftpb.MsgSnap}
+	select {
+	case p.queue <- out:
+	default:
+		t.reportFailure(out)
+	}
+}
+
+// reportFailure tells the group of a message that could not be sent.
+func (t *Transport) reportFailure(m outbound) {
+	if m.beats {
+		return
+	}
+	if m.group == 0 {
+		if b := t.receiver.Load(); b != nil {
+			b.r.ReportUnreachable(m.to)
+			if m.snap {
+				b.r.ReportSnapshot(m.to, raft.SnapshotFailure)
 			}
 		}
+		return
+	}
+	if g := t.groups.Load(); g != nil {
+		g.g.ReportGroupUnreachable(m.group, m.to)
+		if m.snap {
+			g.g.ReportGroupSnapshot(m.group, m.to, raft.SnapshotFailure)
+		}
 	}
 }
 
-func (t *Transport) reportFailure(r Receiver, to uint64, snap bool) {
-	r.ReportUnreachable(to)
-	if snap {
-		r.ReportSnapshot(to, raft.SnapshotFailure)
+func (t *Transport) reportSnapshotSent(m outbound) {
+	if m.group == 0 {
+		t.receiver.Load().r.ReportSnapshot(m.to, raft.SnapshotFinish)
+	} else if g := t.groups.Load(); g != nil {
+		g.g.ReportGroupSnapshot(m.group, m.to, raft.SnapshotFinish)
 	}
 }
+
+// dropReceiver stands for a missing group-0 receiver (a Host alone).
+type dropReceiver struct{}
+
+func (dropReceiver) Step(*raftpb.Message)                       {}
+func (dropReceiver) ReportUnreachable(uint64)                   {}
+func (dropReceiver) ReportSnapshot(uint64, raft.SnapshotStatus) {}
+func (dropReceiver) PeerLostState(uint64)                       {}
 
 // sendLoop owns the outbound connection to p: it dials when a message is
-// waiting (no sooner than the backoff allows), writes, and on any failure
-// drops the connection and the message and reports the peer unreachable.
+// waiting (no sooner than the backoff allows), writes every message
+// waiting in the queue and flushes them in one write, and on any failure
+// drops the connection and the messages and reports the peer unreachable.
 func (t *Transport) sendLoop(p *peer) {
 	defer t.wg.Done()
 	var conn net.Conn
@@ -292,24 +448,25 @@ func (t *Transport) sendLoop(p *peer) {
 			_ = conn.Close()
 		}
 	}()
-	r := t.receiver.Load().r
 	// Connect at once, so that the peer learns this node's incarnation
 	// before this node has anything to say.
 	if c, err := t.dial(p); err == nil {
 		conn, w = c, bufio.NewWriterSize(c, 64<<10)
 	}
+	var batch []outbound
 	for {
-		var m outbound
 		select {
-		case m = <-p.queue:
+		case m := <-p.queue:
+			batch = append(batch[:0], m)
 		case <-t.closec:
 			return
 		case <-p.stopc:
 			return
 		}
+		batch = drainQueue(p.queue, batch, 256)
 		if conn == nil {
 			if time.Now().Before(nextDial) {
-				t.reportFailure(r, p.id, m.snap)
+				t.reportFailures(batch)
 				continue
 			}
 			c, err := t.dial(p)
@@ -317,22 +474,43 @@ func (t *Transport) sendLoop(p *peer) {
 				backoff = min(max(2*backoff, t.cfg.BackoffMin), t.cfg.BackoffMax)
 				nextDial = time.Now().Add(backoff)
 				t.warn("dial", p.id, err)
-				t.reportFailure(r, p.id, m.snap)
+				t.reportFailures(batch)
 				continue
 			}
 			backoff = 0
 			conn, w = c, bufio.NewWriterSize(c, 64<<10)
 		}
-		if err := t.write(conn, w, m); err != nil {
+		if err := t.write(conn, w, batch); err != nil {
 			t.warn("write", p.id, err)
 			_ = conn.Close()
 			conn, w = nil, nil
-			t.reportFailure(r, p.id, m.snap)
+			t.reportFailures(batch)
 			continue
 		}
-		if m.snap {
-			r.ReportSnapshot(p.id, raft.SnapshotFinish)
+		for _, m := range batch {
+			if m.snap {
+				t.reportSnapshotSent(m)
+			}
 		}
+	}
+}
+
+// drainQueue appends to batch what q holds now, at most n in all.
+func drainQueue(q chan outbound, batch []outbound, n int) []outbound {
+	for len(batch) < n {
+		select {
+		case m := <-q:
+			batch = append(batch, m)
+		default:
+			return batch
+		}
+	}
+	return batch
+}
+
+func (t *Transport) reportFailures(batch []outbound) {
+	for _, m := range batch {
+		t.reportFailure(m)
 	}
 }
 
@@ -342,7 +520,11 @@ func (t *Transport) dial(p *peer) (net.Conn, error) {
 		return nil, err
 	}
 	hello := make([]byte, 0, helloSize)
-	hello = append(hello, helloMagic[:]...)
+	if t.cfg.GroupFrames {
+		hello = append(hello, helloMagicV2[:]...)
+	} else {
+		hello = append(hello, helloMagic[:]...)
+	}
 	hello = binary.BigEndian.AppendUint64(hello, t.cfg.ID)
 	hello = binary.BigEndian.AppendUint64(hello, p.id)
 	hello = binary.BigEndian.AppendUint64(hello, t.cfg.Incarnation)
@@ -354,11 +536,13 @@ func (t *Transport) dial(p *peer) (net.Conn, error) {
 	return c, nil
 }
 
-// write writes and flushes one frame.
-func (t *Transport) write(conn net.Conn, w *bufio.Writer, m outbound) error {
+// write writes the frames of batch and flushes them.
+func (t *Transport) write(conn net.Conn, w *bufio.Writer, batch []outbound) error {
 	_ = conn.SetWriteDeadline(time.Now().Add(10 * time.Second))
-	if _, err := w.Write(m.frame); err != nil {
-		return err
+	for _, m := range batch {
+		if _, err := w.Write(m.frame); err != nil {
+			return err
+		}
 	}
 	return w.Flush()
 }
@@ -420,37 +604,63 @@ func (t *Transport) readLoop(c net.Conn) {
 		_ = c.Close()
 	}()
 	r := bufio.NewReaderSize(c, 64<<10)
-	from, err := t.readHello(c, r)
+	from, v2, err := t.readHello(c, r)
 	if err != nil {
 		t.warn("handshake", from, err)
 		return
 	}
-	recv := t.receiver.Load().r
 	for {
-		m, err := t.readMessage(r, from)
+		var err error
+		if v2 {
+			err = t.readFrame(r, from, t.dispatch)
+		} else {
+			var m *raftpb.Message
+			if m, err = t.readMessage(r, from); err == nil {
+				err = t.dispatch(0, m)
+			}
+		}
 		if err != nil {
-			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !errors.Is(err, errPeerRemoved) {
 				t.warn("read", from, err)
 			}
 			return
 		}
-		if t.peer(from) == nil {
-			return // removed from the group since it connected
-		}
-		recv.Step(m)
 	}
 }
 
-func (t *Transport) readHello(c net.Conn, r *bufio.Reader) (uint64, error) {
+var errPeerRemoved = errors.New("peer removed")
+
+// dispatch hands m to its group's receiver, unless its sender was removed
+// from the group since it connected.
+func (t *Transport) dispatch(group uint64, m *raftpb.Message) error {
+	if t.peer(m.GetFrom()) == nil {
+		return errPeerRemoved
+	}
+	if group == 0 {
+		t.receiver.Load().r.Step(m)
+	} else if g := t.groups.Load(); g != nil {
+		g.g.StepGroup(group, m)
+	}
+	return nil
+}
+
+// readHello reads and checks the hello; v2 tells the stream's version.
+func (t *Transport) readHello(c net.Conn, r *bufio.Reader) (uint64, bool, error) {
 	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	var hello [helloSize]byte
 	if _, err := io.ReadFull(r, hello[:]); err != nil {
-		return 0, fmt.Errorf("read the hello from %s: %w", c.RemoteAddr(), err)
+		return 0, false, fmt.Errorf("read the hello from %s: %w", c.RemoteAddr(), err)
 	}
 	_ = c.SetReadDeadline(time.Time{})
-	if [8]byte(hello[:8]) != helloMagic {
-		return 0, fmt.Errorf("%s is not a raft peer of this cluster (bad magic); check its inter-broker address", c.RemoteAddr())
+	v2 := [8]byte(hello[:8]) == helloMagicV2
+	if [8]byte(hello[:8]) != helloMagic && !v2 {
+		return 0, false, fmt.Errorf("%s is not a raft peer of this cluster (bad magic); check its inter-broker address", c.RemoteAddr())
 	}
+	from, err := t.checkHello(c, hello)
+	return from, v2, err
+}
+
+func (t *Transport) checkHello(c net.Conn, hello [helloSize]byte) (uint64, error) {
 	from, to := binary.BigEndian.Uint64(hello[8:]), binary.BigEndian.Uint64(hello[16:])
 	if to != t.cfg.ID {
 		return from, fmt.Errorf("peer %d at %s dialed node %d, this is node %d; check cluster-peers on both", from, c.RemoteAddr(), to, t.cfg.ID)
@@ -473,14 +683,25 @@ func (t *Transport) readHello(c net.Conn, r *bufio.Reader) (uint64, error) {
 	return from, nil
 }
 
+// readMessage reads one version-1 frame.
 func (t *Transport) readMessage(r *bufio.Reader, from uint64) (*raftpb.Message, error) {
+	body, err := t.readBody(r, from, 1)
+	if err != nil {
+		return nil, err
+	}
+	return t.decodeMessage(body, from)
+}
+
+// readBody reads one frame's length and body; a body shorter than minimum
+// or longer than MaxFrameBytes is an error.
+func (t *Transport) readBody(r *bufio.Reader, from uint64, minimum uint32) ([]byte, error) {
 	var head [4]byte
 	if _, err := io.ReadFull(r, head[:]); err != nil {
 		return nil, err
 	}
 	n := binary.BigEndian.Uint32(head[:])
-	if n == 0 || int64(n) > int64(t.cfg.MaxFrameBytes) {
-		return nil, fmt.Errorf("frame of %d bytes from peer %d (limit %d)", n, from, t.cfg.MaxFrameBytes)
+	if n < minimum || int64(n) > int64(t.cfg.MaxFrameBytes) {
+		return nil, fmt.Errorf("frame of %d bytes from peer %d (at least %d, limit %d)", n, from, minimum, t.cfg.MaxFrameBytes)
 	}
 	// The buffer grows with the bytes that arrive, not with the length a
 	// peer claims.
@@ -488,8 +709,56 @@ func (t *Transport) readMessage(r *bufio.Reader, from uint64) (*raftpb.Message, 
 	if _, err := io.CopyN(&body, r, int64(n)); err != nil {
 		return nil, err
 	}
+	return body.Bytes(), nil
+}
+
+// readFrame reads one version-2 frame and hands each of its messages to
+// deliver, with its group.
+func (t *Transport) readFrame(r *bufio.Reader, from uint64, deliver func(group uint64, m *raftpb.Message) error) error {
+	body, err := t.readBody(r, from, 9)
+	if err != nil {
+		return err
+	}
+	group := binary.BigEndian.Uint64(body)
+	if group != heartbeatsGroup {
+		m, err := t.decodeMessage(body[8:], from)
+		if err != nil {
+			return err
+		}
+		return deliver(group, m)
+	}
+	if len(body) < 12 {
+		return fmt.Errorf("coalesced heartbeats from peer %d: %d bytes, no count", from, len(body))
+	}
+	count := binary.BigEndian.Uint32(body[8:])
+	recs := body[12:]
+	if uint64(len(recs)) != uint64(count)*heartbeatSize {
+		return fmt.Errorf("coalesced heartbeats from peer %d: %d bytes for %d heartbeats", from, len(recs), count)
+	}
+	for ; len(recs) > 0; recs = recs[heartbeatSize:] {
+		g := binary.BigEndian.Uint64(recs)
+		typ := raftpb.MsgHeartbeat
+		switch recs[8] {
+		case 0:
+		case 1:
+			typ = raftpb.MsgHeartbeatResp
+		default:
+			return fmt.Errorf("coalesced heartbeats from peer %d: unknown kind %d", from, recs[8])
+		}
+		m := &raftpb.Message{Type: typ.Enum(), From: new(from), To: new(t.cfg.ID), Term: new(binary.BigEndian.Uint64(recs[9:]))}
+		if typ == raftpb.MsgHeartbeat {
+			m.Commit = new(binary.BigEndian.Uint64(recs[17:]))
+		}
+		if err := deliver(g, m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (t *Transport) decodeMessage(body []byte, from uint64) (*raftpb.Message, error) {
 	m := &raftpb.Message{}
-	if err := proto.Unmarshal(body.Bytes(), m); err != nil {
+	if err := proto.Unmarshal(body, m); err != nil {
 		return nil, fmt.Errorf("undecodable message from peer %d: %w", from, err)
 	}
 	if m.GetFrom() != from || m.GetTo() != t.cfg.ID || raft.IsLocalMsg(m.GetType()) {

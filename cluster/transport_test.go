@@ -2,7 +2,7 @@ package cluster
 
 import (
 	"bufio"
-
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"io"
@@ -26,6 +26,12 @@ func hello(from, to, incarnation uint64) []byte {
 func frame(m *raftpb.Message) []byte {
 	body, _ := proto.Marshal(m)
 	return append(binary.BigEndian.AppendUint32(nil, uint32(len(body))), body...)
+}
+
+func frameV2(group uint64, m *raftpb.Message) []byte {
+	body, _ := proto.Marshal(m)
+	b := binary.BigEndian.AppendUint32(nil, uint32(8+len(body)))
+	return append(binary.BigEndian.AppendUint64(b, group), body...)
 }
 
 // TestTransportClosesOnlyTheBadConnection: bytes that are not the
@@ -77,6 +83,14 @@ func FuzzTransportRead(f *testing.F) {
 	f.Add(hello(1, 2, 5), frame(&raftpb.Message{Type: raftpb.MsgHeartbeat.Enum(), From: new(uint64(1)), To: new(uint64(2))}))
 	f.Add(hello(1, 2, 0), []byte{0, 0, 0, 1, 0})
 	f.Add([]byte("garbage"), []byte{0xff})
+	v2 := append(helloMagicV2[:], hello(1, 2, 5)[8:]...)
+	f.Add(v2, frameV2(7, &raftpb.Message{Type: raftpb.MsgApp.Enum(), From: new(uint64(1)), To: new(uint64(2))}))
+	beats := binary.BigEndian.AppendUint32(nil, 12+2*heartbeatSize)
+	beats = binary.BigEndian.AppendUint64(beats, heartbeatsGroup)
+	beats = binary.BigEndian.AppendUint32(beats, 2)
+	beats = appendBeat(beats, 3, &raftpb.Message{Type: raftpb.MsgHeartbeat.Enum(), Term: new(uint64(2)), Commit: new(uint64(9))})
+	beats = appendBeat(beats, 4, &raftpb.Message{Type: raftpb.MsgHeartbeatResp.Enum(), Term: new(uint64(2))})
+	f.Add(v2, beats)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		f.Fatal(err)
@@ -96,18 +110,30 @@ func FuzzTransportRead(f *testing.F) {
 			_ = client.Close()
 		}()
 		r := bufio.NewReader(server)
-		from, err := tr.readHello(server, r)
+		from, v2, err := tr.readHello(server, r)
 		if err != nil {
 			_, _ = io.Copy(io.Discard, server)
 			return
 		}
 		for {
-			m, err := tr.readMessage(r, from)
+			var m *raftpb.Message
+			var err error
+			if v2 {
+				err = tr.readFrame(r, from, func(group uint64, got *raftpb.Message) error {
+					if group == heartbeatsGroup {
+						t.Fatalf("delivered a message of the reserved group %d", group)
+					}
+					m = got
+					return nil
+				})
+			} else {
+				m, err = tr.readMessage(r, from)
+			}
 			if err != nil {
 				_, _ = io.Copy(io.Discard, server)
 				return
 			}
-			if m.GetFrom() != from || m.GetTo() != 2 {
+			if m != nil && (m.GetFrom() != from || m.GetTo() != 2) {
 				t.Fatalf("accepted %v over the stream of %d", m, from)
 			}
 		}
@@ -120,3 +146,51 @@ func (nopReceiver) Step(*raftpb.Message)                       {}
 func (nopReceiver) ReportUnreachable(uint64)                   {}
 func (nopReceiver) ReportSnapshot(uint64, raft.SnapshotStatus) {}
 func (nopReceiver) PeerLostState(uint64)                       {}
+
+// TestCoalescedHeartbeatsRoundTrip: the heartbeats and responses of many
+// groups, coalesced into one frame, are read back as the messages Raft
+// sent, each with its group; messages with a context are not coalesced.
+func TestCoalescedHeartbeatsRoundTrip(t *testing.T) {
+	tr, err := NewTransport(TransportConfig{ID: 2, Listener: nopListener{}, Peers: map[uint64]string{1: "x"}, GroupFrames: true, Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent := map[uint64]*raftpb.Message{
+		5:   {Type: raftpb.MsgHeartbeat.Enum(), From: new(uint64(1)), To: new(uint64(2)), Term: new(uint64(3)), Commit: new(uint64(17))},
+		6:   {Type: raftpb.MsgHeartbeatResp.Enum(), From: new(uint64(1)), To: new(uint64(2)), Term: new(uint64(4))},
+		1e9: {Type: raftpb.MsgHeartbeat.Enum(), From: new(uint64(1)), To: new(uint64(2)), Term: new(uint64(1)), Commit: new(uint64(0))},
+	}
+	var recs []byte
+	for g, m := range sent {
+		if !coalescable(m) {
+			t.Fatalf("group %d: %v not coalescable", g, m)
+		}
+		recs = appendBeat(recs, g, m)
+	}
+	if coalescable(&raftpb.Message{Type: raftpb.MsgHeartbeat.Enum(), Context: []byte("read-index")}) {
+		t.Fatal("a heartbeat with a context was coalesced: the context would be lost")
+	}
+	f := binary.BigEndian.AppendUint32(nil, uint32(12+len(recs)))
+	f = binary.BigEndian.AppendUint64(f, heartbeatsGroup)
+	f = binary.BigEndian.AppendUint32(f, uint32(len(sent)))
+	f = append(f, recs...)
+	got := map[uint64]*raftpb.Message{}
+	err = tr.readFrame(bufio.NewReader(bytes.NewReader(f)), 1, func(g uint64, m *raftpb.Message) error {
+		got[g] = m
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for g, m := range sent {
+		if !proto.Equal(got[g], m) {
+			t.Fatalf("group %d: read %v, sent %v", g, got[g], m)
+		}
+	}
+}
+
+type nopListener struct{}
+
+func (nopListener) Accept() (net.Conn, error) { return nil, net.ErrClosed }
+func (nopListener) Close() error              { return nil }
+func (nopListener) Addr() net.Addr            { return &net.TCPAddr{} }

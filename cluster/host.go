@@ -1,0 +1,642 @@
+package cluster
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/vibemq/broker/pebblestore"
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+)
+
+// ErrLeadershipLost is returned by Host.Propose when this replica stopped
+// being the group's leader before its proposal was applied: the proposal
+// may or may not be committed by the next leader (the outcome is unknown,
+// as with Kafka's NOT_LEADER_OR_FOLLOWER after a send); retry on the new
+// leader (an idempotent producer's retry is deduplicated).
+var ErrLeadershipLost = errors.New("cluster: this replica lost the leadership before the proposal was applied; the outcome is unknown, retry on the new leader")
+
+// ErrBusy: the leader refused a proposal, its group has too much not
+// committed yet (64 MiB) or is handing its leadership over; retry later.
+var ErrBusy = errors.New("cluster: the raft group's leader is busy (too much not committed yet, or a leadership transfer); retry later")
+
+// ErrUnknownGroup: the host runs no replica of the group asked.
+var ErrUnknownGroup = errors.New("cluster: this node runs no replica of that raft group")
+
+// GroupStateMachine is what one group of a Host replicates (a partition
+// log). The host calls it from its loop goroutine only, in log order.
+type GroupStateMachine interface {
+	// Apply applies a committed entry; it must be deterministic. Its
+	// result and error are handed back to the proposer (an error is the
+	// command's rejection, alike on every replica, never a failure of
+	// the replica).
+	Apply(e Entry) (result uint64, err error)
+}
+
+// HostConfig configures the replicas of many Raft groups on one node.
+type HostConfig struct {
+	// ID is this node's ID in every group, > 0.
+	ID uint64
+	// Store is the broker's Pebble store; every group's rows are there.
+	Store *pebblestore.Store
+	// Transport sends the groups' messages (GroupFrames on); the host
+	// registers itself as its GroupReceiver.
+	Transport *Transport
+	// Ticker drives every group's clock.
+	Ticker Ticker
+	// ElectionTicks and HeartbeatTicks: Raft's timeouts in ticks; 10 and
+	// 1 by default.
+	ElectionTicks, HeartbeatTicks int
+	// Logger receives the host's and the Raft cores' events.
+	Logger zerolog.Logger
+}
+
+// Validate checks the configuration and fills in defaults.
+func (c *HostConfig) Validate() error {
+	switch {
+	case c.ID == 0:
+		return errors.New("cluster: the node ID must be greater than 0")
+	case c.Store == nil || c.Transport == nil || c.Ticker == nil:
+		return errors.New("cluster: a host needs a store, a transport and a ticker")
+	case !c.Transport.cfg.GroupFrames:
+		return errors.New("cluster: a host needs a transport with GroupFrames (version 2 frames name the group)")
+	}
+	if c.ElectionTicks == 0 {
+		c.ElectionTicks = 10
+	}
+	if c.HeartbeatTicks == 0 {
+		c.HeartbeatTicks = 1
+	}
+	if c.ElectionTicks <= c.HeartbeatTicks {
+		return fmt.Errorf("cluster: the election timeout (%d ticks) must be longer than the heartbeat interval (%d ticks)", c.ElectionTicks, c.HeartbeatTicks)
+	}
+	return nil
+}
+
+// Host runs this node's replicas of many Raft groups (the partitions'
+// groups: multi-raft) on one loop goroutine. Each iteration collects the
+// Ready of every group that has one, makes all of them durable in ONE
+// synced Pebble batch (one fsync for every group), then sends every
+// group's messages in one transport call (frames to one peer batched per
+// write, heartbeats coalesced per peer), applies the committed entries
+// and advances each group. The loop owns every RawNode, Storage and
+// state machine; everything else reaches it through channels.
+//
+// Membership is static (the voters a group was added with); groups take
+// no snapshots and never compact their log (a partition's log is its
+// Raft log; retention will truncate it: DESIGN.md "Cluster").
+type Host struct {
+	cfg HostConfig
+	log zerolog.Logger
+
+	recvc   chan groupMessage
+	propc   chan *hostProposal
+	reportc chan func()
+	addc    chan *addGroup
+	stopc   chan struct{}
+	done    chan struct{}
+	stopped sync.Once
+	err     atomic.Pointer[error]
+
+	statusMu sync.Mutex
+	status   map[uint64]GroupStatus
+	// saves counts the synced batches, readies the Readies they carried.
+	saves, readiesSaved atomic.Uint64
+
+	// Owned by the loop goroutine.
+	groups  map[uint64]*hostGroup
+	touched map[uint64]*hostGroup
+	nextSeq uint64
+	// readies: scratch of one iteration.
+	readies []groupReady
+	// mustSync: a Ready of the batch being built needs a synced commit.
+	mustSync bool
+	// unsynced: batches applied without waiting for their sync (below).
+	unsynced []*pebblestore.Batch
+	msgs     []GroupMessage
+}
+
+// GroupStatus is this node's view of one group.
+type GroupStatus struct {
+	Group, Leader, Term, Commit, Applied, Last uint64
+	Leading                                    bool
+}
+
+type groupMessage struct {
+	group uint64
+	m     *raftpb.Message
+}
+
+type hostProposal struct {
+	ctx   context.Context
+	group uint64
+	data  []byte
+	done  chan hostResult // buffered: the loop never blocks on it
+}
+
+type hostResult struct {
+	index, result uint64
+	err           error
+}
+
+type addGroup struct {
+	group  uint64
+	voters []uint64
+	sm     GroupStateMachine
+	done   chan error
+}
+
+type hostGroup struct {
+	id      uint64
+	rn      *raft.RawNode
+	storage *Storage
+	sm      GroupStateMachine
+	pending map[uint64]*hostProposal
+	applied uint64
+	leading bool
+}
+
+type groupReady struct {
+	g    *hostGroup
+	rd   raft.Ready
+	next Storage
+}
+
+// StartHost starts the loop of a host with no group; AddGroup adds them.
+func StartHost(cfg HostConfig) (*Host, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	h := &Host{
+		cfg:     cfg,
+		log:     cfg.Logger.With().Str("component", "raft-host").Uint64("node", cfg.ID).Logger(),
+		recvc:   make(chan groupMessage, 8192),
+		propc:   make(chan *hostProposal, 4096),
+		reportc: make(chan func(), 1024),
+		addc:    make(chan *addGroup),
+		stopc:   make(chan struct{}),
+		done:    make(chan struct{}),
+		status:  map[uint64]GroupStatus{},
+		groups:  map[uint64]*hostGroup{},
+		touched: map[uint64]*hostGroup{},
+		// Sequences start at the clock, so that entries proposed before a
+		// restart, applied again from the log, match no new proposal.
+		nextSeq: uint64(time.Now().UnixNano()),
+	}
+	cfg.Transport.SetGroups(h)
+	go h.run()
+	return h, nil
+}
+
+// AddGroup starts this node's replica of group (> 0) with sm: on empty
+// storage it bootstraps the group with voters; otherwise it restarts
+// from the saved log, applying every committed entry again to sm (a
+// fresh state machine), as KRaft replays a log.
+func (h *Host) AddGroup(group uint64, voters []uint64, sm GroupStateMachine) error {
+	if group == 0 || group == heartbeatsGroup {
+		return fmt.Errorf("cluster: raft group %d is reserved (0: the metadata group)", group)
+	}
+	a := &addGroup{group: group, voters: slices.Clone(voters), sm: sm, done: make(chan error, 1)}
+	select {
+	case h.addc <- a:
+	case <-h.done:
+		return ErrStopped
+	}
+	return <-a.done
+}
+
+func (h *Host) addGroup(a *addGroup) error {
+	if h.groups[a.group] != nil {
+		return fmt.Errorf("cluster: raft group %d is already running on this node", a.group)
+	}
+	st, err := OpenStorage(h.cfg.Store, a.group)
+	if err != nil {
+		return err
+	}
+	if !raft.IsEmptySnap(st.snapshot) {
+		return fmt.Errorf("cluster: raft group %d has a snapshot, which host groups never take: %w", a.group, pebblestore.ErrCorruption)
+	}
+	rn, err := raft.NewRawNode(&raft.Config{
+		ID: h.cfg.ID, ElectionTick: h.cfg.ElectionTicks, HeartbeatTick: h.cfg.HeartbeatTicks,
+		Storage: st, MaxSizePerMsg: 1 << 20, MaxInflightMsgs: 256, MaxUncommittedEntriesSize: 64 << 20,
+		CheckQuorum: true, PreVote: true, DisableProposalForwarding: true,
+		Logger: raftLogger{h.log.With().Uint64("group", a.group).Logger()},
+	})
+	if err != nil {
+		return fmt.Errorf("cluster: start raft group %d: %w", a.group, err)
+	}
+	if st.lastIndex == 0 && raft.IsEmptyHardState(st.hardState) {
+		voters := slices.Sorted(slices.Values(a.voters))
+		peers := make([]raft.Peer, len(voters))
+		for i, id := range voters {
+			peers[i] = raft.Peer{ID: id}
+		}
+		if err := rn.Bootstrap(peers); err != nil {
+			return fmt.Errorf("cluster: bootstrap raft group %d with voters %v: %w", a.group, voters, err)
+		}
+	}
+	g := &hostGroup{id: a.group, rn: rn, storage: st, sm: a.sm, pending: map[uint64]*hostProposal{}}
+	h.groups[a.group] = g
+	h.touched[a.group] = g
+	h.statusMu.Lock()
+	h.status[a.group] = g.status()
+	h.statusMu.Unlock()
+	return nil
+}
+
+// Propose replicates data through group and waits until this node (the
+// group's leader) has applied it: the entry is then committed, durable
+// on a majority, and applied in log order. It returns the entry's index
+// and the state machine's result. On a follower it fails at once with a
+// *NotLeaderError naming the leader; if this node loses the leadership
+// first, with ErrLeadershipLost. When ctx ends first the entry may still
+// be committed later.
+func (h *Host) Propose(ctx context.Context, group uint64, data []byte) (index, result uint64, err error) {
+	p := &hostProposal{ctx: ctx, group: group, data: data, done: make(chan hostResult, 1)}
+	select {
+	case h.propc <- p:
+	case <-ctx.Done():
+		return 0, 0, ctx.Err()
+	case <-h.done:
+		return 0, 0, ErrStopped
+	}
+	select {
+	case r := <-p.done:
+		return r.index, r.result, r.err
+	case <-ctx.Done():
+		return 0, 0, ctx.Err()
+	case <-h.done:
+		return 0, 0, ErrStopped
+	}
+}
+
+// Campaign makes this node start an election of group now (tests, and
+// moving a leader back to its preferred replica).
+func (h *Host) Campaign(group uint64) {
+	h.report(func() {
+		if g := h.groups[group]; g != nil {
+			_ = g.rn.Campaign()
+			h.touched[group] = g
+		}
+	})
+}
+
+// Saves returns the synced batches the loop committed and the group
+// Readies they carried (readies/saves: the group commit's width).
+func (h *Host) Saves() (saves, readies uint64) { return h.saves.Load(), h.readiesSaved.Load() }
+
+// Status is this node's view of group after the loop's last iteration.
+func (h *Host) Status(group uint64) (GroupStatus, bool) {
+	h.statusMu.Lock()
+	defer h.statusMu.Unlock()
+	s, ok := h.status[group]
+	return s, ok
+}
+
+// Stop stops the loop and waits for it; pending proposals fail with
+// ErrStopped. The transport is the caller's to close.
+func (h *Host) Stop() {
+	h.stopped.Do(func() { close(h.stopc) })
+	<-h.done
+}
+
+// Err is the failure that stopped the host by itself (a storage failure),
+// or nil.
+func (h *Host) Err() error {
+	if p := h.err.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// StepGroup implements GroupReceiver. When the loop is busy the message
+// is dropped; Raft retransmits.
+func (h *Host) StepGroup(group uint64, m *raftpb.Message) {
+	if raft.IsLocalMsg(m.GetType()) {
+		return
+	}
+	select {
+	case h.recvc <- groupMessage{group, m}:
+	default:
+	}
+}
+
+// ReportGroupUnreachable implements GroupReceiver.
+func (h *Host) ReportGroupUnreachable(group, id uint64) {
+	h.report(func() {
+		if g := h.groups[group]; g != nil {
+			g.rn.ReportUnreachable(id)
+		}
+	})
+}
+
+// ReportGroupSnapshot implements GroupReceiver (host groups send no
+// snapshots; kept for the interface's sake).
+func (h *Host) ReportGroupSnapshot(group, id uint64, status raft.SnapshotStatus) {
+	h.report(func() {
+		if g := h.groups[group]; g != nil {
+			g.rn.ReportSnapshot(id, status)
+		}
+	})
+}
+
+// report queues f for the loop, dropping it when the loop is that far
+// behind (unreachability reports are hints).
+func (h *Host) report(f func()) {
+	select {
+	case h.reportc <- f:
+	default:
+	}
+}
+
+func (h *Host) run() {
+	defer close(h.done)
+	defer func() { _ = h.releaseUnsynced() }()
+	defer h.failAll(ErrStopped)
+	defer h.cfg.Ticker.Stop()
+	for {
+		select {
+		case <-h.cfg.Ticker.C():
+			h.tick()
+		case m := <-h.recvc:
+			h.step(m)
+		case p := <-h.propc:
+			h.propose(p)
+		case f := <-h.reportc:
+			f()
+		case a := <-h.addc:
+			a.done <- h.addGroup(a)
+		case <-h.stopc:
+			return
+		}
+		h.drainInputs()
+		if err := h.handleReadies(); err != nil {
+			h.log.Error().Err(err).Msg("raft host stops: its groups' state cannot be saved or applied")
+			h.err.Store(&err)
+			return
+		}
+	}
+}
+
+// drainInputs takes whatever else is waiting, so that one iteration (one
+// fsync) carries as many messages and proposals as arrived meanwhile.
+func (h *Host) drainInputs() {
+	for range 4096 {
+		select {
+		case m := <-h.recvc:
+			h.step(m)
+		case p := <-h.propc:
+			h.propose(p)
+		case f := <-h.reportc:
+			f()
+		default:
+			return
+		}
+	}
+}
+
+func (h *Host) tick() {
+	for id, g := range h.groups {
+		g.rn.Tick()
+		h.touched[id] = g
+		for seq, p := range g.pending {
+			if p.ctx.Err() != nil {
+				delete(g.pending, seq)
+			}
+		}
+	}
+}
+
+func (h *Host) step(m groupMessage) {
+	g := h.groups[m.group]
+	if g == nil {
+		return // a group not started here (yet): its leader retransmits
+	}
+	if m.m.GetType() == raftpb.MsgHeartbeat && m.m.GetCommit() > g.storage.lastIndex {
+		return // a leader that believes this replica has entries it lost
+	}
+	_ = g.rn.Step(m.m) // a message of a stale term or an unknown peer: ignored
+	h.touched[m.group] = g
+}
+
+func (h *Host) propose(p *hostProposal) {
+	g := h.groups[p.group]
+	if g == nil {
+		p.done <- hostResult{err: ErrUnknownGroup}
+		return
+	}
+	if bs := g.rn.BasicStatus(); bs.RaftState != raft.StateLeader {
+		p.done <- hostResult{err: &NotLeaderError{Leader: bs.Lead}}
+		return
+	}
+	h.nextSeq++
+	seq := h.nextSeq
+	data := make([]byte, 16, 16+len(p.data))
+	binary.BigEndian.PutUint64(data, h.cfg.ID)
+	binary.BigEndian.PutUint64(data[8:], seq)
+	data = append(data, p.data...)
+	if err := g.rn.Propose(data); err != nil {
+		switch bs := g.rn.BasicStatus(); {
+		case !errors.Is(err, raft.ErrProposalDropped):
+		case bs.RaftState != raft.StateLeader:
+			err = &NotLeaderError{Leader: bs.Lead}
+		default: // a leadership transfer, or 64 MiB not committed yet
+			err = ErrBusy
+		}
+		p.done <- hostResult{err: err}
+		return
+	}
+	g.pending[seq] = p
+	h.touched[p.group] = g
+}
+
+func (h *Host) failAll(err error) {
+	for _, g := range h.groups {
+		g.failPending(err)
+	}
+}
+
+func (g *hostGroup) failPending(err error) {
+	for seq, p := range g.pending {
+		p.done <- hostResult{err: err}
+		delete(g.pending, seq)
+	}
+}
+
+// handleReadies follows the Ready contract for every touched group at
+// once: all their hard states and entries in one synced batch, then the
+// messages, then the committed entries, then Advance. Groups with more
+// to do stay touched for the next round.
+func (h *Host) handleReadies() error {
+	for len(h.touched) > 0 {
+		h.readies = h.readies[:0]
+		b := h.cfg.Store.NewBatch()
+		for id, g := range h.touched {
+			if !g.rn.HasReady() {
+				delete(h.touched, id)
+				continue
+			}
+			rd := g.rn.Ready()
+			if !h.mustSync {
+				h.mustSync = raft.MustSync(rd.HardState, g.storage.hardState, len(rd.Entries))
+			}
+			if !raft.IsEmptySnap(rd.Snapshot) {
+				b.Close()
+				return fmt.Errorf("cluster: raft group %d received a snapshot, which host groups never send", id)
+			}
+			next, err := g.storage.stage(b, rd.HardState, rd.Entries, rd.Snapshot)
+			if err != nil {
+				b.Close()
+				return err
+			}
+			h.readies = append(h.readies, groupReady{g: g, rd: rd, next: next})
+		}
+		if len(h.readies) == 0 {
+			b.Close()
+			break
+		}
+		if err := h.save(b); err != nil {
+			return err
+		}
+		if err := h.afterSave(); err != nil {
+			return err
+		}
+		h.publishStatus()
+	}
+	return nil
+}
+
+// save commits b. Synced when one of its Readies changes a term, a vote
+// or the log (raft.MustSync, as etcd's server decides): those must be
+// durable before any message vouches for them. A batch that only moves
+// commit indexes is applied without waiting for its sync: a commit index
+// is volatile in Raft (a replica that loses it learns it again from the
+// leader), and its entries were synced when they were appended. Such a
+// batch is released after the next synced one (the WAL syncs in order).
+func (h *Host) save(b *pebblestore.Batch) error {
+	sync := h.mustSync
+	h.mustSync = false
+	if b.Empty() {
+		b.Close()
+		return nil
+	}
+	if !sync {
+		if err := b.Apply(); err != nil {
+			return fmt.Errorf("cluster: save the commit indexes of %d raft groups: %w", len(h.readies), err)
+		}
+		h.unsynced = append(h.unsynced, b)
+		return nil
+	}
+	if err := b.Commit(); err != nil {
+		return fmt.Errorf("cluster: save the raft state of %d groups: %w", len(h.readies), err)
+	}
+	h.saves.Add(1)
+	h.readiesSaved.Add(uint64(len(h.readies)))
+	return h.releaseUnsynced()
+}
+
+// releaseUnsynced waits for (and releases) the batches applied without a
+// sync wait.
+func (h *Host) releaseUnsynced() error {
+	for i, u := range h.unsynced {
+		if err := u.Wait(); err != nil {
+			h.unsynced = h.unsynced[i+1:]
+			return fmt.Errorf("cluster: sync the commit indexes of raft groups: %w", err)
+		}
+	}
+	h.unsynced = h.unsynced[:0]
+	return nil
+}
+
+// afterSave sends, applies and advances the Readies just made durable.
+func (h *Host) afterSave() error {
+	h.msgs = h.msgs[:0]
+	for i := range h.readies {
+		r := &h.readies[i]
+		*r.g.storage = r.next
+		for _, m := range r.rd.Messages {
+			h.msgs = append(h.msgs, GroupMessage{Group: r.g.id, Msg: m})
+		}
+	}
+	h.cfg.Transport.SendGroups(h.msgs)
+	for i := range h.readies {
+		r := &h.readies[i]
+		for _, e := range r.rd.CommittedEntries {
+			if err := r.g.apply(h.cfg.ID, e); err != nil {
+				return err
+			}
+		}
+		r.g.rn.Advance(r.rd)
+		if r.rd.SoftState != nil {
+			leading := r.rd.SoftState.RaftState == raft.StateLeader
+			if r.g.leading && !leading {
+				r.g.failPending(ErrLeadershipLost)
+			}
+			r.g.leading = leading
+		}
+	}
+	return nil
+}
+
+func (g *hostGroup) apply(self uint64, e *raftpb.Entry) error {
+	switch e.GetType() {
+	case raftpb.EntryConfChange:
+		cc := &raftpb.ConfChange{}
+		if err := proto.Unmarshal(e.GetData(), cc); err != nil {
+			return fmt.Errorf("cluster: raft group %d: decode the configuration change at %d: %v: %w", g.id, e.GetIndex(), err, pebblestore.ErrCorruption)
+		}
+		g.rn.ApplyConfChange(cc)
+	case raftpb.EntryConfChangeV2:
+		cc := &raftpb.ConfChangeV2{}
+		if err := proto.Unmarshal(e.GetData(), cc); err != nil {
+			return fmt.Errorf("cluster: raft group %d: decode the configuration change at %d: %v: %w", g.id, e.GetIndex(), err, pebblestore.ErrCorruption)
+		}
+		g.rn.ApplyConfChange(cc)
+	default:
+		g.applyNormal(self, e)
+	}
+	g.applied = e.GetIndex()
+	return nil
+}
+
+// applyNormal applies a proposal (16 bytes of envelope: proposer node ID,
+// sequence; then the command); a new leader's empty entry and entries too
+// short for the envelope change nothing, alike on every replica.
+func (g *hostGroup) applyNormal(self uint64, e *raftpb.Entry) {
+	data := e.GetData()
+	if len(data) < 16 {
+		return
+	}
+	result, err := g.sm.Apply(Entry{Index: e.GetIndex(), Term: e.GetTerm(), Data: data[16:]})
+	if binary.BigEndian.Uint64(data) != self {
+		return
+	}
+	seq := binary.BigEndian.Uint64(data[8:])
+	if p, ok := g.pending[seq]; ok {
+		p.done <- hostResult{index: e.GetIndex(), result: result, err: err}
+		delete(g.pending, seq)
+	}
+}
+
+// publishStatus publishes the status of the groups of h.readies.
+func (h *Host) publishStatus() {
+	h.statusMu.Lock()
+	defer h.statusMu.Unlock()
+	for _, r := range h.readies {
+		h.status[r.g.id] = r.g.status()
+	}
+}
+
+func (g *hostGroup) status() GroupStatus {
+	bs := g.rn.BasicStatus()
+	return GroupStatus{Group: g.id, Leader: bs.Lead, Term: bs.HardState.GetTerm(), Commit: bs.HardState.GetCommit(),
+		Applied: g.applied, Last: g.storage.lastIndex, Leading: bs.RaftState == raft.StateLeader}
+}
