@@ -141,12 +141,7 @@ func (m *Manager) applyClusterTopic(w ClusterTopic) error {
 	t.mu.Lock()
 	t.configs = configs
 	t.refreshSettings()
-	parts := make([]*Partition, len(t.partitions), count)
-	copy(parts, t.partitions)
-	for i := current; i < count; i++ {
-		parts = append(parts, newPartition(t, i, 0, 0))
-	}
-	t.partitions = parts
+	t.growPartitionsLocked(current, count)
 	t.mu.Unlock()
 	m.log.Info().Str("topic", t.Name).Int32("partitions", count).Msg("cluster topic changed")
 	return nil

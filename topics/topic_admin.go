@@ -113,12 +113,7 @@ func (m *Manager) CreatePartitions(name string, count int32, validateOnly bool) 
 		return err
 	}
 	t.mu.Lock()
-	parts := make([]*Partition, len(t.partitions), count)
-	copy(parts, t.partitions)
-	for i := current; i < count; i++ {
-		parts = append(parts, newPartition(t, i, 0, 0))
-	}
-	t.partitions = parts
+	t.growPartitionsLocked(current, count)
 	t.mu.Unlock()
 	m.log.Info().Str("topic", name).Int32("from", current).Int32("to", count).Msg("partitions added")
 	return nil
@@ -137,4 +132,16 @@ func (m *Manager) commitTopicRecordLocked(id TopicID, rec topicRecord) error {
 		return fmt.Errorf("%w: %w", ErrStorage, err)
 	}
 	return nil
+}
+
+// growPartitionsLocked adds empty partitions current..count-1 to t; t.mu
+// is held. The slice is copied, never appended in place: readers hold the
+// old one without the lock.
+func (t *Topic) growPartitionsLocked(current, count int32) {
+	parts := make([]*Partition, len(t.partitions), count)
+	copy(parts, t.partitions)
+	for i := current; i < count; i++ {
+		parts = append(parts, newPartition(t, i, 0, 0))
+	}
+	t.partitions = parts
 }
