@@ -118,14 +118,20 @@ stop() {
 restart() {
 	local kind=$1 p=$2 run=$3 data=$4 port=$5 logfile=$6 topic=$7 label=$8 t0 t1 recovery
 	if [[ $kind == kill ]]; then stop KILL; else stop TERM; fi
-	: >"$logfile.restart"
-	t0=$(now_ms)
-	start "$data" "$port" "$logfile.restart"
-	if ! ready "$port" "$topic"; then
-		log "WARNING: broker did not come back after $kind; its log:"
-		tail -n 5 "$logfile.restart" >&2
-		return 1
-	fi
+	local attempt
+	for attempt in 1 2 3; do
+		: >"$logfile.restart"
+		t0=$(now_ms)
+		start "$data" "$port" "$logfile.restart"
+		ready "$port" "$topic" && break
+		# A broker that exited (e.g. its HTTP port, free a moment ago,
+		# was taken by another process) is started again.
+		log "WARNING: broker did not come back after $kind (attempt $attempt); its log:"
+		tail -n 3 "$logfile.restart" >&2
+		if kill -0 "$PID" 2>/dev/null || ((attempt == 3)); then
+			return 1
+		fi
+	done
 	t1=$(now_ms)
 	recovery=$(grep -o '"recovery":[0-9.]*' "$logfile.restart" | head -n 1 | cut -d: -f2)
 	printf '{"mode":"restart","case":"%s","kind":"%s","partitions":%s,"run":%s,"restart_ms":%s,"recovery_ms":%s,"broker_rss_mb":%s,"data_bytes":%s,"ok":true}\n' \
