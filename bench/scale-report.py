@@ -61,9 +61,10 @@ def main():
         ("recovery ms (broker log)", kill, "recovery_ms", 0),
         ("RSS after restart, MB", kill, "broker_rss_mb", 0),
     ]
-    print("| metric | " + " | ".join("%d partitions" % p for p in counts) + " |")
-    print("|---|" + "---:|" * len(counts))
-    for name, pred, field, digits in metrics:
+    if counts:
+        print("| metric | " + " | ".join("%d partitions" % p for p in counts) + " |")
+        print("|---|" + "---:|" * len(counts))
+    for name, pred, field, digits in metrics if counts else []:
         print("| %s | %s |" % (name, " | ".join(fmt(pick(suite, p, pred, field), digits) for p in counts)))
     base = statistics.median(pick(suite, 8, produce, "mb_per_sec") or [0])
     if base:
@@ -82,12 +83,19 @@ def main():
     rk = [r for r in data if r.get("mode") == "restart" and r.get("kind") == "kill"]
     rt = [r for r in data if r.get("mode") == "restart" and r.get("kind") == "term"]
     gib = lambda r: r["data_bytes"] / 2**30
+    for r in di:
+        for src, dst in (("wal_bytes", "wal_mb"), ("memtable_bytes", "memtable_mb")):
+            if src in r:
+                r[dst] = r[src] / 2**20
     for name, rs, field, digits in [
         ("records produced, millions", dp, "records", 2),
         ("produce MB/s", dp, "mb_per_sec", 0),
         ("RSS peak in produce, MB", dp, "broker_peak_rss_mb", 0),
         ("data directory, GiB (du)", di, None, 1),
         ("RSS idle with the data, MB", di, "broker_rss_mb", 0),
+        ("live WAL before the SIGKILL, MB", di, "wal_mb", 0),
+        ("memtables before the SIGKILL, MB", di, "memtable_mb", 0),
+        ("L0 files before the SIGKILL", di, "l0_files", 0),
         ("restart after SIGKILL, ms to first produce", rk, "restart_ms", 0),
         ("recovery ms after SIGKILL (broker log)", rk, "recovery_ms", 0),
         ("RSS after restart, MB", rk, "broker_rss_mb", 0),

@@ -21,6 +21,7 @@
 # consume, and the SIGKILL restart as above, then a SIGTERM restart.
 #
 # Usage: bench/scale.sh [-n RUNS] [-p "1 8 100 1000 10000"] [-g DATA_GB]
+#   (PARTITIONS="" DATA_GB=10: the stored-data run only)
 # Environment: RUNS PARTITIONS PRODUCE_RECORDS PRODUCE_MAX_DURATION DATA_GB
 #   DATA_PARTITIONS DATA_ROOT RESULTS_DIR SCALE_BROKER_BIN (a prebuilt broker, to
 #   measure another commit with this script) IDLE_WAIT
@@ -30,7 +31,7 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 RUNS=${RUNS:-3}
-PARTITIONS=${PARTITIONS:-"1 8 100 1000 10000"}
+PARTITIONS=${PARTITIONS-"1 8 100 1000 10000"}
 PRODUCE_RECORDS=${PRODUCE_RECORDS:-2000000}
 PRODUCE_MAX_DURATION=${PRODUCE_MAX_DURATION:-20s}
 DATA_GB=${DATA_GB:-0}
@@ -88,9 +89,15 @@ rss_mb() { awk '/^VmRSS:/ {printf "%.1f", $2 / 1024}' "/proc/$PID/status"; }
 
 # start DATA PORT LOG: the broker in the background; PID is the broker's.
 start() {
-	"$BROKER" serve --data-dir "$1" --kafka-addr "127.0.0.1:$2" --http-addr "127.0.0.1:$(free_port)" \
+	HTTP_PORT=$(free_port)
+	"$BROKER" serve --data-dir "$1" --kafka-addr "127.0.0.1:$2" --http-addr "127.0.0.1:$HTTP_PORT" \
 		--log-level info --log-format json >>"$3" 2>&1 &
 	PID=$!
+}
+
+# store_gauge NAME: a gauge of the broker's /metrics (0 if unavailable).
+store_gauge() {
+	curl -sf "http://127.0.0.1:$HTTP_PORT/metrics" 2>/dev/null | awk -v n="$1" '$1 == n {printf "%.0f", $2; found=1} END {if (!found) print 0}'
 }
 
 # ready PORT TOPIC: until a one-record produce to TOPIC is acknowledged
@@ -185,8 +192,10 @@ data_run() {
 	step produce "${common[@]}" --case "data-produce-run$run" --create-topic --partitions "$p" \
 		--records $((DATA_GB * 1024 * 1024)) --duration 0
 	sleep "$IDLE_WAIT"
-	printf '{"mode":"idle","case":"data-idle","partitions":%s,"run":%s,"broker_rss_mb":%s,"data_bytes":%s,"ok":true}\n' \
-		"$p" "$run" "$(rss_mb)" "$(du -sb "$data" | cut -f1)" | tee -a "$RESULTS" >&2
+	# What a crash now leaves to replay: the live WAL and the memtables.
+	printf '{"mode":"idle","case":"data-idle","partitions":%s,"run":%s,"broker_rss_mb":%s,"data_bytes":%s,"wal_bytes":%s,"memtable_bytes":%s,"l0_files":%s,"ok":true}\n' \
+		"$p" "$run" "$(rss_mb)" "$(du -sb "$data" | cut -f1)" "$(store_gauge broker_pebble_wal_bytes)" \
+		"$(store_gauge broker_pebble_memtable_bytes)" "$(store_gauge broker_pebble_l0_files)" | tee -a "$RESULTS" >&2
 	restart kill "$p" "$run" "$data" "$port" "$logfile" "$topic" data-restart || true
 	step consume "${common[@]}" --case "data-consume-run$run" --consumers 1 --idle-timeout 10s
 	restart term "$p" "$run" "$data" "$port" "$logfile" "$topic" data-restart || true
