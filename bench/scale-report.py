@@ -98,6 +98,7 @@ def main():
         ("L0 files before the SIGKILL", di, "l0_files", 0),
         ("restart after SIGKILL, ms to first produce", rk, "restart_ms", 0),
         ("recovery ms after SIGKILL (broker log)", rk, "recovery_ms", 0),
+        ("of which store open (WAL replay), ms", rk, "store_open_ms", 0),
         ("RSS after restart, MB", rk, "broker_rss_mb", 0),
         ("consume MB/s (all of it, verified)", dc, "mb_per_sec", 0),
         ("RSS peak in consume, MB", dc, "broker_peak_rss_mb", 0),
