@@ -417,7 +417,12 @@ func (s *Server) readFetchItems(req *kmsg.FetchRequest, items []*fetchItem) (int
 			limit = 0
 		}
 		if it.records == nil {
-			it.records = getBuffer(min(limit, 1<<20))[:0]
+			// Sized by what the partition holds past the offset (none:
+			// no buffer), so a fetch of many partitions holds about the
+			// bytes it returns, not limit per partition.
+			if n := it.p.ReadSizeHint(it.offset, limit); n > 0 {
+				it.records = getBuffer(min(n, 1<<20))[:0]
+			}
 		}
 		var err error
 		if req.IsolationLevel == 1 {

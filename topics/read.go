@@ -60,7 +60,11 @@ func (p *Partition) read(offset int64, maxBytes int, minOne bool, dst []byte, co
 	if offset < res.LogStartOffset || offset > res.HighWatermark {
 		return dst, res, fmt.Errorf("%w: offset %d is outside [%d, %d]", ErrOffsetOutOfRange, offset, res.LogStartOffset, res.HighWatermark)
 	}
-	if offset >= end {
+	if offset >= end || (maxBytes <= 0 && !minOne) {
+		// Nothing to read, or no room for it: no iterator is opened. A
+		// fetch over many partitions whose response budget ran out
+		// reaches every remaining partition this way, so its cost does
+		// not grow with the partitions it cannot fill.
 		return dst, res, nil
 	}
 	store := p.Topic.m.store
@@ -133,6 +137,31 @@ func (p *Partition) read(offset int64, maxBytes int, minOne bool, dst []byte, co
 		res.Aborted = abortedOverlapping(aborted, offset, last)
 	}
 	return dst, res, nil
+}
+
+// ReadSizeHint is the buffer capacity a Read(offset, maxBytes, ...) is
+// expected to fill: 0 when offset is at or past the high watermark or
+// maxBytes is not positive, otherwise the stored bytes per record (sizeBytes
+// over records) times the records from offset to the high watermark, at
+// most maxBytes. It is an estimate (compaction leaves offset gaps, batch
+// sizes vary; Read grows a buffer that is too small), so that a fetch
+// sizes its buffers by what the partitions hold rather than by
+// maxBytes each: with thousands of partitions per fetch, maxBytes each
+// would be gigabytes.
+func (p *Partition) ReadSizeHint(offset int64, maxBytes int) int {
+	pending := p.highWatermark.Load() - offset
+	if pending <= 0 || maxBytes <= 0 {
+		return 0
+	}
+	size, records := p.sizeBytes.Load(), p.records.Load()
+	if size <= 0 || records <= 0 {
+		return maxBytes
+	}
+	perRecord := (size + records - 1) / records
+	if pending > int64(maxBytes)/perRecord {
+		return maxBytes
+	}
+	return int(pending * perRecord)
 }
 
 // testHookAfterRead, set only by tests, runs in read between reading the

@@ -49,20 +49,71 @@ func parseProcStatCPU(stat []byte) (float64, error) {
 	return float64(utime+stime) / clockTicksPerSecond, nil
 }
 
-// cpuMeter measures the CPU a broker process uses over a phase. A zero pid
+// cpuMeter measures the CPU a broker process uses over a phase, and its
+// resident memory: at the end of the phase and at its peak. A zero pid
 // measures nothing.
 type cpuMeter struct {
 	pid   int
 	start float64
 	err   error
+	// peakReset is whether the kernel's peak RSS (VmHWM) was reset at the
+	// start, so that the peak is the phase's own.
+	peakReset bool
 }
 
 func startCPUMeter(pid int) *cpuMeter {
 	m := &cpuMeter{pid: pid}
 	if pid != 0 {
+		m.peakReset = resetPeakRSS(pid) == nil
 		m.start, m.err = processCPUSeconds(pid)
 	}
 	return m
+}
+
+// resetPeakRSS resets VmHWM of process pid to its current RSS: writing 5
+// to /proc/PID/clear_refs (proc(5); the broker must be ours or we root).
+func resetPeakRSS(pid int) error {
+	return os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0)
+}
+
+// processRSS returns VmRSS and VmHWM (peak) of process pid in bytes, from
+// /proc/PID/status.
+func processRSS(pid int) (rss, peak int64, err error) {
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	return parseProcStatusRSS(status)
+}
+
+// parseProcStatusRSS reads the VmRSS and VmHWM lines ("VmRSS:    1234 kB")
+// of a /proc/PID/status file.
+func parseProcStatusRSS(status []byte) (rss, peak int64, err error) {
+	found := 0
+	for line := range bytes.Lines(status) {
+		name, value, ok := bytes.Cut(line, []byte(":"))
+		if !ok || (string(name) != "VmRSS" && string(name) != "VmHWM") {
+			continue
+		}
+		fields := bytes.Fields(value)
+		if len(fields) != 2 || string(fields[1]) != "kB" {
+			return 0, 0, fmt.Errorf("proc status: unexpected %s line %q", name, line)
+		}
+		kb, err := strconv.ParseInt(string(fields[0]), 10, 64)
+		if err != nil {
+			return 0, 0, fmt.Errorf("proc status %s: %w", name, err)
+		}
+		if string(name) == "VmRSS" {
+			rss = kb << 10
+		} else {
+			peak = kb << 10
+		}
+		found++
+	}
+	if found != 2 {
+		return 0, 0, fmt.Errorf("proc status: no VmRSS and VmHWM lines")
+	}
+	return rss, peak, nil
 }
 
 // stop fills r's broker CPU fields; movedBytes is what the phase moved.
@@ -74,6 +125,14 @@ func (m *cpuMeter) stop(r *Result, movedBytes int64) {
 	if m.err != nil || err != nil {
 		fmt.Fprintf(os.Stderr, "broker-load: broker CPU of pid %d: %v\n", m.pid, firstNonNil(m.err, err))
 		return
+	}
+	if rss, peak, err := processRSS(m.pid); err == nil {
+		r.BrokerRSSMB = round(float64(rss)/bytesPerMB, 1)
+		if m.peakReset {
+			r.BrokerPeakRSSMB = round(float64(peak)/bytesPerMB, 1)
+		}
+	} else {
+		fmt.Fprintf(os.Stderr, "broker-load: broker RSS of pid %d: %v\n", m.pid, err)
 	}
 	seconds := round(end-m.start, 2)
 	r.BrokerCPUSeconds = &seconds

@@ -21,6 +21,22 @@ func TestParseProcStatCPU(t *testing.T) {
 	}
 }
 
+func TestParseProcStatusRSS(t *testing.T) {
+	status := "Name:\tbroker\nVmPeak:\t 1811616 kB\nVmHWM:\t  420260 kB\nVmRSS:\t  355024 kB\nThreads:\t8\n"
+	rss, peak, err := parseProcStatusRSS([]byte(status))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rss != 355024<<10 || peak != 420260<<10 {
+		t.Fatalf("rss, peak = %d, %d; want %d, %d", rss, peak, 355024<<10, 420260<<10)
+	}
+	for _, bad := range []string{"Name:\tbroker\n", "VmRSS:\t12 MB\nVmHWM:\t12 kB\n", "VmRSS:\tx kB\nVmHWM:\t1 kB\n"} {
+		if _, _, err := parseProcStatusRSS([]byte(bad)); err == nil {
+			t.Errorf("%q parsed", bad)
+		}
+	}
+}
+
 func TestMedian(t *testing.T) {
 	for _, tc := range []struct {
 		in   []float64

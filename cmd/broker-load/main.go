@@ -95,9 +95,19 @@ func main() {
 }
 
 func run(ctx context.Context, cfg *Config) (*Result, error) {
+	start := time.Now()
 	if err := prepareTopic(ctx, cfg); err != nil {
 		return nil, err
 	}
+	created := time.Since(start)
+	result, err := runMode(ctx, cfg)
+	if result != nil && cfg.CreateTopic {
+		result.CreateMs = round(float64(created)/float64(time.Millisecond), 1)
+	}
+	return result, err
+}
+
+func runMode(ctx context.Context, cfg *Config) (*Result, error) {
 	switch cfg.Mode {
 	case "produce":
 		return runProduce(ctx, cfg)
@@ -184,7 +194,7 @@ func parseFlags(mode string, args []string) (*Config, error) {
 	fs.IntVar(&cfg.Rate, "rate", 5000, "records per second to produce in e2e mode")
 	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", 10*time.Second, "consume/e2e: stop after this long without a new record")
 	fs.DurationVar(&cfg.Timeout, "timeout", 0, "hard limit for the whole run (0: --duration + 2m)")
-	fs.IntVar(&cfg.BrokerPID, "broker-pid", 0, "if set, report the broker's CPU seconds (utime+stime from /proc/PID/stat) per GB moved")
+	fs.IntVar(&cfg.BrokerPID, "broker-pid", 0, "if set, report the broker's CPU seconds (utime+stime from /proc/PID/stat) per GB moved, and its RSS at the end and at its peak over the phase (VmRSS, VmHWM)")
 	fs.BoolVar(&cfg.JSON, "json", false, "print results as one JSON object per line")
 	fs.StringVar(&cfg.Target, "target", "", "label of the broker under test, copied into results (e.g. ours, kfake)")
 	fs.StringVar(&cfg.ShareGroup, "share-group", "", "consume mode: consume as --consumers members of this KIP-932 share group, accepting every record (sets its share.auto.offset.reset=earliest); records/s count up to the last acknowledgement flushed")

@@ -71,6 +71,14 @@ type Result struct {
 	// bytes produced plus consumed).
 	BrokerCPUSeconds      *float64 `json:"broker_cpu_sec,omitempty"`
 	BrokerCPUSecondsPerGB *float64 `json:"broker_cpu_sec_per_gb,omitempty"`
+	// BrokerRSSMB is the broker's resident memory (VmRSS) at the end of the
+	// measured phase; BrokerPeakRSSMB its peak (VmHWM) during the phase,
+	// reset at its start (absent when the reset was refused).
+	BrokerRSSMB     float64 `json:"broker_rss_mb,omitempty"`
+	BrokerPeakRSSMB float64 `json:"broker_peak_rss_mb,omitempty"`
+	// CreateMs is how long --create-topic took: CreateTopics until every
+	// partition has a leader in Metadata.
+	CreateMs float64 `json:"create_ms,omitempty"`
 }
 
 func newResult(cfg *Config) *Result {
@@ -156,6 +164,12 @@ func printResult(w io.Writer, cfg *Config, r *Result) {
 		if r.BrokerCPUSecondsPerGB != nil {
 			fmt.Fprintf(&b, " = %.2f s/GB", *r.BrokerCPUSecondsPerGB)
 		}
+	}
+	if r.BrokerRSSMB > 0 {
+		fmt.Fprintf(&b, "; broker RSS %.0f MB (peak %.0f MB)", r.BrokerRSSMB, r.BrokerPeakRSSMB)
+	}
+	if r.CreateMs > 0 {
+		fmt.Fprintf(&b, "; topic created in %.0f ms", r.CreateMs)
 	}
 	if r.OK {
 		b.WriteString("; OK")

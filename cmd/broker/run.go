@@ -43,6 +43,9 @@ func run(ctx context.Context, cfg *Config, log zerolog.Logger) error {
 	if err := b.openStore(); err != nil {
 		return err
 	}
+	// Apart from the partitions' recovery in "broker started": after a
+	// crash, opening the store replays its WAL.
+	log.Info().Dur("took", time.Since(start)).Msg("store opened")
 	defer func() {
 		if err := b.store.Close(); err != nil {
 			log.Error().Err(err).Msg("closing the store")
