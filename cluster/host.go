@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -14,6 +15,7 @@ import (
 	"github.com/vibemq/broker/pebblestore"
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
+	"go.etcd.io/raft/v3/tracker"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -55,6 +57,9 @@ type HostConfig struct {
 	// ElectionTicks and HeartbeatTicks: Raft's timeouts in ticks; 10 and
 	// 1 by default.
 	ElectionTicks, HeartbeatTicks int
+	// DisableQuiesce keeps every group ticking even when idle (the
+	// behaviour before quiescing; benchmarks compare both).
+	DisableQuiesce bool
 	// Logger receives the host's and the Raft cores' events.
 	Logger zerolog.Logger
 }
@@ -110,10 +115,16 @@ type Host struct {
 	status   map[uint64]GroupStatus
 	// saves counts the synced batches, readies the Readies they carried.
 	saves, readiesSaved atomic.Uint64
+	// groupTicks counts the groups' Raft ticks; quiesced the groups
+	// quiesced now.
+	groupTicks atomic.Uint64
+	quiesced   atomic.Int64
 
 	// Owned by the loop goroutine.
 	groups  map[uint64]*hostGroup
 	touched map[uint64]*hostGroup
+	// nodes: the liveness of every other voter's node (quiescing).
+	nodes   map[uint64]*nodeLiveness
 	nextSeq uint64
 	// readies: scratch of one iteration.
 	readies []groupReady
@@ -128,6 +139,8 @@ type Host struct {
 type GroupStatus struct {
 	Group, Leader, Term, Commit, Applied, Last uint64
 	Leading                                    bool
+	// Quiesced: the group does not tick (DESIGN.md "Cluster").
+	Quiesced bool
 }
 
 type groupMessage struct {
@@ -162,6 +175,18 @@ type hostGroup struct {
 	pending map[uint64]*hostProposal
 	applied uint64
 	leading bool
+	// quiesced: not ticked until a proposal, a message other than a
+	// heartbeat response, or its leader's node failing wakes it.
+	quiesced bool
+}
+
+// nodeLiveness: what this host knows of one peer node. A node is dead
+// once no frame came from it for ElectionTicks ticks (every host sends
+// every peer a node heartbeat each tick).
+type nodeLiveness struct {
+	heard  uint64 // Transport.Heard at the last tick
+	silent int    // ticks since heard changed
+	dead   bool
 }
 
 type groupReady struct {
@@ -187,6 +212,7 @@ func StartHost(cfg HostConfig) (*Host, error) {
 		status:  map[uint64]GroupStatus{},
 		groups:  map[uint64]*hostGroup{},
 		touched: map[uint64]*hostGroup{},
+		nodes:   map[uint64]*nodeLiveness{},
 		// Sequences start at the clock, so that entries proposed before a
 		// restart, applied again from the log, match no new proposal.
 		nextSeq: uint64(time.Now().UnixNano()),
@@ -244,6 +270,11 @@ func (h *Host) addGroup(a *addGroup) error {
 		}
 	}
 	g := &hostGroup{id: a.group, rn: rn, storage: st, sm: a.sm, pending: map[uint64]*hostProposal{}}
+	for _, id := range a.voters {
+		if id != h.cfg.ID && h.nodes[id] == nil {
+			h.nodes[id] = &nodeLiveness{}
+		}
+	}
 	h.groups[a.group] = g
 	h.touched[a.group] = g
 	h.statusMu.Lock()
@@ -283,6 +314,7 @@ func (h *Host) Propose(ctx context.Context, group uint64, data []byte) (index, r
 func (h *Host) Campaign(group uint64) {
 	h.report(func() {
 		if g := h.groups[group]; g != nil {
+			h.wake(g)
 			_ = g.rn.Campaign()
 			h.touched[group] = g
 		}
@@ -292,6 +324,13 @@ func (h *Host) Campaign(group uint64) {
 // Saves returns the synced batches the loop committed and the group
 // Readies they carried (readies/saves: the group commit's width).
 func (h *Host) Saves() (saves, readies uint64) { return h.saves.Load(), h.readiesSaved.Load() }
+
+// GroupTicks returns how many Raft ticks the host gave its groups in all
+// (a quiesced group takes none).
+func (h *Host) GroupTicks() uint64 { return h.groupTicks.Load() }
+
+// Quiesced returns how many of the host's groups are quiesced now.
+func (h *Host) Quiesced() int { return int(h.quiesced.Load()) }
 
 // Status is this node's view of group after the loop's last iteration.
 func (h *Host) Status(group uint64) (GroupStatus, bool) {
@@ -403,15 +442,137 @@ func (h *Host) drainInputs() {
 	}
 }
 
+// tick ticks every group not quiesced, quiescing the idle ones this node
+// leads, and sends every peer node a node heartbeat.
 func (h *Host) tick() {
+	h.cfg.Transport.SendNodeHeartbeats()
+	h.checkLiveness()
+	h.msgs = h.msgs[:0]
+	var ticked uint64
 	for id, g := range h.groups {
-		g.rn.Tick()
-		h.touched[id] = g
+		if g.quiesced {
+			continue
+		}
 		for seq, p := range g.pending {
 			if p.ctx.Err() != nil {
 				delete(g.pending, seq)
 			}
 		}
+		if !h.cfg.DisableQuiesce && h.quiesceLeader(g) {
+			continue
+		}
+		g.rn.Tick()
+		ticked++
+		h.touched[id] = g
+	}
+	h.groupTicks.Add(ticked)
+	if len(h.msgs) > 0 {
+		h.cfg.Transport.SendGroups(h.msgs)
+	}
+}
+
+// quiesceContext marks a leader's quiesce heartbeat (DESIGN.md "Cluster",
+// transport.go): an ordinary MsgHeartbeat otherwise, so a receiver that
+// does not know it steps it as one.
+var quiesceContext = []byte("vmq.quiesce")
+
+// quiesceLeader quiesces g if this node leads it and it has nothing in
+// flight: no proposal waiting, nothing to save, send or apply, every
+// replica's log matching the leader's last index in replicate state, the
+// commit index there, already sent to every follower by Raft (so that a
+// late append response makes Raft send nothing), and applied here. The quiesce heartbeats (to
+// h.msgs) tell the followers the commit index and to stop ticking.
+func (h *Host) quiesceLeader(g *hostGroup) bool {
+	if !g.leading || len(g.pending) > 0 || g.rn.HasReady() {
+		return false
+	}
+	bs := g.rn.BasicStatus()
+	last := g.storage.lastIndex
+	if bs.RaftState != raft.StateLeader || bs.LeadTransferee != 0 || bs.HardState.GetCommit() != last || g.applied != last {
+		return false
+	}
+	idle := true
+	g.rn.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) {
+		if pr.Match != last || (id != h.cfg.ID && (pr.State != tracker.StateReplicate || pr.CanBumpCommit(last))) {
+			idle = false
+		}
+	})
+	if !idle {
+		return false
+	}
+	g.rn.WithProgress(func(id uint64, _ raft.ProgressType, _ tracker.Progress) {
+		if id != h.cfg.ID {
+			h.msgs = append(h.msgs, GroupMessage{Group: g.id, Msg: &raftpb.Message{
+				Type: raftpb.MsgHeartbeat.Enum(), From: new(h.cfg.ID), To: new(id),
+				Term: new(bs.HardState.GetTerm()), Commit: new(last), Context: quiesceContext}})
+		}
+	})
+	h.setQuiesced(g, true)
+	return true
+}
+
+// quiesceFollower quiesces g after it stepped the quiesce heartbeat m,
+// if g follows m's sender in m's term, its log ends at the commit index m
+// carries, and the sender's node is live; otherwise g is (stays) awake.
+func (h *Host) quiesceFollower(g *hostGroup, m *raftpb.Message) {
+	bs := g.rn.BasicStatus()
+	if h.cfg.DisableQuiesce || bs.RaftState != raft.StateFollower || bs.Lead != m.GetFrom() ||
+		bs.HardState.GetTerm() != m.GetTerm() || g.storage.lastIndex != m.GetCommit() {
+		h.wake(g)
+		return
+	}
+	if n := h.nodes[m.GetFrom()]; n == nil || n.dead {
+		h.wake(g)
+		return
+	}
+	h.setQuiesced(g, true)
+}
+
+func (h *Host) wake(g *hostGroup) {
+	if g.quiesced {
+		h.setQuiesced(g, false)
+	}
+}
+
+func (h *Host) setQuiesced(g *hostGroup, q bool) {
+	if g.quiesced == q {
+		return
+	}
+	g.quiesced = q
+	if q {
+		h.quiesced.Add(1)
+	} else {
+		h.quiesced.Add(-1)
+	}
+	h.statusMu.Lock()
+	s := h.status[g.id]
+	s.Quiesced = q
+	h.status[g.id] = s
+	h.statusMu.Unlock()
+}
+
+// checkLiveness updates what this host knows of the peer nodes; a node
+// found dead wakes the quiesced groups it leads, so that their followers
+// tick and elect another leader.
+func (h *Host) checkLiveness() {
+	for id, n := range h.nodes {
+		if heard := h.cfg.Transport.Heard(id); heard != n.heard {
+			n.heard, n.silent, n.dead = heard, 0, false
+			continue
+		}
+		n.silent++
+		if n.dead || n.silent < h.cfg.ElectionTicks {
+			continue
+		}
+		n.dead = true
+		woken := 0
+		for _, g := range h.groups {
+			if g.quiesced && g.rn.BasicStatus().Lead == id {
+				h.setQuiesced(g, false)
+				woken++
+			}
+		}
+		h.log.Info().Uint64("peer", id).Int("woken", woken).Msg("raft peer node silent for an election timeout: the quiesced groups it leads wake up")
 	}
 }
 
@@ -420,11 +581,39 @@ func (h *Host) step(m groupMessage) {
 	if g == nil {
 		return // a group not started here (yet): its leader retransmits
 	}
-	if m.m.GetType() == raftpb.MsgHeartbeat && m.m.GetCommit() > g.storage.lastIndex {
+	typ := m.m.GetType()
+	if typ == raftpb.MsgHeartbeat && m.m.GetCommit() > g.storage.lastIndex {
 		return // a leader that believes this replica has entries it lost
+	}
+	quiesce := typ == raftpb.MsgHeartbeat && bytes.Equal(m.m.GetContext(), quiesceContext)
+	if quiesce {
+		m.m.Context = nil // an ordinary heartbeat for Raft (its response is coalesced)
+	} else if g.quiesced && !lateResponse(g, m.m) {
+		h.wake(g)
 	}
 	_ = g.rn.Step(m.m) // a message of a stale term or an unknown peer: ignored
 	h.touched[m.group] = g
+	if quiesce {
+		h.quiesceFollower(g, m.m)
+	}
+}
+
+// lateResponse: a message that does not wake a quiesced group, a
+// heartbeat response or an append response accepting entries, of the
+// group's term (a leader quiesces only once every follower acknowledged
+// its whole log, which grows only after a proposal woke the group).
+// Anything else wakes it.
+func lateResponse(g *hostGroup, m *raftpb.Message) bool {
+	if m.GetTerm() != g.rn.BasicStatus().HardState.GetTerm() {
+		return false
+	}
+	switch m.GetType() {
+	case raftpb.MsgHeartbeatResp:
+		return true
+	case raftpb.MsgAppResp:
+		return !m.GetReject()
+	}
+	return false
 }
 
 func (h *Host) propose(p *hostProposal) {
@@ -433,6 +622,7 @@ func (h *Host) propose(p *hostProposal) {
 		p.done <- hostResult{err: ErrUnknownGroup}
 		return
 	}
+	h.wake(g)
 	if bs := g.rn.BasicStatus(); bs.RaftState != raft.StateLeader {
 		p.done <- hostResult{err: &NotLeaderError{Leader: bs.Lead}}
 		return
@@ -638,5 +828,5 @@ func (h *Host) publishStatus() {
 func (g *hostGroup) status() GroupStatus {
 	bs := g.rn.BasicStatus()
 	return GroupStatus{Group: g.id, Leader: bs.Lead, Term: bs.HardState.GetTerm(), Commit: bs.HardState.GetCommit(),
-		Applied: g.applied, Last: g.storage.lastIndex, Leading: bs.RaftState == raft.StateLeader}
+		Applied: g.applied, Last: g.storage.lastIndex, Leading: bs.RaftState == raft.StateLeader, Quiesced: g.quiesced}
 }

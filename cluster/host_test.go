@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -58,13 +59,17 @@ type hostCluster struct {
 	nodes    map[uint64]*hostNode
 	filterMu sync.Mutex
 	filter   Filter
+	// opts adjust every node's HostConfig.
+	opts []func(*HostConfig)
+	// paused: produce proposes nothing meanwhile.
+	paused atomic.Bool
 }
 
 // newHostCluster starts n nodes, each running a replica of groups 1..groups
 // whose state machine is a PartitionLog.
-func newHostCluster(t testing.TB, n, groups int) *hostCluster {
+func newHostCluster(t testing.TB, n, groups int, opts ...func(*HostConfig)) *hostCluster {
 	tt, _ := t.(*testing.T)
-	c := &hostCluster{t: tt, addrs: map[uint64]string{}, dirs: map[uint64]string{}, nodes: map[uint64]*hostNode{}}
+	c := &hostCluster{t: tt, addrs: map[uint64]string{}, dirs: map[uint64]string{}, nodes: map[uint64]*hostNode{}, opts: opts}
 	for g := 1; g <= groups; g++ {
 		c.groups = append(c.groups, uint64(g))
 	}
@@ -122,7 +127,11 @@ func (c *hostCluster) start(id uint64, l net.Listener) error {
 	hn := &hostNode{id: id, store: store, tr: tr, ticker: manualTicker{make(chan time.Time, 4)}, logs: map[uint64]*PartitionLog{}}
 	// 30 ticks (150 ms of waitFor) before an election: a loop slowed by the
 	// race detector does not depose its leaders.
-	hn.host, err = StartHost(HostConfig{ID: id, Store: store, Transport: tr, Ticker: hn.ticker, ElectionTicks: 30, Logger: testLogger()})
+	cfg := HostConfig{ID: id, Store: store, Transport: tr, Ticker: hn.ticker, ElectionTicks: 30, Logger: testLogger()}
+	for _, o := range c.opts {
+		o(&cfg)
+	}
+	hn.host, err = StartHost(cfg)
 	if err != nil {
 		return err
 	}
@@ -447,6 +456,10 @@ func (c *hostCluster) produce(stop chan struct{}, a *acked, seed uint64, nodes f
 			return
 		default:
 		}
+		if c.paused.Load() {
+			time.Sleep(time.Millisecond)
+			continue
+		}
 		g := c.groups[r.IntN(len(c.groups))]
 		payload := fmt.Sprintf("p%d-%d", seed, i)
 		var lead *Host
@@ -470,7 +483,9 @@ func (c *hostCluster) produce(stop chan struct{}, a *acked, seed uint64, nodes f
 
 // TestHostLeaderKillsLoseNoAckedProposal: producers write to 10 groups
 // while the network drops a fifth of all messages and the node leading
-// most groups is stopped, restarted, then another one; in the end every
+// most groups is stopped, restarted, then another one; each is stopped
+// after a pause of the producers that let every group it runs quiesce,
+// so the survivors must find its node dead to elect. In the end every
 // replica of every group has the same log, holding every acknowledged
 // batch at its acknowledged offset.
 func TestHostLeaderKillsLoseNoAckedProposal(t *testing.T) {
@@ -505,9 +520,12 @@ func TestHostLeaderKillsLoseNoAckedProposal(t *testing.T) {
 		}
 		before := a.count()
 		c.waitFor("acknowledgements before the kill", func() bool { return a.count() >= before+50 })
+		c.paused.Store(true)
+		c.waitFor("every group quiesced on the victim", func() bool { return c.nodes[victim].host.Quiesced() == len(c.groups) })
 		hostsMu.Lock()
 		c.stop(victim)
 		hostsMu.Unlock()
+		c.paused.Store(false)
 		mark := a.count()
 		c.waitFor("acknowledgements with a node down", func() bool { return a.count() >= mark+50 })
 		hostsMu.Lock()
@@ -571,8 +589,8 @@ func (c *hostCluster) checkAcked(a *acked) {
 	c.t.Logf("%d acknowledged batches, all in every replica", a.n)
 }
 
-// TestHostRestartRecoversEveryGroup: every node stopped and started again
-// rebuilds every group's partition log from its Raft log (same offsets,
+// TestHostRestartRecoversEveryGroup: every node stopped (every group
+// quiesced) and started again rebuilds every group's partition log from its Raft log (same offsets,
 // same batches) and the groups elect and accept proposals again.
 func TestHostRestartRecoversEveryGroup(t *testing.T) {
 	c := newHostCluster(t, 3, 50)
@@ -591,6 +609,7 @@ func TestHostRestartRecoversEveryGroup(t *testing.T) {
 	for _, g := range c.groups {
 		before[g] = c.read(1, g)
 	}
+	c.waitQuiesced() // stopped quiesced: they must wake on restart
 	for _, id := range c.ids {
 		c.stop(id)
 	}

@@ -41,6 +41,16 @@ import (
 // configured with, so nodes of a version-1 cluster keep understanding
 // each other.
 //
+// Quiescing (a Host's idle groups stop ticking) adds no frame type, so
+// every v2 receiver understands a quiescing sender:
+//   - a node heartbeat is a coalesced-heartbeats frame of count 0, sent
+//     to every peer on each of the Host's ticks; any frame received from
+//     a peer counts as a sign of its node's life (Transport.Heard);
+//   - a quiesce heartbeat is an ordinary group frame holding a
+//     MsgHeartbeat whose context is "vmq.quiesce" (so never coalesced):
+//     a receiver that does not know it steps it as a heartbeat and keeps
+//     ticking.
+//
 // The receiver checks the hello (magic, to = itself, from a known peer) and
 // every message (From = the hello's from, To = itself, a message type peers
 // send); anything else closes that connection only. A hello whose
@@ -135,6 +145,8 @@ type Transport struct {
 		peers map[uint64]*peer
 		// incarnations: the last incarnation each peer announced.
 		incarnations map[uint64]uint64
+		// heard: frames received from each peer (Heard).
+		heard map[uint64]*atomic.Uint64
 	}
 	wg     sync.WaitGroup
 	closec chan struct{}
@@ -189,6 +201,7 @@ func NewTransport(cfg TransportConfig) (*Transport, error) {
 		log: cfg.Logger.With().Str("component", "raft-transport").Uint64("node", cfg.ID).Logger()}
 	t.mu.inbound = map[net.Conn]struct{}{}
 	t.mu.incarnations = map[uint64]uint64{}
+	t.mu.heard = map[uint64]*atomic.Uint64{}
 	t.mu.peers = map[uint64]*peer{}
 	for id, addr := range cfg.Peers {
 		if id != cfg.ID {
@@ -346,6 +359,43 @@ func (t *Transport) SendGroups(msgs []GroupMessage) {
 		default:
 		}
 	}
+}
+
+// nodeHeartbeat: a coalesced-heartbeats frame of no heartbeat.
+var nodeHeartbeat = binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint32(nil, 12), heartbeatsGroup), 0)
+
+// SendNodeHeartbeats queues a node heartbeat (version 2 only) for every
+// peer: a sign of this node's life for the peers' quiesced groups. A full
+// queue drops it (the queue then holds other frames, signs enough).
+func (t *Transport) SendNodeHeartbeats() {
+	if !t.cfg.GroupFrames {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for id, p := range t.mu.peers {
+		select {
+		case p.queue <- outbound{to: id, frame: nodeHeartbeat, beats: true}:
+		default:
+		}
+	}
+}
+
+// Heard returns how many frames this node received from peer id so far;
+// a count that stops moving means the peer's node is down or cut off.
+func (t *Transport) Heard(id uint64) uint64 {
+	return t.heardCounter(id).Load()
+}
+
+func (t *Transport) heardCounter(id uint64) *atomic.Uint64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	c := t.mu.heard[id]
+	if c == nil {
+		c = &atomic.Uint64{}
+		t.mu.heard[id] = c
+	}
+	return c
 }
 
 // coalescable: a heartbeat or heartbeat response that a coalesced record
@@ -609,6 +659,7 @@ func (t *Transport) readLoop(c net.Conn) {
 		t.warn("handshake", from, err)
 		return
 	}
+	heard := t.heardCounter(from)
 	for {
 		var err error
 		if v2 {
@@ -625,6 +676,7 @@ func (t *Transport) readLoop(c net.Conn) {
 			}
 			return
 		}
+		heard.Add(1)
 	}
 }
 

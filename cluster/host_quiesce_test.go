@@ -1,0 +1,134 @@
+package cluster
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+// waitQuiesced waits until every running node has every group quiesced.
+func (c *hostCluster) waitQuiesced() {
+	c.t.Helper()
+	c.waitFor("every group quiesced on every node", func() bool {
+		for _, hn := range c.nodes {
+			if hn.host.Quiesced() != len(c.groups) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// tickN gives every running node n ticks, waiting for each to be taken,
+// at waitFor's pace (a tick every 5 ms: a node's silence is counted in
+// ticks, so ticks much faster than the loopback delivers frames would
+// make live nodes look dead).
+func (c *hostCluster) tickN(n int) {
+	c.t.Helper()
+	for range n {
+		time.Sleep(5 * time.Millisecond)
+		for _, hn := range c.nodes {
+			select {
+			case hn.ticker.c <- time.Time{}:
+			case <-time.After(30 * time.Second):
+				c.t.Fatalf("node %d's loop took no tick for 30 s", hn.id)
+			}
+		}
+	}
+	// The loops took the last ticks; one more round each proves they
+	// handled them.
+	for _, hn := range c.nodes {
+		for len(hn.ticker.c) > 0 {
+			time.Sleep(time.Millisecond)
+		}
+	}
+}
+
+// TestHostQuiescesIdleGroups: once every group committed its proposals,
+// every replica of every group quiesces and takes no tick at all through
+// more than two election timeouts (no group campaigns, no leader
+// changes); a proposal to a quiesced group wakes it and commits, and the
+// group quiesces again.
+func TestHostQuiescesIdleGroups(t *testing.T) {
+	c := newHostCluster(t, 3, 20)
+	for _, g := range c.groups {
+		c.nodes[1+g%3].host.Campaign(g)
+	}
+	c.waitLeaders()
+	for _, g := range c.groups {
+		if _, err := c.propose(g, testBatch(1, fmt.Sprint("g", g))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.waitQuiesced()
+	leaders := map[uint64]uint64{}
+	for _, g := range c.groups {
+		leaders[g] = c.leader(g)
+	}
+	ticks := map[uint64]uint64{}
+	for id, hn := range c.nodes {
+		ticks[id] = hn.host.GroupTicks()
+	}
+	c.tickN(70) // more than two election timeouts (30 ticks)
+	for id, hn := range c.nodes {
+		if got := hn.host.GroupTicks(); got != ticks[id] {
+			t.Fatalf("node %d: %d group ticks while every group was quiesced, want none", id, got-ticks[id])
+		}
+		if q := hn.host.Quiesced(); q != len(c.groups) {
+			t.Fatalf("node %d: %d groups quiesced after 70 ticks, want %d", id, q, len(c.groups))
+		}
+	}
+	for _, g := range c.groups {
+		if l := c.leader(g); l != leaders[g] {
+			t.Fatalf("group %d: leader %d after the quiet ticks, was %d", g, l, leaders[g])
+		}
+		if off, err := c.proposeOnce(g, testBatch(1, fmt.Sprint("again", g))); err != nil || off != 1 {
+			t.Fatalf("group %d: a proposal to the quiesced group: offset %d, %v; want 1", g, off, err)
+		}
+	}
+	c.waitSameLogs(map[uint64]int64{})
+	c.waitQuiesced()
+}
+
+// TestHostQuiescedLeaderNodeDies: the node leading every group, all of
+// them quiesced, stops; the followers find its node silent, wake, and
+// elect new leaders for every group, which accept proposals; the node
+// restarted catches up and every group quiesces again.
+func TestHostQuiescedLeaderNodeDies(t *testing.T) {
+	c := newHostCluster(t, 3, 30)
+	for _, g := range c.groups {
+		c.nodes[1].host.Campaign(g)
+	}
+	c.waitFor("node 1 leading every group", func() bool {
+		for _, g := range c.groups {
+			if c.leader(g) != 1 {
+				return false
+			}
+		}
+		return true
+	})
+	for _, g := range c.groups {
+		if _, err := c.propose(g, testBatch(1, fmt.Sprint("g", g))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.waitQuiesced()
+	c.stop(1)
+	c.waitLeaders()
+	want := map[uint64]int64{}
+	for _, g := range c.groups {
+		if l := c.leader(g); l == 1 {
+			t.Fatalf("group %d: still led by the stopped node", g)
+		}
+		off, err := c.propose(g, testBatch(1, fmt.Sprint("after", g)))
+		if err != nil || off != 1 {
+			t.Fatalf("group %d: a proposal after its leader's node died: offset %d, %v; want 1", g, off, err)
+		}
+		want[g] = 2
+	}
+	if err := c.start(1, nil); err != nil {
+		t.Fatal(err)
+	}
+	c.waitSameLogs(want)
+	c.waitQuiesced()
+}
