@@ -19,14 +19,25 @@ func (c *hostCluster) waitQuiesced() {
 	})
 }
 
-// tickN gives every running node n ticks, waiting for each to be taken,
-// at waitFor's pace (a tick every 5 ms: a node's silence is counted in
-// ticks, so ticks much faster than the loopback delivers frames would
-// make live nodes look dead).
+// tickN gives every running node n ticks, one round at a time: the next
+// round only once every node received a frame from every other since the
+// last (each tick sends a node heartbeat), so that no live node looks
+// silent however slowly the loopback delivers (liveness counts ticks).
 func (c *hostCluster) tickN(n int) {
 	c.t.Helper()
+	heard := func() map[[2]uint64]uint64 {
+		m := map[[2]uint64]uint64{}
+		for id, hn := range c.nodes {
+			for peer := range c.nodes {
+				if peer != id {
+					m[[2]uint64{id, peer}] = hn.tr.Heard(peer)
+				}
+			}
+		}
+		return m
+	}
 	for range n {
-		time.Sleep(5 * time.Millisecond)
+		before := heard()
 		for _, hn := range c.nodes {
 			select {
 			case hn.ticker.c <- time.Time{}:
@@ -34,11 +45,18 @@ func (c *hostCluster) tickN(n int) {
 				c.t.Fatalf("node %d's loop took no tick for 30 s", hn.id)
 			}
 		}
-	}
-	// The loops took the last ticks; one more round each proves they
-	// handled them.
-	for _, hn := range c.nodes {
-		for len(hn.ticker.c) > 0 {
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			after, all := heard(), true
+			for k, v := range before {
+				all = all && after[k] > v
+			}
+			if all {
+				break
+			}
+			if time.Now().After(deadline) {
+				c.t.Fatal("the nodes' node heartbeats did not arrive in 30 s")
+			}
 			time.Sleep(time.Millisecond)
 		}
 	}
