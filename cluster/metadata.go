@@ -25,6 +25,9 @@ const (
 	recordCreatePartitions byte = 4
 	recordAlterConfigs     byte = 5
 	recordPlaceCoordinator byte = 6
+	// Liveness: a broker fenced or unfenced by the leader (KIP-631's
+	// BrokerRegistrationChangeRecord fenced field).
+	recordFenceBroker byte = 7
 )
 
 var (
@@ -101,6 +104,21 @@ type placeCoordinator struct {
 	Leaders []int32 `json:"leaders"`
 }
 
+// fenceBroker fences a registered broker (new partitions are not placed
+// on it) or unfences it. The metadata group's leader proposes it when its
+// Raft view of the broker changes (cmd/broker: the broker stopped
+// answering for a session timeout, or answers again), as KRaft's
+// controller fences a broker that misses its heartbeats (KIP-631).
+type fenceBroker struct {
+	NodeID int32 `json:"node_id"`
+	Fenced bool  `json:"fenced"`
+}
+
+// FenceBrokerRecord is the command that fences (or unfences) broker id.
+func FenceBrokerRecord(id int32, fenced bool) []byte {
+	return encodeRecord(recordFenceBroker, fenceBroker{NodeID: id, Fenced: fenced})
+}
+
 // RegisterBrokerRecord is the command that registers (or re-registers,
 // with a new address) a broker.
 func RegisterBrokerRecord(b Broker) []byte { return encodeRecord(recordRegisterBroker, b) }
@@ -155,6 +173,9 @@ type metadataState struct {
 	ClusterID string `json:"cluster_id,omitempty"`
 	// Coordinators are the placed coordinator topics' partition leaders.
 	Coordinators map[string][]int32 `json:"coordinators,omitempty"`
+	// Fenced are the registered brokers fenced by the leader (record 7):
+	// placement skips them. A registration leaves it as it is.
+	Fenced map[int32]bool `json:"fenced,omitempty"`
 }
 
 // Metadata is the metadata group's state machine: broker registrations
@@ -243,6 +264,23 @@ func (m *Metadata) applyLocked(e Entry) (change *TopicChange, err error) {
 		return m.changed(m.createPartitionsLocked(e.Index, body))
 	case recordAlterConfigs:
 		return m.changed(m.alterConfigsLocked(e.Index, body))
+	case recordFenceBroker:
+		var f fenceBroker
+		if err := json.Unmarshal(body, &f); err != nil {
+			return nil, fmt.Errorf("%w: broker fencing at %d: %v", ErrBadRecord, e.Index, err)
+		}
+		if _, ok := m.state.Brokers[f.NodeID]; !ok {
+			return nil, fmt.Errorf("%w: broker fencing at %d names broker %d, which is not registered", ErrBadRecord, e.Index, f.NodeID)
+		}
+		if !f.Fenced {
+			delete(m.state.Fenced, f.NodeID)
+			return nil, nil
+		}
+		if m.state.Fenced == nil {
+			m.state.Fenced = map[int32]bool{}
+		}
+		m.state.Fenced[f.NodeID] = true
+		return nil, nil
 	case recordPlaceCoordinator:
 		var p placeCoordinator
 		if err := json.Unmarshal(body, &p); err != nil || p.Name == "" || len(p.Leaders) == 0 {
@@ -460,6 +498,13 @@ func PlaceReplicas(brokers []int32, partitions int32, replicationFactor int16, s
 		out[p] = replicas
 	}
 	return out
+}
+
+// Fenced reports whether broker id is fenced (record 7).
+func (m *Metadata) Fenced(id int32) bool {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.state.Fenced[id]
 }
 
 // ClusterID is the cluster's Kafka cluster ID: the first registered

@@ -112,3 +112,40 @@ func TestMetadataTopicRecords(t *testing.T) {
 		t.Fatalf("restored: replicas %v, cluster %q, coordinators %v", got, r.ClusterID(), r.CoordinatorLeaders("__consumer_offsets"))
 	}
 }
+
+// TestMetadataFenceRecords: the leader's fencing records fence and
+// unfence registered brokers, survive a snapshot, leave a re-registration
+// fenced, and refuse an unregistered broker.
+func TestMetadataFenceRecords(t *testing.T) {
+	m := NewMetadata()
+	errs := applyAll(m,
+		RegisterBrokerRecord(Broker{NodeID: 1, KafkaAddr: "a:9092"}),
+		RegisterBrokerRecord(Broker{NodeID: 2, KafkaAddr: "b:9092"}),
+		FenceBrokerRecord(2, true),
+		FenceBrokerRecord(3, true),
+		RegisterBrokerRecord(Broker{NodeID: 2, KafkaAddr: "b:9093"}),
+	)
+	wantErrs := []error{nil, nil, nil, ErrBadRecord, nil}
+	for i, want := range wantErrs {
+		if (want == nil) != (errs[i] == nil) || (want != nil && !errors.Is(errs[i], want)) {
+			t.Errorf("record %d: %v, want %v", i+1, errs[i], want)
+		}
+	}
+	if m.Fenced(1) || !m.Fenced(2) || m.Fenced(3) {
+		t.Fatalf("fenced 1 %v 2 %v 3 %v; want only 2", m.Fenced(1), m.Fenced(2), m.Fenced(3))
+	}
+	snap, err := m.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := NewMetadata()
+	if err := r.Restore(snap); err != nil {
+		t.Fatal(err)
+	}
+	if !r.Fenced(2) {
+		t.Fatal("the snapshot lost broker 2's fencing")
+	}
+	if errs := applyAll(m, FenceBrokerRecord(2, false)); errs[0] != nil || m.Fenced(2) {
+		t.Fatalf("unfencing 2: %v, fenced %v", errs[0], m.Fenced(2))
+	}
+}

@@ -217,13 +217,21 @@ func (c *Coordinator) ShareHeartbeat(req ShareHeartbeatRequest, now time.Time) (
 		if req.MemberEpoch != 0 {
 			return res, nop, fmt.Errorf("%w: share group %s has no member %s; rejoin with member epoch 0", ErrUnknownMemberID, req.Group, req.MemberID)
 		}
-		g = &shareGroup{name: req.Group, members: map[string]*shareMember{}, parts: map[shareTP]*sharePartition{}}
-		s.groups[req.Group] = g
+		g = c.createShareGroupLocked(req.Group)
 		w = c.applyShareLocked(func(b *pebblestore.Batch) { b.Set(shareGroupKey(req.Group), nil) })
-		c.log.Info().Str("group", req.Group).Msg("share group created")
 	}
 	res, err = c.shareHeartbeatMemberLocked(g, req, now)
 	return res, w.wait, err
+}
+
+// createShareGroupLocked creates share group name in memory; its row is
+// the caller's to write (with the write the creation is for).
+// REQUIRES: share.mu held, no group of that name.
+func (c *Coordinator) createShareGroupLocked(name string) *shareGroup {
+	g := &shareGroup{name: name, members: map[string]*shareMember{}, parts: map[shareTP]*sharePartition{}}
+	c.share.groups[name] = g
+	c.log.Info().Str("group", name).Msg("share group created")
+	return g
 }
 
 func validateShareHeartbeat(req ShareHeartbeatRequest) error {

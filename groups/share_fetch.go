@@ -42,6 +42,13 @@ type ShareSessionRequest struct {
 	Added           []SharePartitionID
 	Forgotten       []SharePartitionID
 	Acks            []ShareAcks
+	// MembersElsewhere: another broker coordinates the group (a cluster)
+	// and this one leads the partitions, so the member is not checked
+	// against this broker's membership (Kafka's share-partition leader
+	// does not either: KIP-932's ShareFetch goes to the partition
+	// leaders, ShareGroupHeartbeat to the coordinator). The group is
+	// created here on its first session; its share-partitions live here.
+	MembersElsewhere bool
 }
 
 // ShareSessionResult is the outcome: one error (nil when applied) per
@@ -70,12 +77,16 @@ func (c *Coordinator) ShareSession(req ShareSessionRequest, now time.Time) (Shar
 	key := shareSessionKey{req.Group, req.MemberID}
 	sess := s.sessions[key]
 	var releaseW *shareWrite
+	created := false // the group's row is to be written (MembersElsewhere)
 	switch {
 	case req.Epoch == 0:
 		if len(req.Acks) > 0 {
 			return res, fmt.Errorf("%w: a share session opens (epoch 0) without acknowledgements", ErrInvalidRequest)
 		}
-		if g == nil || g.members[req.MemberID] == nil {
+		if req.MembersElsewhere && g == nil {
+			g, created = c.createShareGroupLocked(req.Group), true
+		}
+		if g == nil || (g.members[req.MemberID] == nil && !req.MembersElsewhere) {
 			return res, fmt.Errorf("%w: member %s is not in share group %s; send ShareGroupHeartbeat first", ErrUnknownMemberID, req.MemberID, req.Group)
 		}
 		if sess != nil {
@@ -98,7 +109,12 @@ func (c *Coordinator) ShareSession(req ShareSessionRequest, now time.Time) (Shar
 	}
 	res.AckErrors = map[SharePartitionID]error{}
 	var queueWaits []func() error
-	w := c.applyShareLocked(func(b *pebblestore.Batch) { queueWaits = c.applyAcksLocked(b, g, req, res.AckErrors, now) })
+	w := c.applyShareLocked(func(b *pebblestore.Batch) {
+		if created {
+			b.Set(shareGroupKey(req.Group), nil)
+		}
+		queueWaits = c.applyAcksLocked(b, g, req, res.AckErrors, now)
+	})
 	w = w.withQueues(queueWaits)
 	if req.Epoch == -1 {
 		delete(s.sessions, key)
@@ -220,6 +236,9 @@ type ShareAcquireRequest struct {
 	// batches of about BatchSize records (Kafka 4.2's
 	// SharePartition.createBatches); 0 lists them as one range.
 	BatchSize int
+	// MembersElsewhere: as in ShareSessionRequest, the member is not
+	// checked against this broker's membership (its session is).
+	MembersElsewhere bool
 }
 
 // ShareAcquire acquires up to MaxRecords records for the member over the
@@ -241,7 +260,7 @@ func (c *Coordinator) ShareAcquire(req ShareAcquireRequest, now time.Time) ([]Sh
 	lim := c.shareLimitsLocked(group)
 	lim.wholeBatches, lim.batchSize = req.WholeBatches, req.BatchSize
 	g := s.groups[group]
-	if g == nil || g.members[member] == nil || s.sessions[shareSessionKey{group, member}] == nil {
+	if g == nil || (g.members[member] == nil && !req.MembersElsewhere) || s.sessions[shareSessionKey{group, member}] == nil {
 		return out, func() error { return nil }
 	}
 	left := maxRecords

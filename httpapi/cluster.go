@@ -68,6 +68,9 @@ type ClusterMember struct {
 	// whether it answered lately (on the leader only).
 	MatchIndex uint64 `json:"match_index,omitempty"`
 	Active     *bool  `json:"active,omitempty"`
+	// Fenced: the metadata says the leader fenced the broker (inactive
+	// for the broker session timeout): new partitions are not placed on it.
+	Fenced bool `json:"fenced,omitempty"`
 }
 
 // ClusterChange is the answer of a membership change: the node and the

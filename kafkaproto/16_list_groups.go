@@ -3,8 +3,10 @@ package kafkaproto
 // ListGroups: v0-v5
 //
 // Behavior:
-//   - Every group this broker coordinates (all of them), with its protocol
-//     type ("" for a group that only holds offsets).
+//   - Every group this broker coordinates (all of them on a single node;
+//     in a cluster those whose coordinator it is: a partition leader
+//     holds share groups it does not coordinate), with its protocol type
+//     ("" for a group that only holds offsets).
 //   - states_filter (v4+, KIP-518) keeps the groups in one of the states,
 //     compared case-insensitively; types_filter (v5+, KIP-848) keeps the
 //     groups of one of the types: every group here is "classic".
@@ -32,6 +34,11 @@ func (s *Server) handleListGroups(r *request) (reply, error) {
 	all := r.allowedCluster(auth.OpDescribe)
 	for _, l := range s.cfg.Groups.ListGroups(req.StatesFilter, req.TypesFilter) {
 		if !all && !r.allowedGroup(auth.OpDescribe, l.Group) {
+			continue
+		}
+		// In a cluster a partition leader holds share groups it does not
+		// coordinate (their share-partitions): the coordinator lists them.
+		if s.notGroupCoordinator(l.Group) {
 			continue
 		}
 		g := kmsg.NewListGroupsResponseGroup()

@@ -14,6 +14,8 @@ package kafkaproto
 //     member ID, epoch below -1, a join without topics), GROUP_ID_NOT_FOUND
 //     (the name belongs to a classic or consumer group), UNKNOWN_MEMBER_ID,
 //     FENCED_MEMBER_EPOCH, GROUP_MAX_SIZE_REACHED.
+//   - In a cluster (cluster.go) only the group's coordinator answers
+//     (FindCoordinator key type 0, as Kafka); the others NOT_COORDINATOR.
 //   - Session timeout and heartbeat interval are the consumer groups'
 //     (group-consumer-session-timeout, group-consumer-heartbeat-interval).
 //
@@ -46,6 +48,10 @@ func (s *Server) handleShareGroupHeartbeat(r *request) (reply, error) {
 	// every subscribed topic.
 	if !r.allowedGroup(auth.OpRead, req.GroupID) {
 		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		return reply{resp: resp}, nil
+	}
+	if s.notGroupCoordinator(req.GroupID) {
+		resp.ErrorCode = kerr.NotCoordinator.Code
 		return reply{resp: resp}, nil
 	}
 	if msg := r.deniedTopics(auth.OpDescribe, req.SubscribedTopicNames); msg != nil {

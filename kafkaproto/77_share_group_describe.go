@@ -9,6 +9,9 @@ package kafkaproto
 //     subscribed topics and assignment.
 //   - A missing group, or one of another type, is GROUP_ID_NOT_FOUND, as
 //     Kafka 4.2 answers.
+//   - In a cluster only the group's coordinator answers (NOT_COORDINATOR
+//     elsewhere); its partitions' delivery state is the coordinator's
+//     share-partitions only (those it leads: DESIGN.md, Cluster).
 //   - DESCRIBE on the group (GROUP_AUTHORIZATION_FAILED per group, as
 //     KafkaApis); include_authorized_operations: the group operations the
 //     principal may perform.
@@ -39,6 +42,11 @@ func (s *Server) handleShareGroupDescribe(r *request) (reply, error) {
 		}
 		if !r.allowedGroup(auth.OpDescribe, name) {
 			g.ErrorCode = kerr.GroupAuthorizationFailed.Code
+			resp.Groups = append(resp.Groups, g)
+			continue
+		}
+		if s.notGroupCoordinator(name) {
+			g.ErrorCode = kerr.NotCoordinator.Code
 			resp.Groups = append(resp.Groups, g)
 			continue
 		}

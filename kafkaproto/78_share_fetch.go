@@ -20,6 +20,11 @@ package kafkaproto
 //   - Every partition acknowledged in the request is in the answer with
 //     its AcknowledgeErrorCode (INVALID_RECORD_STATE for a record the
 //     member does not hold, INVALID_REQUEST for malformed batches).
+//   - In a cluster (cluster.go) a partition another broker leads is
+//     NOT_LEADER_OR_FOLLOWER (its acknowledgements not applied), as
+//     Kafka's share-partition leader answers; a broker that does not
+//     coordinate the group serves its partitions without knowing its
+//     members (groups.ShareSessionRequest.MembersElsewhere).
 //   - READ on the group (GROUP_AUTHORIZATION_FAILED) and on each topic
 //     (TOPIC_AUTHORIZATION_FAILED per partition), as KafkaApis.
 //   - Epoch 0 with acknowledgements: INVALID_REQUEST, as Kafka. On a native
@@ -75,18 +80,17 @@ func (s *Server) handleShareFetch(r *request) (reply, error) {
 		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
 		return reply{resp: resp}, nil
 	}
-	sr := groups.ShareSessionRequest{Group: *req.GroupID, MemberID: *req.MemberID, Epoch: req.ShareSessionEpoch}
+	sr := groups.ShareSessionRequest{Group: *req.GroupID, MemberID: *req.MemberID, Epoch: req.ShareSessionEpoch,
+		MembersElsewhere: s.notGroupCoordinator(*req.GroupID)}
 	n := 0
-	var denied []groups.SharePartitionID
+	var denied []groups.ShareFetched // refused partitions: not READ, not led here
 	for _, t := range req.Topics {
-		if !s.shareTopicAllowed(r, t.TopicID) {
-			for _, p := range t.Partitions {
-				denied = append(denied, groups.SharePartitionID{TopicID: t.TopicID, Partition: p.Partition})
-			}
-			continue
-		}
 		for _, p := range t.Partitions {
 			id := groups.SharePartitionID{TopicID: t.TopicID, Partition: p.Partition}
+			if err := s.shareRefused(r, t.TopicID, p.Partition); err != nil {
+				denied = append(denied, groups.ShareFetched{SharePartitionID: id, Err: err})
+				continue
+			}
 			sr.Added = append(sr.Added, id)
 			if len(p.AcknowledgementBatches) > 0 {
 				a := groups.ShareAcks{SharePartitionID: id}
@@ -130,9 +134,7 @@ func (s *Server) handleShareFetch(r *request) (reply, error) {
 		if fetch {
 			fetched = s.shareAcquire(r.c, req, sr, res.Partitions)
 		}
-		for _, id := range denied {
-			fetched = append(fetched, groups.ShareFetched{SharePartitionID: id, Err: errTopicAuthorization})
-		}
+		fetched = append(fetched, denied...)
 		s.fillShareFetch(resp, res.AckErrors, fetched, req.MaxBytes)
 	}
 	return reply{resp: resp, finish: finish}, nil
@@ -168,7 +170,8 @@ func (s *Server) shareAcquire(c *conn, req *kmsg.ShareFetchRequest, sr groups.Sh
 	deadline := time.Now().Add(maxWait)
 	for {
 		fetched, wait := s.cfg.Groups.ShareAcquire(groups.ShareAcquireRequest{Group: sr.Group, MemberID: sr.MemberID, Partitions: parts,
-			MaxRecords: maxRecords, MaxBytes: maxBytes, WholeBatches: req.ShareAcquireMode == 0, BatchSize: int(max(req.BatchSize, 0))}, s.now())
+			MaxRecords: maxRecords, MaxBytes: maxBytes, WholeBatches: req.ShareAcquireMode == 0, BatchSize: int(max(req.BatchSize, 0)),
+			MembersElsewhere: sr.MembersElsewhere}, s.now())
 		werr := wait()
 		got := false
 		for i := range fetched {
@@ -324,11 +327,3 @@ func (c *conn) closeShareSessions() {
 // errTopicAuthorization answers a partition of a topic the principal may
 // not READ (TOPIC_AUTHORIZATION_FAILED).
 var errTopicAuthorization = errors.New("not authorized to read the topic")
-
-// shareTopicAllowed reports whether the principal may READ the topic
-// (KafkaApis handleShareFetchRequest and handleShareAcknowledgeRequest);
-// an unknown topic ID is left to the share-partition's own answer.
-func (s *Server) shareTopicAllowed(r *request, id [16]byte) bool {
-	t, ok := s.topics.TopicByID(id)
-	return !ok || r.allowedTopic(auth.OpRead, t.Name)
-}

@@ -14,6 +14,8 @@ package kafkaproto
 //     releases what the member still holds. Epoch 0 is INVALID_REQUEST.
 //   - READ on the group (GROUP_AUTHORIZATION_FAILED) and on each topic
 //     (TOPIC_AUTHORIZATION_FAILED per partition), as KafkaApis.
+//   - In a cluster a partition another broker leads is
+//     NOT_LEADER_OR_FOLLOWER, nothing of it applied (ShareFetch's notes).
 //   - Per partition: INVALID_RECORD_STATE for a record the member does not
 //     hold (expired lock, another member's), INVALID_REQUEST for malformed
 //     batches, UNKNOWN_TOPIC_ID.
@@ -45,18 +47,18 @@ func (s *Server) handleShareAcknowledge(r *request) (reply, error) {
 		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
 		return reply{resp: resp}, nil
 	}
-	sr := groups.ShareSessionRequest{Group: *req.GroupID, MemberID: *req.MemberID, Epoch: req.ShareSessionEpoch}
+	sr := groups.ShareSessionRequest{Group: *req.GroupID, MemberID: *req.MemberID, Epoch: req.ShareSessionEpoch,
+		MembersElsewhere: s.notGroupCoordinator(*req.GroupID)}
 	n := 0
-	denied := map[groups.SharePartitionID]error{}
+	denied := map[groups.SharePartitionID]error{} // not READ, not led here
 	for _, t := range req.Topics {
-		if !s.shareTopicAllowed(r, t.TopicID) {
-			for _, p := range t.Partitions {
-				denied[groups.SharePartitionID{TopicID: t.TopicID, Partition: p.Partition}] = errTopicAuthorization
-			}
-			continue
-		}
 		for _, p := range t.Partitions {
-			a := groups.ShareAcks{SharePartitionID: groups.SharePartitionID{TopicID: t.TopicID, Partition: p.Partition}}
+			id := groups.SharePartitionID{TopicID: t.TopicID, Partition: p.Partition}
+			if err := s.shareRefused(r, t.TopicID, p.Partition); err != nil {
+				denied[id] = err
+				continue
+			}
+			a := groups.ShareAcks{SharePartitionID: id}
 			for _, b := range p.AcknowledgementBatches {
 				a.Batches = append(a.Batches, groups.AckBatch{First: b.FirstOffset, Last: b.LastOffset, Types: b.AcknowledgeTypes})
 				n++
@@ -88,7 +90,7 @@ func (s *Server) handleShareAcknowledge(r *request) (reply, error) {
 		}
 		topicIndex := map[[16]byte]int{}
 		for id, aerr := range res.AckErrors {
-			if werr != nil && aerr != errTopicAuthorization {
+			if _, refused := denied[id]; werr != nil && !refused {
 				aerr = werr
 			}
 			ti, ok := topicIndex[id.TopicID]

@@ -46,6 +46,11 @@ func (s *Server) handleDescribeShareGroupOffsets(r *request) (reply, error) {
 			resp.Groups = append(resp.Groups, g)
 			continue
 		}
+		if s.notGroupCoordinator(rg.GroupID) {
+			g.ErrorCode = kerr.NotCoordinator.Code
+			resp.Groups = append(resp.Groups, g)
+			continue
+		}
 		v, ok := s.cfg.Groups.DescribeShareGroup(rg.GroupID)
 		if !ok {
 			g.ErrorCode = kerr.GroupIDNotFound.Code

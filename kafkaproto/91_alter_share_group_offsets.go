@@ -13,6 +13,10 @@ package kafkaproto
 //     topic ID is zero) or partition; INVALID_REQUEST for a native queue's
 //     topic (its share-partitions are the queue's delivery state) or an
 //     event store's. Answered after the change is durable (fsync).
+//   - In a cluster only the group's coordinator answers (NOT_COORDINATOR
+//     elsewhere), and only for partitions it leads: a share-partition's
+//     state lives on its leader (DESIGN.md, Cluster), so a topic with a
+//     partition led elsewhere is NOT_LEADER_OR_FOLLOWER, unchanged.
 //   - READ on the group (GROUP_AUTHORIZATION_FAILED) and on each topic
 //     (TOPIC_AUTHORIZATION_FAILED per partition), as KafkaApis.
 
@@ -37,18 +41,31 @@ func (s *Server) handleAlterShareGroupOffsets(r *request) (reply, error) {
 	case !r.allowedGroup(auth.OpRead, req.GroupID):
 		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
 		return reply{resp: resp}, nil
+	case s.notGroupCoordinator(req.GroupID):
+		resp.ErrorCode = kerr.NotCoordinator.Code
+		return reply{resp: resp}, nil
 	}
 	n := 0
 	var ask []groups.ShareOffsetTopic
 	var denied []kmsg.AlterShareGroupOffsetsResponseTopic
 	for _, rt := range req.Topics {
 		n += len(rt.Partitions)
-		if !r.allowedTopic(auth.OpRead, rt.Topic) {
+		code, msg := int16(0), ""
+		switch {
+		case !r.allowedTopic(auth.OpRead, rt.Topic):
+			code = kerr.TopicAuthorizationFailed.Code
+		case !s.leadsAll(rt.Topic, rt.Partitions):
+			code, msg = kerr.NotLeaderForPartition.Code, errShareStateElsewhere
+		}
+		if code != 0 {
 			t := kmsg.NewAlterShareGroupOffsetsResponseTopic()
 			t.Topic = rt.Topic
 			for _, rp := range rt.Partitions {
 				p := kmsg.NewAlterShareGroupOffsetsResponseTopicPartition()
-				p.Partition, p.ErrorCode = rp.Partition, kerr.TopicAuthorizationFailed.Code
+				p.Partition, p.ErrorCode = rp.Partition, code
+				if msg != "" {
+					p.ErrorMessage = kmsg.StringPtr(msg)
+				}
 				t.Partitions = append(t.Partitions, p)
 			}
 			denied = append(denied, t)
@@ -94,4 +111,19 @@ func topicIndex(ts []kmsg.AlterShareGroupOffsetsRequestTopic, name string) int {
 		}
 	}
 	return 0
+}
+
+// errShareStateElsewhere explains a share-offsets change refused in a
+// cluster for a partition led by another broker.
+const errShareStateElsewhere = "a share-partition's state lives on the partition's leader, another broker; changing it through the group's coordinator is not supported yet"
+
+// leadsAll reports whether this broker leads every named partition of
+// topic (always on a single node).
+func (s *Server) leadsAll(topic string, parts []kmsg.AlterShareGroupOffsetsRequestTopicPartition) bool {
+	for _, p := range parts {
+		if !s.leads(topic, p.Partition) {
+			return false
+		}
+	}
+	return true
 }

@@ -12,6 +12,9 @@ package kafkaproto
 //     group has no state of (topic ID zero), as Apache Kafka 4.2;
 //     INVALID_REQUEST for a native queue's topic or an event store's.
 //     Answered after the deletion is durable (fsync).
+//   - In a cluster only the group's coordinator answers (NOT_COORDINATOR
+//     elsewhere), and only for topics whose partitions it all leads
+//     (else NOT_LEADER_OR_FOLLOWER for the topic: DESIGN.md, Cluster).
 //   - DELETE on the group (GROUP_AUTHORIZATION_FAILED) and READ on each
 //     topic (TOPIC_AUTHORIZATION_FAILED per topic), as KafkaApis.
 
@@ -35,6 +38,9 @@ func (s *Server) handleDeleteShareGroupOffsets(r *request) (reply, error) {
 	case !r.allowedGroup(auth.OpDelete, req.GroupID):
 		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
 		return reply{resp: resp}, nil
+	case s.notGroupCoordinator(req.GroupID):
+		resp.ErrorCode = kerr.NotCoordinator.Code
+		return reply{resp: resp}, nil
 	case len(req.Topics) > s.cfg.MaxPartitionsPerRequest:
 		resp.ErrorCode = kerr.PolicyViolation.Code
 		return reply{resp: resp}, nil
@@ -45,6 +51,12 @@ func (s *Server) handleDeleteShareGroupOffsets(r *request) (reply, error) {
 		if !r.allowedTopic(auth.OpRead, rt.Topic) {
 			t := kmsg.NewDeleteShareGroupOffsetsResponseTopic()
 			t.Topic, t.ErrorCode = rt.Topic, kerr.TopicAuthorizationFailed.Code
+			denied = append(denied, t)
+			continue
+		}
+		if !s.leadsTopic(rt.Topic) {
+			t := kmsg.NewDeleteShareGroupOffsetsResponseTopic()
+			t.Topic, t.ErrorCode, t.ErrorMessage = rt.Topic, kerr.NotLeaderForPartition.Code, kmsg.StringPtr(errShareStateElsewhere)
 			denied = append(denied, t)
 			continue
 		}
@@ -65,4 +77,19 @@ func (s *Server) handleDeleteShareGroupOffsets(r *request) (reply, error) {
 	}
 	resp.Topics = append(resp.Topics, denied...)
 	return reply{resp: resp}, nil
+}
+
+// leadsTopic reports whether this broker leads every partition of topic
+// name (always on a single node, and for a topic it does not know).
+func (s *Server) leadsTopic(name string) bool {
+	t, ok := s.topics.Topic(name)
+	if !ok || s.cfg.Cluster == nil {
+		return true
+	}
+	for p := int32(0); p < t.NumPartitions(); p++ {
+		if !s.leads(name, p) {
+			return false
+		}
+	}
+	return true
 }

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/vibemq/broker/auth"
 	"github.com/vibemq/broker/groups"
 	"github.com/vibemq/broker/topics"
 )
@@ -117,6 +118,29 @@ func (s *Server) leads(topic string, p int32) bool {
 	}
 	replicas, ok := s.cfg.Cluster.Replicas(topic, p)
 	return !ok || replicas[0] == s.cfg.NodeID
+}
+
+// errNotShareLeader answers ShareFetch and ShareAcknowledge for a
+// partition another broker leads (NOT_LEADER_OR_FOLLOWER, as Kafka's
+// share-partition leader answers).
+var errNotShareLeader = errors.New("kafkaproto: another broker leads this partition, where its share-partition state lives; refresh metadata and send to the leader")
+
+// shareRefused is why a ShareFetch or ShareAcknowledge partition of topic
+// id is not served here: the principal may not READ the topic
+// (errTopicAuthorization), or another broker leads the partition
+// (errNotShareLeader); nil to serve it. An unknown topic ID is left to
+// the share-partition's own answer.
+func (s *Server) shareRefused(r *request, id [16]byte, p int32) error {
+	t, ok := s.topics.TopicByID(id)
+	switch {
+	case !ok:
+		return nil
+	case !r.allowedTopic(auth.OpRead, t.Name):
+		return errTopicAuthorization
+	case !s.leads(t.Name, p):
+		return errNotShareLeader
+	}
+	return nil
 }
 
 // notGroupCoordinator reports whether, in a cluster, another broker

@@ -84,6 +84,7 @@ var errorTable = []struct {
 	// NOT_CONTROLLER while no controller is known and REQUEST_TIMED_OUT
 	// when the controller does not answer in time (KIP-590 forwarding).
 	{ErrNoController, kerr.NotController},
+	{errNotShareLeader, kerr.NotLeaderForPartition},
 	{context.DeadlineExceeded, kerr.RequestTimedOut},
 	{ErrReplicationNotBuilt, kerr.InvalidReplicationFactor},
 	{ErrBrokersUnavailable, kerr.InvalidReplicationFactor},

@@ -123,6 +123,8 @@ type clusterNode struct {
 	metadata  *cluster.Metadata
 	cancel    context.CancelFunc
 	done      chan struct{}
+	// livenessDone closes when watchLiveness (cluster_liveness.go) ends.
+	livenessDone chan struct{}
 }
 
 // startCluster starts the metadata replica when cluster-peers is set, and
@@ -176,8 +178,9 @@ func startCluster(cfg *Config, store *pebblestore.Store, kc *kafkaCluster, kafka
 	kc.serving.Store(true) // before the transport can bring a leader's snapshot
 	tr.Start(node)
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &clusterNode{peers: peers, transport: tr, node: node, metadata: md, cancel: cancel, done: make(chan struct{})}
+	c := &clusterNode{peers: peers, transport: tr, node: node, metadata: md, cancel: cancel, done: make(chan struct{}), livenessDone: make(chan struct{})}
 	go c.register(ctx, cluster.Broker{NodeID: cfg.NodeID, KafkaAddr: kafkaAddr, HTTPAddr: dialableHTTPAddr(cfg.HTTPAddr), ClusterID: kc.tm.ClusterID()}, log)
+	go c.watchLiveness(ctx, log)
 	log.Warn().Str("inter_broker_addr", ln.Addr().String()).Int("peers", len(peers)).
 		Msg("cluster-peers is set: this broker joins the metadata raft group; topics are the cluster's, each partition lives on one broker (its leader) and is not replicated yet")
 	return c, nil
@@ -234,6 +237,7 @@ func (c *clusterNode) stop() {
 	}
 	c.cancel()
 	<-c.done
+	<-c.livenessDone
 	c.node.Stop()
 	_ = c.transport.Close()
 }
@@ -267,6 +271,7 @@ func (c *clusterNode) status(nodeID int32, kafkaAddr string) httpapi.ClusterStat
 		cm := httpapi.ClusterMember{
 			NodeID: int32(m.ID), InterBrokerAddr: addr, KafkaAddr: registered[int32(m.ID)],
 			Voter: !m.Learner, Learner: m.Learner, Leader: m.ID == st.Leader,
+			Fenced: c.metadata.Fenced(int32(m.ID)),
 		}
 		if leader {
 			cm.MatchIndex, cm.Active = m.Match, &m.Active
@@ -446,6 +451,9 @@ func clusterStatus(cCtx *cli.Context) error {
 		role := "voter"
 		if m.Learner {
 			role = "learner"
+		}
+		if m.Fenced {
+			role += " (fenced)"
 		}
 		match := "-"
 		if m.Active != nil {

@@ -121,6 +121,19 @@ func (k *kafkaCluster) brokerIDs() []int32 {
 	return ids
 }
 
+// placementIDs are the registered members that are not fenced
+// (cluster_liveness.go), sorted: where new partitions go, as KRaft's
+// controller places them on unfenced brokers only.
+func (k *kafkaCluster) placementIDs() []int32 {
+	var ids []int32
+	for _, id := range k.brokerIDs() {
+		if !k.md.Fenced(id) {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
 // Controller implements kafkaproto.Cluster.
 func (k *kafkaCluster) Controller() int32 {
 	if l := k.node.Status().Leader; l != 0 {
@@ -143,7 +156,7 @@ func (k *kafkaCluster) CoordinatorLeaders(topic string) []int32 {
 }
 
 // PlaceCoordinator implements kafkaproto.Cluster: the topic's partitions
-// round robin over the registered brokers, once.
+// round robin over the registered unfenced brokers, once.
 func (k *kafkaCluster) PlaceCoordinator(ctx context.Context, topic string) ([]int32, error) {
 	n, ok := k.coordinatorPartitions[topic]
 	if !ok {
@@ -159,7 +172,7 @@ func (k *kafkaCluster) PlaceCoordinator(ctx context.Context, topic string) ([]in
 			return nil, fmt.Errorf("%w: broker %d has not registered yet; the coordinators are placed once every voter has", kafkaproto.ErrBrokersUnavailable, m.ID)
 		}
 	}
-	placed := cluster.PlaceReplicas(registered, n, 1, 0)
+	placed := cluster.PlaceReplicas(k.placementIDs(), n, 1, 0)
 	if placed == nil {
 		return nil, kafkaproto.ErrBrokersUnavailable
 	}
@@ -181,7 +194,7 @@ func (k *kafkaCluster) CreateTopic(ctx context.Context, t kafkaproto.ClusterTopi
 	}
 	assignment := t.Assignment
 	if assignment == nil {
-		assignment = cluster.PlaceReplicas(k.brokerIDs(), t.Partitions, 1, len(k.md.View().Topics))
+		assignment = cluster.PlaceReplicas(k.placementIDs(), t.Partitions, 1, len(k.md.View().Topics))
 		if assignment == nil {
 			return kafkaproto.ErrBrokersUnavailable
 		}
@@ -214,7 +227,7 @@ func (k *kafkaCluster) CreatePartitions(ctx context.Context, name string, count 
 		return fmt.Errorf("%w: topic %s already has %d partition(s)", topics.ErrInvalidPartitions, name, t.Partitions)
 	}
 	if assignment == nil {
-		assignment = cluster.PlaceReplicas(k.brokerIDs(), add, 1, int(t.Partitions))
+		assignment = cluster.PlaceReplicas(k.placementIDs(), add, 1, int(t.Partitions))
 		if assignment == nil {
 			return kafkaproto.ErrBrokersUnavailable
 		}

@@ -25,7 +25,8 @@ type testCluster struct {
 	stop map[int32]func()
 }
 
-func startTestCluster(t *testing.T) *testCluster {
+// startTestCluster starts three brokers, each config changed by opts.
+func startTestCluster(t *testing.T, opts ...func(*Config)) *testCluster {
 	var peers []string
 	tc := &testCluster{t: t, cfgs: map[int32]*Config{}, stop: map[int32]func(){}}
 	for id := int32(1); id <= 3; id++ {
@@ -33,6 +34,9 @@ func startTestCluster(t *testing.T) *testCluster {
 		cfg.DataDir, cfg.NodeID = t.TempDir(), id
 		cfg.KafkaAddr, cfg.HTTPAddr = freeAddr(t), freeAddr(t)
 		cfg.MemtableSize, cfg.CacheSize = 4<<20, 8<<20
+		for _, o := range opts {
+			o(cfg)
+		}
 		tc.cfgs[id] = cfg
 		peers = append(peers, fmt.Sprintf("%d@%s", id, freeAddr(t)))
 	}
