@@ -85,6 +85,9 @@ type conn struct {
 	// kept is the body buffer of the last large Produce frame, for the
 	// next one (buffers.go).
 	kept keptBody
+	// fw is the writer's Fetch response encoder (fetch_wire.go); writer
+	// only.
+	fw fetchWire
 
 	// dl decides the read deadline. The reader, the writer and Shutdown
 	// all set it, so every SetReadDeadline happens under dl, and the
@@ -484,6 +487,12 @@ func (c *conn) writeReply(bw *bufio.Writer, buf []byte, broken *bool, q queued) 
 	if q.rawReply {
 		return c.writeRawToken(bw, buf, broken, q.raw) // sasl.go
 	}
+	if fr, ok := q.reply.resp.(*kmsg.FetchResponse); ok && q.key == int16(kmsg.Fetch) {
+		fr.SetVersion(q.version)
+		if plainFetchResponse(fr) {
+			return c.dropLargeBuffer(c.writeFetchReply(bw, buf, broken, q))
+		}
+	}
 	if q.reply.size != nil {
 		if need := q.reply.size() + 64; cap(buf) < need {
 			putBuffer(buf)
@@ -516,10 +525,16 @@ func (c *conn) writeReply(bw *bufio.Writer, buf []byte, broken *bool, q queued) 
 			return buf
 		}
 	}
+	return c.dropLargeBuffer(buf)
+}
+
+// dropLargeBuffer returns buf, or nil after pooling it when it is large and
+// no reply waits: a large response buffer is not pinned to an idle
+// connection.
+func (c *conn) dropLargeBuffer(buf []byte) []byte {
 	if cap(buf) > 1<<20 && len(c.replies) == 0 {
-		// Do not pin a large response buffer to an idle connection.
 		putBuffer(buf)
-		buf = nil
+		return nil
 	}
 	return buf
 }
