@@ -20,7 +20,9 @@ import (
 // goroutine's allocations: the store is fresh, with a memtable (64 MiB)
 // far larger than what a run writes, so no flush or compaction runs.
 
-func openAllocsEngine(t *testing.T) *Engine {
+// openHotPathEngine opens an engine on a fresh store with one queue "q",
+// for the allocation budgets and the hot-path benchmarks.
+func openHotPathEngine(t testing.TB) *Engine {
 	t.Helper()
 	s, err := pebblestore.Open(t.TempDir(), pebblestore.Options{Logger: zerolog.Nop(), MemTableSize: 64 << 20, CacheSize: 8 << 20})
 	if err != nil {
@@ -59,7 +61,7 @@ func TestSendAllocs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("-race changes allocation counts")
 	}
-	e := openAllocsEngine(t)
+	e := openHotPathEngine(t)
 	msgs := tenMessages()
 	now := int64(t0)
 	send := func() {
@@ -86,7 +88,7 @@ func TestReceiveAckAllocs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("-race changes allocation counts")
 	}
-	e := openAllocsEngine(t)
+	e := openHotPathEngine(t)
 	msgs := tenMessages()
 	now := int64(t0)
 	var receipts []string

@@ -3,10 +3,6 @@ package queues
 import (
 	"testing"
 	"time"
-
-	"github.com/rs/zerolog"
-	"github.com/vibemq/broker/pebblestore"
-	"github.com/vibemq/broker/topics"
 )
 
 // BenchmarkSend: one send of 10 messages of 1 KiB, the queue's hottest
@@ -15,23 +11,7 @@ import (
 // allocations and 32.4 -> 26.4 KB per send of 10 x 1 KiB (the copy of the
 // bodies moved to httpapi), time within the fsync's noise.
 func BenchmarkSend(b *testing.B) {
-	s, err := pebblestore.Open(b.TempDir(), pebblestore.Options{Logger: zerolog.Nop(), MemTableSize: 64 << 20, CacheSize: 8 << 20})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
-	tm, err := topics.Open(s, topics.Config{Logger: zerolog.Nop(), DefaultPartitions: 1})
-	if err != nil {
-		b.Fatal(err)
-	}
-	e, err := Open(s, tm, Config{Logger: zerolog.Nop(), Seed: 1}, time.UnixMilli(t0))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer e.Close()
-	if _, _, err := e.CreateQueue("q", nil, time.UnixMilli(t0)); err != nil {
-		b.Fatal(err)
-	}
+	e := openHotPathEngine(b)
 	body := make([]byte, 1024)
 	for i := range body {
 		body[i] = 'x'
