@@ -58,8 +58,8 @@ func tenMessages() []SendMessage {
 // state, ready and expiry rows, its apply, the fsync wait and the ready
 // buffer's inserts.
 func TestSendAllocs(t *testing.T) {
-	if raceEnabled {
-		t.Skip("-race changes allocation counts")
+	if raceEnabled || invariantsEnabled {
+		t.Skip("-race and the invariants build change allocation counts")
 	}
 	e := openHotPathEngine(t)
 	msgs := tenMessages()
@@ -85,8 +85,8 @@ func TestSendAllocs(t *testing.T) {
 // records read from the log and the new receipts. The queue is refilled
 // by a send outside the count.
 func TestReceiveAckAllocs(t *testing.T) {
-	if raceEnabled {
-		t.Skip("-race changes allocation counts")
+	if raceEnabled || invariantsEnabled {
+		t.Skip("-race and the invariants build change allocation counts")
 	}
 	e := openHotPathEngine(t)
 	msgs := tenMessages()

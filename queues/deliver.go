@@ -632,22 +632,7 @@ func (e *Engine) Nack(name string, req NackRequest, now time.Time) ([]ItemResult
 	for _, i := range valid {
 		n.nackLocked(&results[i])
 	}
-	pw, err := n.w.apply()
-	if err == nil {
-		for _, f := range n.inserts {
-			f()
-		}
-		if len(n.inserts) > 0 {
-			q.wakeLocked()
-		}
-	}
-	if invariantsEnabled {
-		q.checkQueueLocked()
-		if dlq != nil {
-			dlq.checkQueueLocked()
-		}
-	}
-	unlock()
+	pw, err := applyMove(n.w, n.from, n.inserts, unlock)
 	if err != nil {
 		return nil, err
 	}

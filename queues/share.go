@@ -303,23 +303,7 @@ func (s *shareRun) settle(m msgKey, st deliveryState, o ShareOutcome, req ShareS
 // commit applies the run's write, calls unlock, and returns the wait for
 // its durability.
 func (s *shareRun) commit(unlock func()) (func() error, error) {
-	q, dlq := s.from.q, s.from.dlq
-	pw, err := s.w.apply()
-	if err == nil {
-		for _, f := range s.inserts {
-			f()
-		}
-		if len(s.inserts) > 0 {
-			q.wakeLocked()
-		}
-	}
-	if invariantsEnabled {
-		q.checkQueueLocked()
-		if dlq != nil {
-			dlq.checkQueueLocked()
-		}
-	}
-	unlock()
+	pw, err := applyMove(s.w, s.from, s.inserts, unlock)
 	if err != nil {
 		return func() error { return nil }, err
 	}

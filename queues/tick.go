@@ -127,6 +127,32 @@ type moveSource struct {
 	rr     *recordReader
 }
 
+// applyMove applies w, a write that moves messages of from's queue
+// (requeues, DLQ moves); once it is applied, inserts the ready entries it
+// made and wakes the queue's receivers; then unlocks the queues (the
+// invariants checked first). The caller waits on the result for
+// durability, outside the locks.
+// REQUIRES: the locks of from's queue and DLQ held; unlock releases them.
+func applyMove(w *write, from moveSource, inserts []func(), unlock func()) (*pendingWrite, error) {
+	pw, err := w.apply()
+	if err == nil {
+		for _, f := range inserts {
+			f()
+		}
+		if len(inserts) > 0 {
+			from.q.wakeLocked()
+		}
+	}
+	if invariantsEnabled {
+		from.q.checkQueueLocked()
+		if from.dlq != nil {
+			from.dlq.checkQueueLocked()
+		}
+	}
+	unlock()
+	return pw, err
+}
+
 // tickRun is one tick of one queue: the write it builds, the messages it
 // settled (touched, so that no later step settles them twice), the lease
 // entries it popped (restored if the write fails) and the ready entries
