@@ -339,20 +339,8 @@ func (c *Coordinator) consumerHeartbeatLocked(o *op, req *ConsumerHeartbeatReque
 		c.dropIfUnusedLocked(g)
 		return failed(err)
 	}
-	cg := g.cg
 	owned := ownedAssignment(req.Owned)
-	bump := c.updateConsumerMemberLocked(m, req, w)
-	if hash := c.subscriptionHashLocked(cg); hash != cg.metadataHash {
-		cg.metadataHash = hash
-		bump = true
-	}
-	if bump {
-		cg.groupEpoch++
-		w.groupMetadata = true
-	}
-	if cg.groupEpoch > cg.assignmentEpoch {
-		c.computeTargetLocked(g, w)
-	}
+	c.applyMemberUpdateLocked(g, m, req, w)
 	before := struct {
 		epoch    int32
 		assigned assignment
@@ -597,6 +585,27 @@ func (cg *consumerGroup) preferredAssignor() string {
 		}
 	}
 	return best
+}
+
+// applyMemberUpdateLocked applies a member's heartbeat fields (KIP-848):
+// the group epoch is bumped when the member's subscription or the
+// subscribed topics' metadata changed, and a new target assignment is
+// computed for a group epoch beyond the assignment's.
+// REQUIRES: c.mu held.
+func (c *Coordinator) applyMemberUpdateLocked(g *group, m *consumerMember, req *ConsumerHeartbeatRequest, w *consumerWrite) {
+	cg := g.cg
+	bump := c.updateConsumerMemberLocked(m, req, w)
+	if hash := c.subscriptionHashLocked(cg); hash != cg.metadataHash {
+		cg.metadataHash = hash
+		bump = true
+	}
+	if bump {
+		cg.groupEpoch++
+		w.groupMetadata = true
+	}
+	if cg.groupEpoch > cg.assignmentEpoch {
+		c.computeTargetLocked(g, w)
+	}
 }
 
 // computeTargetLocked computes the target assignment of the group epoch.

@@ -245,18 +245,7 @@ func (c *Coordinator) classicJoinToConsumerLocked(o *op, g *group, req JoinReque
 		RebalanceTimeoutMillis: int32(min(req.RebalanceTimeout.Milliseconds(), int64(1<<31-1))),
 		SubscribedTopicNames:   topics,
 	}
-	bump := c.updateConsumerMemberLocked(m, &hb, w)
-	if hash := c.subscriptionHashLocked(cg); hash != cg.metadataHash {
-		cg.metadataHash = hash
-		bump = true
-	}
-	if bump {
-		cg.groupEpoch++
-		w.groupMetadata = true
-	}
-	if cg.groupEpoch > cg.assignmentEpoch {
-		c.computeTargetLocked(g, w)
-	}
+	c.applyMemberUpdateLocked(g, m, &hb, w)
 	// What the member owns now: an eager member revoked everything before
 	// it rejoined; a cooperative one lists what it kept.
 	owned := assignment{}
