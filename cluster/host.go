@@ -106,6 +106,7 @@ type Host struct {
 	propc   chan *hostProposal
 	reportc chan func()
 	addc    chan *addGroup
+	removec chan *removeGroup
 	stopc   chan struct{}
 	done    chan struct{}
 	stopped sync.Once
@@ -126,6 +127,8 @@ type Host struct {
 	// nodes: the liveness of every other voter's node (quiescing).
 	nodes   map[uint64]*nodeLiveness
 	nextSeq uint64
+	// tickN counts the host's ticks (the clock of the in-sync views).
+	tickN uint64
 	// readies: scratch of one iteration.
 	readies []groupReady
 	// mustSync: a Ready of the batch being built needs a synced commit.
@@ -141,7 +144,16 @@ type GroupStatus struct {
 	Leading                                    bool
 	// Quiesced: the group does not tick (DESIGN.md "Cluster").
 	Quiesced bool
+	// InSync, on the leader: the voters in sync in its view (Kafka's
+	// ISR), sorted, itself included: a follower whose node is live and
+	// whose log reached the leader's last index of some tick within the
+	// last InSyncLagTicks ticks (replica.lag.time.max.ms).
+	InSync []uint64
 }
+
+// InSyncLagTicks is how long a follower may stay behind the leader's log
+// and still count as in sync (30 ticks: 3 s at serve's 100 ms tick).
+const InSyncLagTicks = 30
 
 type groupMessage struct {
 	group uint64
@@ -167,6 +179,11 @@ type addGroup struct {
 	done   chan error
 }
 
+type removeGroup struct {
+	group uint64
+	done  chan error
+}
+
 type hostGroup struct {
 	id      uint64
 	rn      *raft.RawNode
@@ -178,6 +195,11 @@ type hostGroup struct {
 	// quiesced: not ticked until a proposal, a message other than a
 	// heartbeat response, or its leader's node failing wakes it.
 	quiesced bool
+	// caughtUp: per follower, the last tick its match reached lastAtTick
+	// (the leader's last index at the tick before); inSync the view.
+	caughtUp   map[uint64]uint64
+	lastAtTick uint64
+	inSync     []uint64
 }
 
 // nodeLiveness: what this host knows of one peer node. A node is dead
@@ -207,6 +229,7 @@ func StartHost(cfg HostConfig) (*Host, error) {
 		propc:   make(chan *hostProposal, 4096),
 		reportc: make(chan func(), 1024),
 		addc:    make(chan *addGroup),
+		removec: make(chan *removeGroup),
 		stopc:   make(chan struct{}),
 		done:    make(chan struct{}),
 		status:  map[uint64]GroupStatus{},
@@ -239,6 +262,43 @@ func (h *Host) AddGroup(group uint64, voters []uint64, sm GroupStateMachine) err
 	return <-a.done
 }
 
+// RemoveGroup stops this node's replica of group and deletes its rows
+// (log, hard state) with one range deletion: the partition was deleted,
+// or this node is no longer one of its replicas. Its pending proposals
+// fail with ErrUnknownGroup. Removing a group not running is a no-op
+// that still deletes any rows left.
+func (h *Host) RemoveGroup(group uint64) error {
+	if group == 0 || group == heartbeatsGroup {
+		return fmt.Errorf("cluster: raft group %d is reserved (0: the metadata group)", group)
+	}
+	r := &removeGroup{group: group, done: make(chan error, 1)}
+	select {
+	case h.removec <- r:
+	case <-h.done:
+		return ErrStopped
+	}
+	return <-r.done
+}
+
+func (h *Host) removeGroup(group uint64) error {
+	if g := h.groups[group]; g != nil {
+		g.failPending(ErrUnknownGroup)
+		h.setQuiesced(g, false)
+		delete(h.groups, group)
+		delete(h.touched, group)
+		h.statusMu.Lock()
+		delete(h.status, group)
+		h.statusMu.Unlock()
+	}
+	b := h.cfg.Store.NewBatch()
+	prefix := pebblestore.RaftGroupPrefix(group)
+	b.DeleteRange(prefix, pebblestore.PrefixEnd(prefix))
+	if err := b.Commit(); err != nil {
+		return fmt.Errorf("cluster: delete the rows of raft group %d: %w", group, err)
+	}
+	return nil
+}
+
 func (h *Host) addGroup(a *addGroup) error {
 	if h.groups[a.group] != nil {
 		return fmt.Errorf("cluster: raft group %d is already running on this node", a.group)
@@ -269,7 +329,7 @@ func (h *Host) addGroup(a *addGroup) error {
 			return fmt.Errorf("cluster: bootstrap raft group %d with voters %v: %w", a.group, voters, err)
 		}
 	}
-	g := &hostGroup{id: a.group, rn: rn, storage: st, sm: a.sm, pending: map[uint64]*hostProposal{}}
+	g := &hostGroup{id: a.group, rn: rn, storage: st, sm: a.sm, pending: map[uint64]*hostProposal{}, caughtUp: map[uint64]uint64{}}
 	for _, id := range a.voters {
 		if id != h.cfg.ID && h.nodes[id] == nil {
 			h.nodes[id] = &nodeLiveness{}
@@ -316,6 +376,19 @@ func (h *Host) Campaign(group uint64) {
 		if g := h.groups[group]; g != nil {
 			h.wake(g)
 			_ = g.rn.Campaign()
+			h.touched[group] = g
+		}
+	})
+}
+
+// TransferLeader asks this node, if it leads group, to hand the
+// leadership to voter to (moving a partition's leader back to its
+// preferred replica once that one is in sync again).
+func (h *Host) TransferLeader(group, to uint64) {
+	h.report(func() {
+		if g := h.groups[group]; g != nil && g.leading {
+			h.wake(g)
+			g.rn.TransferLeader(to)
 			h.touched[group] = g
 		}
 	})
@@ -413,6 +486,8 @@ func (h *Host) run() {
 			f()
 		case a := <-h.addc:
 			a.done <- h.addGroup(a)
+		case r := <-h.removec:
+			r.done <- h.removeGroup(r.group)
 		case <-h.stopc:
 			return
 		}
@@ -447,6 +522,12 @@ func (h *Host) drainInputs() {
 func (h *Host) tick() {
 	h.cfg.Transport.SendNodeHeartbeats()
 	h.checkLiveness()
+	h.tickN++
+	for _, g := range h.groups {
+		if g.leading {
+			h.trackInSync(g)
+		}
+	}
 	h.msgs = h.msgs[:0]
 	var ticked uint64
 	for id, g := range h.groups {
@@ -526,6 +607,35 @@ func (h *Host) quiesceFollower(g *hostGroup, m *raftpb.Message) {
 		return
 	}
 	h.setQuiesced(g, true)
+}
+
+// trackInSync refreshes the leader's in-sync view of g (GroupStatus.InSync).
+func (h *Host) trackInSync(g *hostGroup) {
+	isr := make([]uint64, 0, len(g.inSync)+1)
+	g.rn.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) {
+		if id == h.cfg.ID {
+			isr = append(isr, id)
+			return
+		}
+		if pr.Match >= g.lastAtTick {
+			g.caughtUp[id] = h.tickN
+		}
+		n := h.nodes[id]
+		if at, ok := g.caughtUp[id]; ok && h.tickN-at <= InSyncLagTicks && (n == nil || !n.dead) {
+			isr = append(isr, id)
+		}
+	})
+	g.lastAtTick = g.storage.lastIndex
+	slices.Sort(isr)
+	if slices.Equal(isr, g.inSync) {
+		return
+	}
+	g.inSync = isr
+	h.statusMu.Lock()
+	s := h.status[g.id]
+	s.InSync = isr
+	h.status[g.id] = s
+	h.statusMu.Unlock()
 }
 
 func (h *Host) wake(g *hostGroup) {
@@ -770,6 +880,10 @@ func (h *Host) afterSave() error {
 			if r.g.leading && !leading {
 				r.g.failPending(ErrLeadershipLost)
 			}
+			if leading != r.g.leading {
+				clear(r.g.caughtUp)
+				r.g.lastAtTick, r.g.inSync = 0, nil
+			}
 			r.g.leading = leading
 		}
 	}
@@ -828,5 +942,5 @@ func (h *Host) publishStatus() {
 func (g *hostGroup) status() GroupStatus {
 	bs := g.rn.BasicStatus()
 	return GroupStatus{Group: g.id, Leader: bs.Lead, Term: bs.HardState.GetTerm(), Commit: bs.HardState.GetCommit(),
-		Applied: g.applied, Last: g.storage.lastIndex, Leading: bs.RaftState == raft.StateLeader, Quiesced: g.quiesced}
+		Applied: g.applied, Last: g.storage.lastIndex, Leading: bs.RaftState == raft.StateLeader, Quiesced: g.quiesced, InSync: g.inSync}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"math"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -33,6 +34,10 @@ func testBatch(records int32, payload string) []byte {
 	b[batchMagicAt] = 2
 	binary.BigEndian.PutUint32(b[batchLastDeltaAt:], uint32(records-1))
 	binary.BigEndian.PutUint32(b[57:], uint32(records))
+	// No producer (ID, epoch and sequence -1): not deduplicated.
+	binary.BigEndian.PutUint64(b[batchProducerIDAt:], math.MaxUint64)
+	binary.BigEndian.PutUint16(b[batchProducerEpAt:], math.MaxUint16)
+	binary.BigEndian.PutUint32(b[batchBaseSeqAt:], math.MaxUint32)
 	b = append(b, payload...)
 	binary.BigEndian.PutUint32(b[batchLengthAt:], uint32(len(b)-batchLengthOverhead))
 	binary.BigEndian.PutUint32(b[batchCRCAt:], crc32.Checksum(b[batchAttributesAt:], castagnoli))

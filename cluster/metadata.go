@@ -28,6 +28,10 @@ const (
 	// Liveness: a broker fenced or unfenced by the leader (KIP-631's
 	// BrokerRegistrationChangeRecord fenced field).
 	recordFenceBroker byte = 7
+	// Issue 13 step 3: a replicated partition's leader, leader epoch and
+	// ISR, proposed by the replica that leads its Raft group (KRaft's
+	// PartitionChangeRecord; ISR changes as AlterPartition, KIP-497).
+	recordPartitionLeader byte = 8
 )
 
 var (
@@ -45,6 +49,9 @@ var (
 	// ErrPlacementExists: a coordinator placement record for a placement
 	// that exists; the applied one stands.
 	ErrPlacementExists = errors.New("cluster: the coordinator placement exists")
+	// ErrStaleLeader: a partition leader record older than the applied
+	// one (a lower leader epoch); the applied one stands.
+	ErrStaleLeader = errors.New("cluster: the partition leader record is older than the applied one")
 )
 
 // Broker is a broker's registration: its node ID and the Kafka address it
@@ -73,6 +80,28 @@ type Topic struct {
 	// Partitions. Records written before assignments existed have none,
 	// and their partitions no leader.
 	Assignments [][]int32 `json:"assignments,omitempty"`
+	// Groups are the Raft groups of the partitions of a topic with a
+	// replication factor above 1, one per partition, assigned when the
+	// record is applied from the state's counter (a proposal's value is
+	// ignored), so alike on every replica. Empty for RF 1.
+	Groups []uint64 `json:"groups,omitempty"`
+}
+
+// PartitionLeader is a replicated partition's leader as its Raft group's
+// leader proposed it (record 8): Epoch is the group's Raft term (the
+// partition leader epoch, KIP-101/KIP-320), ISR its in-sync view.
+type PartitionLeader struct {
+	TopicID   [16]byte `json:"topic_id"`
+	Partition int32    `json:"partition"`
+	Leader    int32    `json:"leader"`
+	Epoch     int32    `json:"epoch"`
+	ISR       []int32  `json:"isr"`
+}
+
+// PartitionLeaderRecord is the command that records a replicated
+// partition's leader, epoch and ISR (ErrStaleLeader for an older epoch).
+func PartitionLeaderRecord(l PartitionLeader) []byte {
+	return encodeRecord(recordPartitionLeader, l)
 }
 
 type deleteTopic struct {
@@ -176,6 +205,12 @@ type metadataState struct {
 	// Fenced are the registered brokers fenced by the leader (record 7):
 	// placement skips them. A registration leaves it as it is.
 	Fenced map[int32]bool `json:"fenced,omitempty"`
+	// NextGroup is the Raft group ID the next replicated partition gets
+	// (0 stands for 1: group 0 is the metadata group).
+	NextGroup uint64 `json:"next_group,omitempty"`
+	// Leaders are the replicated partitions' leaders (record 8), by
+	// Raft group.
+	Leaders map[uint64]PartitionLeader `json:"leaders,omitempty"`
 }
 
 // Metadata is the metadata group's state machine: broker registrations
@@ -259,6 +294,9 @@ func (m *Metadata) applyLocked(e Entry) (change *TopicChange, err error) {
 			return nil, fmt.Errorf("%w: %q", ErrTopicNotFound, d.Name)
 		}
 		delete(m.state.Topics, d.Name)
+		for _, g := range t.Groups {
+			delete(m.state.Leaders, g)
+		}
 		return &TopicChange{Topic: t, Deleted: true}, nil
 	case recordCreatePartitions:
 		return m.changed(m.createPartitionsLocked(e.Index, body))
@@ -281,6 +319,8 @@ func (m *Metadata) applyLocked(e Entry) (change *TopicChange, err error) {
 		}
 		m.state.Fenced[f.NodeID] = true
 		return nil, nil
+	case recordPartitionLeader:
+		return nil, m.partitionLeaderLocked(e.Index, body)
 	case recordPlaceCoordinator:
 		var p placeCoordinator
 		if err := json.Unmarshal(body, &p); err != nil || p.Name == "" || len(p.Leaders) == 0 {
@@ -321,6 +361,10 @@ func (m *Metadata) createTopicLocked(index uint64, body []byte) (string, error) 
 	if _, ok := m.state.Topics[t.Name]; ok {
 		return "", fmt.Errorf("%w: %q", ErrTopicExists, t.Name)
 	}
+	t.Groups = nil
+	if t.ReplicationFactor > 1 {
+		t.Groups = m.newGroupsLocked(int(t.Partitions))
+	}
 	m.state.Topics[t.Name] = t
 	return t.Name, nil
 }
@@ -338,6 +382,9 @@ func (m *Metadata) createPartitionsLocked(index uint64, body []byte) (string, er
 		return "", fmt.Errorf("%w: topic %q has no partition assignments (created before they existed)", ErrBadRecord, c.Name)
 	}
 	t.Assignments = slices.Concat(t.Assignments, c.Assignments) // a new slice: readers keep theirs
+	if len(t.Groups) > 0 {
+		t.Groups = slices.Concat(t.Groups, m.newGroupsLocked(len(c.Assignments)))
+	}
 	t.Partitions += int32(len(c.Assignments))
 	m.state.Topics[c.Name] = t
 	return c.Name, nil
@@ -358,6 +405,89 @@ func (m *Metadata) alterConfigsLocked(index uint64, body []byte) (string, error)
 	t.Configs = a.Configs
 	m.state.Topics[a.Name] = t
 	return a.Name, nil
+}
+
+// newGroupsLocked assigns n new Raft group IDs. REQUIRES: m.mu held.
+func (m *Metadata) newGroupsLocked(n int) []uint64 {
+	if m.state.NextGroup == 0 {
+		m.state.NextGroup = 1
+	}
+	out := make([]uint64, n)
+	for i := range out {
+		out[i] = m.state.NextGroup
+		m.state.NextGroup++
+	}
+	return out
+}
+
+// partitionLeaderLocked applies record 8. REQUIRES: m.mu held.
+func (m *Metadata) partitionLeaderLocked(index uint64, body []byte) error {
+	var l PartitionLeader
+	if err := json.Unmarshal(body, &l); err != nil || l.Leader <= 0 || l.Epoch < 0 {
+		return fmt.Errorf("%w: partition leader at %d needs a leader and an epoch", ErrBadRecord, index)
+	}
+	var group uint64
+	for _, t := range m.state.Topics {
+		if t.ID == l.TopicID && l.Partition >= 0 && int(l.Partition) < len(t.Groups) {
+			group = t.Groups[l.Partition]
+		}
+	}
+	if group == 0 {
+		return fmt.Errorf("%w: partition leader at %d names no replicated partition", ErrTopicNotFound, index)
+	}
+	if old, ok := m.state.Leaders[group]; ok && l.Epoch < old.Epoch {
+		return fmt.Errorf("%w: epoch %d, applied %d", ErrStaleLeader, l.Epoch, old.Epoch)
+	}
+	if m.state.Leaders == nil {
+		m.state.Leaders = map[uint64]PartitionLeader{}
+	}
+	m.state.Leaders[group] = l
+	return nil
+}
+
+// PartitionGroup is the Raft group of partition p of a replicated topic;
+// ok is false for an RF 1 topic or an unknown partition.
+func (m *Metadata) PartitionGroup(topic string, p int32) (uint64, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	t, found := m.state.Topics[topic]
+	if !found || p < 0 || int(p) >= len(t.Groups) {
+		return 0, false
+	}
+	return t.Groups[p], true
+}
+
+// Leader is the applied leader record of Raft group group (its ISR
+// shared: do not change it).
+func (m *Metadata) Leader(group uint64) (PartitionLeader, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	l, ok := m.state.Leaders[group]
+	return l, ok
+}
+
+// ReplicatedPartition is one partition of a replicated topic.
+type ReplicatedPartition struct {
+	Group     uint64
+	Topic     string
+	TopicID   [16]byte
+	Partition int32
+	Replicas  []int32
+}
+
+// ReplicatedPartitions are the replicated partitions node is a replica of.
+func (m *Metadata) ReplicatedPartitions(node int32) []ReplicatedPartition {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	var out []ReplicatedPartition
+	for _, t := range m.state.Topics {
+		for p, g := range t.Groups {
+			if p < len(t.Assignments) && slices.Contains(t.Assignments[p], node) {
+				out = append(out, ReplicatedPartition{Group: g, Topic: t.Name, TopicID: t.ID, Partition: int32(p), Replicas: t.Assignments[p]})
+			}
+		}
+	}
+	return out
 }
 
 // validAssignments: n replica lists, each non-empty with positive

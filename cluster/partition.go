@@ -21,6 +21,16 @@ var (
 	ErrInvalidBatch = errors.New("cluster: not a valid Kafka record batch (magic 2, length and CRC-32C checked)")
 	// ErrOffsetOutOfRange: no applied batch holds the offset asked.
 	ErrOffsetOutOfRange = errors.New("cluster: offset out of the partition log's range")
+	// ErrOutOfOrderSequence: an idempotent producer's batch does not
+	// follow its last one (a gap, or a new epoch not starting at 0);
+	// Kafka's OUT_OF_ORDER_SEQUENCE_NUMBER.
+	ErrOutOfOrderSequence = errors.New("cluster: the batch's sequence does not follow the producer's last batch on this partition")
+	// ErrInvalidProducerEpoch: an idempotent producer's batch with an
+	// epoch older than one already applied (a fenced producer).
+	ErrInvalidProducerEpoch = errors.New("cluster: the batch's producer epoch is older than the producer's current epoch on this partition")
+	// ErrTransactionalBatch: transactional and control batches are not
+	// replicated yet (cross-broker transactions are a later step).
+	ErrTransactionalBatch = errors.New("cluster: transactional batches are not supported on replicated partitions yet; produce without a transactional ID to topics with replication factor above 1")
 )
 
 // The fields of a Kafka v2 record batch header this file reads or writes
@@ -35,6 +45,10 @@ const (
 	batchCRCAt          = 17
 	batchAttributesAt   = 21
 	batchLastDeltaAt    = 23
+	batchMaxTsAt        = 35
+	batchProducerIDAt   = 43
+	batchProducerEpAt   = 51
+	batchBaseSeqAt      = 53
 	batchLengthOverhead = 12 // baseOffset and batchLength precede what batchLength counts
 )
 
@@ -67,20 +81,28 @@ func CheckBatch(b []byte) (int64, error) {
 // one Kafka record batch as the producer sent it; the Raft entry holding
 // it is the only copy on disk. Applying it assigns its offsets (the
 // partition's next offset, in log order, alike on every replica) and
-// records where it is: (base offset, Raft index, term) in an in-memory
-// index. Read fetches the entry from the Raft log and returns the batch
-// with its base offset and partition leader epoch (the Raft term of the
-// entry) set, both outside the CRC.
+// records where it is: (base offset, Raft index, term, size, max
+// timestamp) in an in-memory index. Read fetches the entries from the
+// Raft log and returns the batches with their base offset and partition
+// leader epoch (the Raft term of the entry) set, both outside the CRC.
+//
+// Idempotent producers (KIP-98) are deduplicated here, at apply, so every
+// replica decides alike and the decision survives a failover: per
+// producer ID the epoch and its last five batches (first and last
+// sequence, base offset), as Kafka's ProducerStateManager keeps them. A
+// batch equal to one of those is a duplicate: it takes no offset and its
+// result is the original base offset (success). A sequence that does not
+// follow the last batch is ErrOutOfOrderSequence, an older epoch
+// ErrInvalidProducerEpoch; both take no offset.
 //
 // Invariants: offsets are contiguous from 0 and follow the log order;
 // every batch the index names is committed and applied (so never
-// truncated by Raft); the index is rebuilt at start by applying the log
-// again (the Host replays every committed entry). A command that is not
-// a valid batch takes no offset and is the proposer's error on every
-// replica alike.
+// truncated by Raft); the index and the producer state are rebuilt at
+// start by applying the log again (the Host replays every committed
+// entry). A command that is not a valid batch takes no offset and is the
+// proposer's error on every replica alike.
 //
-// Apply is called by the Host's loop; Read and HighWatermark from any
-// goroutine.
+// Apply is called by the Host's loop; the readers from any goroutine.
 type PartitionLog struct {
 	store *pebblestore.Store
 	group uint64
@@ -89,6 +111,9 @@ type PartitionLog struct {
 		sync.RWMutex
 		batches []indexedBatch // by base offset
 		next    int64          // the high watermark: every applied offset is below it
+		// producers: the idempotent producers' state (above).
+		producers map[int64]*producerState
+		waiters   map[chan struct{}]struct{}
 	}
 }
 
@@ -96,27 +121,117 @@ type indexedBatch struct {
 	base      int64
 	raftIndex uint64
 	term      uint64
+	maxTs     int64
+	size      int32
+}
+
+// producerBatches is how many of a producer's last batches are kept for
+// deduplication (Kafka: 5, the most in-flight requests an idempotent
+// producer may have).
+const producerBatches = 5
+
+type producerState struct {
+	epoch int16
+	// last holds the last batches, oldest first.
+	last []producerBatch
+}
+
+type producerBatch struct {
+	firstSeq, lastSeq int32
+	base              int64
 }
 
 // NewPartitionLog is the state machine of the partition replicated by
 // Raft group group, whose entries are in store.
 func NewPartitionLog(store *pebblestore.Store, group uint64) *PartitionLog {
-	return &PartitionLog{store: store, group: group}
+	l := &PartitionLog{store: store, group: group}
+	l.mu.producers = map[int64]*producerState{}
+	l.mu.waiters = map[chan struct{}]struct{}{}
+	return l
 }
 
 // Apply implements GroupStateMachine: the result is the batch's base
-// offset.
+// offset (the original one for a duplicate).
 func (l *PartitionLog) Apply(e Entry) (uint64, error) {
 	n, err := CheckBatch(e.Data)
 	if err != nil {
 		return 0, err
 	}
+	b := e.Data
+	if attrs := binary.BigEndian.Uint16(b[batchAttributesAt:]); attrs&0x30 != 0 {
+		return 0, ErrTransactionalBatch
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	base := l.mu.next
-	l.mu.batches = append(l.mu.batches, indexedBatch{base: base, raftIndex: e.Index, term: e.Term})
+	pid := int64(binary.BigEndian.Uint64(b[batchProducerIDAt:]))
+	if pid >= 0 {
+		epoch := int16(binary.BigEndian.Uint16(b[batchProducerEpAt:]))
+		first := int32(binary.BigEndian.Uint32(b[batchBaseSeqAt:]))
+		dup, ok, err := l.checkSequence(pid, epoch, first, n)
+		if err != nil {
+			return 0, err
+		}
+		if ok {
+			return uint64(dup), nil
+		}
+		l.recordSequence(pid, epoch, first, n, base)
+	}
+	maxTs := int64(binary.BigEndian.Uint64(b[batchMaxTsAt:]))
+	l.mu.batches = append(l.mu.batches, indexedBatch{base: base, raftIndex: e.Index, term: e.Term, maxTs: maxTs, size: int32(len(b))})
 	l.mu.next += n
+	for w := range l.mu.waiters {
+		select {
+		case w <- struct{}{}:
+		default:
+		}
+	}
 	return uint64(base), nil
+}
+
+// lastSeq is the sequence of a batch's last record (sequences wrap from
+// MaxInt32 to 0, as Kafka's).
+func lastSeq(first int32, n int64) int32 {
+	return int32((int64(first) + n - 1) % (math.MaxInt32 + 1))
+}
+
+// checkSequence decides a batch of producer pid: a duplicate of a kept
+// batch (its base offset, true), the next batch (false), or an error.
+// REQUIRES: l.mu held.
+func (l *PartitionLog) checkSequence(pid int64, epoch int16, first int32, n int64) (int64, bool, error) {
+	st := l.mu.producers[pid]
+	switch {
+	case st == nil || epoch > st.epoch:
+		if first != 0 {
+			return 0, false, fmt.Errorf("%w: producer %d epoch %d starts at sequence %d on this partition, not 0", ErrOutOfOrderSequence, pid, epoch, first)
+		}
+		return 0, false, nil
+	case epoch < st.epoch:
+		return 0, false, fmt.Errorf("%w: producer %d epoch %d, current %d", ErrInvalidProducerEpoch, pid, epoch, st.epoch)
+	}
+	last := lastSeq(first, n)
+	for _, pb := range st.last {
+		if pb.firstSeq == first && pb.lastSeq == last {
+			return pb.base, true, nil
+		}
+	}
+	if want := lastSeq(st.last[len(st.last)-1].lastSeq, 2); first != want {
+		return 0, false, fmt.Errorf("%w: producer %d sent sequence %d, the next is %d", ErrOutOfOrderSequence, pid, first, want)
+	}
+	return 0, false, nil
+}
+
+// recordSequence keeps an accepted batch of producer pid. REQUIRES: l.mu held.
+func (l *PartitionLog) recordSequence(pid int64, epoch int16, first int32, n, base int64) {
+	st := l.mu.producers[pid]
+	if st == nil || st.epoch != epoch {
+		st = &producerState{epoch: epoch}
+		l.mu.producers[pid] = st
+	}
+	if len(st.last) == producerBatches {
+		st.last = append(st.last[:0], st.last[1:]...)
+	}
+	st.last = append(st.last, producerBatch{firstSeq: first, lastSeq: lastSeq(first, n), base: base})
 }
 
 // HighWatermark is the next offset: every offset below it is committed
@@ -127,30 +242,124 @@ func (l *PartitionLog) HighWatermark() int64 {
 	return l.mu.next
 }
 
+// AddWaiter registers w to be signalled (without blocking) after every
+// applied batch: a long-polling fetch waits on it.
+func (l *PartitionLog) AddWaiter(w chan struct{}) {
+	l.mu.Lock()
+	l.mu.waiters[w] = struct{}{}
+	l.mu.Unlock()
+}
+
+// RemoveWaiter unregisters w.
+func (l *PartitionLog) RemoveWaiter(w chan struct{}) {
+	l.mu.Lock()
+	delete(l.mu.waiters, w)
+	l.mu.Unlock()
+}
+
 // Read returns the batch holding offset, as a Kafka fetch returns it:
 // base offset and partition leader epoch set. The bytes are a copy.
 func (l *PartitionLog) Read(offset int64) ([]byte, error) {
+	out, err := l.ReadRange(offset, 1, true, nil)
+	if err == nil && len(out) == 0 {
+		err = fmt.Errorf("%w: %d (the log ends at %d)", ErrOffsetOutOfRange, offset, l.HighWatermark())
+	}
+	return out, err
+}
+
+// ReadRange appends to dst the batches from the one holding offset on,
+// up to maxBytes (the first one whole when minOne, KIP-74), as a Kafka
+// fetch returns them. offset == the high watermark reads nothing; an
+// offset outside [0, high watermark] is ErrOffsetOutOfRange.
+func (l *PartitionLog) ReadRange(offset int64, maxBytes int, minOne bool, dst []byte) ([]byte, error) {
 	l.mu.RLock()
+	next := l.mu.next
 	i := sort.Search(len(l.mu.batches), func(i int) bool { return l.mu.batches[i].base > offset }) - 1
-	var at indexedBatch
-	found := offset >= 0 && offset < l.mu.next && i >= 0
-	if found {
-		at = l.mu.batches[i]
+	var want []indexedBatch
+	if offset >= 0 && offset < next && i >= 0 {
+		total := 0
+		for _, b := range l.mu.batches[i:] {
+			if total+int(b.size) > maxBytes && !(minOne && total == 0) {
+				break
+			}
+			total += int(b.size)
+			want = append(want, b)
+		}
 	}
 	l.mu.RUnlock()
-	if !found {
-		return nil, fmt.Errorf("%w: %d (the log ends at %d)", ErrOffsetOutOfRange, offset, l.HighWatermark())
+	if offset < 0 || offset > next {
+		return dst, fmt.Errorf("%w: %d (the log is [0, %d])", ErrOffsetOutOfRange, offset, next)
 	}
-	v, err := l.store.Get(pebblestore.RaftEntryKey(l.group, at.raftIndex))
-	if err != nil {
-		return nil, fmt.Errorf("cluster: raft group %d: read the entry %d of offset %d: %w", l.group, at.raftIndex, offset, err)
+	for _, at := range want {
+		v, err := l.store.Get(pebblestore.RaftEntryKey(l.group, at.raftIndex))
+		if err != nil {
+			return dst, fmt.Errorf("cluster: raft group %d: read the entry %d of offset %d: %w", l.group, at.raftIndex, at.base, err)
+		}
+		e := &raftpb.Entry{}
+		if err := proto.Unmarshal(v, e); err != nil || len(e.GetData()) < 16+batchHeaderSize {
+			return dst, fmt.Errorf("cluster: raft group %d: decode the entry %d of offset %d: %w", l.group, at.raftIndex, at.base, pebblestore.ErrCorruption)
+		}
+		start := len(dst)
+		dst = append(dst, e.GetData()[16:]...) // the envelope, then the batch
+		binary.BigEndian.PutUint64(dst[start:], uint64(at.base))
+		binary.BigEndian.PutUint32(dst[start+batchEpochAt:], uint32(min(at.term, math.MaxInt32)))
 	}
-	e := &raftpb.Entry{}
-	if err := proto.Unmarshal(v, e); err != nil || len(e.GetData()) < 16+batchHeaderSize {
-		return nil, fmt.Errorf("cluster: raft group %d: decode the entry %d of offset %d: %w", l.group, at.raftIndex, offset, pebblestore.ErrCorruption)
+	return dst, nil
+}
+
+// EndOffsetForEpoch answers OffsetForLeaderEpoch (KIP-279) on the leader
+// of epoch current, from the index, as Kafka's leader epoch cache does
+// (the current epoch starts at the end of the log when a leader takes
+// over): for epoch == current, (current, high watermark); for an older
+// epoch, the largest epoch of a batch not above it (epoch itself when
+// there is none) and the base offset of the first batch of a larger
+// epoch, or the high watermark when none has one yet; (-1, -1) for an
+// epoch below 0 or above current.
+func (l *PartitionLog) EndOffsetForEpoch(epoch, current int32) (int32, int64) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	switch {
+	case epoch < 0 || epoch > current:
+		return -1, -1
+	case epoch == current:
+		return current, l.mu.next
 	}
-	b := e.GetData()[16:] // the envelope, then the batch; Unmarshal copied it
-	binary.BigEndian.PutUint64(b, uint64(at.base))
-	binary.BigEndian.PutUint32(b[batchEpochAt:], uint32(min(at.term, math.MaxInt32)))
-	return b, nil
+	i := sort.Search(len(l.mu.batches), func(i int) bool { return l.mu.batches[i].term > uint64(epoch) })
+	floor := epoch
+	if i > 0 {
+		floor = int32(l.mu.batches[i-1].term)
+	}
+	if i == len(l.mu.batches) {
+		return floor, l.mu.next
+	}
+	return floor, l.mu.batches[i].base
+}
+
+// OffsetForTimestamp is ListOffsets' answer for a timestamp ts >= 0: the
+// base offset of the first batch whose max timestamp is at least ts, and
+// that timestamp; (-1, -1) when none. Batch granularity: Kafka returns
+// the first record at or after ts, which can be inside that batch.
+func (l *PartitionLog) OffsetForTimestamp(ts int64) (int64, int64) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	for _, b := range l.mu.batches {
+		if b.maxTs >= ts {
+			return b.base, b.maxTs
+		}
+	}
+	return -1, -1
+}
+
+// MaxTimestamp is the largest max timestamp of a batch and the base
+// offset of that batch (ListOffsets -3, KIP-734); (-1, -1) when empty.
+func (l *PartitionLog) MaxTimestamp() (int64, int64) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	off, ts := int64(-1), int64(-1)
+	for _, b := range l.mu.batches {
+		if b.maxTs > ts {
+			off, ts = b.base, b.maxTs
+		}
+	}
+	return off, ts
 }

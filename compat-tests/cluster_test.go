@@ -65,9 +65,9 @@ func TestClusterSaramaKcat(t *testing.T) {
 	if err := ca.CreateTopic(topic, &sarama.TopicDetail{NumPartitions: 6, ReplicationFactor: 1}, false); err != nil {
 		t.Fatalf("CreateTopic: %v", err)
 	}
-	err = ca.CreateTopic(topic+"-rf3", &sarama.TopicDetail{NumPartitions: 1, ReplicationFactor: 3}, false)
+	err = ca.CreateTopic(topic+"-rf4", &sarama.TopicDetail{NumPartitions: 1, ReplicationFactor: 4}, false)
 	if err == nil || !strings.Contains(err.Error(), sarama.ErrInvalidReplicationFactor.Error()) {
-		t.Fatalf("CreateTopic with RF 3: %v, want %v", err, sarama.ErrInvalidReplicationFactor)
+		t.Fatalf("CreateTopic with RF 4 on three brokers: %v, want %v", err, sarama.ErrInvalidReplicationFactor)
 	}
 	var leaders map[int32]int32
 	deadline := time.Now().Add(30 * time.Second)

@@ -108,6 +108,7 @@ func (s *Server) handleProduce(r *request) (reply, error) {
 		a           *topics.Append
 	}
 	slots := make([]slot, 0, total)
+	var replicated []func() // waits of replicated partitions (replicated.go)
 	resp.Topics = make([]kmsg.ProduceResponseTopic, len(req.Topics))
 	for ti, rt := range req.Topics {
 		st := &resp.Topics[ti]
@@ -160,6 +161,10 @@ func (s *Server) handleProduce(r *request) (reply, error) {
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				continue
 			}
+			if rl := s.replicatedLog(rt.Topic, rp.Partition); rl != nil {
+				replicated = append(replicated, s.produceReplicated(req, rl, rp.Records, sp))
+				continue
+			}
 			if s.cfg.Cluster != nil && !s.leads(rt.Topic, rp.Partition) {
 				sp.ErrorCode = kerr.NotLeaderForPartition.Code
 				continue
@@ -191,6 +196,9 @@ func (s *Server) handleProduce(r *request) (reply, error) {
 		}
 		for _, sl := range slots {
 			s.produceResult(req.Version, &resp.Topics[sl.topic].Partitions[sl.part], sl.a)
+		}
+		for _, wait := range replicated {
+			wait()
 		}
 	}
 	return reply{resp: resp, finish: finish, none: req.Acks == 0}, nil

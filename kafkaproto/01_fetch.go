@@ -60,6 +60,7 @@ const maxFetchWait = 30 * time.Second
 type fetchItem struct {
 	key         sessionKey
 	p           *topics.Partition
+	rl          ReplicatedLog // a replicated partition's log (replicated.go), p nil
 	offset      int64
 	maxBytes    int32
 	leaderEpoch int32
@@ -246,6 +247,10 @@ func (s *Server) resolveFetchItem(r *request, version int16, it *fetchItem) {
 		it.errCode = kerr.UnknownTopicOrPartition.Code
 		return
 	}
+	if rl := s.replicatedLog(t.Name, it.key.partition); rl != nil {
+		resolveReplicated(it, rl)
+		return
+	}
 	if s.cfg.Cluster != nil && !s.leads(t.Name, it.key.partition) {
 		it.errCode = kerr.NotLeaderForPartition.Code
 		return
@@ -287,12 +292,16 @@ func (s *Server) runFetch(c *conn, req *kmsg.FetchRequest, resp *kmsg.FetchRespo
 		for _, it := range items {
 			if it.p != nil {
 				it.p.AddWaiter(wake)
+			} else if it.rl != nil {
+				it.rl.AddWaiter(wake)
 			}
 		}
 		defer func() {
 			for _, it := range items {
 				if it.p != nil {
 					it.p.RemoveWaiter(wake)
+				} else if it.rl != nil {
+					it.rl.RemoveWaiter(wake)
 				}
 			}
 		}()
@@ -416,7 +425,7 @@ func (s *Server) readFetchItems(req *kmsg.FetchRequest, items []*fetchItem) (int
 		if limit < 0 {
 			limit = 0
 		}
-		if it.records == nil {
+		if it.records == nil && it.p != nil {
 			// Sized by what the partition holds past the offset (none:
 			// no buffer), so a fetch of many partitions holds about the
 			// bytes it returns, not limit per partition.
@@ -425,7 +434,9 @@ func (s *Server) readFetchItems(req *kmsg.FetchRequest, items []*fetchItem) (int
 			}
 		}
 		var err error
-		if req.IsolationLevel == 1 {
+		if it.rl != nil {
+			it.records, it.res, err = readReplicated(it, limit, total == 0)
+		} else if req.IsolationLevel == 1 {
 			it.records, it.res, err = it.p.ReadCommitted(it.offset, limit, total == 0, it.records)
 		} else {
 			it.records, it.res, err = it.p.Read(it.offset, limit, total == 0, it.records)

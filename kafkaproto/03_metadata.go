@@ -187,9 +187,7 @@ func (s *Server) metadataTopic(t *topics.Topic) kmsg.MetadataResponseTopic {
 	for i := int32(0); i < n; i++ {
 		p := kmsg.NewMetadataResponseTopicPartition()
 		p.Partition = i
-		p.Leader, p.Replicas = s.partitionReplicas(t, i)
-		p.LeaderEpoch = 0
-		p.ISR = p.Replicas // RF 1: the leader is the whole ISR
+		p.Leader, p.LeaderEpoch, p.Replicas, p.ISR = s.partitionView(t, i)
 		if p.Leader < 0 {
 			p.ErrorCode = kerr.LeaderNotAvailable.Code
 		}

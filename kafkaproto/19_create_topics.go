@@ -26,7 +26,6 @@ package kafkaproto
 import (
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -61,9 +60,9 @@ func (s *Server) handleCreateTopics(r *request) (reply, error) {
 			fail(kerr.InvalidRequest.Code, fmt.Sprintf("topic %q is named more than once in the request", rt.Topic))
 		case !clusterCreate && !r.allowedTopic(auth.OpCreate, rt.Topic):
 			fail(kerr.TopicAuthorizationFailed.Code, "Authorization failed.")
-		case rt.ReplicationFactor != -1 && rt.ReplicationFactor != 1 && len(rt.ReplicaAssignment) == 0 && s.cfg.Cluster != nil:
-			fail(kerr.InvalidReplicationFactor.Code, fmt.Sprintf("replication factor %d: %s", rt.ReplicationFactor, strings.TrimPrefix(ErrReplicationNotBuilt.Error(), "kafkaproto: ")))
-		case rt.ReplicationFactor != -1 && rt.ReplicationFactor != 1 && len(rt.ReplicaAssignment) == 0:
+		case s.cfg.Cluster != nil && (rt.ReplicationFactor == 0 || rt.ReplicationFactor < -1):
+			fail(kerr.InvalidReplicationFactor.Code, fmt.Sprintf("replication factor %d: give 1 to the number of brokers, or -1 for the default (1)", rt.ReplicationFactor))
+		case s.cfg.Cluster == nil && rt.ReplicationFactor != -1 && rt.ReplicationFactor != 1 && len(rt.ReplicaAssignment) == 0:
 			fail(kerr.InvalidReplicationFactor.Code, fmt.Sprintf("replication factor %d is not possible on a single broker; use 1 or -1", rt.ReplicationFactor))
 		case len(rt.ReplicaAssignment) > 0 && (rt.NumPartitions != -1 || rt.ReplicationFactor != -1):
 			fail(kerr.InvalidRequest.Code, "give either a replica assignment or partitions and replication factor, not both")
@@ -105,7 +104,7 @@ func (s *Server) handleCreateTopics(r *request) (reply, error) {
 			}
 			st.TopicID = t.ID
 			st.NumPartitions = t.NumPartitions()
-			st.ReplicationFactor = 1
+			st.ReplicationFactor = max(rt.ReplicationFactor, 1)
 			if req.Version >= 5 && !r.allowedTopic(auth.OpDescribeConfigs, rt.Topic) {
 				st.ConfigErrorCode = kerr.TopicAuthorizationFailed.Code
 			} else if req.Version >= 5 {
@@ -165,7 +164,7 @@ func (s *Server) createClusterTopic(timeoutMillis int32, rt kmsg.CreateTopicsReq
 	}
 	ctx, cancel := clusterContext(timeoutMillis)
 	defer cancel()
-	err := s.cfg.Cluster.CreateTopic(ctx, ClusterTopic{Name: rt.Topic, Partitions: partitions, ReplicationFactor: 1, Assignment: assignment, Configs: configs})
+	err := s.cfg.Cluster.CreateTopic(ctx, ClusterTopic{Name: rt.Topic, Partitions: partitions, ReplicationFactor: max(rt.ReplicationFactor, 1), Assignment: assignment, Configs: configs})
 	if err != nil {
 		return nil, err
 	}

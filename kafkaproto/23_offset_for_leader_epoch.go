@@ -44,6 +44,8 @@ func (s *Server) handleOffsetForLeaderEpoch(r *request) (reply, error) {
 			switch {
 			case !ok:
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			case s.replicatedLog(rt.Topic, rp.Partition) != nil:
+				offsetForEpochReplicated(s.replicatedLog(rt.Topic, rp.Partition), req.Version, rp, &sp)
 			case s.cfg.Cluster != nil && !s.leads(rt.Topic, rp.Partition):
 				sp.ErrorCode = kerr.NotLeaderForPartition.Code
 			case req.Version >= 2 && rp.CurrentLeaderEpoch > 0:

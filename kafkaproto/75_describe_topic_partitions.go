@@ -113,10 +113,7 @@ func (s *Server) handleDescribeTopicPartitions(r *request) (reply, error) {
 			limit--
 			p := kmsg.NewDescribeTopicPartitionsResponseTopicPartition()
 			p.Partition = i
-			p.LeaderID = s.cfg.NodeID
-			p.LeaderEpoch = 0
-			p.Replicas = []int32{s.cfg.NodeID}
-			p.ISR = []int32{s.cfg.NodeID}
+			p.LeaderID, p.LeaderEpoch, p.Replicas, p.ISR = s.partitionView(t, i)
 			p.EligibleLeaderReplicas = []int32{}
 			p.LastKnownELR = []int32{}
 			p.OfflineReplicas = []int32{}

@@ -33,9 +33,15 @@ var (
 	// ErrNoController: no leader of the metadata group is known (an
 	// election, or no quorum); Kafka's NOT_CONTROLLER, which clients retry.
 	ErrNoController = errors.New("kafkaproto: no controller (metadata raft leader) is known; retry once one is elected")
-	// ErrReplicationNotBuilt: a replication factor above 1, refused until
-	// partitions are replicated (issue 13's next step).
-	ErrReplicationNotBuilt = errors.New("kafkaproto: partitions are not replicated yet: every partition lives on one broker, so the replication factor must be 1 (or -1 for the default, 1)")
+	// ErrReplicationNotBuilt: a replication factor above 1 refused (not
+	// used since partitions replicate; kept for its error mapping).
+	ErrReplicationNotBuilt = errors.New("kafkaproto: this replication factor is not supported")
+	// ErrNotLeader: this broker does not lead the replicated partition
+	// (now); NOT_LEADER_OR_FOLLOWER, the client refreshes its metadata.
+	ErrNotLeader = errors.New("kafkaproto: this broker does not lead the partition; refresh metadata and send to its leader")
+	// ErrNotEnoughReplicas: fewer in-sync replicas than the topic's
+	// min.insync.replicas for an acks=all produce.
+	ErrNotEnoughReplicas = errors.New("kafkaproto: fewer in-sync replicas than min.insync.replicas; retry once the replicas are back")
 	// ErrBrokersUnavailable: fewer registered brokers than replicas, or a
 	// replica assignment naming an unregistered broker.
 	ErrBrokersUnavailable = errors.New("kafkaproto: not enough registered brokers for the replicas")
@@ -75,6 +81,43 @@ type Cluster interface {
 	// topic name's current explicit configs (again, when another change
 	// was applied first).
 	AlterTopicConfigs(ctx context.Context, name string, change func(current map[string]string) (map[string]string, error)) error
+	// ReplicatedLog is the log of partition p of a topic with a
+	// replication factor above 1 (its Raft group's), nil for any other
+	// partition. Its methods answer ErrNotLeader where this broker does
+	// not lead it.
+	ReplicatedLog(topic string, p int32) ReplicatedLog
+	// ReplicatedState is the leader (-1 when none is recorded), leader
+	// epoch and ISR of partition p of a replicated topic as the metadata
+	// has them; ok is false for any other partition.
+	ReplicatedState(topic string, p int32) (leader, epoch int32, isr []int32, ok bool)
+}
+
+// ReplicatedLog is a replicated partition's log as its leader serves it
+// (replicated.go): the Raft group's log is the partition log.
+type ReplicatedLog interface {
+	// LeaderEpoch is the partition leader epoch (the Raft term) when this
+	// broker leads the partition, else ErrNotLeader.
+	LeaderEpoch() (int32, error)
+	// Append replicates one record batch and returns its base offset once
+	// it is committed (on a majority, durably) and applied; a duplicate of
+	// an idempotent producer's batch returns its original base offset.
+	// acksAll checks min.insync.replicas first (ErrNotEnoughReplicas).
+	Append(ctx context.Context, batch []byte, acksAll bool) (int64, error)
+	// Read appends the batches from the one holding offset on, up to
+	// maxBytes (the first whole when minOne), to dst.
+	Read(offset int64, maxBytes int, minOne bool, dst []byte) ([]byte, error)
+	// HighWatermark is the next offset (every offset below is committed).
+	HighWatermark() int64
+	// EndOffsetForEpoch is OffsetForLeaderEpoch's (epoch, end offset).
+	EndOffsetForEpoch(epoch int32) (int32, int64)
+	// OffsetForTimestamp is the first batch with a max timestamp at or
+	// after ts (-1, -1 when none); MaxTimestamp the batch of the largest.
+	OffsetForTimestamp(ts int64) (offset, timestamp int64)
+	MaxTimestamp() (offset, timestamp int64)
+	// AddWaiter and RemoveWaiter register a channel signalled when a batch
+	// is applied (long-polling fetches).
+	AddWaiter(w chan struct{})
+	RemoveWaiter(w chan struct{})
 }
 
 // ClusterBroker is a registered broker: node ID and advertised address.
@@ -115,6 +158,9 @@ func clusterContext(timeoutMillis int32) (context.Context, context.CancelFunc) {
 func (s *Server) leads(topic string, p int32) bool {
 	if s.cfg.Cluster == nil {
 		return true
+	}
+	if leader, _, _, ok := s.cfg.Cluster.ReplicatedState(topic, p); ok {
+		return leader == s.cfg.NodeID
 	}
 	replicas, ok := s.cfg.Cluster.Replicas(topic, p)
 	return !ok || replicas[0] == s.cfg.NodeID

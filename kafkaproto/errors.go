@@ -87,6 +87,8 @@ var errorTable = []struct {
 	{errNotShareLeader, kerr.NotLeaderForPartition},
 	{context.DeadlineExceeded, kerr.RequestTimedOut},
 	{ErrReplicationNotBuilt, kerr.InvalidReplicationFactor},
+	{ErrNotLeader, kerr.NotLeaderForPartition},
+	{ErrNotEnoughReplicas, kerr.NotEnoughReplicas},
 	{ErrBrokersUnavailable, kerr.InvalidReplicationFactor},
 	// Every failure of the store, whatever its class (pebblestore.Classify:
 	// a full or almost full disk, I/O, corruption, a closed store) and

@@ -125,6 +125,10 @@ type clusterNode struct {
 	done      chan struct{}
 	// livenessDone closes when watchLiveness (cluster_liveness.go) ends.
 	livenessDone chan struct{}
+	// host runs the replicated partitions' groups; replicasDone closes
+	// when their manager (cluster_replicas.go) ends.
+	host         *cluster.Host
+	replicasDone chan struct{}
 }
 
 // startCluster starts the metadata replica when cluster-peers is set, and
@@ -158,31 +162,43 @@ func startCluster(cfg *Config, store *pebblestore.Store, kc *kafkaCluster, kafka
 		voters = append(voters, p.id)
 	}
 	id := uint64(cfg.NodeID)
-	tr, err := cluster.NewTransport(cluster.TransportConfig{ID: id, Incarnation: inc, Listener: ln, Peers: addrs, Logger: log})
+	tr, err := cluster.NewTransport(cluster.TransportConfig{ID: id, Incarnation: inc, Listener: ln, Peers: addrs, GroupFrames: true, Logger: log})
 	if err != nil {
 		_ = ln.Close()
 		return nil, err
 	}
+	// The partitions' groups share the listener: version-2 frames name
+	// their group, 0 is the metadata node's, the others the host's.
+	host, err := cluster.StartHost(cluster.HostConfig{ID: id, Store: store, Transport: tr, Ticker: cluster.NewTicker(clusterTick), Logger: log})
+	if err != nil {
+		_ = tr.Close()
+		return nil, err
+	}
 	md := cluster.NewMetadata()
 	kc.md = md
+	rm := newReplicaManager(cfg.NodeID, host, md, store, log)
+	kc.replicas = rm
 	md.OnTopicsChanged(kc.syncTopics) // before the node replays its log
 	node, err := cluster.StartNode(cluster.NodeConfig{
 		ID: id, Group: 0, Voters: voters, Store: store, StateMachine: md, Sender: tr, Peers: tr,
 		Join: cfg.ClusterJoin, Ticker: cluster.NewTicker(clusterTick), Logger: log,
 	})
 	if err != nil {
+		host.Stop()
 		_ = tr.Close()
 		return nil, fmt.Errorf("starting the metadata raft group in %s: %w", cfg.DataDir, err)
 	}
 	kc.node = node
+	rm.node = node
 	kc.serving.Store(true) // before the transport can bring a leader's snapshot
 	tr.Start(node)
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &clusterNode{peers: peers, transport: tr, node: node, metadata: md, cancel: cancel, done: make(chan struct{}), livenessDone: make(chan struct{})}
+	c := &clusterNode{peers: peers, transport: tr, node: node, metadata: md, host: host, cancel: cancel, done: make(chan struct{}), livenessDone: make(chan struct{}), replicasDone: make(chan struct{})}
+	go rm.run(ctx, c.replicasDone)
 	go c.register(ctx, cluster.Broker{NodeID: cfg.NodeID, KafkaAddr: kafkaAddr, HTTPAddr: dialableHTTPAddr(cfg.HTTPAddr), ClusterID: kc.tm.ClusterID()}, log)
 	go c.watchLiveness(ctx, log)
 	log.Warn().Str("inter_broker_addr", ln.Addr().String()).Int("peers", len(peers)).
-		Msg("cluster-peers is set: this broker joins the metadata raft group; topics are the cluster's, each partition lives on one broker (its leader) and is not replicated yet")
+		Msg("cluster-peers is set: this broker joins the metadata raft group; topics are the cluster's, partitions of replication factor 1 live on their leader, the others on raft groups")
 	return c, nil
 }
 
@@ -238,6 +254,8 @@ func (c *clusterNode) stop() {
 	c.cancel()
 	<-c.done
 	<-c.livenessDone
+	<-c.replicasDone
+	c.host.Stop()
 	c.node.Stop()
 	_ = c.transport.Close()
 }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 
 	"github.com/rs/zerolog"
@@ -37,6 +38,8 @@ type kafkaCluster struct {
 
 	node *cluster.Node
 	md   *cluster.Metadata
+	// replicas runs the replicated partitions' groups (cluster_replicas.go).
+	replicas *replicaManager
 	// serving is set once the node started (its own snapshot restored),
 	// before the transport delivers anything.
 	serving atomic.Bool
@@ -81,6 +84,9 @@ func (k *kafkaCluster) syncTopics(c cluster.TopicChange) {
 	}
 	if err != nil {
 		k.log.Error().Err(err).Str("topic", c.Topic.Name).Msg("this broker's topic store differs from the cluster's metadata")
+	}
+	if k.replicas != nil {
+		k.replicas.changed()
 	}
 }
 
@@ -189,14 +195,18 @@ func (k *kafkaCluster) PlaceCoordinator(ctx context.Context, topic string) ([]in
 
 // CreateTopic implements kafkaproto.Cluster.
 func (k *kafkaCluster) CreateTopic(ctx context.Context, t kafkaproto.ClusterTopic) error {
-	if t.ReplicationFactor > 1 {
-		return kafkaproto.ErrReplicationNotBuilt
+	rf := max(t.ReplicationFactor, 1)
+	if rf > 1 {
+		if err := checkReplicatedConfigs(t.Configs); err != nil {
+			return err
+		}
 	}
 	assignment := t.Assignment
 	if assignment == nil {
-		assignment = cluster.PlaceReplicas(k.placementIDs(), t.Partitions, 1, len(k.md.View().Topics))
+		ids := k.placementIDs()
+		assignment = cluster.PlaceReplicas(ids, t.Partitions, rf, len(k.md.View().Topics))
 		if assignment == nil {
-			return kafkaproto.ErrBrokersUnavailable
+			return fmt.Errorf("%w: replication factor %d, %d unfenced registered broker(s)", kafkaproto.ErrBrokersUnavailable, rf, len(ids))
 		}
 	}
 	var id [16]byte
@@ -204,7 +214,7 @@ func (k *kafkaCluster) CreateTopic(ctx context.Context, t kafkaproto.ClusterTopi
 		return fmt.Errorf("%w: cannot generate a topic ID: %w", topics.ErrStorage, err)
 	}
 	return k.propose(ctx, cluster.CreateTopicRecord(cluster.Topic{
-		Name: t.Name, ID: id, Partitions: t.Partitions, ReplicationFactor: 1, Configs: t.Configs, Assignments: assignment,
+		Name: t.Name, ID: id, Partitions: t.Partitions, ReplicationFactor: rf, Configs: t.Configs, Assignments: assignment,
 	}))
 }
 
@@ -227,7 +237,7 @@ func (k *kafkaCluster) CreatePartitions(ctx context.Context, name string, count 
 		return fmt.Errorf("%w: topic %s already has %d partition(s)", topics.ErrInvalidPartitions, name, t.Partitions)
 	}
 	if assignment == nil {
-		assignment = cluster.PlaceReplicas(k.placementIDs(), add, 1, int(t.Partitions))
+		assignment = cluster.PlaceReplicas(k.placementIDs(), add, max(t.ReplicationFactor, 1), int(t.Partitions))
 		if assignment == nil {
 			return kafkaproto.ErrBrokersUnavailable
 		}
@@ -247,11 +257,51 @@ func (k *kafkaCluster) AlterTopicConfigs(ctx context.Context, name string, chang
 		if err != nil {
 			return err
 		}
+		if t.ReplicationFactor > 1 {
+			if err := checkReplicatedConfigs(next); err != nil {
+				return err
+			}
+		}
 		err = k.propose(ctx, cluster.AlterConfigsRecord(name, t.Configs, next))
 		if !errors.Is(err, cluster.ErrConfigsChanged) {
 			return err
 		}
 	}
+}
+
+// ReplicatedLog implements kafkaproto.Cluster.
+func (k *kafkaCluster) ReplicatedLog(topic string, p int32) kafkaproto.ReplicatedLog {
+	g, ok := k.md.PartitionGroup(topic, p)
+	if !ok || k.replicas == nil {
+		return nil
+	}
+	return k.replicas.replicatedLog(topic, g)
+}
+
+// ReplicatedState implements kafkaproto.Cluster: from the leader record
+// (record 8) of the partition's group.
+func (k *kafkaCluster) ReplicatedState(topic string, p int32) (leader, epoch int32, isr []int32, ok bool) {
+	g, ok := k.md.PartitionGroup(topic, p)
+	if !ok {
+		return -1, -1, nil, false
+	}
+	l, found := k.md.Leader(g)
+	if !found {
+		return -1, 0, nil, true
+	}
+	return l.Leader, l.Epoch, l.ISR, true
+}
+
+// checkReplicatedConfigs refuses the configs replicated partitions do not
+// honour yet: retention and compaction would have to be applied alike on
+// every replica (DESIGN.md "Cluster": what remains).
+func checkReplicatedConfigs(configs map[string]string) error {
+	for name, v := range configs {
+		if name == "cleanup.policy" && v != "delete" || strings.HasPrefix(name, "retention.") {
+			return fmt.Errorf("%w: %s is not supported on topics with a replication factor above 1 yet (retention and compaction are not replicated); leave it unset", topics.ErrInvalidConfig, name)
+		}
+	}
+	return nil
 }
 
 // propose proposes a metadata record and maps the group's errors to the

@@ -164,7 +164,7 @@ func topicOf(m *kmsg.MetadataResponse, name string) (kmsg.MetadataResponseTopic,
 // TestClusterKafkaThreeBrokers: three brokers form one Kafka cluster whose
 // metadata is the metadata group's. A 6-partition topic created through
 // a broker that is not the controller is placed round robin (each broker
-// leads two partitions) and every broker's Metadata is identical; RF 3 is
+// leads two partitions) and every broker's Metadata is identical; RF 4 is
 // refused; franz-go produces to every partition (routed to the leaders)
 // and a consumer group reads every record back and commits through its
 // coordinator; a non-leader answers NOT_LEADER_OR_FOLLOWER, a
@@ -197,7 +197,7 @@ func TestClusterKafkaThreeBrokers(t *testing.T) {
 	ct.Topic, ct.NumPartitions, ct.ReplicationFactor = "orders", 6, -1
 	ct.Configs = []kmsg.CreateTopicsRequestTopicConfig{{Name: "retention.ms", Value: kmsg.StringPtr("3600000")}}
 	rf3 := kmsg.NewCreateTopicsRequestTopic()
-	rf3.Topic, rf3.NumPartitions, rf3.ReplicationFactor = "replicated", 3, 3
+	rf3.Topic, rf3.NumPartitions, rf3.ReplicationFactor = "replicated", 3, 4
 	create.Topics = []kmsg.CreateTopicsRequestTopic{ct, rf3}
 	create.TimeoutMillis = 30000
 	cresp, err := create.RequestWith(ctx, cl.Broker(int(follower)))
@@ -207,8 +207,8 @@ func TestClusterKafkaThreeBrokers(t *testing.T) {
 	if err := kerr.ErrorForCode(cresp.Topics[0].ErrorCode); err != nil {
 		t.Fatalf("create through broker %d: %v %v", follower, err, cresp.Topics[0].ErrorMessage)
 	}
-	if got := cresp.Topics[1]; got.ErrorCode != kerr.InvalidReplicationFactor.Code || got.ErrorMessage == nil || !strings.Contains(*got.ErrorMessage, "not replicated yet") {
-		t.Fatalf("RF 3: code %d message %v; want INVALID_REPLICATION_FACTOR saying partitions are not replicated yet", got.ErrorCode, got.ErrorMessage)
+	if got := cresp.Topics[1]; got.ErrorCode != kerr.InvalidReplicationFactor.Code || got.ErrorMessage == nil || !strings.Contains(*got.ErrorMessage, "replication factor 4, 3 unfenced registered broker(s)") {
+		t.Fatalf("RF 4: code %d message %v; want INVALID_REPLICATION_FACTOR saying there are 3 brokers", got.ErrorCode, got.ErrorMessage)
 	}
 	m = tc.waitAgreed(ctx, cl, func(m *kmsg.MetadataResponse) bool { _, ok := topicOf(m, "orders"); return ok })
 	orders, _ := topicOf(m, "orders")
@@ -228,7 +228,7 @@ func TestClusterKafkaThreeBrokers(t *testing.T) {
 		t.Fatalf("leaders of the 6 partitions: %v; want two per broker", leads)
 	}
 	if _, ok := topicOf(m, "replicated"); ok {
-		t.Fatal("the refused RF 3 topic exists")
+		t.Fatal("the refused RF 4 topic exists")
 	}
 	// The configs are the same on every broker (DescribeConfigs of each).
 	for id := int32(1); id <= 3; id++ {

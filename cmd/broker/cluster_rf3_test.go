@@ -1,0 +1,184 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// waitReplicated waits until every broker's Metadata shows topic with
+// partitions partitions, each led, with three replicas all in sync, and
+// returns the leaders by partition.
+func (tc *testCluster) waitReplicated(ctx context.Context, cl *kgo.Client, topic string, partitions int) map[int32]int32 {
+	tc.t.Helper()
+	m := tc.waitAgreed(ctx, cl, func(m *kmsg.MetadataResponse) bool {
+		mt, ok := topicOf(m, topic)
+		if !ok || len(mt.Partitions) != partitions {
+			return false
+		}
+		for _, p := range mt.Partitions {
+			if p.Leader < 1 || len(p.Replicas) != 3 || len(p.ISR) != 3 || p.ErrorCode != 0 {
+				return false
+			}
+		}
+		return true
+	})
+	mt, _ := topicOf(m, topic)
+	leaders := map[int32]int32{}
+	for _, p := range mt.Partitions {
+		leaders[p.Partition] = p.Leader
+	}
+	return leaders
+}
+
+// consumeAll reads partitions [0, n) of topic from offset 0 until want
+// records arrived, and returns each partition's values in offset order.
+func consumeAll(ctx context.Context, t *testing.T, cl *kgo.Client, want int) map[int32][]string {
+	t.Helper()
+	got := map[int32][]string{}
+	n := 0
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	for n < want {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("consumed %d of %d records: %v", n, want, ctx.Err())
+		}
+		fs.EachError(func(topic string, p int32, err error) { t.Logf("fetch %s/%d: %v", topic, p, err) })
+		fs.EachRecord(func(r *kgo.Record) {
+			got[r.Partition] = append(got[r.Partition], string(r.Value))
+			n++
+		})
+	}
+	return got
+}
+
+// TestClusterReplicatedTopic: a topic with replication factor 3 on three
+// brokers (issue 13 step 3). Created with franz-go's admin client, every
+// broker's Metadata shows each partition with three replicas, all in
+// sync, a leader with the leader epoch, leaders spread over the brokers
+// (each preferred replica campaigns). An idempotent acks=all producer
+// writes every partition; a consumer reads every record back once, in
+// order; ListOffsets and OffsetForLeaderEpoch answer from the Raft log; a
+// follower answers NOT_LEADER_OR_FOLLOWER; a fetch with an older leader
+// epoch FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH;
+// compaction is refused on the topic.
+func TestClusterReplicatedTopic(t *testing.T) {
+	tc := startTestCluster(t)
+	ctx := context.Background()
+	cl := tc.client()
+	tc.waitAgreed(ctx, cl, func(*kmsg.MetadataResponse) bool { return true })
+	adm := kadm.NewClient(cl)
+	resp, err := adm.CreateTopic(ctx, 3, 3, nil, "rf3")
+	if err != nil || resp.Err != nil {
+		t.Fatalf("create RF 3: %v %v %s", err, resp.Err, resp.ErrMessage)
+	}
+	if _, err := adm.CreateTopic(ctx, 1, 3, map[string]*string{"cleanup.policy": kmsg.StringPtr("compact")}, "rf3-compact"); err == nil {
+		t.Fatal("a compacted RF 3 topic was created; want INVALID_CONFIG")
+	}
+	// Each partition ends up led by its preferred replica (it campaigns,
+	// or the leadership is handed back to it): one per broker.
+	var leaders map[int32]int32
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		leaders = tc.waitReplicated(ctx, cl, "rf3", 3)
+		if leaders[0] != leaders[1] && leaders[1] != leaders[2] && leaders[0] != leaders[2] {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("leaders %v: want one partition led by each broker (the preferred replicas)", leaders)
+		}
+	}
+	t.Logf("leaders %v", leaders)
+
+	pr := tc.client(kgo.DefaultProduceTopic("rf3"), kgo.RequiredAcks(kgo.AllISRAcks()))
+	const total = 300
+	want := map[int32][]string{}
+	for i := range total {
+		r := &kgo.Record{Key: []byte(strconv.Itoa(i)), Value: []byte(fmt.Sprintf("v%d", i)), Partition: int32(i % 3)}
+		res := pr.ProduceSync(ctx, r)
+		if err := res.FirstErr(); err != nil {
+			t.Fatalf("produce %d: %v", i, err)
+		}
+		want[r.Partition] = append(want[r.Partition], string(r.Value))
+	}
+	_ = pr
+
+	co := tc.client(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"rf3": {0: kgo.NewOffset().At(0), 1: kgo.NewOffset().At(0), 2: kgo.NewOffset().At(0)}}))
+	got := consumeAll(ctx, t, co, total)
+	for p := int32(0); p < 3; p++ {
+		if !slices.Equal(got[p], want[p]) {
+			t.Fatalf("partition %d: read %d records %v, want %v", p, len(got[p]), head(got[p]), head(want[p]))
+		}
+	}
+
+	ends, err := adm.ListEndOffsets(ctx, "rf3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Err != nil || o.Offset != int64(len(want[o.Partition])) {
+			t.Errorf("end offset of partition %d: %d %v, want %d", o.Partition, o.Offset, o.Err, len(want[o.Partition]))
+		}
+	})
+
+	// The leader's epoch, then the errors of followers and stale epochs.
+	m, err := metadataOf(ctx, cl, leaders[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	mt, _ := topicOf(m, "rf3")
+	epoch := mt.Partitions[0].LeaderEpoch
+	if epoch < 1 {
+		t.Fatalf("leader epoch %d, want the raft term (>= 1)", epoch)
+	}
+	oe := kmsg.NewPtrOffsetForLeaderEpochRequest()
+	oe.ReplicaID = -1
+	ot := kmsg.NewOffsetForLeaderEpochRequestTopic()
+	ot.Topic = "rf3"
+	op := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
+	op.Partition, op.CurrentLeaderEpoch, op.LeaderEpoch = 0, epoch, epoch
+	ot.Partitions = append(ot.Partitions, op)
+	oe.Topics = append(oe.Topics, ot)
+	oresp, err := oe.RequestWith(ctx, cl.Broker(int(leaders[0])))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := oresp.Topics[0].Partitions[0]; p.ErrorCode != 0 || p.LeaderEpoch != epoch || p.EndOffset != int64(len(want[0])) {
+		t.Fatalf("OffsetForLeaderEpoch: code %d epoch %d end %d, want epoch %d end %d", p.ErrorCode, p.LeaderEpoch, p.EndOffset, epoch, len(want[0]))
+	}
+	follower := leaders[0]%3 + 1
+	for _, c := range []struct {
+		broker, epoch int32
+		code          int16
+	}{
+		{follower, epoch, kerr.NotLeaderForPartition.Code},
+		{leaders[0], epoch - 1, kerr.FencedLeaderEpoch.Code},
+		{leaders[0], epoch + 1, kerr.UnknownLeaderEpoch.Code},
+	} {
+		f := kmsg.NewPtrFetchRequest()
+		f.Version, f.ReplicaID, f.MaxBytes, f.MaxWaitMillis = 12, -1, 1<<20, 0
+		ft := kmsg.NewFetchRequestTopic()
+		ft.Topic, ft.TopicID = "rf3", mt.TopicID
+		fp := kmsg.NewFetchRequestTopicPartition()
+		fp.Partition, fp.CurrentLeaderEpoch, fp.PartitionMaxBytes = 0, c.epoch, 1<<20
+		ft.Partitions = append(ft.Partitions, fp)
+		f.Topics = append(f.Topics, ft)
+		fresp, err := f.RequestWith(ctx, cl.Broker(int(c.broker)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fresp.Topics[0].Partitions[0].ErrorCode; got != c.code {
+			t.Errorf("fetch from %d with epoch %d: code %d, want %d", c.broker, c.epoch, got, c.code)
+		}
+	}
+}
+
+func head(s []string) []string { return s[:min(len(s), 5)] }

@@ -1,0 +1,185 @@
+package kafkaproto
+
+// Replicated partitions (issue 13, step 3): a partition of a topic with a
+// replication factor above 1 is the log of its Raft group
+// (Cluster.ReplicatedLog); Produce, Fetch, ListOffsets and
+// OffsetForLeaderEpoch serve it on its leader through the functions here,
+// each handler calling one of them in its cluster branch. Every other
+// partition keeps the topics path. Without Config.Cluster nothing here
+// runs.
+//
+// Deviations (DESIGN.md "Cluster"): acks=1 and acks=0 wait like acks=all
+// (the batch is answered once committed on a majority); transactional
+// batches are refused (INVALID_TXN_STATE); the log start offset is 0
+// (no retention on replicated partitions yet); a timestamp lookup answers
+// the first batch whose max timestamp is at or after it.
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/vibemq/broker/topics"
+)
+
+// replicatedLog is partition p of topic's replicated log, nil on a single
+// node and for partitions that are not replicated.
+func (s *Server) replicatedLog(topic string, p int32) ReplicatedLog {
+	if s.cfg.Cluster == nil {
+		return nil
+	}
+	return s.cfg.Cluster.ReplicatedLog(topic, p)
+}
+
+// errTxnReplicated refuses a transactional batch to a replicated partition.
+var errTxnReplicated = errors.New("transactional produce to a topic with a replication factor above 1 is not supported yet; use a topic with replication factor 1 for transactions")
+
+// produceReplicated starts replicating one partition's records of a
+// Produce request and returns the function that waits for the outcome and
+// fills sp.
+func (s *Server) produceReplicated(req *kmsg.ProduceRequest, rl ReplicatedLog, records []byte, sp *kmsg.ProduceResponseTopicPartition) func() {
+	batch := records
+	if req.Version < 3 {
+		var err error
+		if batch, err = topics.UpconvertMessageSet(batch, s.now()); err != nil {
+			sp.ErrorCode = errorCode(err)
+			return func() {}
+		}
+	}
+	if _, err := rl.LeaderEpoch(); err != nil {
+		sp.ErrorCode = errorCode(err)
+		return func() {}
+	}
+	if topics.IsTransactionalBatch(batch) {
+		sp.ErrorCode = kerr.InvalidTxnState.Code
+		if req.Version >= 8 {
+			sp.ErrorMessage = errorMessage(errTxnReplicated)
+		}
+		return func() {}
+	}
+	timeout := time.Duration(req.TimeoutMillis) * time.Millisecond
+	if timeout <= 0 || timeout > clusterTimeout {
+		timeout = clusterTimeout
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		base, err := rl.Append(ctx, batch, req.Acks == -1)
+		if err != nil {
+			sp.ErrorCode = errorCode(err)
+			if req.Version >= 8 {
+				sp.ErrorMessage = errorMessage(err)
+			}
+			return
+		}
+		sp.BaseOffset, sp.LogStartOffset = base, 0
+	}()
+	return func() { <-done }
+}
+
+// resolveReplicated checks a fetch of a replicated partition: this broker
+// leads it, and the client's current leader epoch (KIP-320) is ours:
+// older is FENCED_LEADER_EPOCH, newer UNKNOWN_LEADER_EPOCH.
+func resolveReplicated(it *fetchItem, rl ReplicatedLog) {
+	epoch, err := rl.LeaderEpoch()
+	switch {
+	case err != nil:
+		it.errCode = errorCode(err)
+	case it.leaderEpoch >= 0 && it.leaderEpoch < epoch:
+		it.errCode = kerr.FencedLeaderEpoch.Code
+	case it.leaderEpoch > epoch:
+		it.errCode = kerr.UnknownLeaderEpoch.Code
+	default:
+		it.rl = rl
+	}
+}
+
+// readReplicated is Partition.Read for a replicated partition: no
+// transactions, so the last stable offset is the high watermark.
+func readReplicated(it *fetchItem, limit int, minOne bool) ([]byte, topics.ReadResult, error) {
+	hw := it.rl.HighWatermark()
+	res := topics.ReadResult{HighWatermark: hw, LastStableOffset: hw, LogStartOffset: 0}
+	if it.offset < 0 || it.offset > hw {
+		return it.records, res, topics.ErrOffsetOutOfRange
+	}
+	start := len(it.records)
+	out, err := it.rl.Read(it.offset, limit, minOne, it.records)
+	if err != nil {
+		return out, res, err
+	}
+	res.Bytes = len(out) - start
+	return out, res, nil
+}
+
+// listOffsetsReplicated answers ListOffsets for a replicated partition.
+func listOffsetsReplicated(rl ReplicatedLog, version int16, rp kmsg.ListOffsetsRequestTopicPartition, sp *kmsg.ListOffsetsResponseTopicPartition) {
+	epoch, err := rl.LeaderEpoch()
+	switch {
+	case err != nil:
+		sp.ErrorCode = errorCode(err)
+		return
+	case version >= 4 && rp.CurrentLeaderEpoch >= 0 && rp.CurrentLeaderEpoch < epoch:
+		sp.ErrorCode = kerr.FencedLeaderEpoch.Code
+		return
+	case version >= 4 && rp.CurrentLeaderEpoch > epoch:
+		sp.ErrorCode = kerr.UnknownLeaderEpoch.Code
+		return
+	}
+	switch rp.Timestamp {
+	case topics.TimestampEarliest, timestampEarliestLocal:
+		sp.Offset = 0
+	case topics.TimestampLatest:
+		sp.Offset = rl.HighWatermark()
+	case topics.TimestampMaxTimestamp:
+		sp.Offset, sp.Timestamp = rl.MaxTimestamp()
+	default:
+		if rp.Timestamp < 0 {
+			sp.ErrorCode = kerr.UnsupportedVersion.Code
+			return
+		}
+		sp.Offset, sp.Timestamp = rl.OffsetForTimestamp(rp.Timestamp)
+	}
+	if sp.Offset >= 0 {
+		sp.LeaderEpoch = epoch
+	}
+	if version == 0 {
+		sp.OldStyleOffsets = []int64{sp.Offset}
+	}
+}
+
+// offsetForEpochReplicated answers OffsetForLeaderEpoch for a replicated
+// partition from its index (KIP-279).
+func offsetForEpochReplicated(rl ReplicatedLog, version int16, rp kmsg.OffsetForLeaderEpochRequestTopicPartition, sp *kmsg.OffsetForLeaderEpochResponseTopicPartition) {
+	epoch, err := rl.LeaderEpoch()
+	switch {
+	case err != nil:
+		sp.ErrorCode = errorCode(err)
+	case version >= 2 && rp.CurrentLeaderEpoch >= 0 && rp.CurrentLeaderEpoch < epoch:
+		sp.ErrorCode = kerr.FencedLeaderEpoch.Code
+	case version >= 2 && rp.CurrentLeaderEpoch > epoch:
+		sp.ErrorCode = kerr.UnknownLeaderEpoch.Code
+	default:
+		sp.LeaderEpoch, sp.EndOffset = rl.EndOffsetForEpoch(rp.LeaderEpoch)
+	}
+}
+
+// partitionView is what Metadata and DescribeTopicPartitions report for
+// partition p of t: leader, leader epoch, replicas and ISR. A replicated
+// partition's come from its leader's record (leader -1 until one is
+// recorded); any other's ISR is its replicas (RF 1) and its epoch 0.
+func (s *Server) partitionView(t *topics.Topic, p int32) (leader, epoch int32, replicas, isr []int32) {
+	leader, replicas = s.partitionReplicas(t, p)
+	if s.cfg.Cluster != nil {
+		if l, e, in, ok := s.cfg.Cluster.ReplicatedState(t.Name, p); ok {
+			if in == nil {
+				in = []int32{}
+			}
+			return l, e, replicas, in
+		}
+	}
+	return leader, 0, replicas, replicas
+}
