@@ -149,3 +149,66 @@ func TestMetadataFenceRecords(t *testing.T) {
 		t.Fatalf("unfencing 2: %v, fenced %v", errs[0], m.Fenced(2))
 	}
 }
+
+// TestMetadataReplicatedPartitions: a topic with a replication factor
+// above 1 gets one Raft group per partition from the state's counter
+// (a proposer's groups ignored), added partitions the next ones, RF 1
+// topics none; leader records (8) of an older epoch are refused, a
+// deletion drops its groups' leaders, and the counter and leaders survive
+// a snapshot (group IDs are never reused).
+func TestMetadataReplicatedPartitions(t *testing.T) {
+	m := NewMetadata()
+	a, b := [16]byte{1}, [16]byte{2}
+	rf3 := [][]int32{{1, 2, 3}, {2, 3, 1}}
+	errs := applyAll(m,
+		CreateTopicRecord(Topic{Name: "one", ID: [16]byte{9}, Partitions: 1, ReplicationFactor: 1, Assignments: [][]int32{{1}}}),
+		CreateTopicRecord(Topic{Name: "a", ID: a, Partitions: 2, ReplicationFactor: 3, Assignments: rf3, Groups: []uint64{77, 78}}),
+		CreatePartitionsRecord("a", [][]int32{{3, 1, 2}}),
+		CreateTopicRecord(Topic{Name: "b", ID: b, Partitions: 1, ReplicationFactor: 3, Assignments: rf3[:1]}),
+		PartitionLeaderRecord(PartitionLeader{TopicID: a, Partition: 1, Leader: 2, Epoch: 4, ISR: []int32{1, 2, 3}}),
+		PartitionLeaderRecord(PartitionLeader{TopicID: a, Partition: 1, Leader: 3, Epoch: 3, ISR: []int32{3}}),
+		PartitionLeaderRecord(PartitionLeader{TopicID: a, Partition: 1, Leader: 2, Epoch: 4, ISR: []int32{2, 3}}),
+		PartitionLeaderRecord(PartitionLeader{TopicID: b, Partition: 0, Leader: 1, Epoch: 1, ISR: []int32{1}}),
+		PartitionLeaderRecord(PartitionLeader{TopicID: [16]byte{9}, Partition: 0, Leader: 1, Epoch: 1}),
+		DeleteTopicRecord("b"),
+	)
+	for i, want := range []error{nil, nil, nil, nil, nil, ErrStaleLeader, nil, nil, ErrTopicNotFound, nil} {
+		if !errors.Is(errs[i], want) {
+			t.Fatalf("record %d: %v, want %v", i+1, errs[i], want)
+		}
+	}
+	if _, ok := m.PartitionGroup("one", 0); ok {
+		t.Fatal("an RF 1 partition has a raft group")
+	}
+	for p, want := range []uint64{1, 2, 3} {
+		if g, ok := m.PartitionGroup("a", int32(p)); !ok || g != want {
+			t.Fatalf("a/%d: group %d %v, want %d", p, g, ok, want)
+		}
+	}
+	if l, ok := m.Leader(2); !ok || l.Leader != 2 || l.Epoch != 4 || !slices.Equal(l.ISR, []int32{2, 3}) {
+		t.Fatalf("leader of a/1: %+v %v", l, ok)
+	}
+	if _, ok := m.Leader(4); ok {
+		t.Fatal("the deleted topic's leader record stayed")
+	}
+	if got := m.ReplicatedPartitions(3); len(got) != 3 {
+		t.Fatalf("broker 3 is a replica of %d partitions, want 3", len(got))
+	}
+	snap, err := m.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := NewMetadata()
+	if err := r.Restore(snap); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Apply(Entry{Index: 20, Data: CreateTopicRecord(Topic{Name: "c", ID: [16]byte{3}, Partitions: 1, ReplicationFactor: 3, Assignments: rf3[:1]})}); err != nil {
+		t.Fatal(err)
+	}
+	if g, _ := r.PartitionGroup("c", 0); g != 5 {
+		t.Fatalf("after a snapshot the next group is %d, want 5 (4 was the deleted topic's)", g)
+	}
+	if l, ok := r.Leader(2); !ok || l.Epoch != 4 {
+		t.Fatalf("leader after restore: %+v %v", l, ok)
+	}
+}

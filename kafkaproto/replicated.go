@@ -15,6 +15,7 @@ package kafkaproto
 // the first batch whose max timestamp is at or after it.
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"time"
@@ -40,7 +41,9 @@ var errTxnReplicated = errors.New("transactional produce to a topic with a repli
 // Produce request and returns the function that waits for the outcome and
 // fills sp.
 func (s *Server) produceReplicated(req *kmsg.ProduceRequest, rl ReplicatedLog, records []byte, sp *kmsg.ProduceResponseTopicPartition) func() {
-	batch := records
+	// The request's body is reused for the connection's next frame once
+	// the handler returns (conn.go: kept): the replication outlives it.
+	batch := bytes.Clone(records)
 	if req.Version < 3 {
 		var err error
 		if batch, err = topics.UpconvertMessageSet(batch, s.now()); err != nil {

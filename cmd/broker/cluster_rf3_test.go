@@ -86,16 +86,7 @@ func TestClusterReplicatedTopic(t *testing.T) {
 	}
 	// Each partition ends up led by its preferred replica (it campaigns,
 	// or the leadership is handed back to it): one per broker.
-	var leaders map[int32]int32
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		leaders = tc.waitReplicated(ctx, cl, "rf3", 3)
-		if leaders[0] != leaders[1] && leaders[1] != leaders[2] && leaders[0] != leaders[2] {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("leaders %v: want one partition led by each broker (the preferred replicas)", leaders)
-		}
-	}
+	leaders := tc.waitPreferredLeaders(ctx, cl, "rf3")
 	t.Logf("leaders %v", leaders)
 
 	pr := tc.client(kgo.DefaultProduceTopic("rf3"), kgo.RequiredAcks(kgo.AllISRAcks()))
@@ -182,3 +173,18 @@ func TestClusterReplicatedTopic(t *testing.T) {
 }
 
 func head(s []string) []string { return s[:min(len(s), 5)] }
+
+// waitPreferredLeaders waits until the three partitions of topic are each
+// led by a different broker (their preferred replicas) and returns them.
+func (tc *testCluster) waitPreferredLeaders(ctx context.Context, cl *kgo.Client, topic string) map[int32]int32 {
+	tc.t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		leaders := tc.waitReplicated(ctx, cl, topic, 3)
+		if leaders[0] != leaders[1] && leaders[1] != leaders[2] && leaders[0] != leaders[2] {
+			return leaders
+		}
+		if time.Now().After(deadline) {
+			tc.t.Fatalf("leaders %v: want one partition led by each broker (the preferred replicas)", leaders)
+		}
+	}
+}
