@@ -78,6 +78,12 @@ func (s *Server) handleDeleteRecords(r *request) (reply, error) {
 				sp.ErrorCode = kerr.NotLeaderForPartition.Code
 				continue
 			}
+			if s.replicatedLog(rt.Topic, rp.Partition) != nil {
+				// A replicated partition's log start is not replicated yet
+				// (DESIGN.md "Cluster"); the answer has no message field.
+				sp.ErrorCode = kerr.PolicyViolation.Code
+				continue
+			}
 			todo = append(todo, work{sp, p, rp.Offset})
 		}
 	}

@@ -70,7 +70,9 @@ func consumeAll(ctx context.Context, t *testing.T, cl *kgo.Client, want int) map
 // order; ListOffsets and OffsetForLeaderEpoch answer from the Raft log; a
 // follower answers NOT_LEADER_OR_FOLLOWER; a fetch with an older leader
 // epoch FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH;
-// compaction is refused on the topic.
+// compaction and DeleteRecords are refused on the topic; with a follower
+// stopped the ISR shrinks and min.insync.replicas 3 refuses acks=all
+// (NOT_ENOUGH_REPLICAS), not acks=1.
 func TestClusterReplicatedTopic(t *testing.T) {
 	tc := startTestCluster(t)
 	ctx := context.Background()
@@ -169,6 +171,52 @@ func TestClusterReplicatedTopic(t *testing.T) {
 		if got := fresp.Topics[0].Partitions[0].ErrorCode; got != c.code {
 			t.Errorf("fetch from %d with epoch %d: code %d, want %d", c.broker, c.epoch, got, c.code)
 		}
+	}
+	// DeleteRecords is refused (the log start is not replicated yet).
+	dr, err := adm.DeleteRecords(ctx, kadm.Offsets{"rf3": {0: {At: 1}}})
+	if err != nil || dr["rf3"][0].Err != kerr.PolicyViolation {
+		t.Fatalf("DeleteRecords: %v %v, want POLICY_VIOLATION", err, dr["rf3"][0].Err)
+	}
+
+	// min.insync.replicas 3 with one follower of partition 0 down: its
+	// leader's ISR shrinks to two and acks=all is NOT_ENOUGH_REPLICAS.
+	if _, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "min.insync.replicas", Value: kmsg.StringPtr("3")}}, "rf3"); err != nil {
+		t.Fatal(err)
+	}
+	down := follower // every broker is a replica of partition 0
+	tc.stop[down]()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		m, err := metadataOf(ctx, cl, leaders[0])
+		if err == nil {
+			if mt, ok := topicOf(m, "rf3"); ok && len(mt.Partitions[0].ISR) == 2 && !slices.Contains(mt.Partitions[0].ISR, down) {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the ISR of partition 0 did not shrink without broker %d", down)
+		}
+	}
+	prq := kmsg.NewPtrProduceRequest()
+	prq.Acks, prq.TimeoutMillis = -1, 5000
+	pt := kmsg.NewProduceRequestTopic()
+	pt.Topic = "rf3"
+	pp := kmsg.NewProduceRequestTopicPartition()
+	pp.Partition, pp.Records = 0, oneRecordBatch(t)
+	pt.Partitions = append(pt.Partitions, pp)
+	prq.Topics = append(prq.Topics, pt)
+	presp, err := prq.RequestWith(ctx, cl.Broker(int(leaders[0])))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := presp.Topics[0].Partitions[0].ErrorCode; got != kerr.NotEnoughReplicas.Code {
+		t.Fatalf("acks=all with 2 in sync and min.insync.replicas 3: code %d, want NOT_ENOUGH_REPLICAS", got)
+	}
+	// min.insync.replicas binds acks=all only (Kafka). franz-go sends a
+	// Produce request with its client's acks.
+	one := tc.client(kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite())
+	prq.Acks = 1
+	if presp, err = prq.RequestWith(ctx, one.Broker(int(leaders[0]))); err != nil || presp.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("acks=1 with 2 in sync: %v %+v %s", err, presp, *presp.Topics[0].Partitions[0].ErrorMessage)
 	}
 }
 
