@@ -120,6 +120,9 @@ type Host struct {
 	// quiesced now.
 	groupTicks atomic.Uint64
 	quiesced   atomic.Int64
+	// dead: the peer nodes found dead by checkLiveness (copy on write),
+	// read by LeaderLease from any goroutine.
+	dead atomic.Pointer[map[uint64]bool]
 
 	// Owned by the loop goroutine.
 	groups  map[uint64]*hostGroup
@@ -149,6 +152,8 @@ type GroupStatus struct {
 	// whose log reached the leader's last index of some tick within the
 	// last InSyncLagTicks ticks (replica.lag.time.max.ms).
 	InSync []uint64
+	// Voters are the group's voters (static).
+	Voters []uint64
 }
 
 // InSyncLagTicks is how long a follower may stay behind the leader's log
@@ -185,6 +190,7 @@ type removeGroup struct {
 }
 
 type hostGroup struct {
+	voters  []uint64
 	id      uint64
 	rn      *raft.RawNode
 	storage *Storage
@@ -329,7 +335,7 @@ func (h *Host) addGroup(a *addGroup) error {
 			return fmt.Errorf("cluster: bootstrap raft group %d with voters %v: %w", a.group, voters, err)
 		}
 	}
-	g := &hostGroup{id: a.group, rn: rn, storage: st, sm: a.sm, pending: map[uint64]*hostProposal{}, caughtUp: map[uint64]uint64{}}
+	g := &hostGroup{voters: slices.Sorted(slices.Values(a.voters)), id: a.group, rn: rn, storage: st, sm: a.sm, pending: map[uint64]*hostProposal{}, caughtUp: map[uint64]uint64{}}
 	for _, id := range a.voters {
 		if id != h.cfg.ID && h.nodes[id] == nil {
 			h.nodes[id] = &nodeLiveness{}
@@ -392,6 +398,30 @@ func (h *Host) TransferLeader(group, to uint64) {
 			h.touched[group] = g
 		}
 	})
+}
+
+// LeaderLease reports whether this node leads group and may serve reads
+// as its leader: Raft says it leads, and the nodes of a majority of the
+// group's voters (itself included) are live in its view (a frame heard
+// within an election timeout). A leader cut off from the others stops
+// serving after one election timeout, while the others elect a new one
+// only after finding its node silent for as long and then an election
+// timeout more (a quiesced group) or their own randomized election
+// timeout with CheckQuorum deposing it meanwhile (an active one). This is
+// a lease on the node clocks' rates, not a proof (no ReadIndex).
+func (h *Host) LeaderLease(group uint64) bool {
+	s, ok := h.Status(group)
+	if !ok || !s.Leading || s.Leader != h.cfg.ID {
+		return false
+	}
+	dead := h.dead.Load()
+	live := 0
+	for _, v := range s.Voters {
+		if v == h.cfg.ID || dead == nil || !(*dead)[v] {
+			live++
+		}
+	}
+	return 2*live > len(s.Voters)
 }
 
 // Saves returns the synced batches the loop committed and the group
@@ -665,8 +695,21 @@ func (h *Host) setQuiesced(g *hostGroup, q bool) {
 // found dead wakes the quiesced groups it leads, so that their followers
 // tick and elect another leader.
 func (h *Host) checkLiveness() {
+	changed := false
+	defer func() {
+		if changed {
+			dead := map[uint64]bool{}
+			for id, n := range h.nodes {
+				if n.dead {
+					dead[id] = true
+				}
+			}
+			h.dead.Store(&dead)
+		}
+	}()
 	for id, n := range h.nodes {
 		if heard := h.cfg.Transport.Heard(id); heard != n.heard {
+			changed = changed || n.dead
 			n.heard, n.silent, n.dead = heard, 0, false
 			continue
 		}
@@ -674,7 +717,7 @@ func (h *Host) checkLiveness() {
 		if n.dead || n.silent < h.cfg.ElectionTicks {
 			continue
 		}
-		n.dead = true
+		n.dead, changed = true, true
 		woken := 0
 		for _, g := range h.groups {
 			if g.quiesced && g.rn.BasicStatus().Lead == id {
@@ -942,5 +985,5 @@ func (h *Host) publishStatus() {
 func (g *hostGroup) status() GroupStatus {
 	bs := g.rn.BasicStatus()
 	return GroupStatus{Group: g.id, Leader: bs.Lead, Term: bs.HardState.GetTerm(), Commit: bs.HardState.GetCommit(),
-		Applied: g.applied, Last: g.storage.lastIndex, Leading: bs.RaftState == raft.StateLeader, Quiesced: g.quiesced, InSync: g.inSync}
+		Applied: g.applied, Last: g.storage.lastIndex, Leading: bs.RaftState == raft.StateLeader, Quiesced: g.quiesced, InSync: g.inSync, Voters: g.voters}
 }

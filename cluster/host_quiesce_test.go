@@ -150,3 +150,46 @@ func TestHostQuiescedLeaderNodeDies(t *testing.T) {
 	c.waitSameLogs(want)
 	c.waitQuiesced()
 }
+
+// TestHostLeaderLease: a leader holds its lease while the nodes of a
+// majority of its group are live; cut off (both other nodes stopped), its
+// quiesced groups still say Leading (nothing ticks them), but the lease
+// is gone once the peers' nodes were silent for an election timeout, so
+// the broker stops serving them as leader.
+func TestHostLeaderLease(t *testing.T) {
+	c := newHostCluster(t, 3, 4)
+	c.waitLeaders()
+	for _, g := range c.groups {
+		if _, err := c.propose(g, testBatch(1, "x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.waitQuiesced()
+	lead := c.leader(c.groups[0])
+	h := c.nodes[lead].host
+	for _, g := range c.groups {
+		if s, _ := h.Status(g); s.Leading != h.LeaderLease(g) {
+			t.Fatalf("group %d: leading %v, lease %v, want equal with every node live", g, s.Leading, h.LeaderLease(g))
+		}
+	}
+	if !h.LeaderLease(c.groups[0]) {
+		t.Fatal("the leader of group 1 has no lease with every node live")
+	}
+	for id := range c.nodes {
+		if id != lead {
+			c.stop(id)
+		}
+	}
+	// Ticks are taken asynchronously (a buffered channel): give up to
+	// three election timeouts' worth, one at a time.
+	for i := 0; h.LeaderLease(c.groups[0]); i++ {
+		if i > 3*h.cfg.ElectionTicks {
+			t.Fatal("the cut-off leader still holds its lease after its peers were silent for three election timeouts")
+		}
+		c.tickN(1)
+		time.Sleep(10 * time.Millisecond)
+	}
+	if s, _ := h.Status(c.groups[0]); !s.Leading {
+		t.Fatal("the cut-off quiesced leader stepped down by itself; the test needs it to still believe it leads")
+	}
+}

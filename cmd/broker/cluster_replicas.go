@@ -252,13 +252,12 @@ type replicaLog struct {
 	topic string
 }
 
-// LeaderEpoch implements kafkaproto.ReplicatedLog: this broker's Raft
-// group must be the leader in its own view. A leader cut off from the
-// others while its group is quiesced still believes it leads until it
-// ticks again (DESIGN.md: what remains).
+// LeaderEpoch implements kafkaproto.ReplicatedLog: this broker's replica
+// must lead the group and hold its lease (cluster.Host.LeaderLease: the
+// nodes of a majority of the replicas live in its view).
 func (l *replicaLog) LeaderEpoch() (int32, error) {
 	st, ok := l.m.host.Status(l.r.rp.Group)
-	if !ok || !st.Leading || st.Leader != uint64(l.m.self) {
+	if !ok || !l.m.host.LeaderLease(l.r.rp.Group) {
 		return -1, kafkaproto.ErrNotLeader
 	}
 	return int32(min(st.Term, 1<<31-1)), nil
