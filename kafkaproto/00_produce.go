@@ -197,9 +197,7 @@ func (s *Server) handleProduce(r *request) (reply, error) {
 		for _, sl := range slots {
 			s.produceResult(req.Version, &resp.Topics[sl.topic].Partitions[sl.part], sl.a)
 		}
-		for _, wait := range replicated {
-			wait()
-		}
+		waitReplicated(replicated)
 	}
 	return reply{resp: resp, finish: finish, none: req.Acks == 0}, nil
 }

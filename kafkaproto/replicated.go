@@ -84,6 +84,13 @@ func (s *Server) produceReplicated(req *kmsg.ProduceRequest, rl ReplicatedLog, r
 	return func() { <-done }
 }
 
+// waitReplicated waits for the replicated partitions of a Produce request.
+func waitReplicated(waits []func()) {
+	for _, wait := range waits {
+		wait()
+	}
+}
+
 // resolveReplicated checks a fetch of a replicated partition: this broker
 // leads it, and the client's current leader epoch (KIP-320) is ours:
 // older is FENCED_LEADER_EPOCH, newer UNKNOWN_LEADER_EPOCH.
