@@ -70,7 +70,8 @@ func consumeAll(ctx context.Context, t *testing.T, cl *kgo.Client, want int) map
 // order; ListOffsets and OffsetForLeaderEpoch answer from the Raft log; a
 // follower answers NOT_LEADER_OR_FOLLOWER; a fetch with an older leader
 // epoch FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH;
-// compaction and DeleteRecords are refused on the topic; with a follower
+// an added partition is replicated; a topic deleted and created again
+// starts a new log; compaction and DeleteRecords are refused on the topic; with a follower
 // stopped the ISR shrinks and min.insync.replicas 3 refuses acks=all
 // (NOT_ENOUGH_REPLICAS), not acks=1.
 func TestClusterReplicatedTopic(t *testing.T) {
@@ -102,7 +103,6 @@ func TestClusterReplicatedTopic(t *testing.T) {
 		}
 		want[r.Partition] = append(want[r.Partition], string(r.Value))
 	}
-	_ = pr
 
 	co := tc.client(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"rf3": {0: kgo.NewOffset().At(0), 1: kgo.NewOffset().At(0), 2: kgo.NewOffset().At(0)}}))
 	got := consumeAll(ctx, t, co, total)
@@ -172,6 +172,39 @@ func TestClusterReplicatedTopic(t *testing.T) {
 			t.Errorf("fetch from %d with epoch %d: code %d, want %d", c.broker, c.epoch, got, c.code)
 		}
 	}
+	// Partitions added to a replicated topic are replicated too; a topic
+	// deleted and created again under its name gets new groups.
+	if _, err := adm.CreatePartitions(ctx, 1, "rf3"); err != nil {
+		t.Fatal(err)
+	}
+	tc.waitReplicated(ctx, cl, "rf3", 4)
+	if res := pr.ProduceSync(ctx, &kgo.Record{Value: []byte("p3"), Partition: 3}); res.FirstErr() != nil {
+		t.Fatalf("produce to the added partition: %v", res.FirstErr())
+	}
+	if _, err := adm.CreateTopic(ctx, 1, 3, nil, "again"); err != nil {
+		t.Fatal(err)
+	}
+	tc.waitReplicated(ctx, cl, "again", 1)
+	if res := pr.ProduceSync(ctx, &kgo.Record{Topic: "again", Value: []byte("first")}); res.FirstErr() != nil {
+		t.Fatal(res.FirstErr())
+	}
+	if _, err := adm.DeleteTopics(ctx, "again"); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if _, err := adm.CreateTopic(ctx, 1, 3, nil, "again"); err == nil {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("create again: %v", err)
+		}
+	}
+	tc.waitReplicated(ctx, cl, "again", 1)
+	// A new client: pr keeps the deleted topic's ID (UNKNOWN_TOPIC_ID).
+	pr2 := tc.client()
+	if res := pr2.ProduceSync(ctx, &kgo.Record{Topic: "again", Value: []byte("second")}); res.FirstErr() != nil || res[0].Record.Offset != 0 {
+		t.Fatalf("produce to the topic created again: %v, offset %d (want 0: a new log)", res.FirstErr(), res[0].Record.Offset)
+	}
+
 	// DeleteRecords is refused (the log start is not replicated yet).
 	dr, err := adm.DeleteRecords(ctx, kadm.Offsets{"rf3": {0: {At: 1}}})
 	if err != nil || dr["rf3"][0].Err != kerr.PolicyViolation {
