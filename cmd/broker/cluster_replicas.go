@@ -175,7 +175,10 @@ func (m *replicaManager) leaders(ctx context.Context) {
 		}
 		m.proposing[g] = true
 		go func() {
-			pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			// Short: a proposal forwarded to a metadata leader that just
+			// died is lost without an answer, and the partition stays
+			// unannounced until the next try.
+			pctx, cancel := context.WithTimeout(ctx, leaderRecordTimeout)
 			defer cancel()
 			if _, err := m.node.Propose(pctx, cluster.PartitionLeaderRecord(want)); err != nil && !errors.Is(err, cluster.ErrStaleLeader) {
 				m.log.Debug().Err(err).Uint64("group", g).Msg("partition leader record not applied; proposed again")
@@ -212,6 +215,9 @@ func (m *replicaManager) preferLeader(g uint64, r *replica, st cluster.GroupStat
 	m.host.TransferLeader(g, uint64(preferred))
 	m.log.Info().Str("topic", r.rp.Topic).Int32("partition", r.rp.Partition).Int32("to", preferred).Msg("leadership handed back to the preferred replica")
 }
+
+// leaderRecordTimeout bounds one proposal of a leader record.
+const leaderRecordTimeout = time.Second
 
 // preferredAfter: how long a replica that is not the preferred one leads
 // before handing the leadership back to the preferred replica in sync.
