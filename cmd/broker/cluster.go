@@ -128,6 +128,7 @@ type clusterNode struct {
 	// host runs the replicated partitions' groups; replicasDone closes
 	// when their manager (cluster_replicas.go) ends.
 	host         *cluster.Host
+	replicas     *replicaManager
 	replicasDone chan struct{}
 }
 
@@ -193,7 +194,7 @@ func startCluster(cfg *Config, store *pebblestore.Store, kc *kafkaCluster, kafka
 	kc.serving.Store(true) // before the transport can bring a leader's snapshot
 	tr.Start(node)
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &clusterNode{peers: peers, transport: tr, node: node, metadata: md, host: host, cancel: cancel, done: make(chan struct{}), livenessDone: make(chan struct{}), replicasDone: make(chan struct{})}
+	c := &clusterNode{peers: peers, transport: tr, node: node, metadata: md, host: host, replicas: rm, cancel: cancel, done: make(chan struct{}), livenessDone: make(chan struct{}), replicasDone: make(chan struct{})}
 	go rm.run(ctx, c.replicasDone)
 	go c.register(ctx, cluster.Broker{NodeID: cfg.NodeID, KafkaAddr: kafkaAddr, HTTPAddr: dialableHTTPAddr(cfg.HTTPAddr), ClusterID: kc.tm.ClusterID()}, log)
 	go c.watchLiveness(ctx, log)
@@ -216,6 +217,14 @@ func (c *clusterNode) registerMetrics(reg prometheus.Registerer) {
 		gauge("broker_raft_snapshot_index", "Log index of the metadata group's latest snapshot on this node.", func(s cluster.Status) float64 { return float64(s.SnapshotIndex) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "broker_raft_leader_changes_total", Help: "New leaders of the metadata group this node has seen."},
 			func() float64 { return float64(c.node.LeaderChanges()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "broker_replicated_partitions", Help: "Replicas of partitions with a replication factor above 1 (raft groups) on this broker."},
+			func() float64 { return float64(c.replicas.counts().replicas) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "broker_replicated_partitions_leading", Help: "Replicated partitions this broker leads."},
+			func() float64 { return float64(c.replicas.counts().leading) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "broker_replicated_partitions_under_replicated", Help: "Replicated partitions this broker leads whose ISR is smaller than their replicas."},
+			func() float64 { return float64(c.replicas.counts().underReplicated) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "broker_replicated_partitions_quiesced", Help: "Replicated partitions whose raft group is quiesced (idle, not ticking) on this broker."},
+			func() float64 { return float64(c.host.Quiesced()) }),
 	)
 }
 

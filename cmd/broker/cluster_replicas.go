@@ -223,6 +223,25 @@ const leaderRecordTimeout = time.Second
 // before handing the leadership back to the preferred replica in sync.
 const preferredAfter = 2 * time.Second
 
+// replicaCounts are the replicated partitions' gauges (/metrics).
+type replicaCounts struct{ replicas, leading, underReplicated int }
+
+func (m *replicaManager) counts() replicaCounts {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	var c replicaCounts
+	for g, r := range m.logs {
+		c.replicas++
+		if st, ok := m.host.Status(g); ok && st.Leading {
+			c.leading++
+			if len(st.InSync) < len(r.rp.Replicas) {
+				c.underReplicated++
+			}
+		}
+	}
+	return c
+}
+
 // replicatedLog is the kafkaproto.ReplicatedLog of group g.
 func (m *replicaManager) replicatedLog(topic string, g uint64) kafkaproto.ReplicatedLog {
 	m.mu.RLock()

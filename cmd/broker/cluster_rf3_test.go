@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -91,6 +92,12 @@ func TestClusterReplicatedTopic(t *testing.T) {
 	// or the leadership is handed back to it): one per broker.
 	leaders := tc.waitPreferredLeaders(ctx, cl, "rf3")
 	t.Logf("leaders %v", leaders)
+	for id := int32(1); id <= 3; id++ {
+		m := scrape(t, tc.cfgs[id].HTTPAddr)
+		if !strings.Contains(m, "broker_replicated_partitions 3\n") || !strings.Contains(m, "broker_replicated_partitions_under_replicated 0\n") {
+			t.Errorf("broker %d /metrics: want 3 replicated partitions, none under-replicated", id)
+		}
+	}
 
 	pr := tc.client(kgo.DefaultProduceTopic("rf3"), kgo.RequiredAcks(kgo.AllISRAcks()))
 	const total = 300
@@ -228,6 +235,9 @@ func TestClusterReplicatedTopic(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the ISR of partition 0 did not shrink without broker %d", down)
 		}
+	}
+	if m := scrape(t, tc.cfgs[leaders[0]].HTTPAddr); !strings.Contains(m, "broker_replicated_partitions_under_replicated ") || strings.Contains(m, "broker_replicated_partitions_under_replicated 0\n") {
+		t.Errorf("broker %d /metrics: want partition 0 (at least) under-replicated", leaders[0])
 	}
 	prq := kmsg.NewPtrProduceRequest()
 	prq.Acks, prq.TimeoutMillis = -1, 5000
