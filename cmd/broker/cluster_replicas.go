@@ -33,8 +33,8 @@ import (
 //     epoch = Raft term, ISR = its in-sync view) when the applied record
 //     differs, so every broker answers Metadata with it.
 //
-// Reconciling runs on its own goroutine, kicked by the metadata's topic
-// changes and every reconcileEvery.
+// Both run on its own goroutine: reconciling on the metadata's topic
+// changes (and every second), the leaders every 100 ms.
 type replicaManager struct {
 	self  int32
 	host  *cluster.Host
@@ -62,9 +62,13 @@ type replica struct {
 	log *cluster.PartitionLog
 }
 
-// reconcileEvery: how often the replicas are checked without a kick (the
-// leader records follow leadership changes at this pace).
-const reconcileEvery = 100 * time.Millisecond
+// leadersEvery: how often the leaders are checked (the leader records
+// follow leadership changes at this pace); the replicas are reconciled on
+// every kick and every reconcileTicks of these.
+const (
+	leadersEvery   = 100 * time.Millisecond
+	reconcileTicks = 10
+)
 
 func newReplicaManager(self int32, host *cluster.Host, md *cluster.Metadata, store *pebblestore.Store, log zerolog.Logger) *replicaManager {
 	return &replicaManager{
@@ -84,16 +88,23 @@ func (m *replicaManager) changed() {
 
 func (m *replicaManager) run(ctx context.Context, done chan struct{}) {
 	defer close(done)
-	t := time.NewTicker(reconcileEvery)
+	t := time.NewTicker(leadersEvery)
 	defer t.Stop()
-	for {
-		m.reconcile()
+	reconcile := true
+	for ticks := 0; ; {
+		if reconcile {
+			m.reconcile()
+			reconcile = false
+		}
 		m.leaders(ctx)
 		select {
 		case <-ctx.Done():
 			return
 		case <-m.kick:
+			reconcile = true
 		case <-t.C:
+			ticks++
+			reconcile = ticks%reconcileTicks == 0 // a retry of what failed
 		case g := <-m.results:
 			delete(m.proposing, g)
 		}
