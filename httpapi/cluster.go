@@ -36,6 +36,29 @@ type ClusterStatus struct {
 	// Raft is the metadata group as this node sees it (mode "raft" only).
 	Raft    *ClusterRaft    `json:"raft,omitempty"`
 	Members []ClusterMember `json:"members"`
+	// Partitions are this broker's replicas of replicated partitions
+	// (replication factor above 1), sorted by topic and partition.
+	Partitions []ClusterPartition `json:"partitions,omitempty"`
+}
+
+// ClusterPartition is this broker's replica of one replicated partition:
+// its Raft group as this broker sees it.
+type ClusterPartition struct {
+	Topic     string  `json:"topic"`
+	Partition int32   `json:"partition"`
+	Group     uint64  `json:"group"`
+	Replicas  []int32 `json:"replicas"`
+	// Leader is the group's leader as this replica knows it (0: none),
+	// Term the leader epoch; ISR is the leader's in-sync view (on the
+	// leader only).
+	Leader        uint64  `json:"leader"`
+	Term          uint64  `json:"term"`
+	ISR           []int32 `json:"isr,omitempty"`
+	HighWatermark int64   `json:"high_watermark"`
+	Commit        uint64  `json:"commit_index"`
+	Applied       uint64  `json:"applied_index"`
+	LastIndex     uint64  `json:"last_index"`
+	Quiesced      bool    `json:"quiesced,omitempty"`
 }
 
 // ClusterRaft is one node's view of the metadata Raft group.

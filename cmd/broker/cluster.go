@@ -305,6 +305,7 @@ func (c *clusterNode) status(nodeID int32, kafkaAddr string) httpapi.ClusterStat
 		}
 		out.Members = append(out.Members, cm)
 	}
+	out.Partitions = c.replicas.status()
 	return out
 }
 
@@ -473,6 +474,7 @@ func clusterStatus(cCtx *cli.Context) error {
 	if r := st.Raft; r != nil && r.Removed {
 		fmt.Fprintln(out, "this node was removed from the cluster; its replica stopped")
 	}
+	defer printReplicatedPartitions(out, st.Partitions)
 	fmt.Fprintln(tw, "NODE\tINTER-BROKER\tKAFKA\tROLE\tLEADER\tMATCH")
 	for _, m := range st.Members {
 		role := "voter"

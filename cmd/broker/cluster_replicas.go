@@ -5,12 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"io"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/vibemq/broker/cluster"
+	"github.com/vibemq/broker/httpapi"
 	"github.com/vibemq/broker/kafkaproto"
 	"github.com/vibemq/broker/pebblestore"
 	"github.com/vibemq/broker/topics"
@@ -233,6 +236,55 @@ const leaderRecordTimeout = time.Second
 // preferredAfter: how long a replica that is not the preferred one leads
 // before handing the leadership back to the preferred replica in sync.
 const preferredAfter = 2 * time.Second
+
+// status lists this broker's replicas for GET /v1/admin/cluster.
+func (m *replicaManager) status() []httpapi.ClusterPartition {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	out := make([]httpapi.ClusterPartition, 0, len(m.logs))
+	for g, r := range m.logs {
+		st, _ := m.host.Status(g)
+		p := httpapi.ClusterPartition{
+			Topic: r.rp.Topic, Partition: r.rp.Partition, Group: g, Replicas: r.rp.Replicas,
+			Leader: st.Leader, Term: st.Term, HighWatermark: r.log.HighWatermark(),
+			Commit: st.Commit, Applied: st.Applied, LastIndex: st.Last, Quiesced: st.Quiesced,
+		}
+		for _, id := range st.InSync {
+			p.ISR = append(p.ISR, int32(id))
+		}
+		out = append(out, p)
+	}
+	slices.SortFunc(out, func(a, b httpapi.ClusterPartition) int {
+		if c := strings.Compare(a.Topic, b.Topic); c != 0 {
+			return c
+		}
+		return int(a.Partition - b.Partition)
+	})
+	return out
+}
+
+// printReplicatedPartitions is the part of `broker cluster status` that
+// lists a broker's replicas of replicated partitions; under-replicated
+// ones (led here, ISR smaller than the replicas) are marked.
+func printReplicatedPartitions(out io.Writer, ps []httpapi.ClusterPartition) {
+	if len(ps) == 0 {
+		return
+	}
+	fmt.Fprintln(out)
+	tw := newTable(out)
+	fmt.Fprintln(tw, "TOPIC\tPARTITION\tGROUP\tREPLICAS\tLEADER\tEPOCH\tISR\tHIGH-WATERMARK\tCOMMIT\tAPPLIED")
+	for _, p := range ps {
+		isr := "-"
+		if p.ISR != nil {
+			isr = fmt.Sprint(p.ISR)
+			if len(p.ISR) < len(p.Replicas) {
+				isr += " (under-replicated)"
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%v\t%d\t%d\t%s\t%d\t%d\t%d\n", p.Topic, p.Partition, p.Group, p.Replicas, p.Leader, p.Term, isr, p.HighWatermark, p.Commit, p.Applied)
+	}
+	_ = tw.Flush()
+}
 
 // replicaCounts are the replicated partitions' gauges (/metrics).
 type replicaCounts struct{ replicas, leading, underReplicated int }

@@ -98,6 +98,12 @@ func TestClusterReplicatedTopic(t *testing.T) {
 			t.Errorf("broker %d /metrics: want 3 replicated partitions, none under-replicated", id)
 		}
 	}
+	// cluster status lists the broker's replicas; the one it leads with
+	// the ISR.
+	if st, ok := clusterStatusOf(t, tc.cfgs[leaders[1]].HTTPAddr); !ok || len(st.Partitions) != 3 ||
+		st.Partitions[1].Leader != uint64(leaders[1]) || len(st.Partitions[1].ISR) != 3 || st.Partitions[1].Topic != "rf3" {
+		t.Errorf("cluster status of broker %d: %+v", leaders[1], st.Partitions)
+	}
 
 	pr := tc.client(kgo.DefaultProduceTopic("rf3"), kgo.RequiredAcks(kgo.AllISRAcks()))
 	const total = 300
