@@ -316,13 +316,27 @@ func (c *linClient) one(seq int) porcupine.Operation {
 	return porcupine.Operation{ClientId: c.id, Input: in, Call: call, Output: out, Return: ret}
 }
 
-// TestQueueLinearizable: four clients send, receive, ack, nack (delay 0)
+// TestQueueLinearizable: six clients send, receive, ack, nack (delay 0)
 // and extend concurrently on one queue of a real server (HTTP over TCP,
 // Pebble in a temp dir), using each other's receipts, current and stale;
 // the server's clock is frozen, so no lease expires. Porcupine must find
 // the history linearizable under the model above.
 func TestQueueLinearizable(t *testing.T) {
 	env := newQueueEnv(t)
+	checkQueueLinearizable(t, env, []string{env.base})
+}
+
+// TestQueueLinearizableTwoListeners: the same over two HTTP servers (two
+// listeners) of one engine, each client on one of them.
+func TestQueueLinearizableTwoListeners(t *testing.T) {
+	env := newQueueEnv(t)
+	_, second := startServer(t, Config{}, func(s *Server) {
+		s.RegisterQueues(QueuesConfig{Engine: env.e, Now: func() time.Time { return env.now }})
+	})
+	checkQueueLinearizable(t, env, []string{env.base, second})
+}
+
+func checkQueueLinearizable(t *testing.T, env *queueEnv, bases []string) {
 	env.mustJSON("PUT", "/v1/queues/lin", `{"max_receives":0,"visibility_timeout_ms":600000,"dead_letter":"none"}`, 201)
 	const clients, opsPerClient = 6, 150
 	shared := &linReceipts{}
@@ -333,7 +347,7 @@ func TestQueueLinearizable(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c := &linClient{t: t, base: env.base, start: start, id: id, rng: rand.New(rand.NewPCG(uint64(id), 7)), shared: shared,
+			c := &linClient{t: t, base: bases[id%len(bases)], start: start, id: id, rng: rand.New(rand.NewPCG(uint64(id), 7)), shared: shared,
 				http: &http.Client{Timeout: 10 * time.Second}}
 			for seq := range opsPerClient {
 				history[id] = append(history[id], c.one(seq))
