@@ -164,4 +164,3 @@ func leasesUsedAcrossKill(history []porcupine.Operation, kills []int64) int {
 	}
 	return n
 }
-
