@@ -125,7 +125,7 @@ func TestQueueLeasesSurviveKill(t *testing.T) {
 		t.Fatalf("%d unexpected answers, first: %v", len(r.errs), r.errs[0])
 	}
 	start := time.Now()
-	res, report := queuemodel.Check(r.history, 10*time.Second)
+	res, report := queuemodel.Check(r.history, 30*time.Second)
 	kinds := queuemodel.Summary(r.history)
 	t.Logf("%d operations around %d kills: %v; porcupine: %v in %v", len(r.history), len(kills), kinds, res, time.Since(start).Round(time.Millisecond))
 	if res != porcupine.Ok {

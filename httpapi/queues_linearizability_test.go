@@ -41,7 +41,7 @@ func checkQueueLinearizable(t *testing.T, env *queueEnv, bases []string) {
 		t.Fatalf("%d unexpected answers, first: %v", len(errs), errs[0])
 	}
 	ran := time.Since(start)
-	res, report := queuemodel.Check(history, 8*time.Second)
+	res, report := queuemodel.Check(history, 20*time.Second)
 	kinds := queuemodel.Summary(history)
 	t.Logf("%d operations in %v: %v; porcupine: %v in %v", len(history), ran.Round(time.Millisecond), kinds, res, (time.Since(start) - ran).Round(time.Millisecond))
 	if res != porcupine.Ok {
