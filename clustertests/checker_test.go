@@ -87,6 +87,9 @@ func startWorkload(t *testing.T, c *Cluster, dial dialFunc) *workload {
 			}
 		}()
 	}
+	// A test that fails midway stops the loops before the clients'
+	// cleanups, registered earlier, close them.
+	t.Cleanup(func() { cancel(); cancelRecords(); w.wg.Wait() })
 	return w
 }
 
