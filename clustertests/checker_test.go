@@ -230,14 +230,50 @@ func readBack(t *testing.T, c *Cluster, dial dialFunc, adm *kadm.Client) []check
 	return read
 }
 
+// runFaults kills the leader of a partition (round robin) kills times,
+// each with kill -9, 1 s down, a restart on its data and a wait until
+// every partition acknowledges again; after every kills/partitions kills
+// (partitions times) it cuts one broker off the network for 2 s and heals
+// it, then pauses another (SIGSTOP) for 1 s and continues it. It returns
+// how many partitions (and pauses) it did.
+func runFaults(t *testing.T, c *Cluster, adm *kadm.Client, w *workload, kills, partitions int) int {
+	every := max(1, kills/partitions)
+	cut := 0
+	for k := 0; k < kills; k++ {
+		leader := leaderOf(adm, int32(k%checkerPartitions))
+		if leader == 0 {
+			leader = k%3 + 1
+		}
+		c.Kill(leader)
+		time.Sleep(time.Second) // the producers keep sending; its partitions wait (RF 1) or fail over
+		c.Start(leader)
+		w.waitProgress(t, c, fmt.Sprintf("kill %d (broker %d) and restart", k+1, leader))
+		if (k+1)%every != 0 || cut >= partitions {
+			continue
+		}
+		id := (k+cut)%3 + 1
+		c.Partition(id)
+		time.Sleep(2 * time.Second)
+		c.Heal()
+		cut++
+		w.waitProgress(t, c, fmt.Sprintf("partition %d (broker %d) healed", cut, id))
+		paused := id%3 + 1
+		c.Pause(paused)
+		time.Sleep(time.Second)
+		c.Resume(paused)
+		w.waitProgress(t, c, fmt.Sprintf("pause %d (broker %d) continued", cut, paused))
+	}
+	return cut
+}
+
 // TestNetnsChecker: three brokers, a 6-partition topic (RF 3 when the
 // cluster accepts it, else RF 1), three idempotent acks=all producers
 // under load while partition leaders are killed with kill -9 and
-// restarted on their data, and one broker is cut off the network and
-// healed; then every partition is read back from the start and the
-// checker must find no acknowledged record lost or moved, none
-// duplicated, none reordered. CLUSTER_CHECKER_KILLS=N runs N kills (one
-// partition per 10 kills) instead of 2 and 1.
+// restarted on their data, one broker is cut off the network and
+// healed, and one is paused (SIGSTOP) and continued; then every
+// partition is read back from the start and the checker must find no
+// acknowledged record lost or moved, none duplicated, none reordered. CLUSTER_CHECKER_KILLS=N runs N kills (one
+// partition and one pause per 10 kills) instead of 2 and 1.
 func TestNetnsChecker(t *testing.T) {
 	Require(t)
 	kills, partitions := 2, 1
@@ -254,26 +290,7 @@ func TestNetnsChecker(t *testing.T) {
 	start := time.Now()
 	w := startWorkload(t, c, dial)
 	w.waitProgress(t, c, "before the faults")
-	every := max(1, kills/partitions)
-	cut := 0
-	for k := 0; k < kills; k++ {
-		leader := leaderOf(adm, int32(k%checkerPartitions))
-		if leader == 0 {
-			leader = k%3 + 1
-		}
-		c.Kill(leader)
-		time.Sleep(time.Second) // the producers keep sending; its partitions wait (RF 1) or fail over
-		c.Start(leader)
-		w.waitProgress(t, c, fmt.Sprintf("kill %d (broker %d) and restart", k+1, leader))
-		if (k+1)%every == 0 && cut < partitions {
-			id := (k+cut)%3 + 1
-			c.Partition(id)
-			time.Sleep(2 * time.Second)
-			c.Heal()
-			cut++
-			w.waitProgress(t, c, fmt.Sprintf("partition %d (broker %d) healed", cut, id))
-		}
-	}
+	cut := runFaults(t, c, adm, w, kills, partitions)
 	acked := w.stop(t)
 	faults := time.Since(start)
 	read := readBack(t, c, dial, adm)
@@ -281,8 +298,8 @@ func TestNetnsChecker(t *testing.T) {
 	w.mu.Lock()
 	failed := fmt.Sprint(w.failed)
 	w.mu.Unlock()
-	t.Logf("FIGURE checker: RF %d, %d kill -9 of partition leaders, %d network partitions, %v under load; sends with unknown outcome (by error): %s\n%s",
-		rf, kills, cut, faults.Round(time.Second), failed, r)
+	t.Logf("FIGURE checker: RF %d, %d kill -9 of partition leaders, %d network partitions, %d pauses (SIGSTOP), %v under load; sends with unknown outcome (by error): %s\n%s",
+		rf, kills, cut, cut, faults.Round(time.Second), failed, r)
 	if !r.OK() || r.Duplicated != 0 {
 		t.Fatalf("the checker found failures:\n%s", r)
 	}
