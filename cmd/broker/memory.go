@@ -102,3 +102,18 @@ func cgroupMemoryLimitFiles() []string {
 	}
 	return files
 }
+
+// gcHeadroomMax caps the derived garbage collector headroom.
+const gcHeadroomMax = 256 << 20
+
+// gcHeadroom is how far the Go heap may grow past its live size between
+// collections (internal/gctuner): min(memory/16, 256MiB), 256MiB when
+// memory is unknown. Produce allocates about two bytes per byte received
+// (Pebble's flush buffers); with Go's default the collector ran about 60
+// times per gigabyte produced. GOGC in the environment turns the tuner off.
+func gcHeadroom(memory int64) uint64 {
+	if memory <= 0 {
+		return gcHeadroomMax
+	}
+	return uint64(min(memory/16, gcHeadroomMax))
+}
