@@ -782,9 +782,9 @@ func TestGCHeadroom(t *testing.T) {
 		memory int64
 		want   uint64
 	}{
-		{64 << 30, 256 << 20}, // large machine: capped
+		{64 << 30, 128 << 20}, // large machine: capped
 		{1 << 30, 64 << 20},   // 1GiB container: 1/16
-		{0, 256 << 20},        // memory unknown
+		{0, 128 << 20},        // memory unknown
 	} {
 		if got := gcHeadroom(tt.memory); got != tt.want {
 			t.Errorf("gcHeadroom(%d) = %d, want %d", tt.memory, got, tt.want)
