@@ -21,6 +21,7 @@ import (
 	"github.com/vibemq/broker/events"
 	"github.com/vibemq/broker/groups"
 	"github.com/vibemq/broker/httpapi"
+	"github.com/vibemq/broker/internal/gctuner"
 	"github.com/vibemq/broker/internal/metrics"
 	"github.com/vibemq/broker/kafkaproto"
 	"github.com/vibemq/broker/pebblestore"
@@ -40,6 +41,10 @@ const shutdownGrace = 15 * time.Second
 func run(ctx context.Context, cfg *Config, log zerolog.Logger) error {
 	start := time.Now()
 	b := &broker{cfg: cfg, log: log, start: start}
+	if gc, ok := gctuner.Start(gcHeadroom(systemMemory())); ok {
+		defer gc.Stop()
+		log.Info().Uint64("gc_headroom_bytes", gcHeadroom(systemMemory())).Msg("garbage collector tuned (GOGC unset)")
+	}
 	if err := b.openStore(); err != nil {
 		return err
 	}
