@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
+	"hash/crc32"
 	"slices"
 	"strconv"
 	"strings"
@@ -216,6 +218,27 @@ func TestClusterReplicatedTopic(t *testing.T) {
 	pr2 := tc.client()
 	if res := pr2.ProduceSync(ctx, &kgo.Record{Topic: "again", Value: []byte("second")}); res.FirstErr() != nil || res[0].Record.Offset != 0 {
 		t.Fatalf("produce to the topic created again: %v, offset %d (want 0: a new log)", res.FirstErr(), res[0].Record.Offset)
+	}
+
+	// A transactional batch is refused (INVALID_TXN_STATE, saying why).
+	txn := oneRecordBatch(t)
+	binary.BigEndian.PutUint64(txn[43:], 1<<40) // producer ID
+	binary.BigEndian.PutUint16(txn[51:], 0)     // epoch
+	binary.BigEndian.PutUint32(txn[53:], 0)     // first sequence
+	binary.BigEndian.PutUint16(txn[21:], 0x10)  // transactional
+	binary.BigEndian.PutUint32(txn[17:], crc32.Checksum(txn[21:], crc32.MakeTable(crc32.Castagnoli)))
+	tr := kmsg.NewPtrProduceRequest()
+	tr.Acks, tr.TimeoutMillis, tr.TransactionID = -1, 5000, kmsg.StringPtr("t1")
+	trt := kmsg.NewProduceRequestTopic()
+	trt.Topic = "rf3"
+	trp := kmsg.NewProduceRequestTopicPartition()
+	trp.Partition, trp.Records = 0, txn
+	trt.Partitions = append(trt.Partitions, trp)
+	tr.Topics = append(tr.Topics, trt)
+	if tresp, err := tr.RequestWith(ctx, cl.Broker(int(leaders[0]))); err != nil {
+		t.Fatal(err)
+	} else if p := tresp.Topics[0].Partitions[0]; p.ErrorCode != kerr.InvalidTxnState.Code || p.ErrorMessage == nil || !strings.Contains(*p.ErrorMessage, "not supported yet") {
+		t.Fatalf("transactional produce to RF 3: code %d %v, want INVALID_TXN_STATE saying why", p.ErrorCode, p.ErrorMessage)
 	}
 
 	// DeleteRecords is refused (the log start is not replicated yet).
