@@ -127,7 +127,7 @@ func (s *Server) handleCreateTopics(r *request) (reply, error) {
 }
 
 // checkReplicas checks the replicas a manual assignment gives partition:
-// one replica (nothing is replicated yet), this node on a single node, a
+// one replica (replicated partitions are placed by the cluster), this node on a single node, a
 // registered broker in a cluster. It returns the problem, or "".
 func (s *Server) checkReplicas(partition int32, replicas []int32) string {
 	if s.cfg.Cluster == nil {
@@ -137,7 +137,7 @@ func (s *Server) checkReplicas(partition int32, replicas []int32) string {
 		return ""
 	}
 	if len(replicas) != 1 {
-		return fmt.Sprintf("partition %d has %d replicas; partitions are not replicated yet, so give each exactly one broker", partition, len(replicas))
+		return fmt.Sprintf("partition %d has %d replicas; a manual assignment gives each partition exactly one broker (for replicated partitions give a replication factor instead)", partition, len(replicas))
 	}
 	var registered []int32
 	for _, b := range s.cfg.Cluster.Brokers() {

@@ -2,9 +2,11 @@ package kafkaproto
 
 // A sharded cluster (issue 13, second step): with Config.Cluster set, the
 // brokers form one Kafka cluster whose metadata is the metadata Raft
-// group's applied copy. Each partition of a cluster topic lives on one
-// broker, its leader; the others answer NOT_LEADER_OR_FOLLOWER for it so
-// that clients re-route. Topic changes (CreateTopics, DeleteTopics,
+// group's applied copy. Each partition of a cluster topic of replication
+// factor 1 lives on one broker, its leader; a partition of a higher factor
+// is a Raft group of its replicas, served by its leader (replicated.go);
+// the others answer NOT_LEADER_OR_FOLLOWER for it so that clients
+// re-route. Topic changes (CreateTopics, DeleteTopics,
 // CreatePartitions, AlterConfigs, IncrementalAlterConfigs, auto-creation)
 // are proposed to the group from any broker. A group or transactional ID
 // is coordinated by the leader of its partition of __consumer_offsets or
