@@ -21,9 +21,12 @@ import (
 // the back pressure.
 //
 // Invariants:
-//   - used <= capacity, always; a reservation larger than capacity is never
-//     granted (callers refuse frames above max-request-bytes first, and
-//     capacity >= max-request-bytes is validated in the configuration).
+//   - used <= capacity, except by fetch minimums: a reservation larger
+//     than capacity is never granted (callers refuse frames above
+//     max-request-bytes first, and capacity >= max-request-bytes is
+//     validated in the configuration); only chargeOver adds past capacity,
+//     for the one batch a fetch returns whatever its grant (KIP-74), so
+//     used <= capacity + one batch per fetch response being written.
 //   - A reader holds no reservation for the frame it waits for: waiters
 //     hold nothing partial, so the head of the queue always fits once the
 //     granted reservations are released.
@@ -43,6 +46,11 @@ type requestMemory struct {
 	// inUse mirrors mu.used for metrics without the lock.
 	inUse atomic.Int64
 	waits atomic.Int64
+	// fetchInUse is the part of used held by fetch responses (reserveUpTo
+	// and chargeOver, given back by releaseFetch); fetchShrunk counts the
+	// fetches whose byte limit was shrunk to what was free (01_fetch.go).
+	fetchInUse  atomic.Int64
+	fetchShrunk atomic.Int64
 }
 
 type memoryWaiter struct {
@@ -130,6 +138,55 @@ func (m *requestMemory) grantLocked() {
 		close(w.granted)
 	}
 	m.inUse.Store(m.mu.used)
+}
+
+// reserveUpTo reserves, for a fetch response, min(want, free) bytes
+// without waiting, and returns what it reserved: 0 while readers wait for
+// memory (a fetch never overtakes them, FIFO). A fetch never waits for the
+// budget: the budget is held by requests whose replies queue behind other
+// connections' writers, so writers waiting for it could wait on each other
+// forever. Give it back with releaseFetch.
+func (m *requestMemory) reserveUpTo(want int64) int64 {
+	if want <= 0 {
+		return 0
+	}
+	m.mu.Lock()
+	got := int64(0)
+	if len(m.mu.waiters) == 0 {
+		got = min(want, max(m.capacity-m.mu.used, 0))
+	}
+	m.mu.used += got
+	m.inUse.Store(m.mu.used)
+	m.mu.Unlock()
+	m.fetchInUse.Add(got)
+	return got
+}
+
+// chargeOver charges n bytes to a fetch response, past capacity if need
+// be: the first batch a fetch returns whole beyond its grant (KIP-74), so
+// that a consumer always makes progress. Waiting readers wait until it is
+// released. Give it back with releaseFetch.
+func (m *requestMemory) chargeOver(n int64) {
+	if n <= 0 {
+		return
+	}
+	m.mu.Lock()
+	m.mu.used += n
+	m.inUse.Store(m.mu.used)
+	m.mu.Unlock()
+	m.fetchInUse.Add(n)
+}
+
+// releaseFetch gives back n bytes a fetch response reserved (reserveUpTo)
+// or was charged (chargeOver).
+func (m *requestMemory) releaseFetch(n int64) {
+	if n == 0 {
+		return
+	}
+	if m.fetchInUse.Add(-n) < 0 {
+		panic("kafkaproto: fetch memory released more than reserved")
+	}
+	m.release(n)
 }
 
 // waiting returns the number of readers waiting for memory (tests).

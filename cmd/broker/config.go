@@ -340,8 +340,11 @@ var configKeys = append([]configKey{
 		"and gives it back once its reply is written;\n" +
 		"while the budget is used up the broker stops reading from client sockets (back\n" +
 		"pressure) instead of allocating more. Must be at least max-request-bytes, so that a\n" +
-		"request of the largest size can always be read. Metrics:\n" +
-		"broker_kafka_request_memory_bytes, broker_kafka_request_memory_waits_total."},
+		"request of the largest size can always be read. Fetch responses are charged to it\n" +
+		"too, from their read until written: a fetch's max_bytes is shrunk to what is free\n" +
+		"(never below one batch, KIP-74), without waiting. Metrics:\n" +
+		"broker_kafka_request_memory_bytes, broker_kafka_request_memory_waits_total,\n" +
+		"broker_kafka_fetch_memory_bytes, broker_kafka_fetch_memory_shrunk_total."},
 		func(c *Config) *int64 { return &c.QueuedMaxRequestBytes }, 0, math.MaxInt64),
 	durationKey(keyInfo{name: "connections-max-idle", def: "10m", usage: "close a Kafka connection after this long without a request in progress or a reply outstanding (Kafka connections.max.idle.ms)", doc: "A long-polling fetch is outstanding, so its connection is not idle. A client that reads\n" +
 		"none of its replies for this long is closed too."},
