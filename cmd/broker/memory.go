@@ -33,6 +33,25 @@ func requestMemoryBudget(cfg *Config, memory int64) (budget int64, source string
 	return budget, source
 }
 
+// goMemoryLimit is Go's soft memory limit for the process: memory-limit
+// when set; else none to set when the GOMEMLIMIT environment variable
+// (env) is set, as Go's runtime read it already; else 90% of memory (the
+// machine's or the container's, whichever is smaller), leaving a tenth for
+// memory outside Go's accounting (cgo allocations, the binary, the page
+// tables); none when memory is unknown. limit 0 means leave Go's setting
+// as it is. source says how the value was chosen, for the start-up log.
+func goMemoryLimit(cfg *Config, memory int64, env string) (limit int64, source string) {
+	switch {
+	case cfg.MemoryLimit > 0:
+		return cfg.MemoryLimit, "configured"
+	case env != "":
+		return 0, "GOMEMLIMIT"
+	case memory <= 0:
+		return 0, "none (memory unknown)"
+	}
+	return memory / 10 * 9, "90% of memory"
+}
+
 // httpBodyBudget bounds and floors the derived HTTP request body budget.
 const (
 	httpBodyBudgetMax = 256 << 20

@@ -9,6 +9,7 @@ import (
 	"net/http/pprof"
 	"net/netip"
 	"os"
+	"runtime/debug"
 	"sort"
 	"sync/atomic"
 	"time"
@@ -40,6 +41,12 @@ const shutdownGrace = 15 * time.Second
 func run(ctx context.Context, cfg *Config, log zerolog.Logger) error {
 	start := time.Now()
 	b := &broker{cfg: cfg, log: log, start: start}
+	if limit, source := goMemoryLimit(cfg, systemMemory(), os.Getenv("GOMEMLIMIT")); limit > 0 {
+		debug.SetMemoryLimit(limit)
+		log.Info().Int64("memory_limit", limit).Str("source", source).Msg("Go soft memory limit")
+	} else {
+		log.Info().Int64("memory_limit", debug.SetMemoryLimit(-1)).Str("source", source).Msg("Go soft memory limit left as it is")
+	}
 	if err := b.openStore(); err != nil {
 		return err
 	}
