@@ -398,7 +398,10 @@ var configKeys = append([]configKey{
 		"pass it, but the GC collects more often near it, so RSS stays below the container's\n" +
 		"limit instead of growing to twice the live heap (GOGC=100) before a collection. It\n" +
 		"counts Go's memory only: in the Docker image (CGO_ENABLED=0) Pebble's block cache\n" +
-		"and memtables are in it; in a cgo build they are outside it."},
+		"and memtables are in it; in a cgo build they are outside it. Keep it well above\n" +
+		"cache-size + 4 x memtable-size + queued-max-request-bytes (a warning is logged below\n" +
+		"the first two): below the working set the GC runs almost continuously (BENCHMARKS.md,\n" +
+		"256MiB: 5x the CPU per GB consumed)."},
 		func(c *Config) *int64 { return &c.MemoryLimit }, 0, math.MaxInt64),
 	durationKey(keyInfo{name: "group-initial-rebalance-delay", def: "3s", usage: "how long a new consumer group waits for more members before its first rebalance", doc: "Kafka group.initial.rebalance.delay.ms."},
 		func(c *Config) *time.Duration { return &c.GroupInitialRebalanceDelay }, 0, 10*time.Minute),

@@ -44,6 +44,10 @@ func run(ctx context.Context, cfg *Config, log zerolog.Logger) error {
 	if limit, source := goMemoryLimit(cfg, systemMemory(), os.Getenv("GOMEMLIMIT")); limit > 0 {
 		debug.SetMemoryLimit(limit)
 		log.Info().Int64("memory_limit", limit).Str("source", source).Msg("Go soft memory limit")
+		if store := cfg.CacheSize + 4*cfg.MemtableSize; limit < store {
+			log.Warn().Int64("memory_limit", limit).Int64("cache_and_memtables", store).
+				Msg("memory-limit is below cache-size + 4 x memtable-size: the garbage collector may run almost continuously (BENCHMARKS.md: 5x the CPU per GB consumed); raise memory-limit or lower cache-size")
+		}
 	} else {
 		log.Info().Int64("memory_limit", debug.SetMemoryLimit(-1)).Str("source", source).Msg("Go soft memory limit left as it is")
 	}
