@@ -2,11 +2,13 @@ package compattests
 
 import (
 	"fmt"
+	"net"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // TestFetchMemoryBudget: with a 256 KiB request memory budget, three
@@ -93,4 +95,67 @@ func consumeEveryRecord(t *testing.T, addr, topic string, records, id int) error
 		}
 	}
 	return nil
+}
+
+// TestShareFetchMemoryCharged: a ShareFetch response is charged to the
+// request memory budget while the broker writes it to a member that does
+// not read it, and given back when that member disconnects mid-response
+// (issue 14). Before, /metrics showed 0 throughout.
+func TestShareFetchMemoryCharged(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t, withArgs("--max-request-bytes", "16MiB", "--queued-max-request-bytes", "64MiB"))
+	topic := topicName(t, "")
+	group := "share." + topic
+	const partitions = 16
+	createTopic(t, newAdmin(t, b.Addr()), topic, partitions, nil)
+	// The member opens its session on the empty topic, so the group
+	// starts at offset 0 (share.auto.offset.reset=latest).
+	m := newRawShareMember(t, b.Addr(), group, topic, "slow-member-00000001")
+	all := make([]int32, partitions)
+	for p := range all {
+		all[p] = int32(p)
+	}
+	if resp, _ := m.fetch(all, nil, 1); resp.ErrorCode != 0 {
+		t.Fatalf("opening the share session: %s", errName(resp.ErrorCode))
+	}
+	// A ShareFetch acquires about 1 MiB per partition: 16 partitions of
+	// 2 MiB each, uncompressed, answer with about 16 MiB.
+	prod := newClient(t, b.Addr(), kgo.DefaultProduceTopic(topic), kgo.ProducerBatchCompression(kgo.NoCompression()),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	rs := make([]*kgo.Record, 2048)
+	for i := range rs {
+		rs[i] = &kgo.Record{Value: make([]byte, 16<<10), Partition: int32(i % partitions)}
+	}
+	if err := prod.ProduceSync(testCtx(t, opTimeout), rs...).FirstErr(); err != nil {
+		t.Fatalf("produce: %v", err)
+	}
+
+	// Ask for everything and read nothing: the answer is larger than the
+	// socket buffers, so the broker's writer blocks holding it.
+	_ = m.c.conn.(*net.TCPConn).SetReadBuffer(4 << 10)
+	req := kmsg.NewPtrShareFetchRequest()
+	req.Version = 2
+	req.GroupID, req.MemberID = &m.group, &m.id
+	req.ShareSessionEpoch = m.epoch
+	req.MaxWaitMillis, req.MaxBytes, req.MaxRecords, req.BatchSize = 1000, 50<<20, 1<<20, 1<<20
+	m.c.send(req)
+	held := 0.0
+	for deadline := time.Now().Add(20 * time.Second); held <= 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("broker_kafka_fetch_memory_bytes stayed 0 while a 16 MiB ShareFetch answer waited for its reader")
+		}
+		held = metricValue(t, b, "broker_kafka_fetch_memory_bytes")
+	}
+	if held < 4<<20 {
+		t.Fatalf("broker_kafka_fetch_memory_bytes = %v while a 16 MiB ShareFetch answer waits; want the records' bytes", held)
+	}
+	_ = m.c.conn.(*net.TCPConn).SetLinger(0)
+	_ = m.c.conn.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for metricValue(t, b, "broker_kafka_fetch_memory_bytes") != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("broker_kafka_fetch_memory_bytes = %v after the member disconnected; want 0", metricValue(t, b, "broker_kafka_fetch_memory_bytes"))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
