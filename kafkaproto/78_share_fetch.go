@@ -139,7 +139,7 @@ func (s *Server) handleShareFetch(r *request) (reply, error) {
 		}
 		fetched = append(fetched, denied...)
 		s.fillShareFetch(resp, res.AckErrors, fetched, req.MaxBytes)
-		charge.settle(shareRecordBytes(resp))
+		charge.charge(shareRecordBytes(resp))
 	}
 	return reply{resp: resp, finish: finish, done: charge.release}, nil
 }

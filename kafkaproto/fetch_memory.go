@@ -18,35 +18,60 @@ package kafkaproto
 // holds only the bytes it has read (fewer than its min_bytes), not its
 // limit: each read gives back what the last one held before reserving.
 //
+// The overdraft is kept beside the budget's used bytes, where no waiting
+// request waits for it (memory.go): else continuous consumers, each holding
+// one batch past the budget, could starve a request of max-request-bytes.
+//
 // Invariants:
-//   - charge.held is what the fetch holds of requestMemory.fetchInUse; it
-//     is 0 once done ran, whatever happened to the connection.
-//   - After a read, charge.held == heldRecordBytes(items).
+//   - charge.held() is what the fetch holds of requestMemory.fetchInUse;
+//     it is 0 once done ran, whatever happened to the connection.
+//   - After a read, charge.held() == heldRecordBytes(items), and
+//     charge.over > 0 only if charge.granted is all the budget gave.
 
 import "github.com/twmb/franz-go/pkg/kmsg"
 
-// fetchCharge is one fetch response's share of the request memory budget.
-// Only the connection's writer uses it (finish, then done).
+// fetchCharge is one fetch response's share of the request memory budget:
+// granted bytes (reserveUpTo, in the budget's used) and the overdraft
+// beyond them (chargeOver). Only the connection's writer uses it (finish,
+// then done).
 type fetchCharge struct {
-	mem    *requestMemory
-	held   int64
-	shrunk bool // counted once in requestMemory.fetchShrunk
+	mem     *requestMemory
+	granted int64
+	over    int64
+	shrunk  bool // counted once in requestMemory.fetchShrunk
 }
 
-// settle makes the charge n bytes: it gives back the excess, or charges
-// the difference past the budget.
+// settle makes the charge n bytes: of the grant it keeps at most n and
+// gives back the rest; what n exceeds the grant by is the overdraft.
 func (c *fetchCharge) settle(n int64) {
-	switch {
-	case n < c.held:
-		c.mem.releaseFetch(c.held - n)
-	case n > c.held:
-		c.mem.chargeOver(n - c.held)
+	if n < c.granted {
+		c.mem.releaseFetch(c.granted - n)
+		c.granted = n
 	}
-	c.held = n
+	over := n - c.granted
+	switch {
+	case over > c.over:
+		c.mem.chargeOver(over - c.over)
+	case over < c.over:
+		c.mem.releaseOver(c.over - over)
+	}
+	c.over = over
 }
+
+// held is the bytes the response holds: grant and overdraft.
+func (c *fetchCharge) held() int64 { return c.granted + c.over }
 
 // release gives the whole charge back; reply.done of a Fetch.
 func (c *fetchCharge) release() { c.settle(0) }
+
+// charge makes the charge n bytes, from the free budget as far as it goes
+// (reserveUpTo), the rest as overdraft: for a response read before it
+// could be shrunk (ShareFetch).
+func (c *fetchCharge) charge(n int64) {
+	c.settle(0)
+	c.granted = c.mem.reserveUpTo(n)
+	c.settle(n)
+}
 
 // readFetchCharged is readFetchItems within the budget: it gives back what
 // the last read held, reserves the response's byte limit or what is free of
@@ -56,7 +81,7 @@ func (s *Server) readFetchCharged(req *kmsg.FetchRequest, items []*fetchItem, c 
 	c.settle(0)
 	want := fetchResponseLimit(req)
 	got := c.mem.reserveUpTo(int64(want))
-	c.held = got
+	c.granted = got
 	if got < int64(want) && !c.shrunk {
 		c.shrunk = true
 		c.mem.fetchShrunk.Add(1)

@@ -104,7 +104,7 @@ func TestFetchMemoryTinyBudget(t *testing.T) {
 	if limit := int64(budget + consumers*batchBytes); peak.Load() > limit {
 		t.Fatalf("fetch responses held %d bytes of a %d-byte budget; want at most the budget plus one %d-byte batch per consumer", peak.Load(), budget, batchBytes)
 	}
-	waitFor(t, func() bool { return s.memory.fetchInUse.Load() == 0 && s.memory.inUse.Load() == 0 })
+	waitFor(t, func() bool { return s.memory.fetchInUse.Load() == 0 && s.memory.held() == 0 })
 }
 
 // consumeNumbered reads every record appendNumbered wrote, with a fresh
@@ -183,8 +183,8 @@ func TestFetchMemoryHeldUntilWritten(t *testing.T) {
 	if held < budget-int64(batchBytes) || held > budget {
 		t.Fatalf("the blocked response holds %d bytes of the budget; want its records, within the %d-byte budget and at least all but one batch of it", held, budget)
 	}
-	if u := s.memory.inUse.Load(); u < held {
-		t.Fatalf("request memory in use %d is below the fetch share %d", u, held)
+	if u := s.memory.held(); u < held {
+		t.Fatalf("request memory held %d is below the fetch share %d", u, held)
 	}
 	if n := s.memory.fetchShrunk.Load(); n != 1 {
 		t.Fatalf("fetches shrunk = %d, want 1", n)
@@ -192,13 +192,17 @@ func TestFetchMemoryHeldUntilWritten(t *testing.T) {
 	// Disconnect mid-response: the write fails and the charge goes back.
 	_ = conn.(*net.TCPConn).SetLinger(0)
 	_ = conn.Close()
-	waitFor(t, func() bool { return s.memory.fetchInUse.Load() == 0 && s.memory.inUse.Load() == 0 })
+	waitFor(t, func() bool { return s.memory.fetchInUse.Load() == 0 && s.memory.held() == 0 })
 }
 
 // TestFetchMemoryExhaustedReturnsOneBatch: with no budget free, a fetch
 // does not wait for memory; it returns the first batch of the first
-// partition with data (KIP-74), charged past the budget, and gives the
-// charge back once released.
+// partition with data (KIP-74), charged as overdraft past the budget, and
+// gives the charge back once released. The overdraft holds up no request:
+// with it outstanding, a request of the whole budget is granted once the
+// budget is free. (Charged inside the budget, continuous consumers each
+// holding a batch would starve a request of max-request-bytes when the
+// budget is max-request-bytes.)
 func TestFetchMemoryExhaustedReturnsOneBatch(t *testing.T) {
 	const budget = 1 << 20
 	s, _ := startTestServerConfig(t, Config{MaxRequestBytes: budget, QueuedMaxRequestBytes: budget})
@@ -221,16 +225,20 @@ func TestFetchMemoryExhaustedReturnsOneBatch(t *testing.T) {
 	if anyErr || total != batchBytes || len(items[0].records) != batchBytes || len(items[1].records) != 0 {
 		t.Fatalf("read %d bytes (%d, %d; errors: %v); want the first partition's first batch, %d bytes", total, len(items[0].records), len(items[1].records), anyErr, batchBytes)
 	}
-	if got := s.memory.fetchInUse.Load(); got != int64(batchBytes) || c.held != got {
-		t.Fatalf("fetch share %d, held %d; want the batch, %d", got, c.held, batchBytes)
+	if got := s.memory.fetchInUse.Load(); got != int64(batchBytes) || c.held() != got || c.over != got {
+		t.Fatalf("fetch share %d, held %d, overdraft %d; want the batch, %d, all overdraft", got, c.held(), c.over, batchBytes)
 	}
-	if u := s.memory.inUse.Load(); u != budget+int64(batchBytes) {
-		t.Fatalf("request memory in use %d, want the budget plus the batch, %d", u, budget+batchBytes)
+	if u, h := s.memory.inUse.Load(), s.memory.held(); u != budget || h != budget+int64(batchBytes) {
+		t.Fatalf("request memory used %d, held %d; want the budget, and the budget plus the batch (%d)", u, h, budget+batchBytes)
 	}
-	c.release()
 	s.memory.release(budget)
-	if u, f := s.memory.inUse.Load(), s.memory.fetchInUse.Load(); u != 0 || f != 0 {
-		t.Fatalf("after release: in use %d, fetch share %d; want 0", u, f)
+	if ok := <-acquireWithin(s.memory, budget, 5*time.Second); !ok {
+		t.Fatal("a request of the whole budget waited for a fetch's overdraft")
+	}
+	s.memory.release(budget)
+	c.release()
+	if u, f := s.memory.held(), s.memory.fetchInUse.Load(); u != 0 || f != 0 {
+		t.Fatalf("after release: held %d, fetch share %d; want 0", u, f)
 	}
 	for _, it := range items {
 		putBuffer(it.records)

@@ -21,12 +21,17 @@ import (
 // the back pressure.
 //
 // Invariants:
-//   - used <= capacity, except by fetch minimums: a reservation larger
-//     than capacity is never granted (callers refuse frames above
-//     max-request-bytes first, and capacity >= max-request-bytes is
-//     validated in the configuration); only chargeOver adds past capacity,
-//     for the one batch a fetch returns whatever its grant (KIP-74), so
-//     used <= capacity + one batch per fetch response being written.
+//   - used <= capacity, always; a reservation larger than capacity is never
+//     granted (callers refuse frames above max-request-bytes first, and
+//     capacity >= max-request-bytes is validated in the configuration).
+//   - overdraft is held beside used, not in it: the part of fetch
+//     responses beyond their grants (chargeOver), at most the one batch a
+//     fetch returns whatever its grant (KIP-74) per response being
+//     written. Waiters are granted against used only, so a fetch's
+//     overdraft never holds up a request: under a budget of
+//     max-request-bytes, continuous consumers would otherwise starve a
+//     request of that size. In all, the broker holds at most capacity plus
+//     one batch per fetch response being written.
 //   - A reader holds no reservation for the frame it waits for: waiters
 //     hold nothing partial, so the head of the queue always fits once the
 //     granted reservations are released.
@@ -46,9 +51,13 @@ type requestMemory struct {
 	// inUse mirrors mu.used for metrics without the lock.
 	inUse atomic.Int64
 	waits atomic.Int64
-	// fetchInUse is the part of used held by fetch responses (reserveUpTo
-	// and chargeOver, given back by releaseFetch); fetchShrunk counts the
-	// fetches whose byte limit was shrunk to what was free (01_fetch.go).
+	// overdraft is what fetch responses hold beyond their grants
+	// (chargeOver, releaseOver).
+	overdraft atomic.Int64
+	// fetchInUse is what fetch responses hold: their grants (reserveUpTo,
+	// releaseFetch), part of used, and the overdraft. fetchShrunk counts
+	// the fetches whose byte limit was shrunk to what was free
+	// (fetch_memory.go).
 	fetchInUse  atomic.Int64
 	fetchShrunk atomic.Int64
 }
@@ -162,23 +171,28 @@ func (m *requestMemory) reserveUpTo(want int64) int64 {
 	return got
 }
 
-// chargeOver charges n bytes to a fetch response, past capacity if need
-// be: the first batch a fetch returns whole beyond its grant (KIP-74), so
-// that a consumer always makes progress. Waiting readers wait until it is
-// released. Give it back with releaseFetch.
+// chargeOver charges n bytes to a fetch response beyond its grant, past
+// capacity: the first batch a fetch returns whole whatever its grant
+// (KIP-74), so that a consumer always makes progress. It is counted in the
+// overdraft, which no waiter waits for. Give it back with releaseOver.
 func (m *requestMemory) chargeOver(n int64) {
-	if n <= 0 {
-		return
-	}
-	m.mu.Lock()
-	m.mu.used += n
-	m.inUse.Store(m.mu.used)
-	m.mu.Unlock()
+	m.overdraft.Add(n)
 	m.fetchInUse.Add(n)
 }
 
-// releaseFetch gives back n bytes a fetch response reserved (reserveUpTo)
-// or was charged (chargeOver).
+// releaseOver gives back n bytes charged by chargeOver.
+func (m *requestMemory) releaseOver(n int64) {
+	if m.overdraft.Add(-n) < 0 || m.fetchInUse.Add(-n) < 0 {
+		panic("kafkaproto: fetch overdraft released more than charged")
+	}
+}
+
+// held is all the budget accounts for: used and the fetch overdraft.
+func (m *requestMemory) held() int64 {
+	return m.inUse.Load() + m.overdraft.Load()
+}
+
+// releaseFetch gives back n bytes a fetch response reserved (reserveUpTo).
 func (m *requestMemory) releaseFetch(n int64) {
 	if n == 0 {
 		return

@@ -58,7 +58,7 @@ func newMetrics(reg prometheus.Registerer, mem *requestMemory) *metrics {
 	}
 	memoryInUse := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "broker_kafka_request_memory_bytes", Help: "Bytes of Kafka requests being read or waiting for their replies (reserved at their claimed size), and of fetch responses (broker_kafka_fetch_memory_bytes)."},
-		func() float64 { return float64(mem.inUse.Load()) })
+		func() float64 { return float64(mem.held()) })
 	memoryLimit := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "broker_kafka_request_memory_limit_bytes", Help: "The request memory budget (queued-max-request-bytes)."},
 		func() float64 { return float64(mem.capacity) })
