@@ -10,7 +10,7 @@ package kafkaproto
 // the budget, or what is free of it, without waiting (reserveUpTo), reads
 // within what it got, and then keeps charged exactly the record bytes it
 // read: the rest goes back at once, and a first batch read whole past the
-// grant (KIP-74: a consumer always makes progress) is charged on top
+// grant (KIP-74: a consumer always makes progress) is charged as overdraft
 // (chargeOver). The charge is given back once the response is written or
 // dropped (reply.done, on the writer).
 //
