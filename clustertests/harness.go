@@ -150,6 +150,8 @@ type Cluster struct {
 	hub    string
 	peers  string
 	Nodes  []*Node
+	// clientNS is the client namespace Dialer attaches, or "".
+	clientNS string
 }
 
 // Node is one broker: its namespace, address, data directory (kept over

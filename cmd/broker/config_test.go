@@ -805,6 +805,21 @@ func TestGoMemoryLimit(t *testing.T) {
 
 // TestHTTPBodyBudget: http-max-inflight-body-bytes 0 derives the budget
 // from memory (1/16, from 32MiB to 256MiB); a set value is used as is.
+func TestGCHeadroom(t *testing.T) {
+	for _, tt := range []struct {
+		memory int64
+		want   uint64
+	}{
+		{64 << 30, 128 << 20}, // large machine: capped
+		{1 << 30, 64 << 20},   // 1GiB container: 1/16
+		{0, 128 << 20},        // memory unknown
+	} {
+		if got := gcHeadroom(tt.memory); got != tt.want {
+			t.Errorf("gcHeadroom(%d) = %d, want %d", tt.memory, got, tt.want)
+		}
+	}
+}
+
 func TestHTTPBodyBudget(t *testing.T) {
 	tests := []struct {
 		name       string

@@ -9,7 +9,6 @@ import (
 	"net/http/pprof"
 	"net/netip"
 	"os"
-	"runtime/debug"
 	"sort"
 	"sync/atomic"
 	"time"
@@ -22,6 +21,7 @@ import (
 	"github.com/vibemq/broker/events"
 	"github.com/vibemq/broker/groups"
 	"github.com/vibemq/broker/httpapi"
+	"github.com/vibemq/broker/internal/gctuner"
 	"github.com/vibemq/broker/internal/metrics"
 	"github.com/vibemq/broker/kafkaproto"
 	"github.com/vibemq/broker/pebblestore"
@@ -41,15 +41,10 @@ const shutdownGrace = 15 * time.Second
 func run(ctx context.Context, cfg *Config, log zerolog.Logger) error {
 	start := time.Now()
 	b := &broker{cfg: cfg, log: log, start: start}
-	if limit, source := goMemoryLimit(cfg, systemMemory(), os.Getenv("GOMEMLIMIT")); limit > 0 {
-		debug.SetMemoryLimit(limit)
-		log.Info().Int64("memory_limit", limit).Str("source", source).Msg("Go soft memory limit")
-		if store := cfg.CacheSize + 4*cfg.MemtableSize; limit < store {
-			log.Warn().Int64("memory_limit", limit).Int64("cache_and_memtables", store).
-				Msg("memory-limit is below cache-size + 4 x memtable-size: the garbage collector may run almost continuously (BENCHMARKS.md: 5x the CPU per GB consumed); raise memory-limit or lower cache-size")
-		}
-	} else {
-		log.Info().Int64("memory_limit", debug.SetMemoryLimit(-1)).Str("source", source).Msg("Go soft memory limit left as it is")
+	setMemoryLimit(cfg, log)
+	if gc, ok := gctuner.Start(gcHeadroom(systemMemory())); ok {
+		defer gc.Stop()
+		log.Info().Uint64("gc_headroom_bytes", gcHeadroom(systemMemory())).Msg("garbage collector tuned (GOGC unset)")
 	}
 	if err := b.openStore(); err != nil {
 		return err
