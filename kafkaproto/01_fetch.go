@@ -35,6 +35,12 @@ package kafkaproto
 //     4.0 removed these versions (KIP-896). They have no isolation level:
 //     they read uncommitted. The conversion's output, not the stored bytes,
 //     counts against max_bytes.
+//   - Memory (fetch_memory.go): a response is charged to the broker-wide
+//     request memory budget (queued-max-request-bytes) from its read until
+//     it is written or dropped. A max_bytes above what is free is shrunk to
+//     it (KIP-74: a response may be smaller than asked, and still carries
+//     its first batch whole, charged past the budget); a fetch never waits
+//     for memory.
 //   - consumer_byte_rate (KIP-13, quotas.go): a fetch asks for at most what
 //     the quota allows in its window; over the quota it returns no records,
 //     with throttle_time_ms (v1+), and mutes the connection (KIP-219;
@@ -85,7 +91,7 @@ func (s *Server) handleFetch(r *request) (reply, error) {
 	if sess != nil {
 		resp.SessionID = sess.id
 	}
-	plan := fetchPlan{items: items, sess: sess, incremental: incremental}
+	plan := fetchPlan{items: items, sess: sess, incremental: incremental, charge: &fetchCharge{mem: s.memory}}
 	if s.cfg.Quotas.Enabled(auth.QuotaKindFetch) {
 		plan.quota = r.c.quotaSensor(auth.QuotaKindFetch, r.clientID)
 		if mv := plan.quota.MaxValueInWindow(); plan.quota != nil && req.Version >= 3 && mv < float64(req.MaxBytes) {
@@ -109,7 +115,7 @@ func (s *Server) handleFetch(r *request) (reply, error) {
 		}
 		return n
 	}
-	return reply{resp: resp, finish: finish, release: release, size: size}, nil
+	return reply{resp: resp, finish: finish, release: release, size: size, done: plan.charge.release}, nil
 }
 
 // planFetch resolves the session and lists the partitions to read.
@@ -275,6 +281,8 @@ type fetchPlan struct {
 	incremental bool
 	// quota is the client's consumer_byte_rate sensor, nil without one.
 	quota *auth.QuotaSensor
+	// charge is the response's share of the request memory budget.
+	charge *fetchCharge
 }
 
 func (s *Server) runFetch(c *conn, req *kmsg.FetchRequest, resp *kmsg.FetchResponse, plan fetchPlan) {
@@ -309,7 +317,7 @@ func (s *Server) runFetch(c *conn, req *kmsg.FetchRequest, resp *kmsg.FetchRespo
 	deadline := time.Now().Add(maxWait)
 	var timer *time.Timer
 	for {
-		bytes, anyErr := s.readFetchItems(req, items)
+		bytes, anyErr := s.readFetchCharged(req, items, plan.charge)
 		if wake == nil || bytes >= minBytes || anyErr {
 			break
 		}
@@ -330,11 +338,12 @@ func (s *Server) runFetch(c *conn, req *kmsg.FetchRequest, resp *kmsg.FetchRespo
 			// Nobody will read the answer; free the connection now.
 		}
 		// The wait is over: one last read, then answer.
-		s.readFetchItems(req, items)
+		s.readFetchCharged(req, items, plan.charge)
 		break
 	}
 	if plan.quota != nil {
 		s.fetchQuota(c, req, resp, plan)
+		plan.charge.settle(heldRecordBytes(items)) // a throttled answer drops its records
 	}
 
 	if sess != nil {
@@ -405,10 +414,23 @@ func (it *fetchItem) changed() bool {
 // readFetchItems reads every item within the response budget. It returns
 // the record bytes read and whether any partition has an error to report.
 func (s *Server) readFetchItems(req *kmsg.FetchRequest, items []*fetchItem) (int, bool) {
+	return s.readFetchWithin(req, items, fetchResponseLimit(req))
+}
+
+// fetchResponseLimit is the record bytes a response may hold: max_bytes
+// (v3+), at most maxFetchResponseBytes.
+func fetchResponseLimit(req *kmsg.FetchRequest) int {
 	budget := int(req.MaxBytes)
 	if req.Version < 3 || budget <= 0 || budget > maxFetchResponseBytes {
 		budget = maxFetchResponseBytes
 	}
+	return budget
+}
+
+// readFetchWithin reads every item within budget record bytes, except that
+// the first batch of the first partition with data is read whole (KIP-74),
+// even with budget 0.
+func (s *Server) readFetchWithin(req *kmsg.FetchRequest, items []*fetchItem, budget int) (int, bool) {
 	total := 0
 	anyErr := false
 	for _, it := range items {

@@ -124,6 +124,9 @@ func (s *Server) handleShareFetch(r *request) (reply, error) {
 	}
 	resp.AcquisitionLockTimeoutMillis = int32(s.cfg.Groups.ShareRecordLockDuration(sr.Group).Milliseconds())
 	fetch := req.ShareSessionEpoch != -1 && !req.IsRenewAck && len(res.Partitions) > 0
+	// The records read are charged to the request memory budget until
+	// written, not shrunk to it (fetch_memory.go).
+	charge := &fetchCharge{mem: s.memory}
 	finish := func() {
 		if werr := res.Wait(); werr != nil {
 			for id := range res.AckErrors {
@@ -136,8 +139,9 @@ func (s *Server) handleShareFetch(r *request) (reply, error) {
 		}
 		fetched = append(fetched, denied...)
 		s.fillShareFetch(resp, res.AckErrors, fetched, req.MaxBytes)
+		charge.charge(shareRecordBytes(resp))
 	}
-	return reply{resp: resp, finish: finish}, nil
+	return reply{resp: resp, finish: finish, done: charge.release}, nil
 }
 
 // shareAcquire acquires records, waiting up to the request's max wait for

@@ -25,6 +25,10 @@ type reply struct {
 	// so that a large response is encoded into a buffer of the right size
 	// instead of one grown by doubling.
 	size func() int
+	// done, when set, runs once the reply has been written to the socket
+	// or dropped (write error, connection closed, none), after release,
+	// always: what the response held may be accounted free from then on.
+	done func()
 }
 
 // handler serves one decoded request. A returned error closes the

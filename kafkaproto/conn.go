@@ -463,6 +463,9 @@ func (c *conn) writeLoop() {
 	broken := false
 	for q := range c.replies {
 		buf = c.writeReply(bw, buf, &broken, q)
+		if q.reply.done != nil {
+			q.reply.done()
+		}
 		c.endRequest(q.reserved)
 	}
 	if !broken {
@@ -482,6 +485,9 @@ func (c *conn) writeReply(bw *bufio.Writer, buf []byte, broken *bool, q queued) 
 		c.s.metrics.duration.WithLabelValues(apiName(q.key)).Observe(time.Since(q.start).Seconds())
 	}
 	if q.reply.none || *broken {
+		if q.reply.release != nil {
+			q.reply.release() // never encoded: nothing refers to its buffers
+		}
 		return buf
 	}
 	if q.rawReply {

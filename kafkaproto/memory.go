@@ -24,6 +24,14 @@ import (
 //   - used <= capacity, always; a reservation larger than capacity is never
 //     granted (callers refuse frames above max-request-bytes first, and
 //     capacity >= max-request-bytes is validated in the configuration).
+//   - overdraft is held beside used, not in it: the part of fetch
+//     responses beyond their grants (chargeOver), at most the one batch a
+//     fetch returns whatever its grant (KIP-74) per response being
+//     written. Waiters are granted against used only, so a fetch's
+//     overdraft never holds up a request: under a budget of
+//     max-request-bytes, continuous consumers would otherwise starve a
+//     request of that size. In all, the broker holds at most capacity plus
+//     one batch per fetch response being written.
 //   - A reader holds no reservation for the frame it waits for: waiters
 //     hold nothing partial, so the head of the queue always fits once the
 //     granted reservations are released.
@@ -43,6 +51,15 @@ type requestMemory struct {
 	// inUse mirrors mu.used for metrics without the lock.
 	inUse atomic.Int64
 	waits atomic.Int64
+	// overdraft is what fetch responses hold beyond their grants
+	// (chargeOver, releaseOver).
+	overdraft atomic.Int64
+	// fetchInUse is what fetch responses hold: their grants (reserveUpTo,
+	// releaseFetch), part of used, and the overdraft. fetchShrunk counts
+	// the fetches whose byte limit was shrunk to what was free
+	// (fetch_memory.go).
+	fetchInUse  atomic.Int64
+	fetchShrunk atomic.Int64
 }
 
 type memoryWaiter struct {
@@ -130,6 +147,60 @@ func (m *requestMemory) grantLocked() {
 		close(w.granted)
 	}
 	m.inUse.Store(m.mu.used)
+}
+
+// reserveUpTo reserves, for a fetch response, min(want, free) bytes
+// without waiting, and returns what it reserved: 0 while readers wait for
+// memory (a fetch never overtakes them, FIFO). A fetch never waits for the
+// budget: the budget is held by requests whose replies queue behind other
+// connections' writers, so writers waiting for it could wait on each other
+// forever. Give it back with releaseFetch.
+func (m *requestMemory) reserveUpTo(want int64) int64 {
+	if want <= 0 {
+		return 0
+	}
+	m.mu.Lock()
+	got := int64(0)
+	if len(m.mu.waiters) == 0 {
+		got = min(want, max(m.capacity-m.mu.used, 0))
+	}
+	m.mu.used += got
+	m.inUse.Store(m.mu.used)
+	m.mu.Unlock()
+	m.fetchInUse.Add(got)
+	return got
+}
+
+// chargeOver charges n bytes to a fetch response beyond its grant, past
+// capacity: the first batch a fetch returns whole whatever its grant
+// (KIP-74), so that a consumer always makes progress. It is counted in the
+// overdraft, which no waiter waits for. Give it back with releaseOver.
+func (m *requestMemory) chargeOver(n int64) {
+	m.overdraft.Add(n)
+	m.fetchInUse.Add(n)
+}
+
+// releaseOver gives back n bytes charged by chargeOver.
+func (m *requestMemory) releaseOver(n int64) {
+	if m.overdraft.Add(-n) < 0 || m.fetchInUse.Add(-n) < 0 {
+		panic("kafkaproto: fetch overdraft released more than charged")
+	}
+}
+
+// held is all the budget accounts for: used and the fetch overdraft.
+func (m *requestMemory) held() int64 {
+	return m.inUse.Load() + m.overdraft.Load()
+}
+
+// releaseFetch gives back n bytes a fetch response reserved (reserveUpTo).
+func (m *requestMemory) releaseFetch(n int64) {
+	if n == 0 {
+		return
+	}
+	if m.fetchInUse.Add(-n) < 0 {
+		panic("kafkaproto: fetch memory released more than reserved")
+	}
+	m.release(n)
 }
 
 // waiting returns the number of readers waiting for memory (tests).

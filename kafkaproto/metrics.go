@@ -57,17 +57,24 @@ func newMetrics(reg prometheus.Registerer, mem *requestMemory) *metrics {
 			Name: "broker_kafka_throttled_responses_total", Help: "Responses with a client quota's throttle time; their connection was muted for it."}),
 	}
 	memoryInUse := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "broker_kafka_request_memory_bytes", Help: "Bytes of Kafka requests being read or waiting for their replies (reserved at their claimed size)."},
-		func() float64 { return float64(mem.inUse.Load()) })
+		Name: "broker_kafka_request_memory_bytes", Help: "Bytes of Kafka requests being read or waiting for their replies (reserved at their claimed size), and of fetch responses (broker_kafka_fetch_memory_bytes)."},
+		func() float64 { return float64(mem.held()) })
 	memoryLimit := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "broker_kafka_request_memory_limit_bytes", Help: "The request memory budget (queued-max-request-bytes)."},
 		func() float64 { return float64(mem.capacity) })
 	memoryWaits := prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "broker_kafka_request_memory_waits_total", Help: "Times a connection stopped reading to wait for request memory."},
 		func() float64 { return float64(mem.waits.Load()) })
+	fetchMemory := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "broker_kafka_fetch_memory_bytes", Help: "Bytes of the request memory budget held by fetch responses being read or written (part of broker_kafka_request_memory_bytes; may pass the limit by one batch per response, KIP-74)."},
+		func() float64 { return float64(mem.fetchInUse.Load()) })
+	fetchShrunk := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "broker_kafka_fetch_memory_shrunk_total", Help: "Fetches whose max_bytes was shrunk to the free request memory budget."},
+		func() float64 { return float64(mem.fetchShrunk.Load()) })
 	promregister.Register(reg, m.connections, m.requests, m.duration, m.badRequests, m.panics, m.bytesOut,
 		m.producedBytes, m.producedBatches, m.fetchedBytes,
-		m.connectionsRefused, m.timeouts, m.authFailures, m.throttled, memoryInUse, memoryLimit, memoryWaits)
+		m.connectionsRefused, m.timeouts, m.authFailures, m.throttled, memoryInUse, memoryLimit, memoryWaits,
+		fetchMemory, fetchShrunk)
 	return m
 }
 

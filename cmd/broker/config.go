@@ -120,6 +120,9 @@ type Config struct {
 	MemtableSize int64
 	// CacheSize is Pebble's block cache size in bytes.
 	CacheSize int64
+	// MemoryLimit is Go's soft memory limit (runtime/debug.SetMemoryLimit)
+	// in bytes; 0 means derived (goMemoryLimit).
+	MemoryLimit int64
 	// GroupInitialRebalanceDelay is how long a new consumer group waits
 	// for more members before its first rebalance.
 	GroupInitialRebalanceDelay time.Duration
@@ -340,8 +343,11 @@ var configKeys = append([]configKey{
 		"and gives it back once its reply is written;\n" +
 		"while the budget is used up the broker stops reading from client sockets (back\n" +
 		"pressure) instead of allocating more. Must be at least max-request-bytes, so that a\n" +
-		"request of the largest size can always be read. Metrics:\n" +
-		"broker_kafka_request_memory_bytes, broker_kafka_request_memory_waits_total."},
+		"request of the largest size can always be read. Fetch responses are charged to it\n" +
+		"too, from their read until written: a fetch's max_bytes is shrunk to what is free\n" +
+		"(never below one batch, KIP-74), without waiting. Metrics:\n" +
+		"broker_kafka_request_memory_bytes, broker_kafka_request_memory_waits_total,\n" +
+		"broker_kafka_fetch_memory_bytes, broker_kafka_fetch_memory_shrunk_total."},
 		func(c *Config) *int64 { return &c.QueuedMaxRequestBytes }, 0, math.MaxInt64),
 	durationKey(keyInfo{name: "connections-max-idle", def: "10m", usage: "close a Kafka connection after this long without a request in progress or a reply outstanding (Kafka connections.max.idle.ms)", doc: "A long-polling fetch is outstanding, so its connection is not idle. A client that reads\n" +
 		"none of its replies for this long is closed too."},
@@ -386,6 +392,17 @@ var configKeys = append([]configKey{
 		func(c *Config) *int64 { return &c.MemtableSize }, 1<<20, 4095<<20), // Pebble: < 4GiB
 	byteSizeKey(keyInfo{name: "cache-size", def: "256MiB", usage: "size of Pebble's block cache", doc: ""},
 		func(c *Config) *int64 { return &c.CacheSize }, 0, math.MaxInt64),
+	byteSizeKey(keyInfo{name: "memory-limit", def: "0", usage: "Go's soft memory limit for the broker (GOMEMLIMIT): the garbage collector works harder as the process nears it; 0 derives it from memory", doc: "0 means 90% of the machine's or the container's memory, unless the GOMEMLIMIT\n" +
+		"environment variable is set (then Go's own setting stands); no limit when memory\n" +
+		"cannot be read. The value chosen is logged at start. A soft limit: the process may\n" +
+		"pass it, but the GC collects more often near it, so RSS stays below the container's\n" +
+		"limit instead of growing to twice the live heap (GOGC=100) before a collection. It\n" +
+		"counts Go's memory only: in the Docker image (CGO_ENABLED=0) Pebble's block cache\n" +
+		"and memtables are in it; in a cgo build they are outside it. Keep it well above\n" +
+		"cache-size + 4 x memtable-size + queued-max-request-bytes (a warning is logged below\n" +
+		"the first two): below the working set the GC runs almost continuously (BENCHMARKS.md,\n" +
+		"256MiB: 5x the CPU per GB consumed)."},
+		func(c *Config) *int64 { return &c.MemoryLimit }, 0, math.MaxInt64),
 	durationKey(keyInfo{name: "group-initial-rebalance-delay", def: "3s", usage: "how long a new consumer group waits for more members before its first rebalance", doc: "Kafka group.initial.rebalance.delay.ms."},
 		func(c *Config) *time.Duration { return &c.GroupInitialRebalanceDelay }, 0, 10*time.Minute),
 	durationKey(keyInfo{name: "group-consumer-session-timeout", def: "45s", usage: "how long a member of a consumer group using the new protocol (KIP-848) may go without a heartbeat", doc: "Kafka group.consumer.session.timeout.ms. Must exceed group-consumer-heartbeat-interval."},

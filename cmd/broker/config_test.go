@@ -775,6 +775,34 @@ func TestRequestMemoryBudget(t *testing.T) {
 	}
 }
 
+// TestGoMemoryLimit: memory-limit 0 derives Go's soft memory limit from
+// memory (90%), unless GOMEMLIMIT is set (Go's setting stands) or memory is
+// unknown (no limit); a set value is used as is, GOMEMLIMIT or not.
+func TestGoMemoryLimit(t *testing.T) {
+	tests := []struct {
+		name       string
+		configured int64
+		memory     int64
+		env        string
+		want       int64
+	}{
+		{"derived: 90% of memory", 0, 10 << 30, "", 9 << 30},
+		{"GOMEMLIMIT set: left to Go", 0, 10 << 30, "2GiB", 0},
+		{"memory unknown: no limit", 0, 0, "", 0},
+		{"configured", 3 << 30, 10 << 30, "", 3 << 30},
+		{"configured beats GOMEMLIMIT", 3 << 30, 10 << 30, "off", 3 << 30},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := defaultConfig()
+			cfg.MemoryLimit = tt.configured
+			if got, _ := goMemoryLimit(cfg, tt.memory, tt.env); got != tt.want {
+				t.Errorf("limit %d, want %d", got, tt.want)
+			}
+		})
+	}
+}
+
 // TestHTTPBodyBudget: http-max-inflight-body-bytes 0 derives the budget
 // from memory (1/16, from 32MiB to 256MiB); a set value is used as is.
 func TestGCHeadroom(t *testing.T) {

@@ -5,9 +5,12 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/rs/zerolog"
 )
 
 // requestMemoryBudgetMax caps the derived request memory budget.
@@ -31,6 +34,43 @@ func requestMemoryBudget(cfg *Config, memory int64) (budget int64, source string
 		budget, source = int64(cfg.MaxRequestBytes), "max-request-bytes (1/8 of memory is less)"
 	}
 	return budget, source
+}
+
+// goMemoryLimit is Go's soft memory limit for the process: memory-limit
+// when set; else none to set when the GOMEMLIMIT environment variable
+// (env) is set, as Go's runtime read it already; else 90% of memory (the
+// machine's or the container's, whichever is smaller), leaving a tenth for
+// memory outside Go's accounting (cgo allocations, the binary, the page
+// tables); none when memory is unknown. limit 0 means leave Go's setting
+// as it is. source says how the value was chosen, for the start-up log.
+func goMemoryLimit(cfg *Config, memory int64, env string) (limit int64, source string) {
+	switch {
+	case cfg.MemoryLimit > 0:
+		return cfg.MemoryLimit, "configured"
+	case env != "":
+		return 0, "GOMEMLIMIT"
+	case memory <= 0:
+		return 0, "none (memory unknown)"
+	}
+	return memory / 10 * 9, "90% of memory"
+}
+
+// setMemoryLimit sets Go's soft memory limit (goMemoryLimit) and logs it.
+// It works with the GC tuner (gcHeadroom): the tuner raises GOGC so that
+// the heap grows by a headroom between collections, and the limit makes
+// the collector work harder anyway once the process nears it.
+func setMemoryLimit(cfg *Config, log zerolog.Logger) {
+	limit, source := goMemoryLimit(cfg, systemMemory(), os.Getenv("GOMEMLIMIT"))
+	if limit <= 0 {
+		log.Info().Int64("memory_limit", debug.SetMemoryLimit(-1)).Str("source", source).Msg("Go soft memory limit left as it is")
+		return
+	}
+	debug.SetMemoryLimit(limit)
+	log.Info().Int64("memory_limit", limit).Str("source", source).Msg("Go soft memory limit")
+	if store := cfg.CacheSize + 4*cfg.MemtableSize; limit < store {
+		log.Warn().Int64("memory_limit", limit).Int64("cache_and_memtables", store).
+			Msg("memory-limit is below cache-size + 4 x memtable-size: the garbage collector may run almost continuously (BENCHMARKS.md: 5x the CPU per GB consumed); raise memory-limit or lower cache-size")
+	}
 }
 
 // httpBodyBudget bounds and floors the derived HTTP request body budget.

@@ -41,6 +41,7 @@ const shutdownGrace = 15 * time.Second
 func run(ctx context.Context, cfg *Config, log zerolog.Logger) error {
 	start := time.Now()
 	b := &broker{cfg: cfg, log: log, start: start}
+	setMemoryLimit(cfg, log)
 	if gc, ok := gctuner.Start(gcHeadroom(systemMemory())); ok {
 		defer gc.Stop()
 		log.Info().Uint64("gc_headroom_bytes", gcHeadroom(systemMemory())).Msg("garbage collector tuned (GOGC unset)")
