@@ -123,34 +123,7 @@ func TestClusterSaramaKcat(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer client.Close()
-	consumer, err := sarama.NewConsumerFromClient(client)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer consumer.Close()
-	read := 0
-	for p := int32(0); p < 6; p++ {
-		end, err := client.GetOffset(topic, p, sarama.OffsetNewest)
-		if err != nil {
-			t.Fatalf("end offset of partition %d (leader %d): %v", p, leaders[p], err)
-		}
-		pc, err := consumer.ConsumePartition(topic, p, sarama.OffsetOldest)
-		if err != nil {
-			t.Fatalf("partition %d (leader %d): %v", p, leaders[p], err)
-		}
-		for next := int64(0); next < end; next++ {
-			select {
-			case m := <-pc.Messages():
-				if m.Offset != next {
-					t.Fatalf("partition %d: offset %d, want %d", p, m.Offset, next)
-				}
-				read++
-			case <-time.After(10 * time.Second):
-				t.Fatalf("partition %d: no record at offset %d of %d", p, next, end)
-			}
-		}
-		pc.Close()
-	}
+	read := saramaReadAll(t, client, topic, 6)
 	if read != 60 {
 		t.Fatalf("sarama read %d records, want 60", read)
 	}
@@ -221,13 +194,25 @@ func TestClusterReplicatedSaramaKcat(t *testing.T) {
 			t.Fatalf("sarama produce to partition %d: %v", p, err)
 		}
 	}
+	read := saramaReadAll(t, client, topic, 3)
+	if read != 33 {
+		t.Fatalf("sarama read %d records, want 33", read)
+	}
+}
+
+// saramaReadAll reads partitions 0 to n-1 of topic from the oldest offset
+// to the end offset sarama's client reports, following the leaders, and
+// fails the test on an offset out of sequence or a record missing for
+// 10 s; it returns how many records it read.
+func saramaReadAll(t *testing.T, client sarama.Client, topic string, n int32) int {
+	t.Helper()
 	consumer, err := sarama.NewConsumerFromClient(client)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer consumer.Close()
 	read := 0
-	for p := int32(0); p < 3; p++ {
+	for p := int32(0); p < n; p++ {
 		end, err := client.GetOffset(topic, p, sarama.OffsetNewest)
 		if err != nil {
 			t.Fatalf("end offset of partition %d: %v", p, err)
@@ -249,7 +234,5 @@ func TestClusterReplicatedSaramaKcat(t *testing.T) {
 		}
 		pc.Close()
 	}
-	if read != 33 {
-		t.Fatalf("sarama read %d records, want 33", read)
-	}
+	return read
 }
