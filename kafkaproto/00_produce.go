@@ -162,7 +162,7 @@ func (s *Server) handleProduce(r *request) (reply, error) {
 				continue
 			}
 			if rl := s.replicatedLog(rt.Topic, rp.Partition); rl != nil {
-				replicated = append(replicated, s.produceReplicated(req, rl, rp.Records, sp))
+				replicated = append(replicated, s.produceReplicated(req, rl, p, rp.Records, sp))
 				continue
 			}
 			if s.cfg.Cluster != nil && !s.leads(rt.Topic, rp.Partition) {

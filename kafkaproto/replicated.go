@@ -40,7 +40,7 @@ var errTxnReplicated = errors.New("transactional produce to a topic with a repli
 // produceReplicated starts replicating one partition's records of a
 // Produce request and returns the function that waits for the outcome and
 // fills sp.
-func (s *Server) produceReplicated(req *kmsg.ProduceRequest, rl ReplicatedLog, records []byte, sp *kmsg.ProduceResponseTopicPartition) func() {
+func (s *Server) produceReplicated(req *kmsg.ProduceRequest, rl ReplicatedLog, p *topics.Partition, records []byte, sp *kmsg.ProduceResponseTopicPartition) func() {
 	// The request's body is reused for the connection's next frame once
 	// the handler returns (conn.go: kept): the replication outlives it.
 	batch := bytes.Clone(records)
@@ -55,6 +55,17 @@ func (s *Server) produceReplicated(req *kmsg.ProduceRequest, rl ReplicatedLog, r
 		sp.ErrorCode = errorCode(err)
 		return func() {}
 	}
+	// The checks of a local append (topics.checkAppend), against the
+	// topic's settings, on the leader before anything is proposed.
+	batch, appendTime, err := s.topics.PrepareReplicatedBatch(p, batch, s.now())
+	if err != nil {
+		sp.ErrorCode = errorCode(err)
+		if req.Version >= 8 {
+			sp.ErrorMessage = errorMessage(err)
+		}
+		return func() {}
+	}
+	sp.LogAppendTime = appendTime
 	if topics.IsTransactionalBatch(batch) {
 		sp.ErrorCode = kerr.InvalidTxnState.Code
 		if req.Version >= 8 {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"time"
 )
 
 // ClusterTopic is a topic as a cluster's metadata defines it (issue 13):
@@ -164,4 +165,26 @@ func (m *Manager) NextTopicConfigs(current, replace map[string]string, ops []Con
 		return nil, err
 	}
 	return next, nil
+}
+
+// PrepareReplicatedBatch checks batch, produced to p, a partition whose
+// log is a Raft group's (issue 13), against p's topic settings exactly as
+// a local append is checked (checkAppend: one whole batch, sizes, CRC, the
+// records, timestamps, producer fields, the free-space guard), rewrites it
+// in the topic's compression.type when that differs, and stamps the
+// LogAppendTime when the topic asks for it: on the leader, before it
+// proposes, as Kafka's leader stamps it, so that every replica stores the
+// same bytes. It returns the batch to propose (batch itself, changed in
+// place, or a new one) and the append time, -1 for CreateTime topics.
+func (m *Manager) PrepareReplicatedBatch(p *Partition, batch []byte, now time.Time) ([]byte, int64, error) {
+	a := &Append{Partition: p, Batch: batch}
+	ms := now.UnixMilli()
+	if _, err := m.checkAppend(a, ms); err != nil {
+		return nil, -1, err
+	}
+	if p.Topic.logAppendTime() {
+		SetLogAppendTime(a.Batch, ms)
+		return a.Batch, ms, nil
+	}
+	return a.Batch, -1, nil
 }

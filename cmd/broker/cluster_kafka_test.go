@@ -458,6 +458,7 @@ func oneRecordBatch(t *testing.T) []byte {
 	t.Helper()
 	rec := kmsg.NewRecord()
 	rec.Value = []byte("x")
+	rec.Length = int32(len(rec.AppendTo(nil)) - 1) // the body after the length varint (1 byte while 0)
 	b := kmsg.NewRecordBatch()
 	b.Magic = 2
 	b.FirstTimestamp, b.MaxTimestamp = time.Now().UnixMilli(), time.Now().UnixMilli()

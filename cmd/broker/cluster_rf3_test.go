@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"slices"
@@ -219,6 +221,38 @@ func TestClusterReplicatedTopic(t *testing.T) {
 	if res := pr2.ProduceSync(ctx, &kgo.Record{Topic: "again", Value: []byte("second")}); res.FirstErr() != nil || res[0].Record.Offset != 0 {
 		t.Fatalf("produce to the topic created again: %v, offset %d (want 0: a new log)", res.FirstErr(), res[0].Record.Offset)
 	}
+
+	// The topic's settings apply as on a local partition: the leader
+	// checks the batch (max.message.bytes) and stamps LogAppendTime
+	// before it proposes, so every replica stores the same bytes.
+	if _, err := adm.CreateTopic(ctx, 1, 3, map[string]*string{
+		"message.timestamp.type": kmsg.StringPtr("LogAppendTime"), "max.message.bytes": kmsg.StringPtr("2000")}, "lat"); err != nil {
+		t.Fatal(err)
+	}
+	tc.waitReplicated(ctx, cl, "lat", 1)
+	before := time.Now().Add(-time.Second)
+	big := make([]byte, 5000) // random: compressed, it is still above 2000
+	_, _ = rand.Read(big)
+	if res := pr2.ProduceSync(ctx, &kgo.Record{Topic: "lat", Value: big}); !errors.Is(res.FirstErr(), kerr.MessageTooLarge) {
+		t.Fatalf("a 5000-byte record to max.message.bytes 2000: %v, want MESSAGE_TOO_LARGE", res.FirstErr())
+	}
+	if res := pr2.ProduceSync(ctx, &kgo.Record{Topic: "lat", Value: []byte("stamped"), Timestamp: time.Unix(1, 0)}); res.FirstErr() != nil {
+		t.Fatal(res.FirstErr())
+	}
+	lat := tc.client(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"lat": {0: kgo.NewOffset().At(0)}}))
+	for got := false; !got; {
+		fs := lat.PollFetches(ctx)
+		if err := fs.Err0(); err != nil {
+			t.Fatal(err)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			got = true
+			if r.Attrs.TimestampType() != 1 || r.Timestamp.Before(before) {
+				t.Errorf("record on a LogAppendTime topic: timestamp %v type %d, want the append time (type 1)", r.Timestamp, r.Attrs.TimestampType())
+			}
+		})
+	}
+	lat.Close()
 
 	// A transactional batch is refused (INVALID_TXN_STATE, saying why).
 	txn := oneRecordBatch(t)
