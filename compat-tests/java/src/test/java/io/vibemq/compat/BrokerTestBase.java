@@ -26,6 +26,7 @@ import io.vibemq.harness.BrokerProcess;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.admin.OffsetSpec;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
@@ -136,16 +137,28 @@ abstract class BrokerTestBase {
     }
 
     /**
-     * Waits until the broker describes topic with every partition led. Our
-     * broker answers CreateTopics once the topic is served; Apache Kafka's
-     * controller answers once the topic is committed to its metadata log,
-     * and its broker serves it a moment later (until then UNKNOWN_TOPIC_OR_PARTITION).
+     * Waits until the broker describes topic with every partition led and
+     * answers ListOffsets for each. Our broker answers CreateTopics once the
+     * topic is served; Apache Kafka's controller answers once the topic is
+     * committed to its metadata log, and its broker serves it a moment later
+     * (until then UNKNOWN_TOPIC_OR_PARTITION, then NOT_LEADER_OR_FOLLOWER
+     * from the replica manager while Metadata already names the leader: an
+     * idempotent producer whose first batch met that was seen retrying
+     * OUT_OF_ORDER_SEQUENCE_NUMBER for two minutes against Kafka 4.2).
      */
     static void awaitTopic(String topic, int partitions) throws InterruptedException {
         waitFor(() -> {
             try {
                 var d = admin.describeTopics(List.of(topic)).allTopicNames().get(10, TimeUnit.SECONDS).get(topic);
-                return d.partitions().size() == partitions && d.partitions().stream().allMatch(p -> p.leader() != null);
+                if (d.partitions().size() != partitions || !d.partitions().stream().allMatch(p -> p.leader() != null)) {
+                    return false;
+                }
+                Map<TopicPartition, OffsetSpec> latest = new HashMap<>();
+                for (int p = 0; p < partitions; p++) {
+                    latest.put(new TopicPartition(topic, p), OffsetSpec.latest());
+                }
+                admin.listOffsets(latest).all().get(10, TimeUnit.SECONDS);
+                return true;
             } catch (ExecutionException e) {
                 return false;
             } catch (Exception e) {
