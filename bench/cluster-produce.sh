@@ -9,7 +9,8 @@
 # fresh topic. Prints one line per run (target, MB/s, p50 and p99 ms) and
 # the medians with min-max. ROOT=/path/to/checkout builds another
 # version; PROFILE=1 takes CPU profiles of the brokers during RF 3 runs;
-# OUT keeps the logs and JSON results. BENCHMARKS.md, "Replicated cluster (issue 13)".
+# OUT keeps the logs and JSON results; TARGETS picks among rf3 rf1
+# single; SETTLE is the pause after creating a topic (3 s). BENCHMARKS.md, "Replicated cluster (issue 13)".
 set -euo pipefail
 ROUNDS=${1:-3}
 DURATION=${DURATION:-10s}; PRODUCERS=${PRODUCERS:-4}
@@ -43,7 +44,7 @@ create() { # create BOOTSTRAP RF TOPIC: retried until the cluster has registered
 run() { # run TARGET BOOTSTRAP RF ROUND
   local topic=bench-$1-$4
   create $2 $3 $topic
-  sleep 3 # leaders elected and in the metadata
+  sleep ${SETTLE:-3} # leaders elected and in the metadata
   if [ -n "${PROFILE:-}" ] && [ $1 = rf3 ]; then # PROFILE=1: 5 s CPU profiles of the three brokers
     for n in 1 2 3; do
       curl -s -o "$OUT/cpu-$1-$4-$n.pprof" "http://127.0.0.1:$((BASE + 10 * (n - 1) + 2))/debug/pprof/profile?seconds=5" &
@@ -52,13 +53,21 @@ run() { # run TARGET BOOTSTRAP RF ROUND
   "$BIN/broker-load" produce --brokers $2 --json --topic $topic --partitions 6 --duration $DURATION \
     --producers $PRODUCERS --record-size 1024 --acks all --idempotent=true --compression none --timeout 2m \
     | tail -1 >"$OUT/load-$1-$4.json"
+  if [ $1 = rf3 ]; then # the replicas' high watermarks, per partition
+    "$BIN/broker" cluster status --server http://127.0.0.1:$((BASE + 2)) >"$OUT/status-$1-$4.txt" 2>&1 || true
+  fi
   python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(sys.argv[2], "mbps=%.1f" % d["mb_per_sec"], "p50_ms=%s" % d.get("p50_ms"), "p99_ms=%s" % d.get("p99_ms"))' \
     "$OUT/load-$1-$4.json" $1
 }
+TARGETS=${TARGETS:-rf3 rf1 single}
 for r in $(seq $ROUNDS); do
-  run rf3 $CLUSTER 3 $r
-  run rf1 $CLUSTER 1 $r
-  run single $SINGLE 1 $r
+  for t in $TARGETS; do
+    case $t in
+      rf3) run rf3 $CLUSTER 3 $r ;;
+      rf1) run rf1 $CLUSTER 1 $r ;;
+      single) run single $SINGLE 1 $r ;;
+    esac
+  done
 done | tee "$OUT/runs.txt"
 python3 - "$OUT/runs.txt" <<'PY'
 import statistics, sys

@@ -60,13 +60,14 @@ type HostConfig struct {
 	// DisableQuiesce keeps every group ticking even when idle (the
 	// behaviour before quiescing; benchmarks compare both).
 	DisableQuiesce bool
-	// SendAfterSave sends every message of a Ready only once the Ready is
-	// saved, the appends of a leader included (the behaviour before the
-	// early send; benchmarks compare both). See sendEarly.
-	SendAfterSave bool
+	// EarlySend sends a Ready's messages that vouch for no local state (a
+	// leader's appends) before the Ready is saved (sendEarly). Off: every
+	// message after the save. Benchmarks only: it did not measurably help
+	// on this machine (DESIGN.md, "Replicated throughput").
+	EarlySend bool
 	// CommittedPerReady bounds the committed entries one Ready of a group
-	// applies (raft's MaxCommittedSizePerReady); 0 is 64 MiB, the bound
-	// of its uncommitted entries.
+	// applies (raft's MaxCommittedSizePerReady); 0 is raft's default,
+	// MaxSizePerMsg (1 MiB). Benchmarks compare.
 	CommittedPerReady uint64
 	// Logger receives the host's and the Raft cores' events.
 	Logger zerolog.Logger
@@ -365,16 +366,9 @@ func (h *Host) addGroup(a *addGroup) error {
 // (raft's MaxUncommittedEntriesSize): a proposal beyond is refused (ErrBusy).
 const maxUncommitted = 64 << 20
 
-// committedPerReady is raft's MaxCommittedSizePerReady: without it raft
-// bounds the committed entries of a Ready by MaxSizePerMsg (1 MiB), so a
-// round that committed several 1 MiB batches took one loop iteration per
-// batch to apply them.
-func (h *Host) committedPerReady() uint64 {
-	if h.cfg.CommittedPerReady > 0 {
-		return h.cfg.CommittedPerReady
-	}
-	return maxUncommitted
-}
+// committedPerReady is raft's MaxCommittedSizePerReady: 0 lets raft bound
+// the committed entries of a Ready by MaxSizePerMsg (1 MiB).
+func (h *Host) committedPerReady() uint64 { return h.cfg.CommittedPerReady }
 
 // Propose replicates data through group and waits until this node (the
 // group's leader) has applied it: the entry is then committed, durable
@@ -384,14 +378,29 @@ func (h *Host) committedPerReady() uint64 {
 // first, with ErrLeadershipLost. When ctx ends first the entry may still
 // be committed later.
 func (h *Host) Propose(ctx context.Context, group uint64, data []byte) (index, result uint64, err error) {
+	return h.Enqueue(ctx, group, data)()
+}
+
+// Enqueue is Propose in two steps: it hands the proposal to the loop and
+// returns the wait for its outcome (Propose's results). Proposals
+// enqueued one after the other by one goroutine reach the group's log in
+// that order when they are accepted, which an idempotent producer's
+// pipelined batches need (a batch proposed before its predecessor is
+// refused as out of order).
+func (h *Host) Enqueue(ctx context.Context, group uint64, data []byte) func() (index, result uint64, err error) {
 	p := &hostProposal{ctx: ctx, group: group, data: data, done: make(chan hostResult, 1)}
 	select {
 	case h.propc <- p:
 	case <-ctx.Done():
-		return 0, 0, ctx.Err()
+		return func() (uint64, uint64, error) { return 0, 0, ctx.Err() }
 	case <-h.done:
-		return 0, 0, ErrStopped
+		return func() (uint64, uint64, error) { return 0, 0, ErrStopped }
 	}
+	return func() (uint64, uint64, error) { return h.wait(ctx, p) }
+}
+
+// wait waits for the outcome of p, enqueued.
+func (h *Host) wait(ctx context.Context, p *hostProposal) (index, result uint64, err error) {
 	select {
 	case r := <-p.done:
 		return r.index, r.result, r.err
@@ -961,7 +970,7 @@ func (h *Host) releaseUnsynced() error {
 	return nil
 }
 
-// sendEarly sends, before the Readies are saved, the messages that vouch
+// sendEarly (HostConfig.EarlySend) sends, before the Readies are saved, the messages that vouch
 // for no local state: everything but append and (pre-)vote responses.
 // Those are the messages etcd raft itself lets go before the local write
 // in its AsyncStorageWrites mode (raft.send puts the others in
@@ -977,7 +986,7 @@ func (h *Host) releaseUnsynced() error {
 // term). A commit index sent early was computed from durable
 // acknowledgements only.
 func (h *Host) sendEarly() {
-	if h.cfg.SendAfterSave {
+	if !h.cfg.EarlySend {
 		return
 	}
 	h.msgs = h.msgs[:0]
@@ -1012,7 +1021,7 @@ func (h *Host) afterSave() error {
 		r := &h.readies[i]
 		*r.g.storage = r.next
 		for _, m := range r.rd.Messages {
-			if h.cfg.SendAfterSave || mustFollowSave(m) {
+			if !h.cfg.EarlySend || mustFollowSave(m) {
 				h.msgs = append(h.msgs, GroupMessage{Group: r.g.id, Msg: m})
 			}
 		}
