@@ -661,3 +661,27 @@ func testLogger() zerolog.Logger {
 	}
 	return zerolog.Nop()
 }
+
+// TestHostEnqueueKeepsOrder: an idempotent producer's batches enqueued
+// one after the other, without waiting in between (a connection's
+// pipelined Produce requests), reach the log in that order: every one is
+// accepted (none out of order) at ascending offsets.
+func TestHostEnqueueKeepsOrder(t *testing.T) {
+	c := newHostCluster(t, 3, 1)
+	c.waitLeaders()
+	leader := c.nodes[c.leader(1)].host
+	var waits []func() (uint64, uint64, error)
+	for i := range 50 {
+		b := testBatch(2, "ab")
+		binary.BigEndian.PutUint64(b[batchProducerIDAt:], 7)
+		binary.BigEndian.PutUint16(b[batchProducerEpAt:], 0)
+		binary.BigEndian.PutUint32(b[batchBaseSeqAt:], uint32(2*i))
+		binary.BigEndian.PutUint32(b[batchCRCAt:], crc32.Checksum(b[batchAttributesAt:], castagnoli))
+		waits = append(waits, leader.Enqueue(context.Background(), 1, b))
+	}
+	for i, wait := range waits {
+		if _, off, err := wait(); err != nil || off != uint64(2*i) {
+			t.Fatalf("batch %d: offset %d, %v; want %d", i, off, err, 2*i)
+		}
+	}
+}
