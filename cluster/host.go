@@ -60,6 +60,15 @@ type HostConfig struct {
 	// DisableQuiesce keeps every group ticking even when idle (the
 	// behaviour before quiescing; benchmarks compare both).
 	DisableQuiesce bool
+	// EarlySend sends a Ready's messages that vouch for no local state (a
+	// leader's appends) before the Ready is saved (sendEarly). Off: every
+	// message after the save. Benchmarks only: it did not measurably help
+	// on this machine (DESIGN.md, "Replicated throughput").
+	EarlySend bool
+	// CommittedPerReady bounds the committed entries one Ready of a group
+	// applies (raft's MaxCommittedSizePerReady); 0 is raft's default,
+	// MaxSizePerMsg (1 MiB). Benchmarks compare.
+	CommittedPerReady uint64
 	// Logger receives the host's and the Raft cores' events.
 	Logger zerolog.Logger
 }
@@ -116,6 +125,9 @@ type Host struct {
 	status   map[uint64]GroupStatus
 	// saves counts the synced batches, readies the Readies they carried.
 	saves, readiesSaved atomic.Uint64
+	// stats: the loop's time per stage (LoopStats).
+	stats [numLoopStages]atomic.Int64
+	loops atomic.Uint64
 	// groupTicks counts the groups' Raft ticks; quiesced the groups
 	// quiesced now.
 	groupTicks atomic.Uint64
@@ -318,9 +330,10 @@ func (h *Host) addGroup(a *addGroup) error {
 	}
 	rn, err := raft.NewRawNode(&raft.Config{
 		ID: h.cfg.ID, ElectionTick: h.cfg.ElectionTicks, HeartbeatTick: h.cfg.HeartbeatTicks,
-		Storage: st, MaxSizePerMsg: 1 << 20, MaxInflightMsgs: 256, MaxUncommittedEntriesSize: 64 << 20,
+		Storage: st, MaxSizePerMsg: 1 << 20, MaxInflightMsgs: 256, MaxUncommittedEntriesSize: maxUncommitted,
 		CheckQuorum: true, PreVote: true, DisableProposalForwarding: true,
-		Logger: raftLogger{h.log.With().Uint64("group", a.group).Logger()},
+		MaxCommittedSizePerReady: h.committedPerReady(),
+		Logger:                   raftLogger{h.log.With().Uint64("group", a.group).Logger()},
 	})
 	if err != nil {
 		return fmt.Errorf("cluster: start raft group %d: %w", a.group, err)
@@ -349,6 +362,14 @@ func (h *Host) addGroup(a *addGroup) error {
 	return nil
 }
 
+// maxUncommitted bounds a group's entries appended but not committed
+// (raft's MaxUncommittedEntriesSize): a proposal beyond is refused (ErrBusy).
+const maxUncommitted = 64 << 20
+
+// committedPerReady is raft's MaxCommittedSizePerReady: 0 lets raft bound
+// the committed entries of a Ready by MaxSizePerMsg (1 MiB).
+func (h *Host) committedPerReady() uint64 { return h.cfg.CommittedPerReady }
+
 // Propose replicates data through group and waits until this node (the
 // group's leader) has applied it: the entry is then committed, durable
 // on a majority, and applied in log order. It returns the entry's index
@@ -357,14 +378,29 @@ func (h *Host) addGroup(a *addGroup) error {
 // first, with ErrLeadershipLost. When ctx ends first the entry may still
 // be committed later.
 func (h *Host) Propose(ctx context.Context, group uint64, data []byte) (index, result uint64, err error) {
+	return h.Enqueue(ctx, group, data)()
+}
+
+// Enqueue is Propose in two steps: it hands the proposal to the loop and
+// returns the wait for its outcome (Propose's results). Proposals
+// enqueued one after the other by one goroutine reach the group's log in
+// that order when they are accepted, which an idempotent producer's
+// pipelined batches need (a batch proposed before its predecessor is
+// refused as out of order).
+func (h *Host) Enqueue(ctx context.Context, group uint64, data []byte) func() (index, result uint64, err error) {
 	p := &hostProposal{ctx: ctx, group: group, data: data, done: make(chan hostResult, 1)}
 	select {
 	case h.propc <- p:
 	case <-ctx.Done():
-		return 0, 0, ctx.Err()
+		return func() (uint64, uint64, error) { return 0, 0, ctx.Err() }
 	case <-h.done:
-		return 0, 0, ErrStopped
+		return func() (uint64, uint64, error) { return 0, 0, ErrStopped }
 	}
+	return func() (uint64, uint64, error) { return h.wait(ctx, p) }
+}
+
+// wait waits for the outcome of p, enqueued.
+func (h *Host) wait(ctx context.Context, p *hostProposal) (index, result uint64, err error) {
 	select {
 	case r := <-p.done:
 		return r.index, r.result, r.err
@@ -427,6 +463,32 @@ func (h *Host) LeaderLease(group uint64) bool {
 // Saves returns the synced batches the loop committed and the group
 // Readies they carried (readies/saves: the group commit's width).
 func (h *Host) Saves() (saves, readies uint64) { return h.saves.Load(), h.readiesSaved.Load() }
+
+// The loop's stages, for LoopStats.
+const (
+	StageWait  = iota // waiting for an input (message, proposal, tick)
+	StageInput        // stepping inputs into the groups
+	StageStage        // Ready and staging it in the batch
+	StageSave         // committing the batch (the fsync when synced)
+	StageApply        // sending, applying, advancing
+	numLoopStages
+)
+
+// LoopStats is the loop's iteration count and the time it spent in each
+// stage (StageWait...) since it started.
+func (h *Host) LoopStats() (loops uint64, stages [numLoopStages]time.Duration) {
+	for i := range stages {
+		stages[i] = time.Duration(h.stats[i].Load())
+	}
+	return h.loops.Load(), stages
+}
+
+// lap adds the time since *t to stage and moves *t to now.
+func (h *Host) lap(stage int, t *time.Time) {
+	now := time.Now()
+	h.stats[stage].Add(int64(now.Sub(*t)))
+	*t = now
+}
 
 // GroupTicks returns how many Raft ticks the host gave its groups in all
 // (a quiesced group takes none).
@@ -504,6 +566,7 @@ func (h *Host) run() {
 	defer func() { _ = h.releaseUnsynced() }()
 	defer h.failAll(ErrStopped)
 	defer h.cfg.Ticker.Stop()
+	t := time.Now()
 	for {
 		select {
 		case <-h.cfg.Ticker.C():
@@ -521,8 +584,11 @@ func (h *Host) run() {
 		case <-h.stopc:
 			return
 		}
+		h.loops.Add(1)
+		h.lap(StageWait, &t) // with the first input's handling
 		h.drainInputs()
-		if err := h.handleReadies(); err != nil {
+		h.lap(StageInput, &t)
+		if err := h.handleReadies(&t); err != nil {
 			h.log.Error().Err(err).Msg("raft host stops: its groups' state cannot be saved or applied")
 			h.err.Store(&err)
 			return
@@ -818,7 +884,7 @@ func (g *hostGroup) failPending(err error) {
 // once: all their hard states and entries in one synced batch, then the
 // messages, then the committed entries, then Advance. Groups with more
 // to do stay touched for the next round.
-func (h *Host) handleReadies() error {
+func (h *Host) handleReadies(t *time.Time) error {
 	for len(h.touched) > 0 {
 		h.readies = h.readies[:0]
 		b := h.cfg.Store.NewBatch()
@@ -846,14 +912,19 @@ func (h *Host) handleReadies() error {
 			b.Close()
 			break
 		}
+		h.lap(StageStage, t)
+		h.sendEarly()
 		if err := h.save(b); err != nil {
 			return err
 		}
+		h.lap(StageSave, t)
 		if err := h.afterSave(); err != nil {
 			return err
 		}
 		h.publishStatus()
+		h.lap(StageApply, t)
 	}
+	h.lap(StageStage, t)
 	return nil
 }
 
@@ -899,17 +970,65 @@ func (h *Host) releaseUnsynced() error {
 	return nil
 }
 
-// afterSave sends, applies and advances the Readies just made durable.
+// sendEarly (HostConfig.EarlySend) sends, before the Readies are saved, the messages that vouch
+// for no local state: everything but append and (pre-)vote responses.
+// Those are the messages etcd raft itself lets go before the local write
+// in its AsyncStorageWrites mode (raft.send puts the others in
+// msgsAfterAppend): a leader's appends, heartbeats, vote requests. It is
+// the Raft thesis' section 10.2.1: the leader writes its log in parallel
+// with its followers, and counts itself towards a commit only once its
+// own write is durable, which RawNode (without AsyncStorageWrites) does
+// by stepping the leader's self-acknowledgement at Advance, after the
+// save. A leader that crashes before its save may leave entries on
+// followers that it lacks; the followers may commit them without it, as
+// with any leader that fails after sending: Raft's log matching repairs
+// it (the restarted node's log is shorter, never conflicting in its
+// term). A commit index sent early was computed from durable
+// acknowledgements only.
+func (h *Host) sendEarly() {
+	if !h.cfg.EarlySend {
+		return
+	}
+	h.msgs = h.msgs[:0]
+	for i := range h.readies {
+		r := &h.readies[i]
+		for _, m := range r.rd.Messages {
+			if !mustFollowSave(m) {
+				h.msgs = append(h.msgs, GroupMessage{Group: r.g.id, Msg: m})
+			}
+		}
+	}
+	if len(h.msgs) > 0 {
+		h.cfg.Transport.SendGroups(h.msgs)
+	}
+}
+
+// mustFollowSave: m acknowledges state of this node (a log append, a
+// vote) and may leave only once that state is durable.
+func mustFollowSave(m *raftpb.Message) bool {
+	switch m.GetType() {
+	case raftpb.MsgAppResp, raftpb.MsgVoteResp, raftpb.MsgPreVoteResp:
+		return true
+	}
+	return false
+}
+
+// afterSave sends the messages sendEarly left, then applies and advances
+// the Readies just made durable.
 func (h *Host) afterSave() error {
 	h.msgs = h.msgs[:0]
 	for i := range h.readies {
 		r := &h.readies[i]
 		*r.g.storage = r.next
 		for _, m := range r.rd.Messages {
-			h.msgs = append(h.msgs, GroupMessage{Group: r.g.id, Msg: m})
+			if !h.cfg.EarlySend || mustFollowSave(m) {
+				h.msgs = append(h.msgs, GroupMessage{Group: r.g.id, Msg: m})
+			}
 		}
 	}
-	h.cfg.Transport.SendGroups(h.msgs)
+	if len(h.msgs) > 0 {
+		h.cfg.Transport.SendGroups(h.msgs)
+	}
 	for i := range h.readies {
 		r := &h.readies[i]
 		for _, e := range r.rd.CommittedEntries {

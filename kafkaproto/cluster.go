@@ -100,11 +100,14 @@ type ReplicatedLog interface {
 	// LeaderEpoch is the partition leader epoch (the Raft term) when this
 	// broker leads the partition, else ErrNotLeader.
 	LeaderEpoch() (int32, error)
-	// Append replicates one record batch and returns its base offset once
-	// it is committed (on a majority, durably) and applied; a duplicate of
-	// an idempotent producer's batch returns its original base offset.
-	// acksAll checks min.insync.replicas first (ErrNotEnoughReplicas).
-	Append(ctx context.Context, batch []byte, acksAll bool) (int64, error)
+	// Append starts replicating one record batch and returns the wait for
+	// its base offset, known once it is committed (on a majority, durably)
+	// and applied; a duplicate of an idempotent producer's batch gets its
+	// original base offset. Batches appended one after the other by one
+	// goroutine reach the log in that order (a connection's pipelined
+	// Produce requests: an idempotent producer's sequence order). acksAll
+	// checks min.insync.replicas first (ErrNotEnoughReplicas).
+	Append(ctx context.Context, batch []byte, acksAll bool) func() (int64, error)
 	// Read appends the batches from the one holding offset on, up to
 	// maxBytes (the first whole when minOne), to dst.
 	Read(offset int64, maxBytes int, minOne bool, dst []byte) ([]byte, error)

@@ -78,11 +78,16 @@ func (s *Server) produceReplicated(req *kmsg.ProduceRequest, rl ReplicatedLog, p
 		timeout = clusterTimeout
 	}
 	done := make(chan struct{})
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	// Started here, on the connection's handler goroutine, so that the
+	// connection's pipelined requests propose their batches in order: an
+	// idempotent producer's later batch proposed first would be refused
+	// as out of order (and retried after a backoff).
+	wait := rl.Append(ctx, batch, req.Acks == -1)
 	go func() {
 		defer close(done)
-		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
-		base, err := rl.Append(ctx, batch, req.Acks == -1)
+		base, err := wait()
 		if err != nil {
 			sp.ErrorCode = errorCode(err)
 			if req.Version >= 8 {

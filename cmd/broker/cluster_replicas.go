@@ -320,8 +320,8 @@ func (m *replicaManager) replicatedLog(topic string, g uint64) kafkaproto.Replic
 type notReplica struct{}
 
 func (notReplica) LeaderEpoch() (int32, error) { return -1, kafkaproto.ErrNotLeader }
-func (notReplica) Append(context.Context, []byte, bool) (int64, error) {
-	return -1, kafkaproto.ErrNotLeader
+func (notReplica) Append(context.Context, []byte, bool) func() (int64, error) {
+	return func() (int64, error) { return -1, kafkaproto.ErrNotLeader }
 }
 func (notReplica) Read(_ int64, _ int, _ bool, dst []byte) ([]byte, error) {
 	return dst, kafkaproto.ErrNotLeader
@@ -352,7 +352,20 @@ func (l *replicaLog) LeaderEpoch() (int32, error) {
 }
 
 // Append implements kafkaproto.ReplicatedLog.
-func (l *replicaLog) Append(ctx context.Context, batch []byte, acksAll bool) (int64, error) {
+func (l *replicaLog) Append(ctx context.Context, batch []byte, acksAll bool) func() (int64, error) {
+	if err := l.checkISR(acksAll); err != nil {
+		return func() (int64, error) { return -1, err }
+	}
+	wait := l.m.host.Enqueue(ctx, l.r.rp.Group, batch)
+	return func() (int64, error) {
+		_, base, err := wait()
+		return appendResult(base, err)
+	}
+}
+
+// checkISR refuses an acks=all batch while the in-sync replicas are fewer
+// than min.insync.replicas.
+func (l *replicaLog) checkISR(acksAll bool) error {
 	if acksAll {
 		st, _ := l.m.host.Status(l.r.rp.Group)
 		minISR := 1
@@ -362,10 +375,15 @@ func (l *replicaLog) Append(ctx context.Context, batch []byte, acksAll bool) (in
 			}
 		}
 		if len(st.InSync) < minISR {
-			return -1, fmt.Errorf("%w: %d in sync, min.insync.replicas %d", kafkaproto.ErrNotEnoughReplicas, len(st.InSync), minISR)
+			return fmt.Errorf("%w: %d in sync, min.insync.replicas %d", kafkaproto.ErrNotEnoughReplicas, len(st.InSync), minISR)
 		}
 	}
-	_, base, err := l.m.host.Propose(ctx, l.r.rp.Group, batch)
+	return nil
+}
+
+// appendResult is the base offset of an applied batch, or the Kafka error
+// of a failed proposal.
+func appendResult(base uint64, err error) (int64, error) {
 	var nl *cluster.NotLeaderError
 	switch {
 	case err == nil:
