@@ -194,6 +194,18 @@ func TestWipedNodeRejoinsUnderNewID(t *testing.T) {
 	c.waitSame(want)
 	victim := otherThan(c.ids, lead)
 	addr := c.addrs[victim]
+	// The removal needs a live majority of the voters left in the
+	// leader's view: the other follower must have answered the new
+	// leader (a leader's view starts with every follower inactive).
+	other := otherThan(c.ids, lead, victim)
+	c.waitFor("the leader to see the other follower active", func() bool {
+		for _, m := range c.nodes[lead].node.Status().Members {
+			if m.ID == other {
+				return m.Active
+			}
+		}
+		return false
+	})
 	c.stop(victim)
 	if err := os.RemoveAll(c.dirs[victim]); err != nil {
 		t.Fatal(err)
