@@ -7,11 +7,9 @@ import (
 	"io"
 	"net"
 	"testing"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
-	"github.com/vibemq/broker/topics"
 )
 
 // BenchmarkFetch sends Fetch v12 requests (no session, read_uncommitted,
@@ -80,28 +78,8 @@ func (c *benchConn) roundTrip(frame []byte) []byte {
 func benchFetch(b *testing.B, records int, partitions int32) {
 	addr := startBenchServer(b, true, "bench", partitions, false)
 	c := dialBench(b, addr)
-	now := time.Now().UnixMilli()
-	value := make([]byte, 1024)
-	recs := make([]topics.Record, records)
-	for i := range recs {
-		recs[i] = topics.Record{OffsetDelta: int32(i), Value: value}
-	}
-	batch, err := topics.EncodeBatch(topics.BatchHeader{BaseTimestamp: now, MaxTimestamp: now, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, recs)
-	if err != nil {
-		b.Fatal(err)
-	}
-	produce := kmsg.NewPtrProduceRequest()
-	produce.Version, produce.Acks, produce.TimeoutMillis = 9, -1, 30000
-	pt := kmsg.NewProduceRequestTopic()
-	pt.Topic = "bench"
-	for p := range partitions {
-		pp := kmsg.NewProduceRequestTopicPartition()
-		pp.Partition, pp.Records = p, batch
-		pt.Partitions = append(pt.Partitions, pp)
-	}
-	produce.Topics = append(produce.Topics, pt)
-	frame := kmsg.NewRequestFormatter(kmsg.FormatterClientID("bench")).AppendRequest(nil, produce, 1)
-	for n := 0; n < 8<<20; n += len(batch) {
+	frame, batchLen := benchProduceFrame(b, records, partitions)
+	for n := 0; n < 8<<20; n += batchLen {
 		c.roundTrip(frame)
 	}
 

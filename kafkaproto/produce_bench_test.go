@@ -1,11 +1,8 @@
 package kafkaproto
 
 import (
-	"bufio"
 	"context"
-	"encoding/binary"
 	"fmt"
-	"io"
 	"net"
 	"testing"
 	"time"
@@ -62,57 +59,13 @@ func benchProduce(b *testing.B, noSync bool, records int, partitions int32) {
 
 func benchProduceAuthz(b *testing.B, noSync bool, records int, partitions int32, authz bool) {
 	addr := startBenchServer(b, noSync, "bench", partitions, authz)
-	now := time.Now().UnixMilli()
-	value := make([]byte, 1024)
-	recs := make([]topics.Record, records)
-	for i := range recs {
-		recs[i] = topics.Record{OffsetDelta: int32(i), Value: value}
-	}
-	batch, err := topics.EncodeBatch(topics.BatchHeader{BaseTimestamp: now, MaxTimestamp: now, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, recs)
-	if err != nil {
-		b.Fatal(err)
-	}
-	req := kmsg.NewPtrProduceRequest()
-	req.Version, req.Acks, req.TimeoutMillis = 9, -1, 30000
-	rt := kmsg.NewProduceRequestTopic()
-	rt.Topic = "bench"
-	for p := range partitions {
-		rp := kmsg.NewProduceRequestTopicPartition()
-		rp.Partition, rp.Records = p, batch
-		rt.Partitions = append(rt.Partitions, rp)
-	}
-	req.Topics = append(req.Topics, rt)
-	frame := kmsg.NewRequestFormatter(kmsg.FormatterClientID("bench")).AppendRequest(nil, req, 1)
-
-	conn, err := net.Dial("tcp", addr)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer conn.Close()
-	r := bufio.NewReaderSize(conn, 64<<10)
-	var body []byte
-	roundTrip := func() {
-		if _, err := conn.Write(frame); err != nil {
-			b.Fatal(err)
-		}
-		var size [4]byte
-		if _, err := io.ReadFull(r, size[:]); err != nil {
-			b.Fatal(err)
-		}
-		n := int(binary.BigEndian.Uint32(size[:]))
-		if cap(body) < n {
-			body = make([]byte, n)
-		}
-		body = body[:n]
-		if _, err := io.ReadFull(r, body); err != nil {
-			b.Fatal(err)
-		}
-	}
+	frame, batchLen := benchProduceFrame(b, records, partitions)
+	c := dialBench(b, addr)
 	// The first response is decoded and checked; the others have the same
 	// shape (a server answering errors would also show as a jump in MB/s).
-	roundTrip()
-	resp := req.ResponseKind().(*kmsg.ProduceResponse)
-	resp.Version = req.Version
+	body := c.roundTrip(frame)
+	resp := kmsg.NewPtrProduceResponse()
+	resp.Version = 9
 	if err := resp.ReadFrom(body[5:]); err != nil { // correlation ID, empty tagged fields
 		b.Fatal(err)
 	}
@@ -123,9 +76,9 @@ func benchProduceAuthz(b *testing.B, noSync bool, records int, partitions int32,
 			}
 		}
 	}
-	b.SetBytes(int64(len(batch)) * int64(partitions))
+	b.SetBytes(int64(batchLen) * int64(partitions))
 	for b.Loop() {
-		roundTrip()
+		c.roundTrip(frame)
 	}
 }
 
@@ -182,4 +135,31 @@ func startBenchServer(tb testing.TB, noSync bool, topic string, partitions int32
 		_ = store.Close()
 	})
 	return ln.Addr().String()
+}
+
+// benchProduceFrame is the frame of a Produce v9 request (acks=-1) of one
+// batch of records 1 KiB records to each of partitions partitions of
+// topic "bench", and the batch's length.
+func benchProduceFrame(b *testing.B, records int, partitions int32) ([]byte, int) {
+	now := time.Now().UnixMilli()
+	value := make([]byte, 1024)
+	recs := make([]topics.Record, records)
+	for i := range recs {
+		recs[i] = topics.Record{OffsetDelta: int32(i), Value: value}
+	}
+	batch, err := topics.EncodeBatch(topics.BatchHeader{BaseTimestamp: now, MaxTimestamp: now, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, recs)
+	if err != nil {
+		b.Fatal(err)
+	}
+	req := kmsg.NewPtrProduceRequest()
+	req.Version, req.Acks, req.TimeoutMillis = 9, -1, 30000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = "bench"
+	for p := range partitions {
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Partition, rp.Records = p, batch
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	req.Topics = append(req.Topics, rt)
+	return kmsg.NewRequestFormatter(kmsg.FormatterClientID("bench")).AppendRequest(nil, req, 1), len(batch)
 }
