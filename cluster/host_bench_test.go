@@ -83,19 +83,7 @@ func benchHost(b *testing.B, groups, hot, producers int, opts ...func(*HostConfi
 // and elects leaders spread over the nodes; stop stops the ticks.
 func startBench(b *testing.B, groups int, opts ...func(*HostConfig)) (*hostCluster, []*Host, func()) {
 	c := newHostClusterStore(b, 3, groups, benchServeStore, opts...)
-	stopTicks := make(chan struct{})
-	var ticks sync.WaitGroup
-	ticks.Go(func() {
-		for {
-			select {
-			case <-stopTicks:
-				return
-			case <-time.After(100 * time.Millisecond): // serve's tick
-				c.tick()
-			}
-		}
-	})
-	stop := func() { close(stopTicks); ticks.Wait() }
+	stop := c.tickEvery100ms()
 	for _, g := range c.groups {
 		c.nodes[1+g%3].host.Campaign(g)
 	}
@@ -246,19 +234,7 @@ func BenchmarkHostIdle(b *testing.B) {
 
 func benchIdle(b *testing.B, groups int, disable bool) {
 	c := newHostCluster(b, 3, groups, func(cfg *HostConfig) { cfg.DisableQuiesce = disable })
-	stopTicks := make(chan struct{})
-	var ticks sync.WaitGroup
-	ticks.Go(func() {
-		for {
-			select {
-			case <-stopTicks:
-				return
-			case <-time.After(100 * time.Millisecond):
-				c.tick()
-			}
-		}
-	})
-	defer func() { close(stopTicks); ticks.Wait() }()
+	defer c.tickEvery100ms()()
 	for _, g := range c.groups {
 		c.nodes[1+g%3].host.Campaign(g)
 	}
@@ -306,4 +282,22 @@ func processCPU(b *testing.B) time.Duration {
 		b.Fatal(err)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// tickEvery100ms ticks every node every 100 ms (serve's tick) until the
+// function it returns is called.
+func (c *hostCluster) tickEvery100ms() (stop func()) {
+	stopTicks := make(chan struct{})
+	var ticks sync.WaitGroup
+	ticks.Go(func() {
+		for {
+			select {
+			case <-stopTicks:
+				return
+			case <-time.After(100 * time.Millisecond):
+				c.tick()
+			}
+		}
+	})
+	return func() { close(stopTicks); ticks.Wait() }
 }
