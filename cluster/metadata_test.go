@@ -134,14 +134,7 @@ func TestMetadataFenceRecords(t *testing.T) {
 	if m.Fenced(1) || !m.Fenced(2) || m.Fenced(3) {
 		t.Fatalf("fenced 1 %v 2 %v 3 %v; want only 2", m.Fenced(1), m.Fenced(2), m.Fenced(3))
 	}
-	snap, err := m.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := NewMetadata()
-	if err := r.Restore(snap); err != nil {
-		t.Fatal(err)
-	}
+	r := snapshotCopy(t, m)
 	if !r.Fenced(2) {
 		t.Fatal("the snapshot lost broker 2's fencing")
 	}
@@ -194,14 +187,7 @@ func TestMetadataReplicatedPartitions(t *testing.T) {
 	if got := m.ReplicatedPartitions(3); len(got) != 3 {
 		t.Fatalf("broker 3 is a replica of %d partitions, want 3", len(got))
 	}
-	snap, err := m.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := NewMetadata()
-	if err := r.Restore(snap); err != nil {
-		t.Fatal(err)
-	}
+	r := snapshotCopy(t, m)
 	if err := r.Apply(Entry{Index: 20, Data: CreateTopicRecord(Topic{Name: "c", ID: [16]byte{3}, Partitions: 1, ReplicationFactor: 3, Assignments: rf3[:1]})}); err != nil {
 		t.Fatal(err)
 	}
@@ -211,4 +197,18 @@ func TestMetadataReplicatedPartitions(t *testing.T) {
 	if l, ok := r.Leader(2); !ok || l.Epoch != 4 {
 		t.Fatalf("leader after restore: %+v %v", l, ok)
 	}
+}
+
+// snapshotCopy is a new Metadata restored from m's snapshot.
+func snapshotCopy(t *testing.T, m *Metadata) *Metadata {
+	t.Helper()
+	snap, err := m.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := NewMetadata()
+	if err := r.Restore(snap); err != nil {
+		t.Fatal(err)
+	}
+	return r
 }
