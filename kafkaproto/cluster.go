@@ -123,6 +123,14 @@ type ReplicatedLog interface {
 	// is applied (long-polling fetches).
 	AddWaiter(w chan struct{})
 	RemoveWaiter(w chan struct{})
+	// LogStart is the log start offset, the same on every replica at
+	// every log position (moved by retention and DeleteRecords).
+	LogStart() int64
+	// DeleteRecords moves the log start to offset (-1: the high
+	// watermark) through the group's log and returns the log start once
+	// applied, i.e. committed on a majority (an offset at or below it
+	// answers it at once); above the high watermark ErrOffsetOutOfRange.
+	DeleteRecords(ctx context.Context, offset int64) (int64, error)
 }
 
 // ClusterBroker is a registered broker: node ID and advertised address.

@@ -8,7 +8,6 @@ import (
 	"net"
 	"slices"
 	"strconv"
-	"strings"
 	"sync/atomic"
 
 	"github.com/rs/zerolog"
@@ -293,13 +292,12 @@ func (k *kafkaCluster) ReplicatedState(topic string, p int32) (leader, epoch int
 }
 
 // checkReplicatedConfigs refuses the configs replicated partitions do not
-// honour yet: retention and compaction would have to be applied alike on
-// every replica (DESIGN.md "Cluster": what remains).
+// honour yet: compaction would have to rewrite the Raft log alike on every
+// replica (DESIGN.md "Cluster": what remains). Retention is honoured
+// (cluster_retention.go).
 func checkReplicatedConfigs(configs map[string]string) error {
-	for name, v := range configs {
-		if name == "cleanup.policy" && v != "delete" || strings.HasPrefix(name, "retention.") {
-			return fmt.Errorf("%w: %s is not supported on topics with a replication factor above 1 yet (retention and compaction are not replicated); leave it unset", topics.ErrInvalidConfig, name)
-		}
+	if v, ok := configs["cleanup.policy"]; ok && v != "delete" {
+		return fmt.Errorf("%w: cleanup.policy=%s is not supported on topics with a replication factor above 1 yet (compaction is not replicated); use delete", topics.ErrInvalidConfig, v)
 	}
 	return nil
 }

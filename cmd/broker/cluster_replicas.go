@@ -48,6 +48,11 @@ type replicaManager struct {
 
 	kick chan struct{}
 
+	// topics and retentionEvery: retention of the partitions led here
+	// (cluster_retention.go); set before run.
+	topics         *topics.Manager
+	retentionEvery time.Duration
+
 	mu   sync.RWMutex
 	logs map[uint64]*replica
 
@@ -91,6 +96,9 @@ func (m *replicaManager) changed() {
 
 func (m *replicaManager) run(ctx context.Context, done chan struct{}) {
 	defer close(done)
+	retentionDone := make(chan struct{})
+	go m.runRetention(ctx, retentionDone)
+	defer func() { <-retentionDone }()
 	t := time.NewTicker(leadersEvery)
 	defer t.Stop()
 	reconcile := true
@@ -246,7 +254,7 @@ func (m *replicaManager) status() []httpapi.ClusterPartition {
 		st, _ := m.host.Status(g)
 		p := httpapi.ClusterPartition{
 			Topic: r.rp.Topic, Partition: r.rp.Partition, Group: g, Replicas: r.rp.Replicas,
-			Leader: st.Leader, Term: st.Term, HighWatermark: r.log.HighWatermark(),
+			Leader: st.Leader, Term: st.Term, HighWatermark: r.log.HighWatermark(), LogStart: r.log.LogStart(),
 			Commit: st.Commit, Applied: st.Applied, LastIndex: st.Last, Quiesced: st.Quiesced,
 		}
 		for _, id := range st.InSync {
@@ -272,7 +280,7 @@ func printReplicatedPartitions(out io.Writer, ps []httpapi.ClusterPartition) {
 	}
 	fmt.Fprintln(out)
 	tw := newTable(out)
-	fmt.Fprintln(tw, "TOPIC\tPARTITION\tGROUP\tREPLICAS\tLEADER\tEPOCH\tISR\tHIGH-WATERMARK\tCOMMIT\tAPPLIED")
+	fmt.Fprintln(tw, "TOPIC\tPARTITION\tGROUP\tREPLICAS\tLEADER\tEPOCH\tISR\tLOG-START\tHIGH-WATERMARK\tCOMMIT\tAPPLIED")
 	for _, p := range ps {
 		isr := "-"
 		if p.ISR != nil {
@@ -281,7 +289,7 @@ func printReplicatedPartitions(out io.Writer, ps []httpapi.ClusterPartition) {
 				isr += " (under-replicated)"
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%v\t%d\t%d\t%s\t%d\t%d\t%d\n", p.Topic, p.Partition, p.Group, p.Replicas, p.Leader, p.Term, isr, p.HighWatermark, p.Commit, p.Applied)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%v\t%d\t%d\t%s\t%d\t%d\t%d\t%d\n", p.Topic, p.Partition, p.Group, p.Replicas, p.Leader, p.Term, isr, p.LogStart, p.HighWatermark, p.Commit, p.Applied)
 	}
 	_ = tw.Flush()
 }
@@ -332,6 +340,10 @@ func (notReplica) OffsetForTimestamp(int64) (int64, int64) { return -1, -1 }
 func (notReplica) MaxTimestamp() (int64, int64)            { return -1, -1 }
 func (notReplica) AddWaiter(chan struct{})                 {}
 func (notReplica) RemoveWaiter(chan struct{})              {}
+func (notReplica) LogStart() int64                         { return -1 }
+func (notReplica) DeleteRecords(context.Context, int64) (int64, error) {
+	return -1, kafkaproto.ErrNotLeader
+}
 
 // replicaLog serves one replica's log to Kafka's APIs.
 type replicaLog struct {
@@ -400,6 +412,8 @@ func appendResult(base uint64, err error) (int64, error) {
 		return -1, fmt.Errorf("%w: %w", txns.ErrInvalidTxnState, err)
 	case errors.Is(err, cluster.ErrInvalidBatch):
 		return -1, fmt.Errorf("%w: %w", topics.ErrCorruptMessage, err)
+	case errors.Is(err, cluster.ErrOffsetOutOfRange):
+		return -1, fmt.Errorf("%w: %w", topics.ErrOffsetOutOfRange, err)
 	}
 	return -1, err
 }
