@@ -341,7 +341,7 @@ func (l *PartitionLog) EndOffsetForEpoch(epoch, current int32) (int32, int64) {
 	if i == len(l.mu.batches) {
 		return floor, l.mu.next
 	}
-	return floor, l.mu.batches[i].base
+	return floor, max(l.mu.batches[i].base, l.mu.logStart)
 }
 
 // OffsetForTimestamp is ListOffsets' answer for a timestamp ts >= 0: the
