@@ -78,6 +78,7 @@ func firstConsumed(ctx context.Context, t *testing.T, tc *testCluster, topic str
 // set small drops the old batches on every replica (the leader's check,
 // every 100 ms here). The leader stopped, the new leader reports the same
 // log start and serves from it; the old leader restarted recovers it.
+// retention.ms 1 then empties the log on every replica.
 func TestClusterReplicatedRetention(t *testing.T) {
 	tc := startTestCluster(t, func(c *Config) { c.LogRetentionCheckInterval = 100 * time.Millisecond })
 	ctx := context.Background()
@@ -166,4 +167,11 @@ func TestClusterReplicatedRetention(t *testing.T) {
 	}
 	tc.start(old)
 	tc.waitLogStart(topic, 29, all...)
+
+	// retention.ms 1: every batch is older, the log empties at 31 on
+	// every replica, the restarted one included.
+	if resp, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "retention.ms", Value: kmsg.StringPtr("1")}}, topic); err != nil || resp[0].Err != nil {
+		t.Fatalf("alter retention.ms: %v %v", err, resp)
+	}
+	tc.waitLogStart(topic, 31, all...)
 }
