@@ -180,6 +180,9 @@ func (m *replicaManager) leaders(ctx context.Context) {
 			continue
 		}
 		want := cluster.PartitionLeader{TopicID: r.rp.TopicID, Partition: r.rp.Partition, Leader: m.self, Epoch: int32(min(st.Term, 1<<31-1))}
+		if r.rp.Coordinator {
+			want.Coordinator = r.rp.Topic
+		}
 		for _, id := range st.InSync {
 			want.ISR = append(want.ISR, int32(id))
 		}
