@@ -67,7 +67,8 @@ type Cluster interface {
 	Replicas(topic string, p int32) (replicas []int32, ok bool)
 	// CoordinatorLeaders are the leaders of the partitions of the
 	// coordinator topic (groups.OffsetsTopic or TransactionStateTopic),
-	// nil while they are not placed.
+	// nil while they are not placed; for a topic placed with replicas,
+	// the current recorded leaders (-1 for a partition without one).
 	CoordinatorLeaders(topic string) []int32
 	// PlaceCoordinator places the coordinator topic's partitions over
 	// the registered brokers if they are not (a proposal), and returns

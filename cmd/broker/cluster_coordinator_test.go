@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/vibemq/broker/groups"
 )
 
 // findCoordinatorAt asks broker id for group's coordinator: its node ID,
@@ -62,9 +63,10 @@ func offsetFetchAt(ctx context.Context, cl *kgo.Client, id int32, group, topic s
 }
 
 // waitCoordinator waits until every running broker names the same
-// coordinator of group, other than not, and that coordinator answers
-// OffsetFetch without error; it returns the coordinator and the offsets.
-func (tc *testCluster) waitCoordinator(ctx context.Context, cl *kgo.Client, group, topic string, running []int32, not int32) (int32, map[int32]int64) {
+// coordinator of group, one that accept takes, and that coordinator
+// answers OffsetFetch without error; it returns the coordinator and the
+// offsets.
+func (tc *testCluster) waitCoordinator(ctx context.Context, cl *kgo.Client, group, topic string, running []int32, accept func(int32) bool) (int32, map[int32]int64) {
 	tc.t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	var last string
@@ -79,7 +81,7 @@ func (tc *testCluster) waitCoordinator(ctx context.Context, cl *kgo.Client, grou
 		}
 		if len(ids) == 1 {
 			for c := range ids {
-				if c > 0 && c != not {
+				if c > 0 && accept(c) {
 					code, offsets, err := offsetFetchAt(ctx, cl, c, group, topic)
 					if err == nil && code == 0 {
 						return c, offsets
@@ -110,6 +112,7 @@ func (tc *testCluster) waitCoordinator(ctx context.Context, cl *kgo.Client, grou
 // refused (INVALID_TXN_STATE).
 func TestClusterCoordinatorFailover(t *testing.T) {
 	tc := startTestCluster(t, func(c *Config) {
+		c.HTTPAddr = "" // a restart on the same port could find it taken
 		c.OffsetsTopicReplicationFactor = 3
 		c.GroupInitialRebalanceDelay = 0
 	})
@@ -123,17 +126,19 @@ func TestClusterCoordinatorFailover(t *testing.T) {
 	}
 	tc.waitReplicated(ctx, cl, topic, 3)
 	pr := tc.client(kgo.DefaultProduceTopic(topic), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	for i := range total {
-		r := &kgo.Record{Value: []byte(strconv.Itoa(i)), Partition: int32(i % 3)}
-		if err := pr.ProduceSync(ctx, r).FirstErr(); err != nil {
-			t.Fatalf("produce %d: %v", i, err)
-		}
+	rs := make([]*kgo.Record, total)
+	for i := range rs {
+		rs[i] = &kgo.Record{Value: []byte(strconv.Itoa(i)), Partition: int32(i % 3)}
+	}
+	if err := pr.ProduceSync(ctx, rs...).FirstErr(); err != nil {
+		t.Fatalf("produce: %v", err)
 	}
 
 	// The first consumer reads about half and commits exactly what it read.
 	groupClient := func() *kgo.Client {
 		return tc.client(kgo.ConsumeTopics(topic), kgo.ConsumerGroup(group), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-			kgo.DisableAutoCommit(), kgo.MetadataMinAge(100*time.Millisecond), kgo.RetryTimeout(30*time.Second))
+			kgo.DisableAutoCommit(), kgo.MetadataMinAge(100*time.Millisecond), kgo.RetryTimeout(30*time.Second),
+			kgo.FetchMaxWait(500*time.Millisecond)) // a fetch in flight when a partition is added waits no longer
 	}
 	seen := map[string]int{}
 	first := groupClient()
@@ -156,7 +161,8 @@ func TestClusterCoordinatorFailover(t *testing.T) {
 	first.Close()
 
 	running := []int32{1, 2, 3}
-	coordinator, offsets := tc.waitCoordinator(ctx, cl, group, topic, running, -1)
+	any := func(int32) bool { return true }
+	coordinator, offsets := tc.waitCoordinator(ctx, cl, group, topic, running, any)
 	if !maps.Equal(offsets, committed) {
 		t.Fatalf("offsets on coordinator %d: %v, want %v", coordinator, offsets, committed)
 	}
@@ -165,7 +171,7 @@ func TestClusterCoordinatorFailover(t *testing.T) {
 	stopped := time.Now()
 	tc.stop[coordinator]()
 	running = slices.DeleteFunc(running, func(id int32) bool { return id == coordinator })
-	next, offsets := tc.waitCoordinator(ctx, cl, group, topic, running, coordinator)
+	next, offsets := tc.waitCoordinator(ctx, cl, group, topic, running, func(id int32) bool { return id != coordinator })
 	t.Logf("coordinator %d stopped; broker %d coordinates the group %v later", coordinator, next, time.Since(stopped))
 	if !maps.Equal(offsets, committed) {
 		t.Fatalf("offsets on the new coordinator %d: %v, want %v", next, offsets, committed)
@@ -214,7 +220,10 @@ func TestClusterCoordinatorFailover(t *testing.T) {
 		}
 		break
 	}
-	final, offsets := tc.waitCoordinator(ctx, cl, group, topic, running, -1)
+	// Leadership moves back to the partition's preferred replica once it
+	// is in sync: wait for it, so that no handover races the checks.
+	preferred := preferredCoordinator(ctx, t, cl, group)
+	final, offsets := tc.waitCoordinator(ctx, cl, group, topic, running, func(id int32) bool { return id == preferred })
 	if !maps.Equal(offsets, all) {
 		t.Fatalf("offsets on coordinator %d after the restart: %v, want %v", final, offsets, all)
 	}
@@ -251,4 +260,27 @@ func TestClusterCoordinatorFailover(t *testing.T) {
 	if code := tresp.Topics[0].Partitions[0].ErrorCode; code != kerr.InvalidTxnState.Code {
 		t.Fatalf("transactional offset commit of %q: code %d, want INVALID_TXN_STATE", txnID, code)
 	}
+}
+
+// preferredCoordinator is the preferred replica (the first) of group's
+// partition of __consumer_offsets, from Metadata.
+func preferredCoordinator(ctx context.Context, t *testing.T, cl *kgo.Client, group string) int32 {
+	t.Helper()
+	req := kmsg.NewPtrMetadataRequest()
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr(groups.OffsetsTopic)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil || len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) == 0 {
+		t.Fatalf("metadata of %s: %v %+v", groups.OffsetsTopic, err, resp)
+	}
+	parts := resp.Topics[0].Partitions
+	p := groups.PartitionFor(group, int32(len(parts)))
+	for _, mp := range parts {
+		if mp.Partition == p && len(mp.Replicas) == 3 {
+			return mp.Replicas[0]
+		}
+	}
+	t.Fatalf("metadata of %s: partition %d without three replicas: %+v", groups.OffsetsTopic, p, parts)
+	return -1
 }

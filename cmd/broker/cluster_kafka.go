@@ -42,6 +42,9 @@ type kafkaCluster struct {
 	// a replicated __consumer_offsets partition as this broker gains and
 	// loses its leadership (cluster_replicas.go).
 	groups *groups.Coordinator
+	// offsetsReplicated is set once groups was switched to replicated
+	// offsets partitions (CoordinatorLeaders).
+	offsetsReplicated atomic.Bool
 
 	node *cluster.Node
 	md   *cluster.Metadata
@@ -176,6 +179,15 @@ func (k *kafkaCluster) CoordinatorLeaders(topic string) []int32 {
 	placed := k.md.CoordinatorLeaders(topic)
 	if _, replicated := k.md.CoordinatorGroup(topic, 0); !replicated {
 		return placed
+	}
+	if topic == groups.OffsetsTopic && k.groups != nil && !k.offsetsReplicated.Load() {
+		// Before anything is routed by these leaders: a group
+		// coordinator still in its local mode would serve the groups of
+		// a partition a stale record names this broker the leader of
+		// (a restart replaying the metadata log) from its empty local
+		// partition.
+		k.groups.UseReplicatedOffsets()
+		k.offsetsReplicated.Store(true)
 	}
 	leaders := make([]int32, len(placed))
 	for p := range placed {
