@@ -98,117 +98,187 @@ func (tc *testCluster) waitCoordinator(ctx context.Context, cl *kgo.Client, grou
 	return -1, nil
 }
 
-// TestClusterCoordinatorFailover: with offsets-topic-replication-factor
-// 3, __consumer_offsets partitions are Raft groups and the group
-// coordinator fails over with their leadership (issue 13 part 3). A
-// franz-go consumer group commits what it read of an RF 3 topic; the
-// broker coordinating the group is stopped; FindCoordinator on the
-// survivors names another broker, which answers OffsetFetch with the
-// committed offsets; a new consumer of the group reads exactly the rest
-// (nothing twice, nothing skipped). The stopped broker, restarted,
-// answers for the group only as the coordinator all brokers name (it may
-// lead the partition again: the preferred leader), with the offsets the
-// new consumer committed meanwhile. A transactional offset commit is
-// refused (INVALID_TXN_STATE).
-func TestClusterCoordinatorFailover(t *testing.T) {
+// failover is one run of the coordinator failover tests: three brokers
+// with offsets-topic-replication-factor 3, an RF 3 topic of three
+// partitions holding total records, and a consumer group reading it.
+type failover struct {
+	t       *testing.T
+	tc      *testCluster
+	cl      *kgo.Client
+	ctx     context.Context
+	topic   string
+	group   string
+	total   int
+	options []kgo.Opt // of the group's consumers
+	seen    map[string]int
+	running []int32
+}
+
+func startFailover(t *testing.T, options ...kgo.Opt) *failover {
 	tc := startTestCluster(t, func(c *Config) {
 		c.HTTPAddr = "" // a restart on the same port could find it taken
 		c.OffsetsTopicReplicationFactor = 3
 		c.GroupInitialRebalanceDelay = 0
 	})
-	ctx := context.Background()
-	cl := tc.client(kgo.MetadataMinAge(100 * time.Millisecond))
-	tc.waitAgreed(ctx, cl, func(*kmsg.MetadataResponse) bool { return true })
-	adm := kadm.NewClient(cl)
-	const topic, group, total = "coord-rf3", "coord-readers", 300
-	if resp, err := adm.CreateTopic(ctx, 3, 3, nil, topic); err != nil || resp.Err != nil {
+	f := &failover{t: t, tc: tc, ctx: context.Background(), topic: "coord-rf3", group: "coord-readers", total: 300,
+		options: options, seen: map[string]int{}, running: []int32{1, 2, 3}}
+	f.cl = tc.client(kgo.MetadataMinAge(100 * time.Millisecond))
+	tc.waitAgreed(f.ctx, f.cl, func(*kmsg.MetadataResponse) bool { return true })
+	if resp, err := kadm.NewClient(f.cl).CreateTopic(f.ctx, 3, 3, nil, f.topic); err != nil || resp.Err != nil {
 		t.Fatalf("create RF 3: %v %v", err, resp.Err)
 	}
-	tc.waitReplicated(ctx, cl, topic, 3)
-	pr := tc.client(kgo.DefaultProduceTopic(topic), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	rs := make([]*kgo.Record, total)
+	tc.waitReplicated(f.ctx, f.cl, f.topic, 3)
+	pr := tc.client(kgo.DefaultProduceTopic(f.topic), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	rs := make([]*kgo.Record, f.total)
 	for i := range rs {
 		rs[i] = &kgo.Record{Value: []byte(strconv.Itoa(i)), Partition: int32(i % 3)}
 	}
-	if err := pr.ProduceSync(ctx, rs...).FirstErr(); err != nil {
+	if err := pr.ProduceSync(f.ctx, rs...).FirstErr(); err != nil {
 		t.Fatalf("produce: %v", err)
 	}
+	return f
+}
 
-	// The first consumer reads about half and commits exactly what it read.
-	groupClient := func() *kgo.Client {
-		return tc.client(kgo.ConsumeTopics(topic), kgo.ConsumerGroup(group), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-			kgo.DisableAutoCommit(), kgo.MetadataMinAge(100*time.Millisecond), kgo.RetryTimeout(30*time.Second),
-			kgo.FetchMaxWait(500*time.Millisecond)) // a fetch in flight when a partition is added waits no longer
-	}
-	seen := map[string]int{}
-	first := groupClient()
+func (f *failover) groupClient() *kgo.Client {
+	return f.tc.client(append([]kgo.Opt{kgo.ConsumeTopics(f.topic), kgo.ConsumerGroup(f.group), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.DisableAutoCommit(), kgo.MetadataMinAge(100 * time.Millisecond), kgo.RetryTimeout(30 * time.Second),
+		kgo.FetchMaxWait(500 * time.Millisecond)}, // a fetch in flight when a partition is added waits no longer
+		f.options...)...)
+}
+
+// consumeHalf reads half of the records with one consumer of the group
+// and commits exactly what it read: the committed offsets by partition
+// (-1: none) and the number read.
+func (f *failover) consumeHalf() (map[int32]int64, int) {
+	first := f.groupClient()
+	defer first.Close()
 	var read []*kgo.Record
-	for len(read) < total/2 {
-		fs := first.PollRecords(ctx, total/2-len(read))
+	for len(read) < f.total/2 {
+		fs := first.PollRecords(f.ctx, f.total/2-len(read))
 		if err := fs.Err(); err != nil {
-			t.Fatalf("first consumer: %v", err)
+			f.t.Fatalf("first consumer: %v", err)
 		}
 		read = append(read, fs.Records()...)
 	}
-	if err := first.CommitRecords(ctx, read...); err != nil {
-		t.Fatalf("commit: %v", err)
+	if err := first.CommitRecords(f.ctx, read...); err != nil {
+		f.t.Fatalf("commit: %v", err)
 	}
-	committed := map[int32]int64{0: -1, 1: -1, 2: -1} // -1: none committed
+	committed := map[int32]int64{0: -1, 1: -1, 2: -1}
 	for _, r := range read {
-		seen[string(r.Value)]++
+		f.seen[string(r.Value)]++
 		committed[r.Partition] = max(committed[r.Partition], r.Offset+1)
 	}
-	first.Close()
+	return committed, len(read)
+}
 
-	running := []int32{1, 2, 3}
-	any := func(int32) bool { return true }
-	coordinator, offsets := tc.waitCoordinator(ctx, cl, group, topic, running, any)
+// stopCoordinator stops the group's coordinator and waits until the
+// survivors agree on another one, which must serve committed; it
+// returns the stopped broker.
+func (f *failover) stopCoordinator(committed map[int32]int64) int32 {
+	coordinator, offsets := f.tc.waitCoordinator(f.ctx, f.cl, f.group, f.topic, f.running, func(int32) bool { return true })
 	if !maps.Equal(offsets, committed) {
-		t.Fatalf("offsets on coordinator %d: %v, want %v", coordinator, offsets, committed)
+		f.t.Fatalf("offsets on coordinator %d: %v, want %v", coordinator, offsets, committed)
 	}
-
-	// The coordinator dies; another broker takes the group over.
 	stopped := time.Now()
-	tc.stop[coordinator]()
-	running = slices.DeleteFunc(running, func(id int32) bool { return id == coordinator })
-	next, offsets := tc.waitCoordinator(ctx, cl, group, topic, running, func(id int32) bool { return id != coordinator })
-	t.Logf("coordinator %d stopped; broker %d coordinates the group %v later", coordinator, next, time.Since(stopped))
+	f.tc.stop[coordinator]()
+	f.running = slices.DeleteFunc(f.running, func(id int32) bool { return id == coordinator })
+	next, offsets := f.tc.waitCoordinator(f.ctx, f.cl, f.group, f.topic, f.running, func(id int32) bool { return id != coordinator })
+	f.t.Logf("coordinator %d stopped; broker %d coordinates the group %v later", coordinator, next, time.Since(stopped))
 	if !maps.Equal(offsets, committed) {
-		t.Fatalf("offsets on the new coordinator %d: %v, want %v", next, offsets, committed)
+		f.t.Fatalf("offsets on the new coordinator %d: %v, want %v", next, offsets, committed)
 	}
+	return coordinator
+}
 
-	// A new consumer resumes exactly after the committed offsets.
-	second := groupClient()
-	for n := 0; n < total-len(read); {
-		fs := second.PollFetches(ctx)
+// consumeRest reads the records after committed with a new consumer of
+// the group, checks that every record was read exactly once, and commits.
+func (f *failover) consumeRest(committed map[int32]int64, read int) {
+	second := f.groupClient()
+	defer second.Close()
+	for n := 0; n < f.total-read; {
+		fs := second.PollFetches(f.ctx)
 		if err := fs.Err(); err != nil {
-			t.Fatalf("second consumer after %d records: %v", n, err)
+			f.t.Fatalf("second consumer after %d records: %v", n, err)
 		}
 		fs.EachRecord(func(r *kgo.Record) {
 			if r.Offset < max(committed[r.Partition], 0) {
-				t.Fatalf("record %s/%d@%d read again (committed %d)", r.Topic, r.Partition, r.Offset, committed[r.Partition])
+				f.t.Fatalf("record %s/%d@%d read again (committed %d)", r.Topic, r.Partition, r.Offset, committed[r.Partition])
 			}
-			seen[string(r.Value)]++
+			f.seen[string(r.Value)]++
 			n++
 		})
 	}
-	for i := range total {
-		if seen[strconv.Itoa(i)] != 1 {
-			t.Fatalf("record %d read %d times", i, seen[strconv.Itoa(i)])
+	for i := range f.total {
+		if f.seen[strconv.Itoa(i)] != 1 {
+			f.t.Fatalf("record %d read %d times", i, f.seen[strconv.Itoa(i)])
 		}
 	}
-	if err := second.CommitUncommittedOffsets(ctx); err != nil {
-		t.Fatal(err)
+	if err := second.CommitUncommittedOffsets(f.ctx); err != nil {
+		f.t.Fatal(err)
 	}
-	second.Close()
-	all := map[int32]int64{0: total / 3, 1: total / 3, 2: total / 3}
+}
 
-	// The old coordinator comes back: it answers as coordinator only once
-	// every broker names it, and then with the latest offsets.
-	tc.start(coordinator)
-	running = append(running, coordinator)
+// TestClusterCoordinatorFailover: with offsets-topic-replication-factor
+// 3, __consumer_offsets partitions are Raft groups and the group
+// coordinator fails over with their leadership (issue 13 part 3). A
+// franz-go consumer group (classic protocol) commits what it read of an
+// RF 3 topic; the broker coordinating the group is stopped;
+// FindCoordinator on the survivors names another broker, which answers
+// OffsetFetch with the committed offsets; a new consumer of the group
+// reads exactly the rest (nothing twice, nothing skipped). The stopped
+// broker, restarted, answers for the group only as the coordinator all
+// brokers name (it may lead the partition again: the preferred leader),
+// with the offsets the new consumer committed meanwhile. A
+// transactional offset commit is refused (INVALID_TXN_STATE).
+func TestClusterCoordinatorFailover(t *testing.T) {
+	f := startFailover(t)
+	committed, read := f.consumeHalf()
+	coordinator := f.stopCoordinator(committed)
+	f.consumeRest(committed, read)
+	all := map[int32]int64{0: 100, 1: 100, 2: 100}
+	final := f.restart(coordinator, all)
+	f.txnOffsetCommitRefused(final)
+}
+
+// TestClusterCoordinatorFailoverKIP848 is TestClusterCoordinatorFailover's
+// failover for a group of the consumer protocol (KIP-848: the
+// ConsumerGroup* records are loaded by the new coordinator).
+func TestClusterCoordinatorFailoverKIP848(t *testing.T) {
+	f := startFailover(t, kgo.ServerSideBalancer())
+	committed, read := f.consumeHalf()
+	before := f.describeConsumerGroup()
+	f.stopCoordinator(committed)
+	if after := f.describeConsumerGroup(); after.Epoch != before.Epoch || after.AssignmentEpoch != before.AssignmentEpoch {
+		t.Fatalf("consumer group on the new coordinator: epochs %d/%d, before %d/%d", after.Epoch, after.AssignmentEpoch, before.Epoch, before.AssignmentEpoch)
+	}
+	f.consumeRest(committed, read)
+}
+
+// describeConsumerGroup is the group as its coordinator describes it
+// with ConsumerGroupDescribe: a consumer-protocol group (a classic one
+// would be GROUP_ID_NOT_FOUND).
+func (f *failover) describeConsumerGroup() kmsg.ConsumerGroupDescribeResponseGroup {
+	f.t.Helper()
+	coordinator, _ := f.tc.waitCoordinator(f.ctx, f.cl, f.group, f.topic, f.running, func(int32) bool { return true })
+	req := kmsg.NewPtrConsumerGroupDescribeRequest()
+	req.Groups = []string{f.group}
+	resp, err := req.RequestWith(f.ctx, f.cl.Broker(int(coordinator)))
+	if err != nil || len(resp.Groups) != 1 || resp.Groups[0].ErrorCode != 0 || resp.Groups[0].Epoch < 1 {
+		f.t.Fatalf("consumer group describe on coordinator %d: %v %+v", coordinator, err, resp)
+	}
+	return resp.Groups[0]
+}
+
+// restart starts the stopped coordinator again: it answers as
+// coordinator only once every broker names it, and then with the latest
+// offsets (all). It returns the coordinator once leadership is back
+// with the partition's preferred replica.
+func (f *failover) restart(coordinator int32, all map[int32]int64) int32 {
+	ctx, cl, t := f.ctx, f.cl, f.t
+	f.tc.start(coordinator)
+	f.running = append(f.running, coordinator)
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		code, offsets, err := offsetFetchAt(ctx, cl, coordinator, group, topic)
+		code, offsets, err := offsetFetchAt(ctx, cl, coordinator, f.group, f.topic)
 		if err != nil {
 			continue // not listening yet
 		}
@@ -222,43 +292,46 @@ func TestClusterCoordinatorFailover(t *testing.T) {
 	}
 	// Leadership moves back to the partition's preferred replica once it
 	// is in sync: wait for it, so that no handover races the checks.
-	preferred := preferredCoordinator(ctx, t, cl, group)
-	final, offsets := tc.waitCoordinator(ctx, cl, group, topic, running, func(id int32) bool { return id == preferred })
+	preferred := preferredCoordinator(ctx, t, cl, f.group)
+	final, offsets := f.tc.waitCoordinator(ctx, cl, f.group, f.topic, f.running, func(id int32) bool { return id == preferred })
 	if !maps.Equal(offsets, all) {
 		t.Fatalf("offsets on coordinator %d after the restart: %v, want %v", final, offsets, all)
 	}
-	for _, id := range running {
+	for _, id := range f.running {
 		if id == final {
 			continue
 		}
-		if code, _, err := offsetFetchAt(ctx, cl, id, group, topic); err != nil || code != kerr.NotCoordinator.Code {
+		if code, _, err := offsetFetchAt(ctx, cl, id, f.group, f.topic); err != nil || code != kerr.NotCoordinator.Code {
 			t.Fatalf("broker %d (coordinator %d) answers offset fetch: %v code %d; want NOT_COORDINATOR", id, final, err, code)
 		}
 	}
+	return final
+}
 
-	// Transactional offset commits are refused on a replicated
-	// __consumer_offsets.
+// txnOffsetCommitRefused: a transactional offset commit to the group's
+// coordinator, for a transactional ID it coordinates too, is refused on
+// a replicated __consumer_offsets.
+func (f *failover) txnOffsetCommitRefused(coordinator int32) {
 	txnID := ""
 	for i := 0; txnID == "" && i < 1000; i++ {
 		req := kmsg.NewPtrFindCoordinatorRequest()
 		req.CoordinatorType, req.CoordinatorKeys = 1, []string{fmt.Sprint("tx", i)}
-		if resp, err := req.RequestWith(ctx, cl.Broker(int(final))); err == nil && resp.Coordinators[0].NodeID == final {
+		if resp, err := req.RequestWith(f.ctx, f.cl.Broker(int(coordinator))); err == nil && resp.Coordinators[0].NodeID == coordinator {
 			txnID = fmt.Sprint("tx", i)
 		}
 	}
 	txn := kmsg.NewPtrTxnOffsetCommitRequest()
-	txn.TransactionalID, txn.Group, txn.ProducerID, txn.ProducerEpoch = txnID, group, 1, 0
+	txn.TransactionalID, txn.Group, txn.ProducerID, txn.ProducerEpoch = txnID, f.group, 1, 0
 	tt := kmsg.NewTxnOffsetCommitRequestTopic()
-	tt.Topic = topic
-	tp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
-	tt.Partitions = append(tt.Partitions, tp)
+	tt.Topic = f.topic
+	tt.Partitions = append(tt.Partitions, kmsg.NewTxnOffsetCommitRequestTopicPartition())
 	txn.Topics = append(txn.Topics, tt)
-	tresp, err := txn.RequestWith(ctx, cl.Broker(int(final)))
+	tresp, err := txn.RequestWith(f.ctx, f.cl.Broker(int(coordinator)))
 	if err != nil {
-		t.Fatal(err)
+		f.t.Fatal(err)
 	}
 	if code := tresp.Topics[0].Partitions[0].ErrorCode; code != kerr.InvalidTxnState.Code {
-		t.Fatalf("transactional offset commit of %q: code %d, want INVALID_TXN_STATE", txnID, code)
+		f.t.Fatalf("transactional offset commit of %q: code %d, want INVALID_TXN_STATE", txnID, code)
 	}
 }
 
