@@ -63,7 +63,7 @@ func (tc *testCluster) start(id int32) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	lg := zerolog.Nop()
-	if os.Getenv("VMQ_TEST_LOG") != "" {
+	if os.Getenv("VMQ_TEST_LOG") != "" { // the brokers' logs on stderr, to debug a cluster test
 		lg = zerolog.New(os.Stderr).With().Int32("node", id).Logger()
 	}
 	go func() { done <- run(ctx, cfg, lg) }()
