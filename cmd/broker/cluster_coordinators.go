@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/vibemq/broker/cluster"
@@ -20,7 +21,8 @@ import (
 //     COORDINATOR_LOAD_IN_PROGRESS), then, once every entry of the
 //     earlier terms is applied here (the applied index reached the
 //     leader's first entry of its term, so the log is the committed
-//     one), groups.Load reads the partition's log on its own goroutine;
+//     one), groups.Load reads the partition's log on its own goroutine
+//     (a load that fails is tried again after loadRetry);
 //   - not leading any more (or a new term): groups.UnloadPartition.
 //
 // The coordinator's appends go through offsetsLog: Host.Enqueue, in the
@@ -32,7 +34,14 @@ import (
 type coordinatorLoad struct {
 	term, readyAt uint64
 	started       bool
+	// failed is set by a load that failed (a read or decode error); it
+	// is tried again from retryAt.
+	failed  atomic.Bool
+	retryAt time.Time
 }
+
+// loadRetry is how long a failed load waits before it is tried again.
+const loadRetry = 5 * time.Second
 
 // offsetsAppendTimeout bounds an offsets partition's proposal: a request
 // whose proposal does not commit in that time answers NOT_COORDINATOR.
@@ -72,14 +81,20 @@ func (m *replicaManager) followCoordinator(g uint64, r *replica, st cluster.Grou
 		m.coordinators[g] = cur
 		m.groups.StartLoad(p, st.Term, offsetsLog{host: m.host, group: g, log: r.log})
 	}
-	if cur.started || st.Applied < cur.readyAt {
+	if cur.started && cur.failed.Load() {
+		cur.started = false
+		cur.failed.Store(false)
+		cur.retryAt = time.Now().Add(loadRetry)
+	}
+	if cur.started || st.Applied < cur.readyAt || time.Now().Before(cur.retryAt) {
 		return
 	}
 	cur.started = true
 	term := cur.term
 	go func() {
 		if err := m.groups.Load(p, term, time.Now()); err != nil {
-			m.log.Error().Err(err).Int32("partition", p).Msg("cannot load the groups of the offsets partition; they are not served until its leadership changes")
+			cur.failed.Store(true)
+			m.log.Error().Err(err).Int32("partition", p).Dur("retry_in", loadRetry).Msg("cannot load the groups of the offsets partition; they are not served meanwhile")
 		}
 	}()
 }
