@@ -13,6 +13,7 @@ import (
 
 	"github.com/rs/zerolog"
 	"github.com/vibemq/broker/cluster"
+	"github.com/vibemq/broker/groups"
 	"github.com/vibemq/broker/httpapi"
 	"github.com/vibemq/broker/kafkaproto"
 	"github.com/vibemq/broker/pebblestore"
@@ -45,6 +46,10 @@ type replicaManager struct {
 	node  *cluster.Node
 	store *pebblestore.Store
 	log   zerolog.Logger
+	// groups is the group coordinator, which follows the leadership of a
+	// replicated __consumer_offsets (cluster_coordinators.go); nil in tests
+	// without one.
+	groups *groups.Coordinator
 
 	kick chan struct{}
 
@@ -63,6 +68,11 @@ type replicaManager struct {
 	// preferred replica is another, in sync.
 	leadingSince map[uint64]time.Time
 	results      chan uint64
+	// coordinators: this broker's leadership of replicated
+	// __consumer_offsets partitions, by group; offsetsReplicated once the
+	// group coordinator was switched to them.
+	coordinators      map[uint64]*coordinatorLoad
+	offsetsReplicated bool
 }
 
 type replica struct {
@@ -83,6 +93,7 @@ func newReplicaManager(self int32, host *cluster.Host, md *cluster.Metadata, sto
 		self: self, host: host, md: md, store: store, log: log.With().Str("component", "replicas").Logger(),
 		kick: make(chan struct{}, 1), logs: map[uint64]*replica{},
 		proposing: map[uint64]bool{}, campaigns: map[uint64]time.Time{}, leadingSince: map[uint64]time.Time{}, results: make(chan uint64, 64),
+		coordinators: map[uint64]*coordinatorLoad{},
 	}
 }
 
@@ -171,11 +182,13 @@ func (m *replicaManager) reconcile() {
 // whose applied record differs, and makes a preferred replica campaign in
 // a group without a leader (at most once a second).
 func (m *replicaManager) leaders(ctx context.Context) {
+	m.useReplicatedOffsets()
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	now := time.Now()
 	for g, r := range m.logs {
 		st, ok := m.host.Status(g)
+		m.followCoordinator(g, r, st, ok)
 		if !ok {
 			continue
 		}
@@ -188,6 +201,9 @@ func (m *replicaManager) leaders(ctx context.Context) {
 			continue
 		}
 		want := cluster.PartitionLeader{TopicID: r.rp.TopicID, Partition: r.rp.Partition, Leader: m.self, Epoch: int32(min(st.Term, 1<<31-1))}
+		if r.rp.Coordinator {
+			want.Coordinator = r.rp.Topic
+		}
 		for _, id := range st.InSync {
 			want.ISR = append(want.ISR, int32(id))
 		}
