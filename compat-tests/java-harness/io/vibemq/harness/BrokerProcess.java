@@ -119,6 +119,61 @@ public final class BrokerProcess implements AutoCloseable {
         }
     }
 
+    /**
+     * Starts n brokers of one cluster (issue 13): node IDs 1..n, the same
+     * {@code --cluster-peers} with an inter-broker address on a free
+     * loopback port each, extraArgs added to every one. Each is ready
+     * (see {@link #start}) when this returns; whether the cluster has
+     * formed (registrations, a controller) is the caller's to wait for.
+     * On a failure the brokers already started are stopped.
+     */
+    public static List<BrokerProcess> startCluster(int n, String... extraArgs) throws Exception {
+        List<String> peers = new ArrayList<>();
+        for (int id = 1; id <= n; id++) {
+            peers.add(id + "@127.0.0.1:" + freePort());
+        }
+        List<BrokerProcess> out = new ArrayList<>();
+        try {
+            for (int id = 1; id <= n; id++) {
+                List<String> args = new ArrayList<>(List.of("--node-id", String.valueOf(id),
+                        "--cluster-peers", String.join(",", peers)));
+                args.addAll(List.of(extraArgs));
+                out.add(start(args.toArray(new String[0])));
+            }
+        } catch (Exception | Error e) {
+            for (BrokerProcess b : out) {
+                b.stop();
+            }
+            throw e;
+        }
+        return out;
+    }
+
+    /** SIGKILL ({@code Process.destroyForcibly} on Linux), waiting for the exit; the data directory stays. */
+    public void kill() throws InterruptedException {
+        if (external() || process == null || !process.isAlive()) {
+            return;
+        }
+        process.destroyForcibly();
+        if (!process.waitFor(10, TimeUnit.SECONDS)) {
+            throw new IllegalStateException("the broker did not exit within 10 s of SIGKILL");
+        }
+    }
+
+    /**
+     * Starts a killed (or exited) broker again on the same data directory
+     * and addresses, and waits until it is ready.
+     */
+    public void restart() throws Exception {
+        if (external() || alive()) {
+            throw new IllegalStateException("restart: the broker at " + kafkaAddr + " is running or external");
+        }
+        String failure = tryStart(brokerBinary());
+        if (failure != null) {
+            throw new IllegalStateException("broker did not become ready again: " + failure + "\nbroker log:\n" + logTail());
+        }
+    }
+
     private String tryStart(Path bin) throws Exception {
         // With --listeners (which replaces --kafka-addr), "{0}" is the
         // address bootstrap() returns and "{1}".."{3}" are extraAddr(i).
