@@ -67,6 +67,7 @@ class ClusterTest {
     static List<BrokerProcess> brokers;
     static Admin admin;
     static volatile boolean failed;
+    static Instant started;
 
     @RegisterExtension
     static final TestWatcher LOGS_ON_FAILURE = new TestWatcher() {
@@ -86,6 +87,7 @@ class ClusterTest {
         Assumptions.assumeTrue(BrokerProcess.bootstrapOverride() == null,
                 "ClusterTest starts a cluster of its own brokers; skipped with -Dbootstrap.override");
         failed = false;
+        started = Instant.now();
         brokers = BrokerProcess.startCluster(3, "--group-initial-rebalance-delay", "0s");
         admin = BrokerTestBase.admin(bootstrap());
         // The cluster has formed when Metadata names three brokers and a controller.
@@ -97,6 +99,7 @@ class ClusterTest {
                 return false;
             }
         }, () -> "describeCluster naming three brokers and a controller");
+        log("three brokers formed a cluster");
     }
 
     @AfterAll
@@ -126,6 +129,11 @@ class ClusterTest {
         assertTrue(problems.isEmpty(), String.join("; ", problems));
     }
 
+    /** Prints a line prefixed with the milliseconds since the cluster started. */
+    static void log(String format, Object... args) {
+        System.out.printf("ClusterTest [%d ms]: %s%n", Duration.between(started, Instant.now()).toMillis(), String.format(format, args));
+    }
+
     static String bootstrap() {
         return brokers.stream().map(BrokerProcess::bootstrap).collect(Collectors.joining(","));
     }
@@ -141,6 +149,7 @@ class ClusterTest {
         Set<Integer> distinct = new HashSet<>(leaders.values());
         assertEquals(3, distinct.size(), "leaders of the three partitions spread over the three brokers: " + leaders);
         int victim = leaders.get(0);
+        log("topic %s: leaders %s, every partition with 3 replicas in sync", TOPIC, leaders);
         String group = groupNotCoordinatedBy(victim);
 
         List<Acked> acked = produceAcrossKill(victim);
@@ -161,8 +170,8 @@ class ClusterTest {
                 throw new AssertionError(e);
             }
         }, () -> "broker " + victim + " leading partition 0 again (its preferred replica)");
-        System.out.printf("ClusterTest: broker %d restarted on its data: back in every partition's ISR %d ms after its restart, "
-                + "leading partition 0 again after %d ms%n", victim, inSync, Duration.between(restarted, Instant.now()).toMillis());
+        log("broker %d restarted on its data: back in every partition's ISR %d ms after its restart, "
+                + "leading partition 0 again after %d ms", victim, inSync, Duration.between(restarted, Instant.now()).toMillis());
         readPartitionZeroFrom(brokers.get(victim - 1), byPartition.get(0));
     }
 
@@ -254,6 +263,7 @@ class ClusterTest {
      * order they arrived.
      */
     static List<Acked> produceAcrossKill(int victim) throws Exception {
+        int controller = admin.describeCluster().controller().get(30, TimeUnit.SECONDS).id();
         ConcurrentLinkedQueue<Acked> acked = new ConcurrentLinkedQueue<>();
         ConcurrentLinkedQueue<Exception> errors = new ConcurrentLinkedQueue<>();
         int[] onZero = new int[1]; // written by the producer's I/O thread only
@@ -265,6 +275,7 @@ class ClusterTest {
         props.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, "true");
         long killedAt;
         int killedAfter;
+        String newLeader;
         try (KafkaProducer<String, String> producer = new KafkaProducer<>(props, new StringSerializer(), new StringSerializer())) {
             Sender sender = new Sender(producer, window, acked, errors, onZero, firstSentAfterKill, failoverAck);
             sender.start();
@@ -274,6 +285,7 @@ class ClusterTest {
                 brokers.get(victim - 1).kill();
                 sender.killed = true;
                 killedAfter = count(onZero);
+                newLeader = awaitNewLeader(victim, killedAt);
                 awaitCount(onZero, killedAfter + AFTER_KILL, errors, "acknowledged on partition 0 after the kill of broker " + victim);
             } finally {
                 sender.done = true;
@@ -283,11 +295,29 @@ class ClusterTest {
             producer.flush();
         }
         assertTrue(errors.isEmpty(), errors.size() + " sends failed, first: " + errors.peek());
-        System.out.printf("ClusterTest: killed broker %d (leader of partition 0) after %d acknowledgements there; "
+        log("killed broker %d (leader of partition 0%s) after %d acknowledgements there; %s; "
                 + "the first acknowledgement on partition 0 of a record sent after the kill came %d ms after it; "
-                + "%d records acknowledged in all%n",
-                victim, killedAfter, TimeUnit.NANOSECONDS.toMillis(failoverAck[0] - killedAt), acked.size());
+                + "%d records acknowledged in all",
+                victim, victim == controller ? " and controller" : "", killedAfter, newLeader,
+                TimeUnit.NANOSECONDS.toMillis(failoverAck[0] - killedAt), acked.size());
         return new ArrayList<>(acked);
+    }
+
+    /** Waits until describeTopics names another leader of partition 0 than victim; says who and when. */
+    static String awaitNewLeader(int victim, long killedAt) throws InterruptedException {
+        int[] leader = {-1};
+        waitFor(() -> {
+            try {
+                Node l = admin.describeTopics(List.of(TOPIC)).allTopicNames().get(10, TimeUnit.SECONDS)
+                        .get(TOPIC).partitions().get(0).leader();
+                leader[0] = l == null ? -1 : l.id();
+            } catch (Exception e) {
+                leader[0] = -1;
+            }
+            return leader[0] > 0 && leader[0] != victim;
+        }, () -> "a new leader of partition 0 in describeTopics after the kill of broker " + victim + " (last: " + leader[0] + ")");
+        return "describeTopics named broker " + leader[0] + " its leader "
+                + TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - killedAt) + " ms after the kill";
     }
 
     static int count(int[] n) {
@@ -432,7 +462,7 @@ class ClusterTest {
             OffsetAndMetadata om = end.get(new TopicPartition(TOPIC, p));
             assertEquals((long) acked.get(p).size(), om == null ? -1 : om.offset(), "partition " + p + ": the group's final committed offset");
         }
-        System.out.printf("ClusterTest: group %s: %d records read and committed by the first consumer, %d by the second, resumed at %s%n",
+        log("group %s: %d records read and committed by the first consumer, %d by the second, resumed at %s",
                 group, first, total - first, resumeAt);
     }
 
@@ -449,29 +479,35 @@ class ClusterTest {
      * partition must be at its resume offset.
      */
     static void pollInto(KafkaConsumer<String, String> c, Map<Integer, Map<Long, String>> read, int want,
-            Map<Integer, Long> resumeAt) throws InterruptedException {
+            Map<Integer, Long> resumeAt) {
         pollInto(c, read, r -> r.values().stream().mapToInt(Map::size).sum() >= want, resumeAt);
     }
 
     /** pollInto until enough(read) holds. */
     static void pollInto(KafkaConsumer<String, String> c, Map<Integer, Map<Long, String>> read,
-            Predicate<Map<Integer, Map<Long, String>>> enough, Map<Integer, Long> resumeAt) throws InterruptedException {
+            Predicate<Map<Integer, Map<Long, String>>> enough, Map<Integer, Long> resumeAt) {
         Map<Integer, Long> next = new HashMap<>();
         Set<String> values = new HashSet<>();
         read.values().forEach(m -> values.addAll(m.values()));
-        int[] n = {read.values().stream().mapToInt(Map::size).sum()};
-        waitFor(() -> {
+        int n = read.values().stream().mapToInt(Map::size).sum();
+        // Not waitFor: poll itself waits, and waitFor's pause between checks
+        // would add 100 ms per 100 records.
+        Instant deadline = Instant.now().plus(BrokerTestBase.DEADLINE);
+        while (!enough.test(read)) {
+            if (Instant.now().isAfter(deadline)) {
+                fail("not within " + BrokerTestBase.DEADLINE + ": " + n + " records read (per partition: "
+                        + read.entrySet().stream().collect(Collectors.toMap(Map.Entry::getKey, e -> e.getValue().size()))
+                        + "), not yet enough");
+            }
             for (ConsumerRecord<String, String> r : c.poll(Duration.ofMillis(200))) {
                 long expect = next.containsKey(r.partition()) ? next.get(r.partition())
                         : resumeAt != null ? resumeAt.get(r.partition()) : 0L;
-                assertEquals(expect, r.offset(), "partition " + r.partition() + ": offset of the next record read in the group");
+                assertEquals(expect, r.offset(), "partition " + r.partition() + ": offset of the next record read");
                 assertTrue(values.add(r.value()), "partition " + r.partition() + ": " + r.value() + " read twice");
                 read.computeIfAbsent(r.partition(), k -> new HashMap<>()).put(r.offset(), r.value());
                 next.put(r.partition(), r.offset() + 1);
-                n[0]++;
+                n++;
             }
-            return enough.test(read);
-        }, () -> n[0] + " records read (per partition: " + read.entrySet().stream()
-                .collect(Collectors.toMap(Map.Entry::getKey, e -> e.getValue().size())) + "), not yet enough");
+        }
     }
 }
