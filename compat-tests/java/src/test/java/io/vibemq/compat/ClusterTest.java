@@ -5,6 +5,11 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assertions.fail;
 
+import java.io.IOException;
+import java.io.InputStream;
+import java.net.HttpURLConnection;
+import java.net.URL;
+import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
@@ -18,6 +23,7 @@ import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.Semaphore;
 import java.util.concurrent.TimeUnit;
 import java.util.function.Predicate;
+import java.util.regex.Pattern;
 import java.util.stream.Collectors;
 
 import io.vibemq.harness.BrokerProcess;
@@ -90,15 +96,29 @@ class ClusterTest {
         started = Instant.now();
         brokers = BrokerProcess.startCluster(3, "--group-initial-rebalance-delay", "0s");
         admin = BrokerTestBase.admin(bootstrap());
-        // The cluster has formed when Metadata names three brokers and a controller.
+        // The cluster has formed when every broker has applied the three
+        // registrations (a broker not registered yet still lists itself in
+        // Metadata, so describeCluster's three nodes alone do not say that
+        // the controller can place three replicas; seen: RF 3 refused with
+        // "2 unfenced registered broker(s)") and Metadata names a controller.
+        List<String> status = new ArrayList<>();
         waitFor(() -> {
+            status.clear();
+            for (BrokerProcess b : brokers) {
+                String s = clusterStatus(b);
+                status.add(s);
+                if (REGISTERED.matcher(s).results().count() != 3) {
+                    return false;
+                }
+            }
             try {
                 var d = admin.describeCluster();
                 return d.nodes().get(10, TimeUnit.SECONDS).size() == 3 && d.controller().get(10, TimeUnit.SECONDS) != null;
             } catch (Exception e) {
                 return false;
             }
-        }, () -> "describeCluster naming three brokers and a controller");
+        }, () -> "every broker's GET /v1/admin/cluster with three registered members and describeCluster naming three brokers "
+                + "and a controller; last statuses: " + status);
         log("three brokers formed a cluster");
     }
 
@@ -127,6 +147,25 @@ class ClusterTest {
         }
         brokers = null;
         assertTrue(problems.isEmpty(), String.join("; ", problems));
+    }
+
+    /** A member of GET /v1/admin/cluster with its registered Kafka address. */
+    static final Pattern REGISTERED = Pattern.compile("\"kafka_addr\":\"[^\"]+\"");
+
+    /** Broker b's GET /v1/admin/cluster (its view of the metadata group), or what went wrong. */
+    static String clusterStatus(BrokerProcess b) {
+        try {
+            HttpURLConnection c = (HttpURLConnection) new URL("http://" + b.httpAddr() + "/v1/admin/cluster").openConnection();
+            c.setConnectTimeout(2000);
+            c.setReadTimeout(2000);
+            try (InputStream in = c.getResponseCode() == 200 ? c.getInputStream() : c.getErrorStream()) {
+                return c.getResponseCode() + " " + (in == null ? "" : new String(in.readAllBytes(), StandardCharsets.UTF_8));
+            } finally {
+                c.disconnect();
+            }
+        } catch (IOException e) {
+            return e.toString();
+        }
     }
 
     /** Prints a line prefixed with the milliseconds since the cluster started. */
