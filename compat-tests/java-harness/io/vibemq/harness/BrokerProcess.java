@@ -15,6 +15,10 @@ import java.time.Instant;
 import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
 import java.util.stream.Stream;
 
@@ -132,19 +136,37 @@ public final class BrokerProcess implements AutoCloseable {
         for (int id = 1; id <= n; id++) {
             peers.add(id + "@127.0.0.1:" + freePort());
         }
+        // Started at once: each is ready (serving, /readyz) before the
+        // others exist, so nothing is gained by waiting in turn.
+        List<CompletableFuture<BrokerProcess>> starting = new ArrayList<>();
+        ExecutorService pool = Executors.newFixedThreadPool(n); // not the common pool: one thread on two cores
+        for (int id = 1; id <= n; id++) {
+            List<String> args = new ArrayList<>(List.of("--node-id", String.valueOf(id),
+                    "--cluster-peers", String.join(",", peers)));
+            args.addAll(List.of(extraArgs));
+            starting.add(CompletableFuture.supplyAsync(() -> {
+                try {
+                    return start(args.toArray(new String[0]));
+                } catch (Exception e) {
+                    throw new CompletionException(e);
+                }
+            }, pool));
+        }
+        pool.shutdown();
         List<BrokerProcess> out = new ArrayList<>();
-        try {
-            for (int id = 1; id <= n; id++) {
-                List<String> args = new ArrayList<>(List.of("--node-id", String.valueOf(id),
-                        "--cluster-peers", String.join(",", peers)));
-                args.addAll(List.of(extraArgs));
-                out.add(start(args.toArray(new String[0])));
+        Throwable failure = null;
+        for (CompletableFuture<BrokerProcess> f : starting) {
+            try {
+                out.add(f.join());
+            } catch (CompletionException e) {
+                failure = failure == null ? e.getCause() : failure;
             }
-        } catch (Exception | Error e) {
+        }
+        if (failure != null) {
             for (BrokerProcess b : out) {
                 b.stop();
             }
-            throw e;
+            throw new IllegalStateException("starting a cluster of " + n + ": " + failure.getMessage(), failure);
         }
         return out;
     }
