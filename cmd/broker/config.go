@@ -244,7 +244,7 @@ var configKeys = append([]configKey{
 		}),
 	int32Key(keyInfo{name: "node-id", def: "1", usage: "broker node id", doc: ""},
 		func(c *Config) *int32 { return &c.NodeID }, parseInteger, int64Range{low: 0, high: math.MaxInt32}, strconv.FormatInt),
-	stringKey(keyInfo{name: "cluster-peers", def: "", usage: "voters of the cluster's metadata raft group, id@host:port of their inter-broker listeners, comma-separated; empty means a single node", doc: "Example: 1@broker1:9093,2@broker2:9093,3@broker3:9093, the same on every\nnode, each started with its own node-id. For now the cluster holds the\nbrokers' registrations (broker cluster status); topics are not\nreplicated yet and each broker serves its own data."},
+	stringKey(keyInfo{name: "cluster-peers", def: "", usage: "voters of the cluster's metadata raft group, id@host:port of their inter-broker listeners, comma-separated; empty means a single node", doc: "Example: 1@broker1:9093,2@broker2:9093,3@broker3:9093, the same on every\nnode, each started with its own node-id. The metadata group holds the\nbrokers' registrations, topics, placements and leaders (broker cluster\nstatus); topics created with replication factor 3 are replicated by a\nraft group per partition, RF 1 topics live on their leader only."},
 		func(c *Config) *string { return &c.ClusterPeers }, checkClusterPeers),
 	{
 		name:   "cluster-join",
