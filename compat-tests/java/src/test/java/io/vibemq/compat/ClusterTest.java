@@ -55,10 +55,13 @@ import org.junit.jupiter.api.extension.TestWatcher;
 /**
  * The Java client against a three-broker cluster (issue 13): three
  * {@code broker serve} processes (node IDs 1-3, one {@code cluster-peers}),
- * a 3-partition topic of replication factor 3, the broker leading
- * partition 0 killed with SIGKILL under an idempotent acks=all
- * KafkaProducer, a consumer group reading everything back across the
- * failover, and the killed broker restarted on its data catching up.
+ * a 3-partition topic of replication factor 3 and a replicated
+ * {@code __consumer_offsets} ({@code --offsets-topic-replication-factor 3}),
+ * the broker leading partition 0, which also coordinates the consumer
+ * group, killed with SIGKILL under an idempotent acks=all KafkaProducer,
+ * the group reading everything back across both failovers (the partition
+ * leader's and the coordinator's), and the killed broker restarted on its
+ * data catching up.
  * Tagged {@code ours}: it starts its own brokers, so the Apache Kafka
  * reference run ({@code -DexcludedGroups=ours}) leaves it out; it also
  * skips itself with {@code -Dbootstrap.override}.
@@ -94,7 +97,8 @@ class ClusterTest {
                 "ClusterTest starts a cluster of its own brokers; skipped with -Dbootstrap.override");
         failed = false;
         started = Instant.now();
-        brokers = BrokerProcess.startCluster(3, "--group-initial-rebalance-delay", "0s");
+        brokers = BrokerProcess.startCluster(3, "--group-initial-rebalance-delay", "0s",
+                "--offsets-topic-replication-factor", "3");
         admin = BrokerTestBase.admin(bootstrap());
         // The cluster has formed when every broker has applied the three
         // registrations (a broker not registered yet still lists itself in
@@ -198,7 +202,7 @@ class ClusterTest {
         }, () -> "the leaders of the three partitions spread over the three brokers: " + leaders);
         int victim = leaders.get(0);
         log("topic %s: leaders %s, every partition with 3 replicas in sync", TOPIC, leaders);
-        String group = groupNotCoordinatedBy(victim);
+        String group = groupCoordinatedBy(victim);
 
         List<Acked> acked = produceAcrossKill(victim);
         Map<Integer, List<Acked>> byPartition = checkAckOrder(acked);
@@ -274,30 +278,31 @@ class ClusterTest {
     }
 
     /**
-     * A new group ID whose coordinator (describeConsumerGroups) is not
-     * broker avoid: coordinators do not fail over yet (DESIGN.md, Cluster),
-     * so the group must live on a broker that stays up. Describing a group
-     * that does not exist fails (GroupIdNotFoundException), so each
-     * candidate is created by committing offset 0 of every partition (where
-     * its consumers would start anyway).
+     * A new group ID coordinated (describeConsumerGroups) by broker victim,
+     * so that killing it moves the coordinator too: its partition of the
+     * replicated __consumer_offsets gets a new leader, which loads the
+     * group's offsets from the partition's log. Describing a group that
+     * does not exist fails (GroupIdNotFoundException), so each candidate is
+     * created by committing offset 0 of every partition (where its
+     * consumers would start anyway).
      */
-    static String groupNotCoordinatedBy(int avoid) throws Exception {
+    static String groupCoordinatedBy(int victim) throws Exception {
         List<Integer> seen = new ArrayList<>();
         Map<TopicPartition, OffsetAndMetadata> zero = new HashMap<>();
         for (int p = 0; p < 3; p++) {
             zero.put(new TopicPartition(TOPIC, p), new OffsetAndMetadata(0));
         }
-        for (int i = 0; i < 20; i++) {
+        for (int i = 0; i < 30; i++) {
             String group = BrokerTestBase.unique("cluster-group");
             admin.alterConsumerGroupOffsets(group, zero).all().get(30, TimeUnit.SECONDS);
             Node c = admin.describeConsumerGroups(List.of(group)).describedGroups().get(group)
                     .get(30, TimeUnit.SECONDS).coordinator();
-            if (c.id() != avoid) {
+            if (c.id() == victim) {
                 return group;
             }
             seen.add(c.id());
         }
-        return fail("20 group IDs all coordinated by broker " + avoid + ": " + seen);
+        return fail("30 group IDs none coordinated by broker " + victim + ": " + seen);
     }
 
     /**
@@ -465,7 +470,8 @@ class ClusterTest {
 
     /**
      * With the killed broker still down: a consumer in group (coordinated
-     * by a live broker) reads about half the records, commits and is
+     * by the killed broker until the kill, by the new leader of its offsets
+     * partition since) reads about half the records, commits and is
      * closed; a second consumer in the group resumes at exactly the
      * committed offsets and reads the rest. Together they read every
      * acknowledged record once, at its offset, in order per partition; the
