@@ -135,6 +135,8 @@ type Host struct {
 	// dead: the peer nodes found dead by checkLiveness (copy on write),
 	// read by LeaderLease from any goroutine.
 	dead atomic.Pointer[map[uint64]bool]
+	// draining: HandOff was called; no leadership is taken any more.
+	draining atomic.Bool
 
 	// Owned by the loop goroutine.
 	groups  map[uint64]*hostGroup
@@ -806,6 +808,9 @@ func (h *Host) step(m groupMessage) {
 	typ := m.m.GetType()
 	if typ == raftpb.MsgHeartbeat && m.m.GetCommit() > g.storage.lastIndex {
 		return // a leader that believes this replica has entries it lost
+	}
+	if typ == raftpb.MsgTimeoutNow && h.draining.Load() {
+		return // stopping (HandOff): the transferring leader keeps its group
 	}
 	quiesce := typ == raftpb.MsgHeartbeat && bytes.Equal(m.m.GetContext(), quiesceContext)
 	if quiesce {

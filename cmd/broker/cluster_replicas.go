@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -52,6 +53,9 @@ type replicaManager struct {
 	groups *groups.Coordinator
 
 	kick chan struct{}
+	// stopping: the broker is shutting down (cluster_shutdown.go): it
+	// campaigns no more and hands no leadership around.
+	stopping atomic.Bool
 
 	// topics and retentionEvery: retention of the partitions led here
 	// (cluster_retention.go); set before run.
@@ -190,6 +194,9 @@ func (m *replicaManager) leaders(ctx context.Context) {
 		st, ok := m.host.Status(g)
 		m.followCoordinator(g, r, st, ok)
 		if !ok {
+			continue
+		}
+		if m.stopping.Load() {
 			continue
 		}
 		if st.Leader == 0 && r.rp.Replicas[0] == m.self && now.Sub(m.campaigns[g]) > time.Second {

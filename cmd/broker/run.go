@@ -103,6 +103,8 @@ func run(ctx context.Context, cfg *Config, log zerolog.Logger) error {
 	select {
 	case <-ctx.Done():
 		log.Info().Msg("shutting down")
+		// Still serving: clients told NOT_LEADER_OR_FOLLOWER re-route.
+		b.cluster.handOff(log)
 	case err := <-serveErr:
 		runErr = fmt.Errorf("the Kafka listener failed: %w", err)
 	}
