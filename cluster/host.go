@@ -123,8 +123,14 @@ type Host struct {
 
 	statusMu sync.Mutex
 	status   map[uint64]GroupStatus
-	// saves counts the synced batches, readies the Readies they carried.
-	saves, readiesSaved atomic.Uint64
+	// saves counts the synced batches, readies the Readies they carried,
+	// entries and entryBytes the log entries in them (Counters).
+	saves, readiesSaved, entriesSaved, entryBytesSaved atomic.Uint64
+	// leaderChanges: groups whose leadership this node took over from
+	// another known leader; longest: the longest iteration (ns, not
+	// counting the wait for input).
+	leaderChanges atomic.Uint64
+	longest       atomic.Int64
 	// stats: the loop's time per stage (LoopStats).
 	stats [numLoopStages]atomic.Int64
 	loops atomic.Uint64
@@ -218,6 +224,8 @@ type hostGroup struct {
 	caughtUp   map[uint64]uint64
 	lastAtTick uint64
 	inSync     []uint64
+	// lastLead: the last leader this replica knew (0: none yet).
+	lastLead uint64
 }
 
 // nodeLiveness: what this host knows of one peer node. A node is dead
@@ -464,6 +472,27 @@ func (h *Host) LeaderLease(group uint64) bool {
 // Readies they carried (readies/saves: the group commit's width).
 func (h *Host) Saves() (saves, readies uint64) { return h.saves.Load(), h.readiesSaved.Load() }
 
+// HostCounters are the loop's cumulative counters since it started, for
+// metrics and benchmarks (BENCHMARKS.md "Replicated cluster").
+type HostCounters struct {
+	// Loops: iterations; Saves: synced batches (one fsync each);
+	// ReadiesSaved, EntriesSaved, EntryBytesSaved: the group Readies, log
+	// entries and entry bytes those batches carried.
+	Loops, Saves, ReadiesSaved, EntriesSaved, EntryBytesSaved uint64
+	// LeaderChanges: groups whose leadership this node took over from
+	// another leader it knew (a first election does not count).
+	LeaderChanges uint64
+	// Longest: the longest iteration, its wait for input excluded.
+	Longest time.Duration
+}
+
+// Counters returns the loop's counters.
+func (h *Host) Counters() HostCounters {
+	return HostCounters{Loops: h.loops.Load(), Saves: h.saves.Load(), ReadiesSaved: h.readiesSaved.Load(),
+		EntriesSaved: h.entriesSaved.Load(), EntryBytesSaved: h.entryBytesSaved.Load(),
+		LeaderChanges: h.leaderChanges.Load(), Longest: time.Duration(h.longest.Load())}
+}
+
 // The loop's stages, for LoopStats.
 const (
 	StageWait  = iota // waiting for an input (message, proposal, tick)
@@ -586,12 +615,16 @@ func (h *Host) run() {
 		}
 		h.loops.Add(1)
 		h.lap(StageWait, &t) // with the first input's handling
+		start := t
 		h.drainInputs()
 		h.lap(StageInput, &t)
 		if err := h.handleReadies(&t); err != nil {
 			h.log.Error().Err(err).Msg("raft host stops: its groups' state cannot be saved or applied")
 			h.err.Store(&err)
 			return
+		}
+		if d := int64(t.Sub(start)); d > h.longest.Load() {
+			h.longest.Store(d)
 		}
 	}
 }
@@ -954,6 +987,15 @@ func (h *Host) save(b *pebblestore.Batch) error {
 	}
 	h.saves.Add(1)
 	h.readiesSaved.Add(uint64(len(h.readies)))
+	var entries, size uint64
+	for i := range h.readies {
+		for _, e := range h.readies[i].rd.Entries {
+			entries++
+			size += uint64(len(e.GetData()))
+		}
+	}
+	h.entriesSaved.Add(entries)
+	h.entryBytesSaved.Add(size)
 	return h.releaseUnsynced()
 }
 
@@ -1038,6 +1080,7 @@ func (h *Host) afterSave() error {
 		}
 		r.g.rn.Advance(r.rd)
 		if r.rd.SoftState != nil {
+			h.noteLeader(r.g, r.rd.SoftState)
 			leading := r.rd.SoftState.RaftState == raft.StateLeader
 			if r.g.leading && !leading {
 				r.g.failPending(ErrLeadershipLost)
@@ -1050,6 +1093,21 @@ func (h *Host) afterSave() error {
 		}
 	}
 	return nil
+}
+
+// noteLeader counts (and logs) a leadership this node takes over from
+// another leader it knew: the benchmark's and operator's view of leader
+// changes (the new leader counts it, so the nodes' sum is the changes).
+func (h *Host) noteLeader(g *hostGroup, ss *raft.SoftState) {
+	if ss.Lead == raft.None {
+		return
+	}
+	if ss.Lead == h.cfg.ID && g.lastLead != raft.None && g.lastLead != h.cfg.ID {
+		h.leaderChanges.Add(1)
+		h.log.Info().Uint64("group", g.id).Uint64("previous_leader", g.lastLead).Uint64("term", g.rn.BasicStatus().HardState.GetTerm()).
+			Msg("raft group: this node took over the leadership")
+	}
+	g.lastLead = ss.Lead
 }
 
 func (g *hostGroup) apply(self uint64, e *raftpb.Entry) error {
