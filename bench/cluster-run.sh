@@ -27,7 +27,9 @@
 # targets are rf1-before and rf3-before (e.g. TARGETS="single rf3
 # rf3-before"): a before/after in one run. OUT=dir keeps logs, JSON lines and the
 # metrics; PROFILE=1 takes a CPU profile of each cluster node during the
-# rf3 produce and e2e steps (into OUT). Everything else (build, data,
+# rf3 produce and e2e steps (into OUT); LOG_LEVEL sets the brokers' (warn).
+# A replicated topic is measured once every partition is led by its
+# preferred replica (settle, below; SETTLE_LEADERS=0: not waited for). Everything else (build, data,
 # namespaces) is removed on exit. BENCHMARKS.md "Replicated cluster".
 set -euo pipefail
 ROUNDS=${1:-3}
@@ -109,7 +111,7 @@ for n in $NODES; do
   [ $n -gt 4 ] && cl=(--node-id $n --cluster-peers "$PEERS_B") bin=$WORK/broker-before
   nsx=(); [ $USE_NETNS = 1 ] && nsx=(ip netns exec "$NS-n$n") # a command, not a function: $! must be the broker
   "${nsx[@]}" "$bin" serve --data-dir "$WORK/data-$n" "${cl[@]}" --kafka-addr "$(addr $n 9092)" \
-    --http-addr "$(addr $n 8080)" --log-level warn >"$OUT/serve-$n.log" 2>&1 &
+    --http-addr "$(addr $n 8080)" --log-level "${LOG_LEVEL:-warn}" >"$OUT/serve-$n.log" 2>&1 &
   PIDS+=($!) # ip netns exec execs the broker: this is its pid
 done
 CLUSTER="$(addr 1 9092),$(addr 2 9092),$(addr 3 9092)"
@@ -124,13 +126,44 @@ raftstats() {
   for n in "$@"; do client curl -s "http://$(addr $n 8080)/metrics" || true; done |
     awk '/^broker_raft_host_longest/ { if ($2 > s[$1]) s[$1] = $2; next } /^broker_raft_host_/ { s[$1] += $2 } END { for (k in s) printf "%s %.3f\n", k, s[k] }' | sort
 }
-create() { # create BOOTSTRAP TOPIC PARTITIONS [RF]: retried until the cluster has registered its brokers
-  local rf=(); [ -n "${4:-}" ] && rf=(--replication-factor "$4")
+create() { # create BOOTSTRAP TOPIC PARTITIONS [RF [NODES...]]: retried until the cluster has registered its brokers
+  local boot=$1 topic=$2 p=$3 rf=(); [ -n "${4:-}" ] && rf=(--replication-factor "$4")
+  shift 4 || shift $#
   for _ in $(seq 60); do
-    client "$WORK/broker" topics create --partitions "$3" "${rf[@]}" --bootstrap-server "$1" "$2" >/dev/null 2>&1 && { sleep "$SETTLE"; return; }
+    if client "$WORK/broker" topics create --partitions "$p" "${rf[@]}" --bootstrap-server "$boot" "$topic" >/dev/null 2>&1; then
+      [ "${rf[1]:-1}" -gt 1 ] && [ "${SETTLE_LEADERS:-1}" = 1 ] && settle "$topic" "$p" "$@"
+      sleep "$SETTLE"
+      return
+    fi
     sleep 1
   done
-  log "cannot create $2 on $1"; exit 1
+  log "cannot create $topic on $boot"; exit 1
+}
+# settle TOPIC PARTITIONS NODES...: wait (up to 30 s) until every partition
+# of a replicated topic is led by its preferred replica (the first) with
+# every replica in sync, in every node's view: a group that elected
+# another leader first is handed back to the preferred one after 2 s of
+# leading (cmd/broker/cluster_replicas.go preferLeader), a leader change
+# that would otherwise fall into the measurement.
+settle() {
+  local topic=$1 p=$2 n; shift 2
+  for _ in $(seq 300); do
+    for n in "$@"; do client "$WORK/broker" cluster status --output json --server "http://$(addr "$n" 8080)" 2>/dev/null || echo '{}'; echo; done |
+      python3 -c '
+import json, sys
+topic, want = sys.argv[1], int(sys.argv[2])
+views = [json.loads(l) for l in sys.stdin if l.strip()]
+ok = 0
+for v in views:
+    for q in v.get("partitions") or []:
+        if q["topic"] != topic or q["leader"] != q["replicas"][0]:
+            continue
+        ok += 1 if q.get("isr") is None or len(q["isr"]) == len(q["replicas"]) else 0
+sys.exit(0 if ok == want * len(views) and any(q.get("isr") for v in views for q in v.get("partitions") or [] if q["topic"] == topic) else 1)
+' "$topic" "$p" && return
+    sleep 0.1
+  done
+  log "WARNING: $topic: partitions not led by their preferred replicas after 30 s; measuring anyway"
 }
 # step TARGET P ROUND MODE ARGS...: one broker-load step, one JSON line in $OUT/results.jsonl
 step() {
@@ -177,13 +210,13 @@ PY
 for r in $(seq "$ROUNDS"); do
   for p in $PARTITIONS; do
     for t in $TARGETS; do
-      boot=$CLUSTER rf=3
-      case $t in single) boot=$SINGLE rf="" ;; rf1) rf=1 ;; rf1-before) boot=$CLUSTER_B rf=1 ;; rf3-before) boot=$CLUSTER_B ;; esac
-      create "$boot" "bench-$t-p$p-$r" "$p" $rf
+      boot=$CLUSTER rf=3 nodes="1 2 3"
+      case $t in single) boot=$SINGLE rf="" ;; rf1) rf=1 ;; rf1-before) boot=$CLUSTER_B rf=1 ;; rf3-before) boot=$CLUSTER_B nodes="5 6 7" ;; esac
+      create "$boot" "bench-$t-p$p-$r" "$p" "$rf" $nodes
       step "$t" "$p" "$r" produce --topic "bench-$t-p$p-$r" --records "$PRODUCE_RECORDS" --duration "$PRODUCE_DURATION" \
         --producers 1 --timeout 3m
       step "$t" "$p" "$r" consume --topic "bench-$t-p$p-$r" --consumers 1 --idle-timeout 10s --timeout 3m
-      create "$boot" "bench-e2e-$t-p$p-$r" "$p" $rf
+      create "$boot" "bench-e2e-$t-p$p-$r" "$p" "$rf" $nodes
       step "$t" "$p" "$r" e2e --topic "bench-e2e-$t-p$p-$r" --duration "$E2E_DURATION" --rate "$E2E_RATE" \
         --linger 0 --idle-timeout 10s --timeout 2m
     done

@@ -226,6 +226,9 @@ type hostGroup struct {
 	inSync     []uint64
 	// lastLead: the last leader this replica knew (0: none yet).
 	lastLead uint64
+	// campaign: Campaign was asked before the group had applied its
+	// committed entries; it campaigns once they are (campaignReady).
+	campaign bool
 }
 
 // nodeLiveness: what this host knows of one peer node. A node is dead
@@ -420,15 +423,47 @@ func (h *Host) wait(ctx context.Context, p *hostProposal) (index, result uint64,
 }
 
 // Campaign makes this node start an election of group now (tests, and
-// moving a leader back to its preferred replica).
+// the preferred replica of a partition without a leader). A group just
+// added has its bootstrap configuration committed but not yet applied,
+// and Raft refuses to campaign until it is (an election would otherwise
+// be lost to the first replica whose timeout fires, and the leadership
+// handed back later); then the campaign waits for that apply.
 func (h *Host) Campaign(group uint64) {
 	h.report(func() {
 		if g := h.groups[group]; g != nil {
-			h.wake(g)
-			_ = g.rn.Campaign()
-			h.touched[group] = g
+			h.campaign(g)
 		}
 	})
+}
+
+// campaign campaigns g now, or marks it to campaign once its committed
+// entries are applied (campaignReady).
+func (h *Host) campaign(g *hostGroup) {
+	h.wake(g)
+	h.touched[g.id] = g
+	if bs := g.rn.BasicStatus(); bs.Applied < bs.HardState.GetCommit() {
+		g.campaign = true
+		return
+	}
+	g.campaign = false
+	_ = g.rn.Campaign()
+}
+
+// campaignReady starts the elections campaign deferred: each group whose
+// committed entries are applied now campaigns, unless it learnt of a
+// leader meanwhile.
+func (h *Host) campaignReady() {
+	for _, g := range h.touched {
+		if !g.campaign {
+			continue
+		}
+		if bs := g.rn.BasicStatus(); bs.Lead != raft.None {
+			g.campaign = false
+		} else if bs.Applied >= bs.HardState.GetCommit() {
+			g.campaign = false
+			_ = g.rn.Campaign()
+		}
+	}
 }
 
 // TransferLeader asks this node, if it leads group, to hand the
@@ -919,6 +954,7 @@ func (g *hostGroup) failPending(err error) {
 // to do stay touched for the next round.
 func (h *Host) handleReadies(t *time.Time) error {
 	for len(h.touched) > 0 {
+		h.campaignReady()
 		h.readies = h.readies[:0]
 		b := h.cfg.Store.NewBatch()
 		for id, g := range h.touched {
