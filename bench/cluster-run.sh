@@ -152,7 +152,11 @@ settle() {
       python3 -c '
 import json, sys
 topic, want = sys.argv[1], int(sys.argv[2])
-views = [json.loads(l) for l in sys.stdin if l.strip()]
+text, views, dec = sys.stdin.read(), [], json.JSONDecoder()
+while text.strip():  # one JSON document per node, each over several lines
+    v, end = dec.raw_decode(text.lstrip())
+    views.append(v)
+    text = text.lstrip()[end:]
 ok = 0
 for v in views:
     for q in v.get("partitions") or []:
