@@ -145,6 +145,9 @@ type Host struct {
 	// Owned by the loop goroutine.
 	groups  map[uint64]*hostGroup
 	touched map[uint64]*hostGroup
+	// campaigns: the groups whose campaign waits for their committed
+	// entries to be applied (campaignReady).
+	campaigns map[uint64]*hostGroup
 	// nodes: the liveness of every other voter's node (quiescing).
 	nodes   map[uint64]*nodeLiveness
 	nextSeq uint64
@@ -226,9 +229,6 @@ type hostGroup struct {
 	inSync     []uint64
 	// lastLead: the last leader this replica knew (0: none yet).
 	lastLead uint64
-	// campaign: Campaign was asked before the group had applied its
-	// committed entries; it campaigns once they are (campaignReady).
-	campaign bool
 }
 
 // nodeLiveness: what this host knows of one peer node. A node is dead
@@ -252,19 +252,20 @@ func StartHost(cfg HostConfig) (*Host, error) {
 		return nil, err
 	}
 	h := &Host{
-		cfg:     cfg,
-		log:     cfg.Logger.With().Str("component", "raft-host").Uint64("node", cfg.ID).Logger(),
-		recvc:   make(chan groupMessage, 8192),
-		propc:   make(chan *hostProposal, 4096),
-		reportc: make(chan func(), 1024),
-		addc:    make(chan *addGroup),
-		removec: make(chan *removeGroup),
-		stopc:   make(chan struct{}),
-		done:    make(chan struct{}),
-		status:  map[uint64]GroupStatus{},
-		groups:  map[uint64]*hostGroup{},
-		touched: map[uint64]*hostGroup{},
-		nodes:   map[uint64]*nodeLiveness{},
+		cfg:       cfg,
+		log:       cfg.Logger.With().Str("component", "raft-host").Uint64("node", cfg.ID).Logger(),
+		recvc:     make(chan groupMessage, 8192),
+		propc:     make(chan *hostProposal, 4096),
+		reportc:   make(chan func(), 1024),
+		addc:      make(chan *addGroup),
+		removec:   make(chan *removeGroup),
+		stopc:     make(chan struct{}),
+		done:      make(chan struct{}),
+		status:    map[uint64]GroupStatus{},
+		groups:    map[uint64]*hostGroup{},
+		touched:   map[uint64]*hostGroup{},
+		campaigns: map[uint64]*hostGroup{},
+		nodes:     map[uint64]*nodeLiveness{},
 		// Sequences start at the clock, so that entries proposed before a
 		// restart, applied again from the log, match no new proposal.
 		nextSeq: uint64(time.Now().UnixNano()),
@@ -442,10 +443,10 @@ func (h *Host) campaign(g *hostGroup) {
 	h.wake(g)
 	h.touched[g.id] = g
 	if bs := g.rn.BasicStatus(); bs.Applied < bs.HardState.GetCommit() {
-		g.campaign = true
+		h.campaigns[g.id] = g
 		return
 	}
-	g.campaign = false
+	delete(h.campaigns, g.id)
 	_ = g.rn.Campaign()
 }
 
@@ -453,15 +454,14 @@ func (h *Host) campaign(g *hostGroup) {
 // committed entries are applied now campaigns, unless it learnt of a
 // leader meanwhile.
 func (h *Host) campaignReady() {
-	for _, g := range h.touched {
-		if !g.campaign {
-			continue
-		}
-		if bs := g.rn.BasicStatus(); bs.Lead != raft.None {
-			g.campaign = false
-		} else if bs.Applied >= bs.HardState.GetCommit() {
-			g.campaign = false
+	for id, g := range h.campaigns {
+		switch bs := g.rn.BasicStatus(); {
+		case h.groups[id] != g || bs.Lead != raft.None:
+			delete(h.campaigns, id)
+		case bs.Applied >= bs.HardState.GetCommit():
+			delete(h.campaigns, id)
 			_ = g.rn.Campaign()
+			h.touched[id] = g
 		}
 	}
 }
