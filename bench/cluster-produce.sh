@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # bench/cluster-produce.sh [ROUNDS]: produce throughput of a replicated
-# cluster (issue 13). Three `broker serve` processes on loopback (distinct
+# cluster (issue 13), saturated by 4 producers (the first figures;
+# bench/cluster-run.sh is the side-by-side suite: produce, consume, e2e). Three `broker serve` processes on loopback (distinct
 # ports and data directories, fsync on) and, beside them, one single-node
 # broker; 6-partition topics of replication factor 1 and 3 on the cluster
 # and one on the single node. Each round runs `broker-load produce` (4
