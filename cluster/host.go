@@ -340,6 +340,9 @@ func (h *Host) addGroup(a *addGroup) error {
 	if !raft.IsEmptySnap(st.snapshot) {
 		return fmt.Errorf("cluster: raft group %d has a snapshot, which host groups never take: %w", a.group, pebblestore.ErrCorruption)
 	}
+	if err := restoreCompacted(st, a); err != nil {
+		return err
+	}
 	rn, err := raft.NewRawNode(&raft.Config{
 		ID: h.cfg.ID, ElectionTick: h.cfg.ElectionTicks, HeartbeatTick: h.cfg.HeartbeatTicks,
 		Storage: st, MaxSizePerMsg: 1 << 20, MaxInflightMsgs: 256, MaxUncommittedEntriesSize: maxUncommitted,
@@ -360,7 +363,7 @@ func (h *Host) addGroup(a *addGroup) error {
 			return fmt.Errorf("cluster: bootstrap raft group %d with voters %v: %w", a.group, voters, err)
 		}
 	}
-	g := &hostGroup{voters: slices.Sorted(slices.Values(a.voters)), id: a.group, rn: rn, storage: st, sm: a.sm, pending: map[uint64]*hostProposal{}, caughtUp: map[uint64]uint64{}}
+	g := &hostGroup{voters: slices.Sorted(slices.Values(a.voters)), id: a.group, rn: rn, storage: st, sm: a.sm, pending: map[uint64]*hostProposal{}, caughtUp: map[uint64]uint64{}, applied: st.truncatedIndex}
 	for _, id := range a.voters {
 		if id != h.cfg.ID && h.nodes[id] == nil {
 			h.nodes[id] = &nodeLiveness{}
@@ -1113,6 +1116,9 @@ func (h *Host) afterSave() error {
 			if err := r.g.apply(h.cfg.ID, e); err != nil {
 				return err
 			}
+		}
+		if err := h.compactApplied(r.g); err != nil {
+			return err
 		}
 		r.g.rn.Advance(r.rd)
 		if r.rd.SoftState != nil {

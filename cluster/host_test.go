@@ -304,7 +304,8 @@ func (c *hostCluster) read(id, group uint64) map[int64]string {
 	c.t.Helper()
 	pl := c.nodes[id].logs[group]
 	out := map[int64]string{}
-	for off := int64(0); off < pl.HighWatermark(); {
+	start := pl.LogStart()
+	for off := start; off < pl.HighWatermark(); {
 		b, err := pl.Read(off)
 		if err != nil {
 			c.t.Fatalf("node %d group %d: read %d: %v", id, group, off, err)
@@ -313,11 +314,13 @@ func (c *hostCluster) read(id, group uint64) map[int64]string {
 		if err != nil {
 			c.t.Fatalf("node %d group %d: the batch at %d: %v", id, group, off, err)
 		}
-		if base := int64(binary.BigEndian.Uint64(b)); base != off {
+		// The first batch may straddle the log start.
+		base := int64(binary.BigEndian.Uint64(b))
+		if base != off && (off != start || base > off) {
 			c.t.Fatalf("node %d group %d: the batch read at %d has base offset %d", id, group, off, base)
 		}
-		out[off] = batchPayload(b)
-		off += n
+		out[base] = batchPayload(b)
+		off = base + n
 	}
 	return out
 }

@@ -96,6 +96,10 @@ type PartitionLeader struct {
 	Leader    int32    `json:"leader"`
 	Epoch     int32    `json:"epoch"`
 	ISR       []int32  `json:"isr"`
+	// Coordinator names a replicated coordinator topic
+	// (__consumer_offsets placed with replicas, record 6) instead of
+	// TopicID: such a topic is no cluster topic and has no ID.
+	Coordinator string `json:"coordinator,omitempty"`
 }
 
 // PartitionLeaderRecord is the command that records a replicated
@@ -127,10 +131,14 @@ type alterConfigs struct {
 // placeCoordinator fixes the leaders of the partitions of a coordinator's
 // internal topic (__consumer_offsets, __transaction_state): the broker
 // that leads partition hash(key) % len(Leaders) coordinates key. Placed
-// once; never moved while partitions are not replicated.
+// once. With Replicas (offsets-topic-replication-factor above 1) each
+// partition is a Raft group of its replicas, as a replicated topic's
+// (group IDs assigned at apply), and its coordinator is the group's
+// current leader (record 8); Leaders are then the preferred leaders.
 type placeCoordinator struct {
-	Name    string  `json:"name"`
-	Leaders []int32 `json:"leaders"`
+	Name     string    `json:"name"`
+	Leaders  []int32   `json:"leaders"`
+	Replicas [][]int32 `json:"replicas,omitempty"`
 }
 
 // fenceBroker fences a registered broker (new partitions are not placed
@@ -185,6 +193,16 @@ func PlaceCoordinatorRecord(name string, leaders []int32) []byte {
 	return encodeRecord(recordPlaceCoordinator, placeCoordinator{Name: name, Leaders: leaders})
 }
 
+// PlaceReplicatedCoordinatorRecord places the coordinator topic name's
+// partitions as Raft groups of replicas (the preferred leader first).
+func PlaceReplicatedCoordinatorRecord(name string, replicas [][]int32) []byte {
+	leaders := make([]int32, len(replicas))
+	for p, r := range replicas {
+		leaders[p] = r[0]
+	}
+	return encodeRecord(recordPlaceCoordinator, placeCoordinator{Name: name, Leaders: leaders, Replicas: replicas})
+}
+
 func encodeRecord(kind byte, body any) []byte {
 	b, err := json.Marshal(body)
 	if err != nil {
@@ -211,6 +229,10 @@ type metadataState struct {
 	// Leaders are the replicated partitions' leaders (record 8), by
 	// Raft group.
 	Leaders map[uint64]PartitionLeader `json:"leaders,omitempty"`
+	// CoordinatorReplicas and CoordinatorGroups are the replicas and Raft
+	// groups of a coordinator topic placed with replicas (record 6).
+	CoordinatorReplicas map[string][][]int32 `json:"coordinator_replicas,omitempty"`
+	CoordinatorGroups   map[string][]uint64  `json:"coordinator_groups,omitempty"`
 }
 
 // Metadata is the metadata group's state machine: broker registrations
@@ -329,10 +351,20 @@ func (m *Metadata) applyLocked(e Entry) (change *TopicChange, err error) {
 		if _, ok := m.state.Coordinators[p.Name]; ok {
 			return nil, fmt.Errorf("%w: %s", ErrPlacementExists, p.Name)
 		}
+		if p.Replicas != nil && !validAssignments(p.Replicas, len(p.Leaders)) {
+			return nil, fmt.Errorf("%w: coordinator placement at %d needs one non-empty replica list per partition", ErrBadRecord, e.Index)
+		}
 		if m.state.Coordinators == nil {
 			m.state.Coordinators = map[string][]int32{}
 		}
 		m.state.Coordinators[p.Name] = p.Leaders
+		if p.Replicas != nil {
+			if m.state.CoordinatorReplicas == nil {
+				m.state.CoordinatorReplicas, m.state.CoordinatorGroups = map[string][][]int32{}, map[string][]uint64{}
+			}
+			m.state.CoordinatorReplicas[p.Name] = p.Replicas
+			m.state.CoordinatorGroups[p.Name] = m.newGroupsLocked(len(p.Replicas))
+		}
 		return nil, nil
 	default:
 		return nil, fmt.Errorf("%w: unknown record type %d at %d (written by a newer broker?)", ErrBadRecord, e.Data[0], e.Index)
@@ -428,9 +460,12 @@ func (m *Metadata) partitionLeaderLocked(index uint64, body []byte) error {
 	}
 	var group uint64
 	for _, t := range m.state.Topics {
-		if t.ID == l.TopicID && l.Partition >= 0 && int(l.Partition) < len(t.Groups) {
+		if l.Coordinator == "" && t.ID == l.TopicID && l.Partition >= 0 && int(l.Partition) < len(t.Groups) {
 			group = t.Groups[l.Partition]
 		}
+	}
+	if gs := m.state.CoordinatorGroups[l.Coordinator]; l.Coordinator != "" && l.Partition >= 0 && int(l.Partition) < len(gs) {
+		group = gs[l.Partition]
 	}
 	if group == 0 {
 		return fmt.Errorf("%w: partition leader at %d names no replicated partition", ErrTopicNotFound, index)
@@ -473,6 +508,9 @@ type ReplicatedPartition struct {
 	TopicID   [16]byte
 	Partition int32
 	Replicas  []int32
+	// Coordinator: a partition of a coordinator topic placed with
+	// replicas (Topic is its name, TopicID zero).
+	Coordinator bool
 }
 
 // ReplicatedPartitions are the replicated partitions node is a replica of.
@@ -487,7 +525,38 @@ func (m *Metadata) ReplicatedPartitions(node int32) []ReplicatedPartition {
 			}
 		}
 	}
+	for name, gs := range m.state.CoordinatorGroups {
+		for p, g := range gs {
+			if replicas := m.state.CoordinatorReplicas[name][p]; slices.Contains(replicas, node) {
+				out = append(out, ReplicatedPartition{Group: g, Topic: name, Partition: int32(p), Replicas: replicas, Coordinator: true})
+			}
+		}
+	}
 	return out
+}
+
+// CoordinatorGroup is the Raft group of partition p of the coordinator
+// topic name when it was placed with replicas.
+func (m *Metadata) CoordinatorGroup(name string, p int32) (uint64, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	gs := m.state.CoordinatorGroups[name]
+	if p < 0 || int(p) >= len(gs) {
+		return 0, false
+	}
+	return gs[p], true
+}
+
+// CoordinatorReplicas are the replicas of partition p of the coordinator
+// topic name placed with replicas (shared: do not change them).
+func (m *Metadata) CoordinatorReplicas(name string, p int32) ([]int32, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	rs := m.state.CoordinatorReplicas[name]
+	if p < 0 || int(p) >= len(rs) {
+		return nil, false
+	}
+	return rs[p], true
 }
 
 // validAssignments: n replica lists, each non-empty with positive

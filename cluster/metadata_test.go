@@ -212,3 +212,46 @@ func snapshotCopy(t *testing.T, m *Metadata) *Metadata {
 	}
 	return r
 }
+
+// TestMetadataReplicatedCoordinator: a coordinator topic placed with
+// replicas gets Raft groups at apply, leader records name it by name,
+// and both survive a snapshot.
+func TestMetadataReplicatedCoordinator(t *testing.T) {
+	m := NewMetadata()
+	errs := applyAll(m,
+		CreateTopicRecord(Topic{Name: "a", ID: [16]byte{1}, Partitions: 1, ReplicationFactor: 3, Assignments: [][]int32{{1, 2, 3}}}),
+		PlaceReplicatedCoordinatorRecord("__consumer_offsets", [][]int32{{1, 2, 3}, {2, 3, 1}}),
+		PlaceReplicatedCoordinatorRecord("__consumer_offsets", [][]int32{{3, 1, 2}}),
+		PartitionLeaderRecord(PartitionLeader{Coordinator: "__consumer_offsets", Partition: 1, Leader: 3, Epoch: 2, ISR: []int32{3, 1}}),
+		PartitionLeaderRecord(PartitionLeader{Coordinator: "__consumer_offsets", Partition: 2, Leader: 3, Epoch: 2}),
+	)
+	for i, want := range []error{nil, nil, ErrPlacementExists, nil, ErrTopicNotFound} {
+		if !errors.Is(errs[i], want) {
+			t.Fatalf("record %d: %v, want %v", i+1, errs[i], want)
+		}
+	}
+	if got := m.CoordinatorLeaders("__consumer_offsets"); !slices.Equal(got, []int32{1, 2}) {
+		t.Fatalf("preferred leaders %v", got)
+	}
+	r := snapshotCopy(t, m)
+	for _, md := range []*Metadata{m, r} {
+		if g, ok := md.CoordinatorGroup("__consumer_offsets", 1); !ok || g != 3 {
+			t.Fatalf("group of partition 1: %d %v, want 3", g, ok)
+		}
+		if l, ok := md.Leader(3); !ok || l.Leader != 3 || l.Epoch != 2 {
+			t.Fatalf("leader of partition 1: %+v %v", l, ok)
+		}
+		if rs, _ := md.CoordinatorReplicas("__consumer_offsets", 0); !slices.Equal(rs, []int32{1, 2, 3}) {
+			t.Fatalf("replicas of partition 0: %v", rs)
+		}
+		var coordinator int
+		for _, rp := range md.ReplicatedPartitions(2) {
+			if rp.Coordinator && rp.Topic == "__consumer_offsets" {
+				coordinator++
+			}
+		}
+		if coordinator != 2 {
+			t.Fatalf("broker 2 is a replica of %d coordinator partitions, want 2", coordinator)
+		}
+	}
+}

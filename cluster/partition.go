@@ -99,8 +99,10 @@ func CheckBatch(b []byte) (int64, error) {
 // every batch the index names is committed and applied (so never
 // truncated by Raft); the index and the producer state are rebuilt at
 // start by applying the log again (the Host replays every committed
-// entry). A command that is not a valid batch takes no offset and is the
-// proposer's error on every replica alike.
+// entry, after the state row its compacted log starts from). A command
+// that is not a valid batch takes no offset and is the proposer's error
+// on every replica alike. The other command, a log-start command, moves
+// the log start (partition_logstart.go).
 //
 // Apply is called by the Host's loop; the readers from any goroutine.
 type PartitionLog struct {
@@ -114,6 +116,10 @@ type PartitionLog struct {
 		// producers: the idempotent producers' state (above).
 		producers map[int64]*producerState
 		waiters   map[chan struct{}]struct{}
+		// logStart, anchors, compactTo: partition_logstart.go.
+		logStart  int64
+		anchors   []uint64
+		compactTo uint64
 	}
 }
 
@@ -153,6 +159,9 @@ func NewPartitionLog(store *pebblestore.Store, group uint64) *PartitionLog {
 // Apply implements GroupStateMachine: the result is the batch's base
 // offset (the original one for a duplicate).
 func (l *PartitionLog) Apply(e Entry) (uint64, error) {
+	if isLogStartCommand(e.Data) {
+		return l.applyLogStart(e)
+	}
 	n, err := CheckBatch(e.Data)
 	if err != nil {
 		return 0, err
@@ -270,13 +279,13 @@ func (l *PartitionLog) Read(offset int64) ([]byte, error) {
 // ReadRange appends to dst the batches from the one holding offset on,
 // up to maxBytes (the first one whole when minOne, KIP-74), as a Kafka
 // fetch returns them. offset == the high watermark reads nothing; an
-// offset outside [0, high watermark] is ErrOffsetOutOfRange.
+// offset outside [log start, high watermark] is ErrOffsetOutOfRange.
 func (l *PartitionLog) ReadRange(offset int64, maxBytes int, minOne bool, dst []byte) ([]byte, error) {
 	l.mu.RLock()
-	next := l.mu.next
+	next, start := l.mu.next, l.mu.logStart
 	i := sort.Search(len(l.mu.batches), func(i int) bool { return l.mu.batches[i].base > offset }) - 1
 	var want []indexedBatch
-	if offset >= 0 && offset < next && i >= 0 {
+	if offset >= start && offset < next && i >= 0 {
 		total := 0
 		for _, b := range l.mu.batches[i:] {
 			if total+int(b.size) > maxBytes && !(minOne && total == 0) {
@@ -287,8 +296,8 @@ func (l *PartitionLog) ReadRange(offset int64, maxBytes int, minOne bool, dst []
 		}
 	}
 	l.mu.RUnlock()
-	if offset < 0 || offset > next {
-		return dst, fmt.Errorf("%w: %d (the log is [0, %d])", ErrOffsetOutOfRange, offset, next)
+	if offset < start || offset > next {
+		return dst, fmt.Errorf("%w: %d (the log is [%d, %d])", ErrOffsetOutOfRange, offset, start, next)
 	}
 	for _, at := range want {
 		v, err := l.store.Get(pebblestore.RaftEntryKey(l.group, at.raftIndex))
@@ -332,7 +341,7 @@ func (l *PartitionLog) EndOffsetForEpoch(epoch, current int32) (int32, int64) {
 	if i == len(l.mu.batches) {
 		return floor, l.mu.next
 	}
-	return floor, l.mu.batches[i].base
+	return floor, max(l.mu.batches[i].base, l.mu.logStart)
 }
 
 // OffsetForTimestamp is ListOffsets' answer for a timestamp ts >= 0: the
@@ -344,7 +353,7 @@ func (l *PartitionLog) OffsetForTimestamp(ts int64) (int64, int64) {
 	defer l.mu.RUnlock()
 	for _, b := range l.mu.batches {
 		if b.maxTs >= ts {
-			return b.base, b.maxTs
+			return max(b.base, l.mu.logStart), b.maxTs
 		}
 	}
 	return -1, -1
@@ -358,7 +367,7 @@ func (l *PartitionLog) MaxTimestamp() (int64, int64) {
 	off, ts := int64(-1), int64(-1)
 	for _, b := range l.mu.batches {
 		if b.maxTs > ts {
-			off, ts = b.base, b.maxTs
+			off, ts = max(b.base, l.mu.logStart), b.maxTs
 		}
 	}
 	return off, ts

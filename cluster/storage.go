@@ -42,6 +42,9 @@ type Storage struct {
 	// of a Storage (stage) share the backing array: a truncation copies
 	// it (addEntries), an append only writes past every copy's length.
 	terms []termRun
+	// confState is the configuration of a log compacted without a
+	// snapshot (host groups: their static voters; host_compact.go).
+	confState *raftpb.ConfState
 }
 
 // termRun: the entries from index first on (up to the next run's first,
@@ -135,6 +138,9 @@ func (s *Storage) readLastIndex() (uint64, error) {
 // configuration of the latest snapshot. Configuration changes after the
 // snapshot are in the log, and the node applies them again on restart.
 func (s *Storage) InitialState() (*raftpb.HardState, *raftpb.ConfState, error) {
+	if s.confState != nil && raft.IsEmptySnap(s.snapshot) {
+		return proto.Clone(s.hardState).(*raftpb.HardState), proto.Clone(s.confState).(*raftpb.ConfState), nil
+	}
 	return proto.Clone(s.hardState).(*raftpb.HardState), raftpb.EnsureConfState(proto.Clone(s.snapshot.GetMetadata().GetConfState()).(*raftpb.ConfState)), nil
 }
 
@@ -229,8 +235,12 @@ func (s *Storage) LastIndex() (uint64, error) { return s.lastIndex, nil }
 func (s *Storage) FirstIndex() (uint64, error) { return s.truncatedIndex + 1, nil }
 
 // Snapshot implements raft.Storage: the latest snapshot, taken by this node
-// or received from the leader.
+// or received from the leader; raft.ErrSnapshotTemporarilyUnavailable for
+// a log compacted without one (host groups), which raft retries.
 func (s *Storage) Snapshot() (*raftpb.Snapshot, error) {
+	if s.truncatedIndex > 0 && raft.IsEmptySnap(s.snapshot) {
+		return nil, errNoSnapshot
+	}
 	return proto.Clone(s.snapshot).(*raftpb.Snapshot), nil
 }
 

@@ -315,28 +315,33 @@ func (c *Coordinator) recoverConsumerGroupsLocked(byID map[uint64]*group, now ti
 		}
 	}
 	for _, g := range byID {
-		if g.cg == nil {
-			continue
-		}
-		cg := g.cg
-		for _, m := range cg.members {
-			m.sessionDeadline = now.Add(c.cfg.ConsumerSessionTimeout)
-			if m.assigned == nil {
-				m.assigned = assignment{}
-			}
-			if m.pending == nil {
-				m.pending = assignment{}
-			}
-			cg.setHoldings(m, m.assigned, m.pending)
-			if m.state == memberUnrevokedPartitions {
-				m.revokeDeadline = now.Add(m.rebalanceTimeout)
-			}
-		}
-		if len(cg.members) > 0 {
-			g.state = StateStable
+		if g.cg != nil {
+			c.finishConsumerRecovery(g, now)
 		}
 	}
 	return nil
+}
+
+// finishConsumerRecovery gives the members of a consumer group rebuilt
+// from its records a fresh session and their holdings.
+func (c *Coordinator) finishConsumerRecovery(g *group, now time.Time) {
+	cg := g.cg
+	for _, m := range cg.members {
+		m.sessionDeadline = now.Add(c.cfg.ConsumerSessionTimeout)
+		if m.assigned == nil {
+			m.assigned = assignment{}
+		}
+		if m.pending == nil {
+			m.pending = assignment{}
+		}
+		cg.setHoldings(m, m.assigned, m.pending)
+		if m.state == memberUnrevokedPartitions {
+			m.revokeDeadline = now.Add(m.rebalanceTimeout)
+		}
+	}
+	if len(cg.members) > 0 {
+		g.state = StateStable
+	}
 }
 
 // restoreConsumerRecord applies one stored record to cg.

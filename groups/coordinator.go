@@ -80,6 +80,13 @@ type Coordinator struct {
 		// strayRows are index rows found at recovery that belong to no
 		// group or to a topic replaced since; the next sweep deletes them.
 		strayRows [][]byte
+		// replicated holds the partitions of a replicated
+		// __consumer_offsets led here (replicated.go); nil on a single
+		// node and with RF 1, where every partition is local.
+		replicated map[int32]*offsetsPartition
+		// logSeq orders the offset commits appended to replicated
+		// partitions (their base offsets are known only once committed).
+		logSeq int64
 	}
 }
 

@@ -21,6 +21,9 @@ var (
 	ErrGroupMaxSizeReached       = errors.New("groups: group max size reached")
 	ErrCoordinatorNotAvailable   = errors.New("groups: coordinator not available")
 	ErrNotCoordinator            = errors.New("groups: not coordinator")
+	// ErrCoordinatorLoadInProgress: the group's replicated partition of
+	// __consumer_offsets is being loaded here (replicated.go); retry.
+	ErrCoordinatorLoadInProgress = errors.New("groups: coordinator load in progress")
 	ErrGroupIDNotFound           = errors.New("groups: group id not found")
 	ErrNonEmptyGroup             = errors.New("groups: the group is not empty")
 	ErrGroupSubscribedToTopic    = errors.New("groups: the group is subscribed to the topic")

@@ -273,6 +273,10 @@ func (c *Coordinator) CommitTransaction(commits []TxnCommit, with []*topics.Appe
 	var created []*group
 
 	c.mu.Lock()
+	if c.mu.replicated != nil && len(commits) > 0 {
+		c.mu.Unlock()
+		return ErrTxnOffsetsReplicated
+	}
 	abandon := func(err error) error {
 		for _, g := range created {
 			c.dropIfUnusedLocked(g)

@@ -70,11 +70,14 @@ type rowOp struct {
 // first wait calls PendingAppend.Wait (exactly once, as topics requires),
 // then after; later waits return the same outcome.
 type persist struct {
-	once  sync.Once
-	pa    *topics.PendingAppend
-	a     *topics.Append
-	err   error
-	after func(err error)
+	once sync.Once
+	// waitFn, when set, is the wait of a replicated append instead of
+	// pa and a.
+	waitFn func() error
+	pa     *topics.PendingAppend
+	a      *topics.Append
+	err    error
+	after  func(err error)
 }
 
 // wait blocks until the batch is durable. REQUIRES: Coordinator.mu is not
@@ -84,8 +87,10 @@ func (p *persist) wait() error {
 		return nil
 	}
 	p.once.Do(func() {
-		err := p.pa.Wait()
-		if err == nil {
+		var err error
+		if p.waitFn != nil {
+			err = p.waitFn()
+		} else if err = p.pa.Wait(); err == nil {
 			err = p.a.Err
 		}
 		p.err = err
@@ -119,6 +124,9 @@ func (o *op) waitAll() error {
 // applied, not yet durable: the returned persist is also added to o.
 // REQUIRES: c.mu held.
 func (c *Coordinator) appendLocked(o *op, g *group, recs []topics.Record, ops []rowOp) (*persist, int64, error) {
+	if c.mu.replicated != nil {
+		return c.appendReplicatedLocked(o, g, recs)
+	}
 	a, err := c.offsetsAppendLocked(g, recs, ops, o.now)
 	if err != nil {
 		return nil, -1, err

@@ -55,10 +55,13 @@ type ClusterPartition struct {
 	Term          uint64  `json:"term"`
 	ISR           []int32 `json:"isr,omitempty"`
 	HighWatermark int64   `json:"high_watermark"`
-	Commit        uint64  `json:"commit_index"`
-	Applied       uint64  `json:"applied_index"`
-	LastIndex     uint64  `json:"last_index"`
-	Quiesced      bool    `json:"quiesced,omitempty"`
+	// LogStart: the log start offset (retention, DeleteRecords), the same
+	// on every replica that applied as far.
+	LogStart  int64  `json:"log_start_offset"`
+	Commit    uint64 `json:"commit_index"`
+	Applied   uint64 `json:"applied_index"`
+	LastIndex uint64 `json:"last_index"`
+	Quiesced  bool   `json:"quiesced,omitempty"`
 }
 
 // ClusterRaft is one node's view of the metadata Raft group.

@@ -164,7 +164,7 @@ func (s *Server) offsetCommitRefusal(r *request, req *kmsg.OffsetCommitRequest) 
 	case !r.allowedGroup(auth.OpRead, req.Group):
 		return kerr.GroupAuthorizationFailed.Code
 	case s.notGroupCoordinator(req.Group):
-		return kerr.NotCoordinator.Code
+		return s.groupCoordinatorCode(req.Group)
 	}
 	return 0
 }

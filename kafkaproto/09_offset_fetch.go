@@ -85,7 +85,7 @@ func (s *Server) handleOffsetFetch(r *request) (reply, error) {
 			fixed = kerr.GroupAuthorizationFailed.Code
 		}
 		if fixed == 0 && s.notGroupCoordinator(a.Group) {
-			fixed = kerr.NotCoordinator.Code
+			fixed = s.groupCoordinatorCode(a.Group)
 		}
 		var res groups.FetchOffsetsResult
 		if fixed == 0 {

@@ -15,7 +15,10 @@ package kafkaproto
 //     over the registered brokers by the first FindCoordinator once every
 //     voter has registered (Kafka creates these topics then too).
 //     COORDINATOR_NOT_AVAILABLE while they cannot be placed or the
-//     coordinator is not registered.
+//     coordinator is not registered. With offsets-topic-replication-factor
+//     above 1 a partition of __consumer_offsets is a Raft group and the
+//     group coordinator is its current leader (record 8), so it moves
+//     with leadership; COORDINATOR_NOT_AVAILABLE while none is recorded.
 //
 // Version notes:
 //   - v4 batches keys (KIP-699): one result per key; v0-v3 have one key and
@@ -99,6 +102,13 @@ func (s *Server) findClusterCoordinator(r *request, kind int8, c *kmsg.FindCoord
 		}
 	}
 	id := coordinatorOf(leaders, c.Key)
+	if id < 0 {
+		// A replicated __consumer_offsets partition without a recorded
+		// leader (an election): the client retries.
+		c.ErrorCode = kerr.CoordinatorNotAvailable.Code
+		c.ErrorMessage = kmsg.StringPtr("the coordinator's partition of " + topic + " has no leader yet")
+		return
+	}
 	if id == s.cfg.NodeID {
 		c.NodeID = id
 		c.Host, c.Port = r.c.advertised()

@@ -54,7 +54,7 @@ func (s *Server) handleJoinGroup(r *request) (reply, error) {
 		return reply{resp: resp}, nil
 	}
 	if s.notGroupCoordinator(req.Group) {
-		resp.ErrorCode = kerr.NotCoordinator.Code
+		resp.ErrorCode = s.groupCoordinatorCode(req.Group)
 		return reply{resp: resp}, nil
 	}
 	jr := groups.JoinRequest{

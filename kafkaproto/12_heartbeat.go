@@ -33,7 +33,7 @@ func (s *Server) handleHeartbeat(r *request) (reply, error) {
 		return reply{resp: resp}, nil
 	}
 	if s.notGroupCoordinator(req.Group) {
-		resp.ErrorCode = kerr.NotCoordinator.Code
+		resp.ErrorCode = s.groupCoordinatorCode(req.Group)
 		return reply{resp: resp}, nil
 	}
 	err := s.cfg.Groups.Heartbeat(groups.HeartbeatRequest{

@@ -36,7 +36,7 @@ func (s *Server) handleLeaveGroup(r *request) (reply, error) {
 		return reply{resp: resp}, nil
 	}
 	if s.notGroupCoordinator(req.Group) {
-		resp.ErrorCode = kerr.NotCoordinator.Code
+		resp.ErrorCode = s.groupCoordinatorCode(req.Group)
 		return reply{resp: resp}, nil
 	}
 	var members []groups.LeaveMember

@@ -43,7 +43,7 @@ func (s *Server) handleSyncGroup(r *request) (reply, error) {
 		return reply{resp: resp}, nil
 	}
 	if s.notGroupCoordinator(req.Group) {
-		resp.ErrorCode = kerr.NotCoordinator.Code
+		resp.ErrorCode = s.groupCoordinatorCode(req.Group)
 		return reply{resp: resp}, nil
 	}
 	sr := groups.SyncRequest{

@@ -53,7 +53,7 @@ func (s *Server) handleDescribeGroups(r *request) (reply, error) {
 		case !r.allowedGroup(auth.OpDescribe, name):
 			denied[i] = kerr.GroupAuthorizationFailed.Code
 		case s.notGroupCoordinator(name):
-			denied[i] = kerr.NotCoordinator.Code
+			denied[i] = s.groupCoordinatorCode(name)
 		default:
 			names = append(names, name)
 		}

@@ -17,7 +17,12 @@ package kafkaproto
 //   - Fetches below the new start get OFFSET_OUT_OF_RANGE at once; the
 //     segments wholly below it are deleted by the next retention check
 //     (Kafka deleteLogStartOffsetBreachedSegments).
-//   - timeout_ms is not needed: a single node answers when durable.
+//   - timeout_ms is not needed on a single node: it answers when durable.
+//   - A replicated partition (RF > 1, cluster mode): its leader proposes a
+//     log-start command to the partition's Raft group and answers once it
+//     is applied, i.e. committed on a majority (acks=all, like Produce),
+//     within timeout_ms (REQUEST_TIMED_OUT after; the move may still be
+//     applied); every replica applies it at the same log position.
 //
 // Version notes:
 //   - v1 changes only throttling; v2 is the flexible version (KIP-482).
@@ -46,6 +51,7 @@ func (s *Server) handleDeleteRecords(r *request) (reply, error) {
 	type work struct {
 		sp     *kmsg.DeleteRecordsResponseTopicPartition
 		p      *topics.Partition
+		rl     ReplicatedLog // a replicated partition's (then p is nil)
 		offset int64
 	}
 	var todo []work
@@ -78,19 +84,27 @@ func (s *Server) handleDeleteRecords(r *request) (reply, error) {
 				sp.ErrorCode = kerr.NotLeaderForPartition.Code
 				continue
 			}
-			if s.replicatedLog(rt.Topic, rp.Partition) != nil {
-				// A replicated partition's log start is not replicated yet
-				// (DESIGN.md "Cluster"); the answer has no message field.
-				sp.ErrorCode = kerr.PolicyViolation.Code
+			if rl := s.replicatedLog(rt.Topic, rp.Partition); rl != nil {
+				if err := t.CheckDeleteRecords(); err != nil {
+					sp.ErrorCode = errorCode(err)
+					continue
+				}
+				todo = append(todo, work{sp: sp, rl: rl, offset: rp.Offset})
 				continue
 			}
-			todo = append(todo, work{sp, p, rp.Offset})
+			todo = append(todo, work{sp: sp, p: p, offset: rp.Offset})
 		}
 	}
 	// Each move waits for its fsync: run them on the writer, in order.
 	finish := func() {
 		for _, w := range todo {
-			low, err := w.p.DeleteRecordsBefore(w.offset)
+			var low int64
+			var err error
+			if w.rl != nil {
+				low, err = deleteRecordsReplicated(w.rl, w.offset, req.TimeoutMillis)
+			} else {
+				low, err = w.p.DeleteRecordsBefore(w.offset)
+			}
 			if err != nil {
 				w.sp.ErrorCode = errorCode(err)
 				continue

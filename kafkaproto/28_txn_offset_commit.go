@@ -15,6 +15,9 @@ package kafkaproto
 //     against the group as OffsetCommit does (ILLEGAL_GENERATION,
 //     UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID): a zombie of an old
 //     generation is fenced. Without them (v0-v2) no membership is checked.
+//   - In a cluster whose __consumer_offsets is replicated
+//     (offsets-topic-replication-factor above 1): INVALID_TXN_STATE for
+//     every partition (transactions across brokers are not built).
 //
 // Version notes:
 //   - v4 and v5 (KIP-890) are not advertised.
@@ -56,6 +59,11 @@ func (s *Server) handleTxnOffsetCommit(r *request) (reply, error) {
 		// transaction's coordinator stages the offsets, so in a cluster
 		// both must be this broker (DESIGN.md, issue 13).
 		code = kerr.NotCoordinator.Code
+	case s.cfg.Cluster != nil && s.cfg.Groups.ReplicatedOffsets():
+		// The staged offsets are written with the transaction's markers
+		// into the local partition of __consumer_offsets; a replicated one
+		// needs transactions across brokers (groups.ErrTxnOffsetsReplicated).
+		code = kerr.InvalidTxnState.Code
 	default:
 		cr := groups.CommitRequest{Group: req.Group, Generation: -1}
 		if req.Version >= 3 {

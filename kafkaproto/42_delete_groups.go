@@ -47,7 +47,7 @@ func (s *Server) handleDeleteGroups(r *request) (reply, error) {
 			continue
 		}
 		if s.notGroupCoordinator(name) {
-			resp.Groups[i].ErrorCode = kerr.NotCoordinator.Code
+			resp.Groups[i].ErrorCode = s.groupCoordinatorCode(name)
 			continue
 		}
 		names = append(names, name)

@@ -60,7 +60,7 @@ func (s *Server) handleConsumerGroupHeartbeat(r *request) (reply, error) {
 		return reply{resp: resp}, nil
 	}
 	if s.notGroupCoordinator(req.Group) {
-		resp.ErrorCode = kerr.NotCoordinator.Code
+		resp.ErrorCode = s.groupCoordinatorCode(req.Group)
 		return reply{resp: resp}, nil
 	}
 	// Kafka 4 refuses a subscription to topics the principal may not

@@ -51,7 +51,7 @@ func (s *Server) handleShareGroupHeartbeat(r *request) (reply, error) {
 		return reply{resp: resp}, nil
 	}
 	if s.notGroupCoordinator(req.GroupID) {
-		resp.ErrorCode = kerr.NotCoordinator.Code
+		resp.ErrorCode = s.groupCoordinatorCode(req.GroupID)
 		return reply{resp: resp}, nil
 	}
 	if msg := r.deniedTopics(auth.OpDescribe, req.SubscribedTopicNames); msg != nil {

@@ -46,7 +46,7 @@ func (s *Server) handleShareGroupDescribe(r *request) (reply, error) {
 			continue
 		}
 		if s.notGroupCoordinator(name) {
-			g.ErrorCode = kerr.NotCoordinator.Code
+			g.ErrorCode = s.groupCoordinatorCode(name)
 			resp.Groups = append(resp.Groups, g)
 			continue
 		}

@@ -47,7 +47,7 @@ func (s *Server) handleDescribeShareGroupOffsets(r *request) (reply, error) {
 			continue
 		}
 		if s.notGroupCoordinator(rg.GroupID) {
-			g.ErrorCode = kerr.NotCoordinator.Code
+			g.ErrorCode = s.groupCoordinatorCode(rg.GroupID)
 			resp.Groups = append(resp.Groups, g)
 			continue
 		}

@@ -42,7 +42,7 @@ func (s *Server) handleAlterShareGroupOffsets(r *request) (reply, error) {
 		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
 		return reply{resp: resp}, nil
 	case s.notGroupCoordinator(req.GroupID):
-		resp.ErrorCode = kerr.NotCoordinator.Code
+		resp.ErrorCode = s.groupCoordinatorCode(req.GroupID)
 		return reply{resp: resp}, nil
 	}
 	n := 0

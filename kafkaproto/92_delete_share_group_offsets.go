@@ -39,7 +39,7 @@ func (s *Server) handleDeleteShareGroupOffsets(r *request) (reply, error) {
 		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
 		return reply{resp: resp}, nil
 	case s.notGroupCoordinator(req.GroupID):
-		resp.ErrorCode = kerr.NotCoordinator.Code
+		resp.ErrorCode = s.groupCoordinatorCode(req.GroupID)
 		return reply{resp: resp}, nil
 	case len(req.Topics) > s.cfg.MaxPartitionsPerRequest:
 		resp.ErrorCode = kerr.PolicyViolation.Code

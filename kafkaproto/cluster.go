@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/vibemq/broker/auth"
 	"github.com/vibemq/broker/groups"
@@ -66,7 +67,8 @@ type Cluster interface {
 	Replicas(topic string, p int32) (replicas []int32, ok bool)
 	// CoordinatorLeaders are the leaders of the partitions of the
 	// coordinator topic (groups.OffsetsTopic or TransactionStateTopic),
-	// nil while they are not placed.
+	// nil while they are not placed; for a topic placed with replicas,
+	// the current recorded leaders (-1 for a partition without one).
 	CoordinatorLeaders(topic string) []int32
 	// PlaceCoordinator places the coordinator topic's partitions over
 	// the registered brokers if they are not (a proposal), and returns
@@ -123,6 +125,14 @@ type ReplicatedLog interface {
 	// is applied (long-polling fetches).
 	AddWaiter(w chan struct{})
 	RemoveWaiter(w chan struct{})
+	// LogStart is the log start offset, the same on every replica at
+	// every log position (moved by retention and DeleteRecords).
+	LogStart() int64
+	// DeleteRecords moves the log start to offset (-1: the high
+	// watermark) through the group's log and returns the log start once
+	// applied, i.e. committed on a majority (an offset at or below it
+	// answers it at once); above the high watermark ErrOffsetOutOfRange.
+	DeleteRecords(ctx context.Context, offset int64) (int64, error)
 }
 
 // ClusterBroker is a registered broker: node ID and advertised address.
@@ -211,7 +221,27 @@ func (s *Server) notCoordinator(topic, key string) bool {
 		return false
 	}
 	leaders := s.cfg.Cluster.CoordinatorLeaders(topic)
-	return len(leaders) == 0 || coordinatorOf(leaders, key) != s.cfg.NodeID
+	if len(leaders) == 0 || coordinatorOf(leaders, key) != s.cfg.NodeID {
+		return true
+	}
+	// A replicated __consumer_offsets partition is served once this
+	// broker has loaded it (groups/replicated.go).
+	return topic == groups.OffsetsTopic && s.cfg.Groups != nil && s.cfg.Groups.Serves(key) != nil
+}
+
+// groupCoordinatorCode is the error a group request answers when
+// notGroupCoordinator: COORDINATOR_LOAD_IN_PROGRESS while this broker,
+// the group's coordinator, loads its replicated partition of
+// __consumer_offsets (the client retries here), else NOT_COORDINATOR (it
+// finds the coordinator again).
+func (s *Server) groupCoordinatorCode(group string) int16 {
+	if s.cfg.Groups != nil && errors.Is(s.cfg.Groups.Serves(group), groups.ErrCoordinatorLoadInProgress) {
+		leaders := s.cfg.Cluster.CoordinatorLeaders(groups.OffsetsTopic)
+		if len(leaders) > 0 && coordinatorOf(leaders, group) == s.cfg.NodeID {
+			return kerr.CoordinatorLoadInProgress.Code
+		}
+	}
+	return kerr.NotCoordinator.Code
 }
 
 // coordinatorOf is the leader of key's partition, Kafka's

@@ -30,6 +30,7 @@ var errorTable = []struct {
 	{groups.ErrGroupMaxSizeReached, kerr.GroupMaxSizeReached},
 	{groups.ErrCoordinatorNotAvailable, kerr.CoordinatorNotAvailable},
 	{groups.ErrNotCoordinator, kerr.NotCoordinator},
+	{groups.ErrCoordinatorLoadInProgress, kerr.CoordinatorLoadInProgress},
 	{groups.ErrGroupIDNotFound, kerr.GroupIDNotFound},
 	{groups.ErrNonEmptyGroup, kerr.NonEmptyGroup},
 	{groups.ErrGroupSubscribedToTopic, kerr.GroupSubscribedToTopic},

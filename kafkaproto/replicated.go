@@ -10,9 +10,10 @@ package kafkaproto
 //
 // Deviations (DESIGN.md "Cluster"): acks=1 and acks=0 wait like acks=all
 // (the batch is answered once committed on a majority); transactional
-// batches are refused (INVALID_TXN_STATE); the log start offset is 0
-// (no retention on replicated partitions yet); a timestamp lookup answers
-// the first batch whose max timestamp is at or after it.
+// batches are refused (INVALID_TXN_STATE); a timestamp lookup answers
+// the first batch whose max timestamp is at or after it. The log start
+// (retention, DeleteRecords) is a command of the group's log, applied on
+// every replica alike (cluster/partition_logstart.go).
 
 import (
 	"bytes"
@@ -95,7 +96,7 @@ func (s *Server) produceReplicated(req *kmsg.ProduceRequest, rl ReplicatedLog, p
 			}
 			return
 		}
-		sp.BaseOffset, sp.LogStartOffset = base, 0
+		sp.BaseOffset, sp.LogStartOffset = base, rl.LogStart()
 	}()
 	return func() { <-done }
 }
@@ -127,9 +128,9 @@ func resolveReplicated(it *fetchItem, rl ReplicatedLog) {
 // readReplicated is Partition.Read for a replicated partition: no
 // transactions, so the last stable offset is the high watermark.
 func readReplicated(it *fetchItem, limit int, minOne bool) ([]byte, topics.ReadResult, error) {
-	hw := it.rl.HighWatermark()
-	res := topics.ReadResult{HighWatermark: hw, LastStableOffset: hw, LogStartOffset: 0}
-	if it.offset < 0 || it.offset > hw {
+	logStart, hw := it.rl.LogStart(), it.rl.HighWatermark()
+	res := topics.ReadResult{HighWatermark: hw, LastStableOffset: hw, LogStartOffset: logStart}
+	if it.offset < logStart || it.offset > hw {
 		return it.records, res, topics.ErrOffsetOutOfRange
 	}
 	start := len(it.records)
@@ -157,7 +158,7 @@ func listOffsetsReplicated(rl ReplicatedLog, version int16, rp kmsg.ListOffsetsR
 	}
 	switch rp.Timestamp {
 	case topics.TimestampEarliest, timestampEarliestLocal:
-		sp.Offset = 0
+		sp.Offset = rl.LogStart()
 	case topics.TimestampLatest:
 		sp.Offset = rl.HighWatermark()
 	case topics.TimestampMaxTimestamp:
@@ -175,6 +176,19 @@ func listOffsetsReplicated(rl ReplicatedLog, version int16, rp kmsg.ListOffsetsR
 	if version == 0 {
 		sp.OldStyleOffsets = []int64{sp.Offset}
 	}
+}
+
+// deleteRecordsReplicated moves a replicated partition's log start
+// (DeleteRecords on its leader) and returns the low watermark once the
+// command is applied; timeoutMs bounds the wait as Produce's timeout does.
+func deleteRecordsReplicated(rl ReplicatedLog, offset int64, timeoutMs int32) (int64, error) {
+	timeout := time.Duration(timeoutMs) * time.Millisecond
+	if timeout <= 0 || timeout > clusterTimeout {
+		timeout = clusterTimeout
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	return rl.DeleteRecords(ctx, offset)
 }
 
 // offsetForEpochReplicated answers OffsetForLeaderEpoch for a replicated

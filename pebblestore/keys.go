@@ -66,6 +66,7 @@ import (
 //	0x70    group u64 | 0x03                             latest Raft snapshot (protobuf raftpb.Snapshot: index, term, conf state, state-machine data)
 //	0x70    group u64 | 0x04                             truncated state: index u64 | term u64 of the last entry removed from the log
 //	0x70    group u64 | 0x05                             incarnation: u64 random, written when the group's storage is first opened empty
+//	0x70    group u64 | 0x06 | index u64                 state row: the state machine's state after applying entry index, the base of a log compacted up to it (partition groups: cluster/partition_logstart.go)
 //	0x71-7f reserved: cluster (Raft groups)
 //
 // Raft groups (0x70): group 0 is the metadata group (the controller);
@@ -208,6 +209,10 @@ const (
 	// storage is first opened empty; a node whose data was wiped comes
 	// back with a new one, and its peers can tell.
 	RaftKindIncarnation byte = 0x05
+	// RaftKindState: a state machine's state at an applied index, from
+	// which a log compacted up to that index is replayed (partition
+	// groups compact without a Raft snapshot).
+	RaftKindState byte = 0x06
 )
 
 // RaftKey is the row of one kind of a Raft group (hard state, snapshot,
@@ -222,6 +227,11 @@ func RaftKey(group uint64, kind byte) []byte {
 // RaftEntryKey is the row of the Raft log entry at index in group.
 func RaftEntryKey(group, index uint64) []byte {
 	return binary.BigEndian.AppendUint64(RaftKey(group, RaftKindEntry), index)
+}
+
+// RaftStateKey is the state row of group at applied index.
+func RaftStateKey(group, index uint64) []byte {
+	return binary.BigEndian.AppendUint64(RaftKey(group, RaftKindState), index)
 }
 
 // RaftGroupPrefix bounds every row of one Raft group.

@@ -229,11 +229,8 @@ func (p *Partition) trimSegments(nowMs int64, settings *topicSettings) (Partitio
 // background); the segment that holds the new start stays until retention
 // or a later DeleteRecords moves past it.
 func (p *Partition) DeleteRecordsBefore(offset int64) (int64, error) {
-	if err := p.Topic.CheckClientChange(ChangeDeleteRecords); err != nil {
+	if err := p.Topic.CheckDeleteRecords(); err != nil {
 		return -1, err
-	}
-	if !p.Topic.currentSettings().delete {
-		return -1, fmt.Errorf("%w: records can be deleted only from topics whose cleanup.policy includes delete", ErrPolicyViolation)
 	}
 	t := p.Topic
 	b := t.m.store.NewBatch()

@@ -178,6 +178,8 @@ func startCluster(cfg *Config, store *pebblestore.Store, kc *kafkaCluster, kafka
 	md := cluster.NewMetadata()
 	kc.md = md
 	rm := newReplicaManager(cfg.NodeID, host, md, store, log)
+	rm.topics, rm.retentionEvery = kc.tm, cfg.LogRetentionCheckInterval
+	rm.groups = kc.groups
 	kc.replicas = rm
 	md.OnTopicsChanged(kc.syncTopics) // before the node replays its log
 	node, err := cluster.StartNode(cluster.NodeConfig{

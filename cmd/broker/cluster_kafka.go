@@ -8,7 +8,6 @@ import (
 	"net"
 	"slices"
 	"strconv"
-	"strings"
 	"sync/atomic"
 
 	"github.com/rs/zerolog"
@@ -35,6 +34,16 @@ type kafkaCluster struct {
 	// __transaction_state placed at the first FindCoordinator (Kafka's
 	// offsets.topic.num.partitions, transaction.state.log.num.partitions).
 	coordinatorPartitions map[string]int32
+	// offsetsReplication is offsets-topic-replication-factor: above 1,
+	// __consumer_offsets is placed as Raft groups (coordinator failover).
+	offsetsReplication int16
+	// groups is the group coordinator: it loads and unloads the groups of
+	// a replicated __consumer_offsets partition as this broker gains and
+	// loses its leadership (cluster_replicas.go).
+	groups *groups.Coordinator
+	// offsetsReplicated is set once groups was switched to replicated
+	// offsets partitions (CoordinatorLeaders).
+	offsetsReplicated atomic.Bool
 
 	node *cluster.Node
 	md   *cluster.Metadata
@@ -54,6 +63,7 @@ func newKafkaCluster(cfg *Config, tm *topics.Manager, offsetsPartitions int32, l
 	return &kafkaCluster{
 		nodeID: cfg.NodeID, tm: tm, log: log.With().Str("component", "cluster-metadata").Logger(),
 		coordinatorPartitions: map[string]int32{groups.OffsetsTopic: offsetsPartitions, kafkaproto.TransactionStateTopic: transactionStatePartitions},
+		offsetsReplication:    int16(max(cfg.OffsetsTopicReplicationFactor, 1)),
 	}
 }
 
@@ -151,14 +161,43 @@ func (k *kafkaCluster) Controller() int32 {
 // ClusterID implements kafkaproto.Cluster.
 func (k *kafkaCluster) ClusterID() string { return k.md.ClusterID() }
 
-// Replicas implements kafkaproto.Cluster.
+// Replicas implements kafkaproto.Cluster: a cluster topic's, or a
+// replicated coordinator topic's (its preferred leader first).
 func (k *kafkaCluster) Replicas(topic string, p int32) ([]int32, bool) {
+	if r, ok := k.md.CoordinatorReplicas(topic, p); ok {
+		return r, true
+	}
 	return k.md.Replicas(topic, p)
 }
 
-// CoordinatorLeaders implements kafkaproto.Cluster.
+// CoordinatorLeaders implements kafkaproto.Cluster. For a coordinator
+// topic placed with replicas, partition p's coordinator is the current
+// leader of its Raft group as recorded by record 8 (-1 while none is),
+// so coordinators move with leadership as Kafka's do.
 func (k *kafkaCluster) CoordinatorLeaders(topic string) []int32 {
-	return k.md.CoordinatorLeaders(topic)
+	placed := k.md.CoordinatorLeaders(topic)
+	if _, replicated := k.md.CoordinatorGroup(topic, 0); !replicated {
+		return placed
+	}
+	if topic == groups.OffsetsTopic && k.groups != nil && !k.offsetsReplicated.Load() {
+		// Before anything is routed by these leaders: a group
+		// coordinator still in its local mode would serve the groups of
+		// a partition a stale record names this broker the leader of
+		// (a restart replaying the metadata log) from its empty local
+		// partition.
+		k.groups.UseReplicatedOffsets()
+		k.offsetsReplicated.Store(true)
+	}
+	leaders := make([]int32, len(placed))
+	for p := range placed {
+		leaders[p] = -1
+		if g, ok := k.md.CoordinatorGroup(topic, int32(p)); ok {
+			if l, found := k.md.Leader(g); found {
+				leaders[p] = l.Leader
+			}
+		}
+	}
+	return leaders
 }
 
 // PlaceCoordinator implements kafkaproto.Cluster: the topic's partitions
@@ -178,19 +217,30 @@ func (k *kafkaCluster) PlaceCoordinator(ctx context.Context, topic string) ([]in
 			return nil, fmt.Errorf("%w: broker %d has not registered yet; the coordinators are placed once every voter has", kafkaproto.ErrBrokersUnavailable, m.ID)
 		}
 	}
-	placed := cluster.PlaceReplicas(k.placementIDs(), n, 1, 0)
+	rf := int16(1)
+	if topic == groups.OffsetsTopic {
+		rf = k.offsetsReplication
+	}
+	placed := cluster.PlaceReplicas(k.placementIDs(), n, rf, 0)
 	if placed == nil {
-		return nil, kafkaproto.ErrBrokersUnavailable
+		return nil, fmt.Errorf("%w: offsets-topic-replication-factor %d, %d unfenced registered broker(s)", kafkaproto.ErrBrokersUnavailable, rf, len(k.placementIDs()))
 	}
-	leaders := make([]int32, n)
-	for p, replicas := range placed {
-		leaders[p] = replicas[0]
+	record := cluster.PlaceReplicatedCoordinatorRecord(topic, placed)
+	if rf == 1 {
+		leaders := make([]int32, n)
+		for p, replicas := range placed {
+			leaders[p] = replicas[0]
+		}
+		record = cluster.PlaceCoordinatorRecord(topic, leaders)
 	}
-	err := k.propose(ctx, cluster.PlaceCoordinatorRecord(topic, leaders))
+	err := k.propose(ctx, record)
 	if err != nil && !errors.Is(err, cluster.ErrPlacementExists) {
 		return nil, err
 	}
-	return k.md.CoordinatorLeaders(topic), nil
+	if k.replicas != nil {
+		k.replicas.changed() // start the replicas of a replicated placement
+	}
+	return k.CoordinatorLeaders(topic), nil
 }
 
 // CreateTopic implements kafkaproto.Cluster.
@@ -283,6 +333,9 @@ func (k *kafkaCluster) ReplicatedLog(topic string, p int32) kafkaproto.Replicate
 func (k *kafkaCluster) ReplicatedState(topic string, p int32) (leader, epoch int32, isr []int32, ok bool) {
 	g, ok := k.md.PartitionGroup(topic, p)
 	if !ok {
+		g, ok = k.md.CoordinatorGroup(topic, p)
+	}
+	if !ok {
 		return -1, -1, nil, false
 	}
 	l, found := k.md.Leader(g)
@@ -293,13 +346,12 @@ func (k *kafkaCluster) ReplicatedState(topic string, p int32) (leader, epoch int
 }
 
 // checkReplicatedConfigs refuses the configs replicated partitions do not
-// honour yet: retention and compaction would have to be applied alike on
-// every replica (DESIGN.md "Cluster": what remains).
+// honour yet: compaction would have to rewrite the Raft log alike on every
+// replica (DESIGN.md "Cluster": what remains). Retention is honoured
+// (cluster_retention.go).
 func checkReplicatedConfigs(configs map[string]string) error {
-	for name, v := range configs {
-		if name == "cleanup.policy" && v != "delete" || strings.HasPrefix(name, "retention.") {
-			return fmt.Errorf("%w: %s is not supported on topics with a replication factor above 1 yet (retention and compaction are not replicated); leave it unset", topics.ErrInvalidConfig, name)
-		}
+	if v, ok := configs["cleanup.policy"]; ok && v != "delete" {
+		return fmt.Errorf("%w: cleanup.policy=%s is not supported on topics with a replication factor above 1 yet (compaction is not replicated); use delete", topics.ErrInvalidConfig, v)
 	}
 	return nil
 }

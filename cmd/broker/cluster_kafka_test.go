@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -61,7 +62,11 @@ func (tc *testCluster) start(id int32) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, cfg, zerolog.Nop()) }()
+	lg := zerolog.Nop()
+	if os.Getenv("VMQ_TEST_LOG") != "" { // the brokers' logs on stderr, to debug a cluster test
+		lg = zerolog.New(os.Stderr).With().Int32("node", id).Logger()
+	}
+	go func() { done <- run(ctx, cfg, lg) }()
 	stopped := false
 	tc.stop[id] = func() {
 		if stopped {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/rs/zerolog"
 	"github.com/vibemq/broker/cluster"
+	"github.com/vibemq/broker/groups"
 	"github.com/vibemq/broker/httpapi"
 	"github.com/vibemq/broker/kafkaproto"
 	"github.com/vibemq/broker/pebblestore"
@@ -45,8 +46,17 @@ type replicaManager struct {
 	node  *cluster.Node
 	store *pebblestore.Store
 	log   zerolog.Logger
+	// groups is the group coordinator, which follows the leadership of a
+	// replicated __consumer_offsets (cluster_coordinators.go); nil in tests
+	// without one.
+	groups *groups.Coordinator
 
 	kick chan struct{}
+
+	// topics and retentionEvery: retention of the partitions led here
+	// (cluster_retention.go); set before run.
+	topics         *topics.Manager
+	retentionEvery time.Duration
 
 	mu   sync.RWMutex
 	logs map[uint64]*replica
@@ -58,6 +68,11 @@ type replicaManager struct {
 	// preferred replica is another, in sync.
 	leadingSince map[uint64]time.Time
 	results      chan uint64
+	// coordinators: this broker's leadership of replicated
+	// __consumer_offsets partitions, by group; offsetsReplicated once the
+	// group coordinator was switched to them.
+	coordinators      map[uint64]*coordinatorLoad
+	offsetsReplicated bool
 }
 
 type replica struct {
@@ -78,6 +93,7 @@ func newReplicaManager(self int32, host *cluster.Host, md *cluster.Metadata, sto
 		self: self, host: host, md: md, store: store, log: log.With().Str("component", "replicas").Logger(),
 		kick: make(chan struct{}, 1), logs: map[uint64]*replica{},
 		proposing: map[uint64]bool{}, campaigns: map[uint64]time.Time{}, leadingSince: map[uint64]time.Time{}, results: make(chan uint64, 64),
+		coordinators: map[uint64]*coordinatorLoad{},
 	}
 }
 
@@ -91,6 +107,9 @@ func (m *replicaManager) changed() {
 
 func (m *replicaManager) run(ctx context.Context, done chan struct{}) {
 	defer close(done)
+	retentionDone := make(chan struct{})
+	go m.runRetention(ctx, retentionDone)
+	defer func() { <-retentionDone }()
 	t := time.NewTicker(leadersEvery)
 	defer t.Stop()
 	reconcile := true
@@ -163,11 +182,13 @@ func (m *replicaManager) reconcile() {
 // whose applied record differs, and makes a preferred replica campaign in
 // a group without a leader (at most once per campaignEvery).
 func (m *replicaManager) leaders(ctx context.Context) {
+	m.useReplicatedOffsets()
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	now := time.Now()
 	for g, r := range m.logs {
 		st, ok := m.host.Status(g)
+		m.followCoordinator(g, r, st, ok)
 		if !ok {
 			continue
 		}
@@ -180,6 +201,9 @@ func (m *replicaManager) leaders(ctx context.Context) {
 			continue
 		}
 		want := cluster.PartitionLeader{TopicID: r.rp.TopicID, Partition: r.rp.Partition, Leader: m.self, Epoch: int32(min(st.Term, 1<<31-1))}
+		if r.rp.Coordinator {
+			want.Coordinator = r.rp.Topic
+		}
 		for _, id := range st.InSync {
 			want.ISR = append(want.ISR, int32(id))
 		}
@@ -257,7 +281,7 @@ func (m *replicaManager) status() []httpapi.ClusterPartition {
 		st, _ := m.host.Status(g)
 		p := httpapi.ClusterPartition{
 			Topic: r.rp.Topic, Partition: r.rp.Partition, Group: g, Replicas: r.rp.Replicas,
-			Leader: st.Leader, Term: st.Term, HighWatermark: r.log.HighWatermark(),
+			Leader: st.Leader, Term: st.Term, HighWatermark: r.log.HighWatermark(), LogStart: r.log.LogStart(),
 			Commit: st.Commit, Applied: st.Applied, LastIndex: st.Last, Quiesced: st.Quiesced,
 		}
 		for _, id := range st.InSync {
@@ -283,7 +307,7 @@ func printReplicatedPartitions(out io.Writer, ps []httpapi.ClusterPartition) {
 	}
 	fmt.Fprintln(out)
 	tw := newTable(out)
-	fmt.Fprintln(tw, "TOPIC\tPARTITION\tGROUP\tREPLICAS\tLEADER\tEPOCH\tISR\tHIGH-WATERMARK\tCOMMIT\tAPPLIED")
+	fmt.Fprintln(tw, "TOPIC\tPARTITION\tGROUP\tREPLICAS\tLEADER\tEPOCH\tISR\tLOG-START\tHIGH-WATERMARK\tCOMMIT\tAPPLIED")
 	for _, p := range ps {
 		isr := "-"
 		if p.ISR != nil {
@@ -292,7 +316,7 @@ func printReplicatedPartitions(out io.Writer, ps []httpapi.ClusterPartition) {
 				isr += " (under-replicated)"
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%v\t%d\t%d\t%s\t%d\t%d\t%d\n", p.Topic, p.Partition, p.Group, p.Replicas, p.Leader, p.Term, isr, p.HighWatermark, p.Commit, p.Applied)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%v\t%d\t%d\t%s\t%d\t%d\t%d\t%d\n", p.Topic, p.Partition, p.Group, p.Replicas, p.Leader, p.Term, isr, p.LogStart, p.HighWatermark, p.Commit, p.Applied)
 	}
 	_ = tw.Flush()
 }
@@ -343,6 +367,10 @@ func (notReplica) OffsetForTimestamp(int64) (int64, int64) { return -1, -1 }
 func (notReplica) MaxTimestamp() (int64, int64)            { return -1, -1 }
 func (notReplica) AddWaiter(chan struct{})                 {}
 func (notReplica) RemoveWaiter(chan struct{})              {}
+func (notReplica) LogStart() int64                         { return -1 }
+func (notReplica) DeleteRecords(context.Context, int64) (int64, error) {
+	return -1, kafkaproto.ErrNotLeader
+}
 
 // replicaLog serves one replica's log to Kafka's APIs.
 type replicaLog struct {
@@ -411,6 +439,8 @@ func appendResult(base uint64, err error) (int64, error) {
 		return -1, fmt.Errorf("%w: %w", txns.ErrInvalidTxnState, err)
 	case errors.Is(err, cluster.ErrInvalidBatch):
 		return -1, fmt.Errorf("%w: %w", topics.ErrCorruptMessage, err)
+	case errors.Is(err, cluster.ErrOffsetOutOfRange):
+		return -1, fmt.Errorf("%w: %w", topics.ErrOffsetOutOfRange, err)
 	}
 	return -1, err
 }

@@ -76,7 +76,7 @@ func consumeAll(ctx context.Context, t *testing.T, cl *kgo.Client, want int) map
 // follower answers NOT_LEADER_OR_FOLLOWER; a fetch with an older leader
 // epoch FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH;
 // an added partition is replicated; a topic deleted and created again
-// starts a new log; compaction and DeleteRecords are refused on the topic; with a follower
+// starts a new log; compaction is refused on the topic; with a follower
 // stopped the ISR shrinks and min.insync.replicas 3 refuses acks=all
 // (NOT_ENOUGH_REPLICAS), not acks=1.
 func TestClusterReplicatedTopic(t *testing.T) {
@@ -273,12 +273,6 @@ func TestClusterReplicatedTopic(t *testing.T) {
 		t.Fatal(err)
 	} else if p := tresp.Topics[0].Partitions[0]; p.ErrorCode != kerr.InvalidTxnState.Code || p.ErrorMessage == nil || !strings.Contains(*p.ErrorMessage, "not supported yet") {
 		t.Fatalf("transactional produce to RF 3: code %d %v, want INVALID_TXN_STATE saying why", p.ErrorCode, p.ErrorMessage)
-	}
-
-	// DeleteRecords is refused (the log start is not replicated yet).
-	dr, err := adm.DeleteRecords(ctx, kadm.Offsets{"rf3": {0: {At: 1}}})
-	if err != nil || dr["rf3"][0].Err != kerr.PolicyViolation {
-		t.Fatalf("DeleteRecords: %v %v, want POLICY_VIOLATION", err, dr["rf3"][0].Err)
 	}
 
 	// min.insync.replicas 3 with one follower of partition 0 down: its

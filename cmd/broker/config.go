@@ -51,6 +51,13 @@ type Config struct {
 	// InterBrokerAddr is the host:port the inter-broker listener binds;
 	// empty means this node's address in ClusterPeers.
 	InterBrokerAddr string
+	// OffsetsTopicReplicationFactor is the replication factor of
+	// __consumer_offsets in a cluster (Kafka's
+	// offsets.topic.replication.factor): 1 keeps each partition on its
+	// coordinator; above 1 every partition is a Raft group and the
+	// coordinator moves with its leadership. Read once, when the cluster
+	// first places its coordinators.
+	OffsetsTopicReplicationFactor int
 	// Rack is reported in Metadata; empty means none.
 	Rack string
 	// HTTPAddr is the host:port of the HTTP listener (health, metrics,
@@ -237,7 +244,7 @@ var configKeys = append([]configKey{
 		}),
 	int32Key(keyInfo{name: "node-id", def: "1", usage: "broker node id", doc: ""},
 		func(c *Config) *int32 { return &c.NodeID }, parseInteger, int64Range{low: 0, high: math.MaxInt32}, strconv.FormatInt),
-	stringKey(keyInfo{name: "cluster-peers", def: "", usage: "voters of the cluster's metadata raft group, id@host:port of their inter-broker listeners, comma-separated; empty means a single node", doc: "Example: 1@broker1:9093,2@broker2:9093,3@broker3:9093, the same on every\nnode, each started with its own node-id. For now the cluster holds the\nbrokers' registrations (broker cluster status); topics are not\nreplicated yet and each broker serves its own data."},
+	stringKey(keyInfo{name: "cluster-peers", def: "", usage: "voters of the cluster's metadata raft group, id@host:port of their inter-broker listeners, comma-separated; empty means a single node", doc: "Example: 1@broker1:9093,2@broker2:9093,3@broker3:9093, the same on every\nnode, each started with its own node-id. The metadata group holds the\nbrokers' registrations, topics, placements and leaders (broker cluster\nstatus); topics created with replication factor 3 are replicated by a\nraft group per partition, RF 1 topics live on their leader only."},
 		func(c *Config) *string { return &c.ClusterPeers }, checkClusterPeers),
 	{
 		name:   "cluster-join",
@@ -260,6 +267,8 @@ var configKeys = append([]configKey{
 		func(v string) string {
 			return checkHostPort(v, hostPortRules{example: "0.0.0.0:9093", allowEmpty: true})
 		}),
+	intKey(keyInfo{name: "offsets-topic-replication-factor", def: "1", usage: "replication factor of __consumer_offsets in a cluster (Kafka's offsets.topic.replication.factor); above 1 the group coordinator fails over with its partition's raft leadership", doc: "Only with cluster-peers; read once, when the cluster first places its\ncoordinators (the first FindCoordinator), and kept for good. 1: each\npartition of __consumer_offsets lives on its coordinator only (a\ncoordinator that stops takes its groups' offsets with it until it is\nback). 3: each partition is a raft group of 3 brokers, committed offsets\nand group metadata survive a coordinator's death. With more than 1,\nTxnOffsetCommit is refused (transactions across brokers are not built)."},
+		func(c *Config) *int { return &c.OffsetsTopicReplicationFactor }, 1, 7),
 	stringKey(keyInfo{name: "rack", def: "", usage: "rack reported in Metadata; empty means none", doc: ""},
 		func(c *Config) *string { return &c.Rack },
 		func(v string) string {

@@ -63,6 +63,7 @@ func TestDefaults(t *testing.T) {
 		KafkaAddr:                      "localhost:9092",
 		AdvertisedAddr:                 "",
 		NodeID:                         1,
+		OffsetsTopicReplicationFactor:  1,
 		Rack:                           "",
 		HTTPAddr:                       "localhost:8080",
 		LogLevel:                       "info",

@@ -101,7 +101,7 @@ var logConfigKeys = []configKey{
 			return ""
 		},
 	},
-	durationKey(keyInfo{name: "log-retention-check-interval", def: "5m", usage: "how often retention looks for segments to delete", doc: "Kafka log.retention.check.interval.ms."},
+	durationKey(keyInfo{name: "log-retention-check-interval", def: "5m", usage: "how often retention looks for segments to delete", doc: "Kafka log.retention.check.interval.ms. In a cluster, also how often the leader of a replicated partition applies retention to it."},
 		func(c *Config) *time.Duration { return &c.LogRetentionCheckInterval }, time.Millisecond, 24*time.Hour),
 	durationKey(keyInfo{name: "log-cleaner-backoff", def: "15s", usage: "how long compaction waits before looking again when no partition needs it", doc: "Kafka log.cleaner.backoff.ms. A partition being compacted is compacted without pauses."},
 		func(c *Config) *time.Duration { return &c.LogCleanerBackoff }, time.Millisecond, time.Hour),

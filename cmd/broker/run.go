@@ -368,6 +368,7 @@ func (b *broker) newKafka() (*kafkaListener, error) {
 			offsetsPartitions = t.NumPartitions()
 		}
 		b.kafkaCluster = newKafkaCluster(cfg, b.topics, offsetsPartitions, log)
+		b.kafkaCluster.groups = b.groups
 		kc = b.kafkaCluster
 	}
 	requestMemory, requestMemorySource := requestMemoryBudget(cfg, systemMemory())

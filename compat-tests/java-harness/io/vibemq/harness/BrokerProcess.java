@@ -15,6 +15,10 @@ import java.time.Instant;
 import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
 import java.util.stream.Stream;
 
@@ -116,6 +120,79 @@ public final class BrokerProcess implements AutoCloseable {
                 b.close();
                 throw new IllegalStateException("broker did not become ready: " + failure + "\nbroker log:\n" + tail);
             }
+        }
+    }
+
+    /**
+     * Starts n brokers of one cluster (issue 13): node IDs 1..n, the same
+     * {@code --cluster-peers} with an inter-broker address on a free
+     * loopback port each, extraArgs added to every one. Each is ready
+     * (see {@link #start}) when this returns; whether the cluster has
+     * formed (registrations, a controller) is the caller's to wait for.
+     * On a failure the brokers already started are stopped.
+     */
+    public static List<BrokerProcess> startCluster(int n, String... extraArgs) throws Exception {
+        List<String> peers = new ArrayList<>();
+        for (int id = 1; id <= n; id++) {
+            peers.add(id + "@127.0.0.1:" + freePort());
+        }
+        // Started at once: each is ready (serving, /readyz) before the
+        // others exist, so nothing is gained by waiting in turn.
+        List<CompletableFuture<BrokerProcess>> starting = new ArrayList<>();
+        ExecutorService pool = Executors.newFixedThreadPool(n); // not the common pool: one thread on two cores
+        for (int id = 1; id <= n; id++) {
+            List<String> args = new ArrayList<>(List.of("--node-id", String.valueOf(id),
+                    "--cluster-peers", String.join(",", peers)));
+            args.addAll(List.of(extraArgs));
+            starting.add(CompletableFuture.supplyAsync(() -> {
+                try {
+                    return start(args.toArray(new String[0]));
+                } catch (Exception e) {
+                    throw new CompletionException(e);
+                }
+            }, pool));
+        }
+        pool.shutdown();
+        List<BrokerProcess> out = new ArrayList<>();
+        Throwable failure = null;
+        for (CompletableFuture<BrokerProcess> f : starting) {
+            try {
+                out.add(f.join());
+            } catch (CompletionException e) {
+                failure = failure == null ? e.getCause() : failure;
+            }
+        }
+        if (failure != null) {
+            for (BrokerProcess b : out) {
+                b.stop();
+            }
+            throw new IllegalStateException("starting a cluster of " + n + ": " + failure.getMessage(), failure);
+        }
+        return out;
+    }
+
+    /** SIGKILL ({@code Process.destroyForcibly} on Linux), waiting for the exit; the data directory stays. */
+    public void kill() throws InterruptedException {
+        if (external() || process == null || !process.isAlive()) {
+            return;
+        }
+        process.destroyForcibly();
+        if (!process.waitFor(10, TimeUnit.SECONDS)) {
+            throw new IllegalStateException("the broker did not exit within 10 s of SIGKILL");
+        }
+    }
+
+    /**
+     * Starts a killed (or exited) broker again on the same data directory
+     * and addresses, and waits until it is ready.
+     */
+    public void restart() throws Exception {
+        if (external() || alive()) {
+            throw new IllegalStateException("restart: the broker at " + kafkaAddr + " is running or external");
+        }
+        String failure = tryStart(brokerBinary());
+        if (failure != null) {
+            throw new IllegalStateException("broker did not become ready again: " + failure + "\nbroker log:\n" + logTail());
         }
     }
 

@@ -65,9 +65,7 @@ abstract class BrokerTestBase {
         public void testFailed(ExtensionContext ctx, Throwable cause) {
             failed = true;
             if (broker != null) {
-                System.err.printf("%n=== %s failed (kafka-clients %s); broker log (%s, last %d bytes):%n%s%n",
-                        ctx.getDisplayName(), AppInfoParser.getVersion(), broker.logFile(),
-                        BrokerProcess.LOG_TAIL_BYTES, broker.logTail());
+                printLogTail(ctx.getDisplayName() + " failed", broker);
             }
         }
     };
@@ -89,11 +87,22 @@ abstract class BrokerTestBase {
         }
         String override = BrokerProcess.bootstrapOverride();
         broker = override != null ? BrokerProcess.external(override) : BrokerProcess.start(args.toArray(new String[0]));
+        admin = admin(broker.bootstrap());
+    }
+
+    /** An Admin client with the tests' timeouts for the brokers at bootstrap. */
+    static Admin admin(String bootstrap) {
         Properties p = new Properties();
-        p.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, broker.bootstrap());
+        p.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         p.put(AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG, "15000");
         p.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, "30000");
-        admin = Admin.create(p);
+        return Admin.create(p);
+    }
+
+    /** Prints a broker's log tail after a failure: label says which broker and why. */
+    static void printLogTail(String label, BrokerProcess b) {
+        System.err.printf("%n=== %s (kafka-clients %s); broker log (%s, last %d bytes):%n%s%n",
+                label, AppInfoParser.getVersion(), b.logFile(), BrokerProcess.LOG_TAIL_BYTES, b.logTail());
     }
 
     @AfterEach
@@ -172,8 +181,13 @@ abstract class BrokerTestBase {
     }
 
     static Properties producerProps() {
+        return producerProps(broker.bootstrap());
+    }
+
+    /** The tests' producer settings for the brokers at bootstrap (host:port,...). */
+    static Properties producerProps(String bootstrap) {
         Properties p = new Properties();
-        p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, broker.bootstrap());
+        p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
         p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
         // Kafka's default delivery timeout: a reference Kafka on a loaded
@@ -191,8 +205,13 @@ abstract class BrokerTestBase {
     }
 
     static Properties consumerProps(String groupId) {
+        return consumerProps(broker.bootstrap(), groupId);
+    }
+
+    /** The tests' consumer settings for the brokers at bootstrap; groupId null for none. */
+    static Properties consumerProps(String bootstrap, String groupId) {
         Properties p = new Properties();
-        p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, broker.bootstrap());
+        p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
         p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
         p.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");

@@ -1,0 +1,135 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/vibemq/broker/cluster"
+	"github.com/vibemq/broker/groups"
+)
+
+// The group coordinator on a replicated __consumer_offsets
+// (offsets-topic-replication-factor above 1; DESIGN.md "Cluster",
+// Coordinators): each partition is a Raft group run by the replica
+// manager like a replicated topic's, and this broker coordinates the
+// partition's groups while it leads the group. The replica manager's
+// loop (every leadersEvery) follows leadership:
+//
+//   - leading in a new term: groups.StartLoad (requests answer
+//     COORDINATOR_LOAD_IN_PROGRESS), then, once every entry of the
+//     earlier terms is applied here (the applied index reached the
+//     leader's first entry of its term, so the log is the committed
+//     one), groups.Load reads the partition's log on its own goroutine
+//     (a load that fails is tried again after loadRetry);
+//   - not leading any more (or a new term): groups.UnloadPartition.
+//
+// The coordinator's appends go through offsetsLog: Host.Enqueue, in the
+// order the coordinator makes them, answered once committed and applied.
+
+// coordinatorLoad is this broker's leadership of a replicated
+// __consumer_offsets partition: the Raft term, the log index the applied
+// index must reach before loading, and whether the load started.
+type coordinatorLoad struct {
+	term, readyAt uint64
+	started       bool
+	// failed is set by a load that failed (a read or decode error); it
+	// is tried again from retryAt.
+	failed  atomic.Bool
+	retryAt time.Time
+}
+
+// loadRetry is how long a failed load waits before it is tried again.
+const loadRetry = 5 * time.Second
+
+// offsetsAppendTimeout bounds an offsets partition's proposal: a request
+// whose proposal does not commit in that time answers NOT_COORDINATOR.
+const offsetsAppendTimeout = 30 * time.Second
+
+// useReplicatedOffsets switches the group coordinator to replicated
+// offsets partitions once the metadata places __consumer_offsets with
+// replicas (before this broker proposes any leader record for them).
+func (m *replicaManager) useReplicatedOffsets() {
+	if m.groups == nil || m.offsetsReplicated {
+		return
+	}
+	if _, ok := m.md.CoordinatorGroup(groups.OffsetsTopic, 0); ok {
+		m.groups.UseReplicatedOffsets()
+		m.offsetsReplicated = true
+	}
+}
+
+// followCoordinator loads or unloads the groups of partition r of a
+// replicated __consumer_offsets as this broker's leadership of its Raft
+// group g changes. REQUIRES: called from run.
+func (m *replicaManager) followCoordinator(g uint64, r *replica, st cluster.GroupStatus, ok bool) {
+	if m.groups == nil || !r.rp.Coordinator || r.rp.Topic != groups.OffsetsTopic {
+		return
+	}
+	p := r.rp.Partition
+	cur := m.coordinators[g]
+	if !ok || !st.Leading {
+		if cur != nil {
+			delete(m.coordinators, g)
+			m.groups.UnloadPartition(p)
+		}
+		return
+	}
+	if cur == nil || cur.term != st.Term {
+		cur = &coordinatorLoad{term: st.Term, readyAt: st.Last}
+		m.coordinators[g] = cur
+		m.groups.StartLoad(p, st.Term, offsetsLog{host: m.host, group: g, log: r.log})
+	}
+	if cur.started && cur.failed.Load() {
+		cur.started = false
+		cur.failed.Store(false)
+		cur.retryAt = time.Now().Add(loadRetry)
+	}
+	if cur.started || st.Applied < cur.readyAt || time.Now().Before(cur.retryAt) {
+		return
+	}
+	cur.started = true
+	term := cur.term
+	go func() {
+		if err := m.groups.Load(p, term, time.Now()); err != nil {
+			cur.failed.Store(true)
+			m.log.Error().Err(err).Int32("partition", p).Dur("retry_in", loadRetry).Msg("cannot load the groups of the offsets partition; they are not served meanwhile")
+		}
+	}()
+}
+
+// offsetsLog is a replicated __consumer_offsets partition's log as the
+// group coordinator appends to and loads it (groups.OffsetsLog).
+type offsetsLog struct {
+	host  *cluster.Host
+	group uint64
+	log   *cluster.PartitionLog
+}
+
+var _ groups.OffsetsLog = offsetsLog{}
+
+// Append implements groups.OffsetsLog.
+func (l offsetsLog) Append(batch []byte) func() (int64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), offsetsAppendTimeout)
+	wait := l.host.Enqueue(ctx, l.group, batch)
+	return func() (int64, error) {
+		defer cancel()
+		_, base, err := wait()
+		if err != nil {
+			return -1, fmt.Errorf("%w: the offsets partition's proposal is not known committed: %v", groups.ErrNotCoordinator, err)
+		}
+		return int64(base), nil
+	}
+}
+
+// ReadRange implements groups.OffsetsLog.
+func (l offsetsLog) ReadRange(offset int64, maxBytes int, dst []byte) ([]byte, error) {
+	return l.log.ReadRange(offset, maxBytes, true, dst)
+}
+
+// HighWatermark implements groups.OffsetsLog.
+func (l offsetsLog) HighWatermark() int64 { return l.log.HighWatermark() }
+
+// LogStart implements groups.OffsetsLog.
+func (l offsetsLog) LogStart() int64 { return l.log.LogStart() }

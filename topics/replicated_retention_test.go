@@ -1,0 +1,55 @@
+package topics
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// TestReplicatedRetentionStart: the retention decision for a replicated
+// log, each batch a segment, at an injected time: retention.ms drops the
+// batches older than the limit from the oldest, retention.bytes the
+// oldest while the rest holds the limit, never below the log start nor
+// past the high watermark; nothing with neither limit; DeleteRecords
+// refused on a compacted topic.
+func TestReplicatedRetentionStart(t *testing.T) {
+	_, m := openTestManager(t, vfs.NewMem(), "data")
+	now := time.UnixMilli(10_000)
+	batches := []RetainedBatch{{Base: 0, Size: 100, MaxTimestamp: 1_000}, {Base: 5, Size: 100, MaxTimestamp: 4_000}, {Base: 10, Size: 100, MaxTimestamp: 9_000}}
+	for _, tc := range []struct {
+		name     string
+		configs  map[string]string
+		logStart int64
+		want     int64
+	}{
+		{"no limit", nil, 0, 0},
+		{"time", map[string]string{"retention.ms": "5000"}, 0, 10},    // 1000 and 4000 are older than 5000
+		{"time all", map[string]string{"retention.ms": "500"}, 0, 15}, // the log end
+		{"time kept start", map[string]string{"retention.ms": "8000"}, 3, 5},
+		{"size", map[string]string{"retention.bytes": "100"}, 0, 10},        // 300 bytes: two go, 100 stay
+		{"size between", map[string]string{"retention.bytes": "150"}, 0, 5}, // two going would leave less
+		{"size exact", map[string]string{"retention.bytes": "200"}, 0, 5},
+		{"start above", map[string]string{"retention.bytes": "200"}, 7, 7}, // never lowered
+	} {
+		topic, err := m.CreateTopic("r-"+strings.ReplaceAll(tc.name, " ", "-"), 1, tc.configs, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := topic.ReplicatedRetentionStart(batches, 15, tc.logStart, now); got != tc.want {
+			t.Errorf("%s: log start %d, want %d", tc.name, got, tc.want)
+		}
+		if err := topic.CheckDeleteRecords(); err != nil {
+			t.Errorf("%s: DeleteRecords refused: %v", tc.name, err)
+		}
+	}
+	compacted, err := m.CreateTopic("compacted", 1, map[string]string{"cleanup.policy": "compact"}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := compacted.CheckDeleteRecords(); !errors.Is(err, ErrPolicyViolation) {
+		t.Fatalf("DeleteRecords on a compacted topic: %v, want a policy violation", err)
+	}
+}
