@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # bench/cluster-produce.sh [ROUNDS]: produce throughput of a replicated
-# cluster (issue 13). Three `broker serve` processes on loopback (distinct
+# cluster (issue 13), saturated by 4 producers (the first figures;
+# bench/cluster-run.sh is the side-by-side suite: produce, consume, e2e). Three `broker serve` processes on loopback (distinct
 # ports and data directories, fsync on) and, beside them, one single-node
 # broker; 6-partition topics of replication factor 1 and 3 on the cluster
 # and one on the single node. Each round runs `broker-load produce` (4
@@ -9,19 +10,21 @@
 # fresh topic. Prints one line per run (target, MB/s, p50 and p99 ms) and
 # the medians with min-max. ROOT=/path/to/checkout builds another
 # version; PROFILE=1 takes CPU profiles of the brokers during RF 3 runs;
-# OUT keeps the logs and JSON results; TARGETS picks among rf3 rf1
+# OUT keeps the logs and JSON results (else nothing is left in TMPDIR);
+# MAX_BUFFERED: records each producer buffers (10000); TARGETS picks among rf3 rf1
 # single; SETTLE is the pause after creating a topic (3 s). BENCHMARKS.md, "Replicated cluster (issue 13)".
 set -euo pipefail
 ROUNDS=${1:-3}
 DURATION=${DURATION:-10s}; PRODUCERS=${PRODUCERS:-4}
 ROOT=${ROOT:-$(cd "$(dirname "$0")/.." && pwd)} # the checkout to build
 BIN=$(mktemp -d "${TMPDIR:-/tmp}/vibemq-cp.XXXXXX")
-OUT=${OUT:-$BIN}
+OUT=${OUT:-$BIN/out} # removed with BIN unless set
+mkdir -p "$OUT"
 (cd "$ROOT" && go build -o "$BIN/broker" ./cmd/broker && go build -o "$BIN/broker-load" ./cmd/broker-load)
 BASE=$((20000 + RANDOM % 20000))
 PEERS="1@127.0.0.1:$((BASE + 3)),2@127.0.0.1:$((BASE + 13)),3@127.0.0.1:$((BASE + 23))"
 PIDS=()
-trap 'for p in "${PIDS[@]}"; do kill -TERM $p 2>/dev/null || true; done; wait; rm -rf "$BIN"/data-*' EXIT
+trap 'for p in "${PIDS[@]}"; do kill -TERM $p 2>/dev/null || true; done; wait; rm -rf "$BIN"' EXIT
 for n in 1 2 3; do
   P=$((BASE + 10 * (n - 1)))
   "$BIN/broker" serve --data-dir "$BIN/data-$n" --node-id $n --cluster-peers "$PEERS" \
@@ -51,7 +54,7 @@ run() { # run TARGET BOOTSTRAP RF ROUND
     done
   fi
   "$BIN/broker-load" produce --brokers $2 --json --topic $topic --partitions 6 --duration $DURATION \
-    --producers $PRODUCERS --record-size 1024 --acks all --idempotent=true --compression none --timeout 2m \
+    --producers $PRODUCERS --max-buffered-records ${MAX_BUFFERED:-10000} --record-size 1024 --acks all --idempotent=true --compression none --timeout 2m \
     | tail -1 >"$OUT/load-$1-$4.json"
   if [ $1 = rf3 ]; then # the replicas' high watermarks, per partition
     "$BIN/broker" cluster status --server http://127.0.0.1:$((BASE + 2)) >"$OUT/status-$1-$4.txt" 2>&1 || true

@@ -123,8 +123,14 @@ type Host struct {
 
 	statusMu sync.Mutex
 	status   map[uint64]GroupStatus
-	// saves counts the synced batches, readies the Readies they carried.
-	saves, readiesSaved atomic.Uint64
+	// saves counts the synced batches, readies the Readies they carried,
+	// entries and entryBytes the log entries in them (Counters).
+	saves, readiesSaved, entriesSaved, entryBytesSaved atomic.Uint64
+	// leaderChanges: groups whose leadership this node took over from
+	// another known leader; longest: the longest iteration (ns, not
+	// counting the wait for input).
+	leaderChanges atomic.Uint64
+	longest       atomic.Int64
 	// stats: the loop's time per stage (LoopStats).
 	stats [numLoopStages]atomic.Int64
 	loops atomic.Uint64
@@ -141,6 +147,9 @@ type Host struct {
 	// Owned by the loop goroutine.
 	groups  map[uint64]*hostGroup
 	touched map[uint64]*hostGroup
+	// campaigns: the groups whose campaign waits for their committed
+	// entries to be applied (campaignReady).
+	campaigns map[uint64]*hostGroup
 	// nodes: the liveness of every other voter's node (quiescing).
 	nodes   map[uint64]*nodeLiveness
 	nextSeq uint64
@@ -220,6 +229,8 @@ type hostGroup struct {
 	caughtUp   map[uint64]uint64
 	lastAtTick uint64
 	inSync     []uint64
+	// lastLead: the last leader this replica knew (0: none yet).
+	lastLead uint64
 }
 
 // nodeLiveness: what this host knows of one peer node. A node is dead
@@ -243,19 +254,20 @@ func StartHost(cfg HostConfig) (*Host, error) {
 		return nil, err
 	}
 	h := &Host{
-		cfg:     cfg,
-		log:     cfg.Logger.With().Str("component", "raft-host").Uint64("node", cfg.ID).Logger(),
-		recvc:   make(chan groupMessage, 8192),
-		propc:   make(chan *hostProposal, 4096),
-		reportc: make(chan func(), 1024),
-		addc:    make(chan *addGroup),
-		removec: make(chan *removeGroup),
-		stopc:   make(chan struct{}),
-		done:    make(chan struct{}),
-		status:  map[uint64]GroupStatus{},
-		groups:  map[uint64]*hostGroup{},
-		touched: map[uint64]*hostGroup{},
-		nodes:   map[uint64]*nodeLiveness{},
+		cfg:       cfg,
+		log:       cfg.Logger.With().Str("component", "raft-host").Uint64("node", cfg.ID).Logger(),
+		recvc:     make(chan groupMessage, 8192),
+		propc:     make(chan *hostProposal, 4096),
+		reportc:   make(chan func(), 1024),
+		addc:      make(chan *addGroup),
+		removec:   make(chan *removeGroup),
+		stopc:     make(chan struct{}),
+		done:      make(chan struct{}),
+		status:    map[uint64]GroupStatus{},
+		groups:    map[uint64]*hostGroup{},
+		touched:   map[uint64]*hostGroup{},
+		campaigns: map[uint64]*hostGroup{},
+		nodes:     map[uint64]*nodeLiveness{},
 		// Sequences start at the clock, so that entries proposed before a
 		// restart, applied again from the log, match no new proposal.
 		nextSeq: uint64(time.Now().UnixNano()),
@@ -417,15 +429,46 @@ func (h *Host) wait(ctx context.Context, p *hostProposal) (index, result uint64,
 }
 
 // Campaign makes this node start an election of group now (tests, and
-// moving a leader back to its preferred replica).
+// the preferred replica of a partition without a leader). A group just
+// added has its bootstrap configuration committed but not yet applied,
+// and Raft refuses to campaign until it is (an election would otherwise
+// be lost to the first replica whose timeout fires, and the leadership
+// handed back later); then the campaign waits for that apply.
 func (h *Host) Campaign(group uint64) {
 	h.report(func() {
 		if g := h.groups[group]; g != nil {
-			h.wake(g)
-			_ = g.rn.Campaign()
-			h.touched[group] = g
+			h.campaign(g)
 		}
 	})
+}
+
+// campaign campaigns g now, or marks it to campaign once its committed
+// entries are applied (campaignReady).
+func (h *Host) campaign(g *hostGroup) {
+	h.wake(g)
+	h.touched[g.id] = g
+	if bs := g.rn.BasicStatus(); bs.Applied < bs.HardState.GetCommit() {
+		h.campaigns[g.id] = g
+		return
+	}
+	delete(h.campaigns, g.id)
+	_ = g.rn.Campaign()
+}
+
+// campaignReady starts the elections campaign deferred: each group whose
+// committed entries are applied now campaigns, unless it learnt of a
+// leader meanwhile.
+func (h *Host) campaignReady() {
+	for id, g := range h.campaigns {
+		switch bs := g.rn.BasicStatus(); {
+		case h.groups[id] != g || bs.Lead != raft.None:
+			delete(h.campaigns, id)
+		case bs.Applied >= bs.HardState.GetCommit():
+			delete(h.campaigns, id)
+			_ = g.rn.Campaign()
+			h.touched[id] = g
+		}
+	}
 }
 
 // TransferLeader asks this node, if it leads group, to hand the
@@ -468,6 +511,27 @@ func (h *Host) LeaderLease(group uint64) bool {
 // Saves returns the synced batches the loop committed and the group
 // Readies they carried (readies/saves: the group commit's width).
 func (h *Host) Saves() (saves, readies uint64) { return h.saves.Load(), h.readiesSaved.Load() }
+
+// HostCounters are the loop's cumulative counters since it started, for
+// metrics and benchmarks (BENCHMARKS.md "Replicated cluster").
+type HostCounters struct {
+	// Loops: iterations; Saves: synced batches (one fsync each);
+	// ReadiesSaved, EntriesSaved, EntryBytesSaved: the group Readies, log
+	// entries and entry bytes those batches carried.
+	Loops, Saves, ReadiesSaved, EntriesSaved, EntryBytesSaved uint64
+	// LeaderChanges: groups whose leadership this node took over from
+	// another leader it knew (a first election does not count).
+	LeaderChanges uint64
+	// Longest: the longest iteration, its wait for input excluded.
+	Longest time.Duration
+}
+
+// Counters returns the loop's counters.
+func (h *Host) Counters() HostCounters {
+	return HostCounters{Loops: h.loops.Load(), Saves: h.saves.Load(), ReadiesSaved: h.readiesSaved.Load(),
+		EntriesSaved: h.entriesSaved.Load(), EntryBytesSaved: h.entryBytesSaved.Load(),
+		LeaderChanges: h.leaderChanges.Load(), Longest: time.Duration(h.longest.Load())}
+}
 
 // The loop's stages, for LoopStats.
 const (
@@ -591,12 +655,16 @@ func (h *Host) run() {
 		}
 		h.loops.Add(1)
 		h.lap(StageWait, &t) // with the first input's handling
+		start := t
 		h.drainInputs()
 		h.lap(StageInput, &t)
 		if err := h.handleReadies(&t); err != nil {
 			h.log.Error().Err(err).Msg("raft host stops: its groups' state cannot be saved or applied")
 			h.err.Store(&err)
 			return
+		}
+		if d := int64(t.Sub(start)); d > h.longest.Load() {
+			h.longest.Store(d)
 		}
 	}
 }
@@ -894,6 +962,7 @@ func (g *hostGroup) failPending(err error) {
 // to do stay touched for the next round.
 func (h *Host) handleReadies(t *time.Time) error {
 	for len(h.touched) > 0 {
+		h.campaignReady()
 		h.readies = h.readies[:0]
 		b := h.cfg.Store.NewBatch()
 		for id, g := range h.touched {
@@ -962,6 +1031,15 @@ func (h *Host) save(b *pebblestore.Batch) error {
 	}
 	h.saves.Add(1)
 	h.readiesSaved.Add(uint64(len(h.readies)))
+	var entries, size uint64
+	for i := range h.readies {
+		for _, e := range h.readies[i].rd.Entries {
+			entries++
+			size += uint64(len(e.GetData()))
+		}
+	}
+	h.entriesSaved.Add(entries)
+	h.entryBytesSaved.Add(size)
 	return h.releaseUnsynced()
 }
 
@@ -1049,6 +1127,7 @@ func (h *Host) afterSave() error {
 		}
 		r.g.rn.Advance(r.rd)
 		if r.rd.SoftState != nil {
+			h.noteLeader(r.g, r.rd.SoftState)
 			leading := r.rd.SoftState.RaftState == raft.StateLeader
 			if r.g.leading && !leading {
 				r.g.failPending(ErrLeadershipLost)
@@ -1061,6 +1140,21 @@ func (h *Host) afterSave() error {
 		}
 	}
 	return nil
+}
+
+// noteLeader counts (and logs) a leadership this node takes over from
+// another leader it knew: the benchmark's and operator's view of leader
+// changes (the new leader counts it, so the nodes' sum is the changes).
+func (h *Host) noteLeader(g *hostGroup, ss *raft.SoftState) {
+	if ss.Lead == raft.None {
+		return
+	}
+	if ss.Lead == h.cfg.ID && g.lastLead != raft.None && g.lastLead != h.cfg.ID {
+		h.leaderChanges.Add(1)
+		h.log.Info().Uint64("group", g.id).Uint64("previous_leader", g.lastLead).Uint64("term", g.rn.BasicStatus().HardState.GetTerm()).
+			Msg("raft group: this node took over the leadership")
+	}
+	g.lastLead = ss.Lead
 }
 
 func (g *hostGroup) apply(self uint64, e *raftpb.Entry) error {

@@ -1,10 +1,12 @@
 package cluster
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 
 	"github.com/vibemq/broker/pebblestore"
 	"go.etcd.io/raft/v3"
@@ -32,10 +34,22 @@ type Storage struct {
 	// entries (truncatedIndex, lastIndex].
 	truncatedIndex, truncatedTerm uint64
 	lastIndex                     uint64
+	// terms: the terms of the entries appended since the storage was
+	// opened, one run per term (termRun), covering [terms[0].first,
+	// lastIndex], so that Term, which Raft asks on every append and
+	// append response, does not read and decode a whole entry (1 MiB for
+	// a full Kafka batch). Older indexes are read from the store. Copies
+	// of a Storage (stage) share the backing array: a truncation copies
+	// it (addEntries), an append only writes past every copy's length.
+	terms []termRun
 	// confState is the configuration of a log compacted without a
 	// snapshot (host groups: their static voters; host_compact.go).
 	confState *raftpb.ConfState
 }
+
+// termRun: the entries from index first on (up to the next run's first,
+// or the last index) have term term.
+type termRun struct{ first, term uint64 }
 
 // OpenStorage reads the Raft state of group from store.
 func OpenStorage(store *pebblestore.Store, group uint64) (*Storage, error) {
@@ -188,6 +202,10 @@ func (s *Storage) Term(i uint64) (uint64, error) {
 	case i > s.lastIndex:
 		return 0, raft.ErrUnavailable
 	}
+	if n := len(s.terms); n > 0 && i >= s.terms[0].first {
+		k, _ := slices.BinarySearchFunc(s.terms, i, func(r termRun, i uint64) int { return cmp.Compare(r.first, i+1) })
+		return s.terms[k-1].term, nil // k >= 1: terms[0].first <= i
+	}
 	e, err := s.entry(i)
 	if err != nil {
 		return 0, err
@@ -287,6 +305,7 @@ func (s *Storage) addSnapshot(b *pebblestore.Batch, snap *raftpb.Snapshot) error
 		return err
 	}
 	s.deleteEntriesFrom(b, 0)
+	s.terms = nil
 	s.setTruncated(b, index, term)
 	s.snapshot = proto.Clone(snap).(*raftpb.Snapshot)
 	s.lastIndex = index
@@ -309,6 +328,7 @@ func (s *Storage) addEntries(b *pebblestore.Batch, entries []*raftpb.Entry) erro
 	if first <= s.lastIndex {
 		s.deleteEntriesFrom(b, first)
 	}
+	s.truncateTerms(first)
 	for i, e := range entries {
 		if e.GetIndex() != first+uint64(i) {
 			return fmt.Errorf("cluster: raft group %d: entries not contiguous at %d", s.group, e.GetIndex())
@@ -316,9 +336,26 @@ func (s *Storage) addEntries(b *pebblestore.Batch, entries []*raftpb.Entry) erro
 		if err := setProto(b, pebblestore.RaftEntryKey(s.group, e.GetIndex()), e); err != nil {
 			return err
 		}
+		if n := len(s.terms); n == 0 || s.terms[n-1].term != e.GetTerm() {
+			s.terms = append(s.terms, termRun{first: e.GetIndex(), term: e.GetTerm()})
+		}
 	}
 	s.lastIndex = entries[len(entries)-1].GetIndex()
 	return nil
+}
+
+// truncateTerms drops the term runs of the entries at or above first
+// (about to be replaced), on a copy of the runs when any is dropped.
+func (s *Storage) truncateTerms(first uint64) {
+	if len(s.terms) == 0 || first > s.lastIndex {
+		return
+	}
+	if first <= s.terms[0].first {
+		s.terms = nil
+		return
+	}
+	k, _ := slices.BinarySearchFunc(s.terms, first, func(r termRun, i uint64) int { return cmp.Compare(r.first, i) })
+	s.terms = slices.Clone(s.terms[:k])
 }
 
 // deleteEntriesFrom deletes every saved entry at or above index.

@@ -228,6 +228,43 @@ func (c *clusterNode) registerMetrics(reg prometheus.Registerer) {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "broker_replicated_partitions_quiesced", Help: "Replicated partitions whose raft group is quiesced (idle, not ticking) on this broker."},
 			func() float64 { return float64(c.host.Quiesced()) }),
 	)
+	c.registerHostMetrics(reg)
+}
+
+// registerHostMetrics exposes the partition groups' Raft loop counters
+// (cluster.HostCounters): what bench/cluster-run.sh reads.
+func (c *clusterNode) registerHostMetrics(reg prometheus.Registerer) {
+	counter := func(name, help string, value func(cluster.HostCounters) float64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return value(c.host.Counters()) })
+	}
+	metrics.Register(reg,
+		counter("broker_raft_host_loops_total", "Iterations of the partition groups' Raft loop.", func(h cluster.HostCounters) float64 { return float64(h.Loops) }),
+		counter("broker_raft_host_saves_total", "Synced batches (fsyncs) of the partition groups' Raft loop.", func(h cluster.HostCounters) float64 { return float64(h.Saves) }),
+		counter("broker_raft_host_readies_saved_total", "Group Readies carried by those synced batches.", func(h cluster.HostCounters) float64 { return float64(h.ReadiesSaved) }),
+		counter("broker_raft_host_entries_saved_total", "Raft log entries carried by those synced batches.", func(h cluster.HostCounters) float64 { return float64(h.EntriesSaved) }),
+		counter("broker_raft_host_entry_bytes_saved_total", "Bytes of the Raft log entries carried by those synced batches.", func(h cluster.HostCounters) float64 { return float64(h.EntryBytesSaved) }),
+		counter("broker_raft_host_leader_changes_total", "Partition groups whose leadership this broker took over from another leader.", func(h cluster.HostCounters) float64 { return float64(h.LeaderChanges) }),
+		hostStageSeconds{host: c.host},
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "broker_raft_host_longest_iteration_seconds", Help: "Longest iteration of the partition groups' Raft loop since start, its wait for input excluded."},
+			func() float64 { return c.host.Counters().Longest.Seconds() }),
+	)
+}
+
+// hostStageSeconds: the Raft loop's time per stage (Host.LoopStats), one
+// series per stage.
+type hostStageSeconds struct{ host *cluster.Host }
+
+var hostStageDesc = prometheus.NewDesc("broker_raft_host_loop_seconds_total",
+	"Time the partition groups' Raft loop spent per stage: wait (for input), input (stepping it), stage (Readies into the batch), save (commit, the fsync when synced), apply (send, apply, advance).",
+	[]string{"stage"}, nil)
+
+func (hostStageSeconds) Describe(ch chan<- *prometheus.Desc) { ch <- hostStageDesc }
+
+func (s hostStageSeconds) Collect(ch chan<- prometheus.Metric) {
+	_, stages := s.host.LoopStats()
+	for i, name := range [...]string{"wait", "input", "stage", "save", "apply"} {
+		ch <- prometheus.MustNewConstMetric(hostStageDesc, prometheus.CounterValue, stages[i].Seconds(), name)
+	}
 }
 
 // register proposes this broker's registration until it is applied (a

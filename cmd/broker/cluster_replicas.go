@@ -184,7 +184,7 @@ func (m *replicaManager) reconcile() {
 
 // leaders proposes the leader records of the groups this broker leads
 // whose applied record differs, and makes a preferred replica campaign in
-// a group without a leader (at most once a second).
+// a group without a leader (at most once per campaignEvery).
 func (m *replicaManager) leaders(ctx context.Context) {
 	m.useReplicatedOffsets()
 	m.mu.RLock()
@@ -199,7 +199,7 @@ func (m *replicaManager) leaders(ctx context.Context) {
 		if m.stopping.Load() {
 			continue
 		}
-		if st.Leader == 0 && r.rp.Replicas[0] == m.self && now.Sub(m.campaigns[g]) > time.Second {
+		if st.Leader == 0 && r.rp.Replicas[0] == m.self && now.Sub(m.campaigns[g]) > campaignEvery {
 			m.campaigns[g] = now
 			m.host.Campaign(g)
 			continue
@@ -263,6 +263,17 @@ func (m *replicaManager) preferLeader(g uint64, r *replica, st cluster.GroupStat
 
 // leaderRecordTimeout bounds one proposal of a leader record.
 const leaderRecordTimeout = time.Second
+
+// campaignEvery: how often the preferred replica of a group without a
+// leader campaigns. Its first campaign, right after adding the group,
+// is often lost: the other replicas apply the topic a heartbeat later
+// and drop the vote requests of a group they do not have yet. A retry
+// well inside the shortest election timeout (10 ticks, 1 s) lets it win
+// before another replica's timeout fires, which would elect that one
+// and hand the leadership back after preferredAfter, under the first
+// writes (BENCHMARKS.md "Replicated cluster"). With PreVote a retry
+// moves no term.
+const campaignEvery = 250 * time.Millisecond
 
 // preferredAfter: how long a replica that is not the preferred one leads
 // before handing the leadership back to the preferred replica in sync.
