@@ -32,6 +32,9 @@ const (
 	// ISR, proposed by the replica that leads its Raft group (KRaft's
 	// PartitionChangeRecord; ISR changes as AlterPartition, KIP-497).
 	recordPartitionLeader byte = 8
+	// Group configs (KIP-932 share.*, IncrementalAlterConfigs GROUP), kept
+	// in the metadata as Kafka's controller keeps ConfigResource GROUP.
+	recordAlterGroupConfigs byte = 9
 )
 
 var (
@@ -45,7 +48,7 @@ var (
 	// ErrConfigsChanged: an AlterConfigs record was computed from configs
 	// that another record changed since; recompute from the applied copy
 	// and propose again.
-	ErrConfigsChanged = errors.New("cluster: the topic's configs changed since the change was computed; retry")
+	ErrConfigsChanged = errors.New("cluster: the configs changed since the change was computed; retry")
 	// ErrPlacementExists: a coordinator placement record for a placement
 	// that exists; the applied one stands.
 	ErrPlacementExists = errors.New("cluster: the coordinator placement exists")
@@ -126,6 +129,30 @@ type alterConfigs struct {
 	Name    string            `json:"name"`
 	Base    map[string]string `json:"base"`
 	Configs map[string]string `json:"configs"`
+}
+
+// alterGroupConfigs (record 9) replaces a group's configs by Configs, if
+// they are still Base, compare and set as alterConfigs (an empty Base is
+// a group without configs). Empty Configs remove the group's entry. The
+// group need not exist (Kafka accepts configs of any group name); the
+// values were validated by the proposing broker.
+type alterGroupConfigs struct {
+	Group   string            `json:"group"`
+	Base    map[string]string `json:"base"`
+	Configs map[string]string `json:"configs"`
+}
+
+// AlterGroupConfigsRecord is the command that replaces the configs of
+// group by configs, if they are base when it is applied (else
+// ErrConfigsChanged).
+func AlterGroupConfigsRecord(group string, base, configs map[string]string) []byte {
+	if base == nil {
+		base = map[string]string{}
+	}
+	if configs == nil {
+		configs = map[string]string{}
+	}
+	return encodeRecord(recordAlterGroupConfigs, alterGroupConfigs{Group: group, Base: base, Configs: configs})
 }
 
 // placeCoordinator fixes the leaders of the partitions of a coordinator's
@@ -233,6 +260,9 @@ type metadataState struct {
 	// groups of a coordinator topic placed with replicas (record 6).
 	CoordinatorReplicas map[string][][]int32 `json:"coordinator_replicas,omitempty"`
 	CoordinatorGroups   map[string][]uint64  `json:"coordinator_groups,omitempty"`
+	// GroupConfigs are the groups' configs (record 9), by group; a group
+	// without configs has no entry (none in snapshots before record 9).
+	GroupConfigs map[string]map[string]string `json:"group_configs,omitempty"`
 }
 
 // Metadata is the metadata group's state machine: broker registrations
@@ -246,7 +276,28 @@ type Metadata struct {
 	// onTopics is called after every applied record that changes topics
 	// and after Restore, on the applying goroutine, without mu.
 	onTopics func(TopicChange)
+	// onGroupConfigs is called after every applied record 9 and after
+	// Restore, as onTopics.
+	onGroupConfigs func(GroupConfigsChange)
 }
+
+// GroupConfigsChange is a change of the groups' configs as applied: one
+// group's new configs (empty: none left), or, Restored, all of them.
+type GroupConfigsChange struct {
+	Restored bool
+	// All are every group's configs after a restore (Restored).
+	All map[string]map[string]string
+	// Group and Configs are one record's (not Restored).
+	Group   string
+	Configs map[string]string
+}
+
+// OnGroupConfigsChanged sets f to be called after every record that
+// changes a group's configs and after a snapshot is restored, on the
+// applying goroutine, in log order, as OnTopicsChanged: a broker stores
+// them in its group coordinator. Set it before the node starts; f must
+// not propose.
+func (m *Metadata) OnGroupConfigsChanged(f func(GroupConfigsChange)) { m.onGroupConfigs = f }
 
 // TopicChange is a change of the topics as applied: one record's topic,
 // or a whole restored snapshot.
@@ -278,12 +329,56 @@ func NewMetadata() *Metadata {
 func (m *Metadata) Apply(e Entry) error {
 	m.mu.Lock()
 	m.state.Applied = e.Index
+	if len(e.Data) > 0 && e.Data[0] == recordAlterGroupConfigs {
+		gc, err := m.alterGroupConfigsLocked(e.Index, e.Data[1:])
+		m.mu.Unlock()
+		if err == nil && m.onGroupConfigs != nil {
+			m.onGroupConfigs(gc)
+		}
+		return err
+	}
 	change, err := m.applyLocked(e)
 	m.mu.Unlock()
 	if err == nil && change != nil && m.onTopics != nil {
 		m.onTopics(*change)
 	}
 	return err
+}
+
+// alterGroupConfigsLocked applies record 9. REQUIRES: m.mu held.
+func (m *Metadata) alterGroupConfigsLocked(index uint64, body []byte) (GroupConfigsChange, error) {
+	var a alterGroupConfigs
+	if err := json.Unmarshal(body, &a); err != nil || a.Group == "" {
+		return GroupConfigsChange{}, fmt.Errorf("%w: group config change at %d needs a group name", ErrBadRecord, index)
+	}
+	if !maps.Equal(m.state.GroupConfigs[a.Group], a.Base) {
+		return GroupConfigsChange{}, fmt.Errorf("%w: group %q", ErrConfigsChanged, a.Group)
+	}
+	if len(a.Configs) == 0 {
+		delete(m.state.GroupConfigs, a.Group)
+	} else {
+		if m.state.GroupConfigs == nil {
+			m.state.GroupConfigs = map[string]map[string]string{}
+		}
+		m.state.GroupConfigs[a.Group] = a.Configs
+	}
+	return GroupConfigsChange{Group: a.Group, Configs: maps.Clone(a.Configs)}, nil
+}
+
+// GroupConfigs are the applied configs of group (a copy; empty when none).
+func (m *Metadata) GroupConfigs(group string) map[string]string {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return maps.Clone(m.state.GroupConfigs[group])
+}
+
+// allGroupConfigs copies every group's configs. REQUIRES: m.mu held.
+func (m *Metadata) allGroupConfigs() map[string]map[string]string {
+	out := make(map[string]map[string]string, len(m.state.GroupConfigs))
+	for g, c := range m.state.GroupConfigs {
+		out[g] = maps.Clone(c)
+	}
+	return out
 }
 
 // applyLocked applies one record; change is the topic it changed, if any.
@@ -599,9 +694,13 @@ func (m *Metadata) Restore(data []byte) error {
 	}
 	m.mu.Lock()
 	m.state = st
+	all := m.allGroupConfigs()
 	m.mu.Unlock()
 	if m.onTopics != nil {
 		m.onTopics(TopicChange{Restored: true, View: m.View()})
+	}
+	if m.onGroupConfigs != nil {
+		m.onGroupConfigs(GroupConfigsChange{Restored: true, All: all})
 	}
 	return nil
 }

@@ -255,3 +255,62 @@ func TestMetadataReplicatedCoordinator(t *testing.T) {
 		}
 	}
 }
+
+// TestMetadataGroupConfigs: record 9 sets a group's configs compare and
+// set (a change computed from stale configs is refused and changes
+// nothing), empty configs remove them, each applied record is reported,
+// and they survive a snapshot; a snapshot without them (written before
+// record 9) restores none.
+func TestMetadataGroupConfigs(t *testing.T) {
+	m := NewMetadata()
+	var changes []GroupConfigsChange
+	m.OnGroupConfigsChanged(func(c GroupConfigsChange) { changes = append(changes, c) })
+	set := map[string]string{"share.auto.offset.reset": "earliest"}
+	errs := applyAll(m,
+		AlterGroupConfigsRecord("g", nil, set),
+		AlterGroupConfigsRecord("g", nil, map[string]string{"share.auto.offset.reset": "latest"}),
+		AlterGroupConfigsRecord("h", nil, map[string]string{"share.isolation.level": "read_committed"}),
+		AlterGroupConfigsRecord("h", map[string]string{"share.isolation.level": "read_committed"}, nil),
+		AlterGroupConfigsRecord("", nil, set),
+		append([]byte{recordAlterGroupConfigs}, "{"...),
+	)
+	wantErrs := []error{nil, ErrConfigsChanged, nil, nil, ErrBadRecord, ErrBadRecord}
+	for i, want := range wantErrs {
+		if (want == nil) != (errs[i] == nil) || (want != nil && !errors.Is(errs[i], want)) {
+			t.Errorf("record %d: %v, want %v", i+1, errs[i], want)
+		}
+	}
+	if got := m.GroupConfigs("g"); len(got) != 1 || got["share.auto.offset.reset"] != "earliest" {
+		t.Fatalf("configs of g %v: the refused change must not apply", got)
+	}
+	if got := m.GroupConfigs("h"); len(got) != 0 {
+		t.Fatalf("configs of h %v, want none after the change to empty", got)
+	}
+	if len(changes) != 3 || changes[0].Group != "g" || changes[1].Group != "h" || changes[2].Group != "h" || len(changes[2].Configs) != 0 {
+		t.Fatalf("changes: %+v", changes)
+	}
+	r := NewMetadata()
+	var restored []GroupConfigsChange
+	r.OnGroupConfigsChanged(func(c GroupConfigsChange) { restored = append(restored, c) })
+	snap, err := m.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Restore(snap); err != nil {
+		t.Fatal(err)
+	}
+	if len(restored) != 1 || !restored[0].Restored || len(restored[0].All) != 1 || restored[0].All["g"]["share.auto.offset.reset"] != "earliest" {
+		t.Fatalf("restore reported %+v", restored)
+	}
+	// The restored copy goes on with compare and set from its configs.
+	if err := r.Apply(Entry{Index: 10, Data: AlterGroupConfigsRecord("g", set, map[string]string{"share.auto.offset.reset": "latest"})}); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.GroupConfigs("g")["share.auto.offset.reset"]; got != "latest" {
+		t.Fatalf("after the change on the restored copy: %q", got)
+	}
+	old := NewMetadata()
+	if err := old.Restore([]byte(`{"applied":3,"brokers":{},"topics":{}}`)); err != nil || len(old.GroupConfigs("g")) != 0 {
+		t.Fatalf("a snapshot from before record 9: %v %v", err, old.GroupConfigs("g"))
+	}
+}

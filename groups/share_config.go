@@ -18,6 +18,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"regexp"
 	"slices"
@@ -225,6 +226,20 @@ func (c *Coordinator) AlterShareGroupConfigs(group string, ops []GroupConfigOp, 
 	if group == "" {
 		return fmt.Errorf("%w: the group name is empty", ErrInvalidRequest)
 	}
+	s := &c.share
+	s.mu.Lock()
+	next, err := c.NextShareGroupConfigs(s.configs[group], ops)
+	if err != nil || validateOnly {
+		s.mu.Unlock()
+		return err
+	}
+	w := c.storeShareConfigsLocked(group, next)
+	s.mu.Unlock()
+	return w.wait()
+}
+
+// checkGroupConfigOps checks each operation's name and value alone.
+func checkGroupConfigOps(ops []GroupConfigOp) error {
 	for _, op := range ops {
 		if op.Delete {
 			if !slices.Contains(shareConfigNames, op.Name) {
@@ -236,11 +251,20 @@ func (c *Coordinator) AlterShareGroupConfigs(group string, ops []GroupConfigOp, 
 			return err
 		}
 	}
-	s := &c.share
-	s.mu.Lock()
-	next := map[string]string{}
-	for k, v := range s.configs[group] {
-		next[k] = v
+	return nil
+}
+
+// NextShareGroupConfigs is a group's configs after ops, from current
+// (not changed), checked as AlterShareGroupConfigs checks them
+// (ErrInvalidGroupConfig); nothing is stored. A cluster computes a
+// metadata record from it (cmd/broker).
+func (c *Coordinator) NextShareGroupConfigs(current map[string]string, ops []GroupConfigOp) (map[string]string, error) {
+	if err := checkGroupConfigOps(ops); err != nil {
+		return nil, err
+	}
+	next := maps.Clone(current)
+	if next == nil {
+		next = map[string]string{}
 	}
 	for _, op := range ops {
 		if op.Delete {
@@ -249,10 +273,63 @@ func (c *Coordinator) AlterShareGroupConfigs(group string, ops []GroupConfigOp, 
 			next[op.Name] = op.Value
 		}
 	}
-	if err := c.checkShareTiming(next); err != nil || validateOnly {
-		s.mu.Unlock()
-		return err
+	if err := c.checkShareTiming(next); err != nil {
+		return nil, err
 	}
+	return next, nil
+}
+
+// SetShareGroupConfigs stores group's configs as a cluster's metadata
+// has them (record 9, checked by the proposing broker), durably: empty
+// configs remove them. Called in log order by the metadata's apply.
+func (c *Coordinator) SetShareGroupConfigs(group string, configs map[string]string) error {
+	c.share.mu.Lock()
+	w := c.storeShareConfigsLocked(group, maps.Clone(configs))
+	c.share.mu.Unlock()
+	return w.wait()
+}
+
+// SyncShareGroupConfigs stores every group's configs as a restored
+// metadata snapshot has them (all); removeOthers also removes the configs
+// of groups all lacks (a snapshot newer than anything applied here, where
+// a missing group's configs were removed). One durable batch.
+func (c *Coordinator) SyncShareGroupConfigs(all map[string]map[string]string, removeOthers bool) error {
+	s := &c.share
+	s.mu.Lock()
+	var gone []string
+	for g := range s.configs {
+		if _, ok := all[g]; !ok && removeOthers {
+			gone = append(gone, g)
+		}
+	}
+	w := c.applyShareLocked(func(b *pebblestore.Batch) {
+		for _, g := range gone {
+			b.Delete(shareConfigKey(g))
+		}
+		for g, m := range all {
+			if len(m) > 0 {
+				b.Set(shareConfigKey(g), encodeGroupConfigs(m))
+			}
+		}
+	})
+	if w.errOrNil() == nil {
+		for _, g := range gone {
+			delete(s.configs, g)
+		}
+		for g, m := range all {
+			if len(m) > 0 {
+				s.configs[g] = maps.Clone(m)
+			}
+		}
+	}
+	s.mu.Unlock()
+	return w.wait()
+}
+
+// storeShareConfigsLocked writes group's configs (none when empty) to its
+// row and the in-memory map. REQUIRES: share.mu held.
+func (c *Coordinator) storeShareConfigsLocked(group string, next map[string]string) *shareWrite {
+	s := &c.share
 	w := c.applyShareLocked(func(b *pebblestore.Batch) {
 		if len(next) == 0 {
 			b.Delete(shareConfigKey(group))
@@ -267,8 +344,7 @@ func (c *Coordinator) AlterShareGroupConfigs(group string, ops []GroupConfigOp, 
 			s.configs[group] = next
 		}
 	}
-	s.mu.Unlock()
-	return w.wait()
+	return w
 }
 
 func encodeGroupConfigs(m map[string]string) []byte {

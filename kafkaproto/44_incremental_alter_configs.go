@@ -25,7 +25,9 @@ package kafkaproto
 //     share.delivery.count.limit (1-1000) of a share group, SET or DELETE
 //     (back to the broker's group-share-* setting), before or after the
 //     group exists, stored durably (groups/share_config.go); another name,
-//     a bad value, APPEND or SUBTRACT get INVALID_CONFIG.
+//     a bad value, APPEND or SUBTRACT get INVALID_CONFIG. In a cluster
+//     the change is checked by the receiving broker and proposed to the
+//     metadata group (record 9), which every broker applies.
 //   - BROKER resources: as in AlterConfigs, static here (INVALID_REQUEST
 //     for any change).
 //   - validate_only checks everything and changes nothing.
@@ -96,5 +98,14 @@ func (s *Server) alterGroupConfigs(rr kmsg.IncrementalAlterConfigsRequestResourc
 			return fmt.Errorf("%w: %s of group config %s; group configs are not lists, use SET or DELETE", groups.ErrInvalidGroupConfig, c.Op, c.Name)
 		}
 	}
-	return s.cfg.Groups.AlterShareGroupConfigs(rr.ResourceName, ops, validateOnly)
+	if s.cfg.Cluster == nil || validateOnly {
+		return s.cfg.Groups.AlterShareGroupConfigs(rr.ResourceName, ops, validateOnly)
+	}
+	// A cluster keeps group configs in its metadata, as Kafka's
+	// controller does: checked here, proposed, stored by every broker.
+	ctx, cancel := clusterContext(0)
+	defer cancel()
+	return s.cfg.Cluster.AlterGroupConfigs(ctx, rr.ResourceName, func(current map[string]string) (map[string]string, error) {
+		return s.cfg.Groups.NextShareGroupConfigs(current, ops)
+	})
 }

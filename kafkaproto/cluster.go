@@ -85,6 +85,11 @@ type Cluster interface {
 	// topic name's current explicit configs (again, when another change
 	// was applied first).
 	AlterTopicConfigs(ctx context.Context, name string, change func(current map[string]string) (map[string]string, error)) error
+	// AlterGroupConfigs proposes the configs that change computes from
+	// group's current configs (KIP-932 GROUP resources; again, when
+	// another change was applied first); once it returns, every broker
+	// that applied it serves them (groups.Coordinator).
+	AlterGroupConfigs(ctx context.Context, group string, change func(current map[string]string) (map[string]string, error)) error
 	// ReplicatedLog is the log of partition p of a topic with a
 	// replication factor above 1 (its Raft group's), nil for any other
 	// partition. Its methods answer ErrNotLeader where this broker does

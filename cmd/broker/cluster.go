@@ -182,6 +182,7 @@ func startCluster(cfg *Config, store *pebblestore.Store, kc *kafkaCluster, kafka
 	rm.groups = kc.groups
 	kc.replicas = rm
 	md.OnTopicsChanged(kc.syncTopics) // before the node replays its log
+	md.OnGroupConfigsChanged(kc.syncGroupConfigs)
 	node, err := cluster.StartNode(cluster.NodeConfig{
 		ID: id, Group: 0, Voters: voters, Store: store, StateMachine: md, Sender: tr, Peers: tr,
 		Join: cfg.ClusterJoin, Ticker: cluster.NewTicker(clusterTick), Logger: log,

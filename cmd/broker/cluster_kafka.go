@@ -375,3 +375,44 @@ func (k *kafkaCluster) propose(ctx context.Context, record []byte) error {
 	}
 	return err
 }
+
+// AlterGroupConfigs implements kafkaproto.Cluster: compare and set on the
+// group's configs in the metadata (record 9), again while another change
+// gets there first, as AlterTopicConfigs.
+func (k *kafkaCluster) AlterGroupConfigs(ctx context.Context, group string, change func(map[string]string) (map[string]string, error)) error {
+	for {
+		current := k.md.GroupConfigs(group)
+		next, err := change(current)
+		if err != nil {
+			return err
+		}
+		err = k.propose(ctx, cluster.AlterGroupConfigsRecord(group, current, next))
+		if !errors.Is(err, cluster.ErrConfigsChanged) {
+			return err
+		}
+	}
+}
+
+// syncGroupConfigs stores the metadata's group configs in this broker's
+// group coordinator (called by the metadata state machine on the group's
+// goroutine, in log order), so that DescribeConfigs GROUP and the share
+// groups' settings are alike on every broker, the group's coordinator
+// included. A snapshot restored at start is older than the store (the log
+// replay that follows sets what changed since), so it removes nothing; a
+// snapshot from the leader is newer than anything applied here, so
+// configs it lacks were removed. A failure is logged; the broker serves
+// on with the configs it has.
+func (k *kafkaCluster) syncGroupConfigs(c cluster.GroupConfigsChange) {
+	if k.groups == nil {
+		return
+	}
+	var err error
+	if c.Restored {
+		err = k.groups.SyncShareGroupConfigs(c.All, k.serving.Load())
+	} else {
+		err = k.groups.SetShareGroupConfigs(c.Group, c.Configs)
+	}
+	if err != nil {
+		k.log.Error().Err(err).Str("group", c.Group).Msg("this broker's group configs differ from the cluster's metadata")
+	}
+}
