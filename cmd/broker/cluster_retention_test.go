@@ -170,8 +170,17 @@ func TestClusterReplicatedRetention(t *testing.T) {
 
 	// retention.ms 1: every batch is older, the log empties at 31 on
 	// every replica, the restarted one included.
-	if resp, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "retention.ms", Value: kmsg.StringPtr("1")}}, topic); err != nil || resp[0].Err != nil {
-		t.Fatalf("alter retention.ms: %v %v", err, resp)
+	// The restarted broker may take the request before it has heard from
+	// the metadata leader (NOT_CONTROLLER, retriable; kadm does not retry
+	// it): ask again until it is taken.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		resp, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "retention.ms", Value: kmsg.StringPtr("1")}}, topic)
+		if err == nil && resp[0].Err == nil {
+			break
+		}
+		if err == nil && !errors.Is(resp[0].Err, kerr.NotController) || time.Now().After(deadline) {
+			t.Fatalf("alter retention.ms: %v %v", err, resp)
+		}
 	}
 	tc.waitLogStart(topic, 31, all...)
 }
