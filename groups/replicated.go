@@ -128,35 +128,40 @@ func (c *Coordinator) StartLoad(p int32, epoch uint64, log OffsetsLog) {
 	c.mu.replicated[p] = &offsetsPartition{log: log, epoch: epoch, loading: true}
 }
 
-// Load reads partition p's log from the start and rebuilds its groups,
-// then serves them, unless the partition was unloaded or gained again
-// meanwhile. REQUIRES: StartLoad(p, epoch) and every entry committed
+// LoadResult is what Load read: the records of the partition's log and
+// the groups they hold. Loaded is false when the partition was unloaded
+// or gained again meanwhile (nothing was served).
+type LoadResult struct {
+	Records, Groups int
+	Loaded          bool
+}
+
+// Load reads partition p's log from its log start and rebuilds its
+// groups, then serves them, unless the partition was unloaded or gained
+// again meanwhile. REQUIRES: StartLoad(p, epoch) and every entry committed
 // before this leader's term applied (the caller waits for it).
-func (c *Coordinator) Load(p int32, epoch uint64, now time.Time) error {
+func (c *Coordinator) Load(p int32, epoch uint64, now time.Time) (LoadResult, error) {
 	c.mu.Lock()
 	part := c.mu.replicated[p]
 	c.mu.Unlock()
 	if part == nil || part.epoch != epoch {
-		return nil
+		return LoadResult{}, nil
 	}
-	start := time.Now()
 	recs, err := readOffsetsLog(part.log)
 	if err != nil {
-		return fmt.Errorf("groups: loading partition %d of %s: %w", p, OffsetsTopic, err)
+		return LoadResult{}, fmt.Errorf("groups: loading partition %d of %s: %w", p, OffsetsTopic, err)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.mu.replicated[p] != part {
-		return nil
+		return LoadResult{}, nil
 	}
 	n, err := c.loadRecordsLocked(p, recs, now)
 	if err != nil {
-		return fmt.Errorf("groups: loading partition %d of %s: %w", p, OffsetsTopic, err)
+		return LoadResult{}, fmt.Errorf("groups: loading partition %d of %s: %w", p, OffsetsTopic, err)
 	}
 	part.loading = false
-	c.log.Info().Int32("partition", p).Uint64("epoch", epoch).Int("records", len(recs)).Int("groups", n).
-		Dur("took", time.Since(start)).Msg("offsets partition loaded; coordinating its groups")
-	return nil
+	return LoadResult{Records: len(recs), Groups: n, Loaded: true}, nil
 }
 
 // UnloadPartition forgets partition p's groups (this broker no longer

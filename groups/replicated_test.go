@@ -79,7 +79,7 @@ func replicatedHarness(t *testing.T, logs map[int32]*memOffsetsLog) *harness {
 func (h *harness) loadAll() {
 	h.t.Helper()
 	for p := range int32(4) {
-		if err := h.c.Load(p, 1, h.now); err != nil {
+		if _, err := h.c.Load(p, 1, h.now); err != nil {
 			h.t.Fatal(err)
 		}
 	}

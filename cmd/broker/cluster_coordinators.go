@@ -92,9 +92,15 @@ func (m *replicaManager) followCoordinator(g uint64, r *replica, st cluster.Grou
 	cur.started = true
 	term := cur.term
 	go func() {
-		if err := m.groups.Load(p, term, time.Now()); err != nil {
+		start := time.Now()
+		res, err := m.groups.Load(p, term, start)
+		switch {
+		case err != nil:
 			cur.failed.Store(true)
 			m.log.Error().Err(err).Int32("partition", p).Dur("retry_in", loadRetry).Msg("cannot load the groups of the offsets partition; they are not served meanwhile")
+		case res.Loaded:
+			m.log.Info().Int32("partition", p).Uint64("epoch", term).Int("records", res.Records).Int("groups", res.Groups).
+				Dur("took", time.Since(start)).Msg("offsets partition loaded; coordinating its groups")
 		}
 	}()
 }
