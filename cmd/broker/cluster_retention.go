@@ -89,7 +89,7 @@ func (m *replicaManager) enforceRetention(ctx context.Context, now time.Time) {
 		view, hw, start := r.log.RetentionView()
 		batches := make([]topics.RetainedBatch, len(view))
 		for i, b := range view {
-			batches[i] = topics.RetainedBatch{Base: b.Base, Size: b.Size, MaxTimestamp: b.MaxTimestamp}
+			batches[i] = topics.RetainedBatch(b) // the same fields: cluster does not import topics
 		}
 		target := t.ReplicatedRetentionStart(batches, hw, start, now)
 		if target <= start && !r.log.CompactionPending(m.host.Matched(r.rp.Group)) {
