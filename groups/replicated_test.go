@@ -12,10 +12,11 @@ import (
 // contiguous offsets, as a replicated partition's applied log; failing
 // refuses every append as a lost leadership does.
 type memOffsetsLog struct {
-	mu      sync.Mutex
-	batches [][]byte
-	next    int64
-	failing bool
+	mu       sync.Mutex
+	batches  [][]byte
+	next     int64
+	logStart int64 // reads below it fail, as a replicated log's do
+	failing  bool
 }
 
 func (l *memOffsetsLog) Append(batch []byte) func() (int64, error) {
@@ -38,6 +39,10 @@ func (l *memOffsetsLog) Append(batch []byte) func() (int64, error) {
 
 func (l *memOffsetsLog) ReadRange(offset int64, _ int, dst []byte) ([]byte, error) {
 	l.mu.Lock()
+	if offset < l.logStart {
+		l.mu.Unlock()
+		return nil, fmt.Errorf("%w: %d is below the log start %d", topics.ErrOffsetOutOfRange, offset, l.logStart)
+	}
 	defer l.mu.Unlock()
 	for _, b := range l.batches {
 		h, _ := topics.ParseBatchHeader(b)
@@ -54,7 +59,11 @@ func (l *memOffsetsLog) HighWatermark() int64 {
 	return l.next
 }
 
-func (l *memOffsetsLog) LogStart() int64 { return 0 }
+func (l *memOffsetsLog) LogStart() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.logStart
+}
 
 // replicatedHarness is a harness whose coordinator serves every partition
 // of __consumer_offsets from logs (shared between harnesses: a second
@@ -175,5 +184,36 @@ func TestReplicatedOffsetsLoad(t *testing.T) {
 	}
 	if err := h.c.CommitTransaction([]TxnCommit{{Group: "g"}}, nil, nil, h.now); err != ErrTxnOffsetsReplicated {
 		t.Fatalf("transactional commit on replicated offsets: %v", err)
+	}
+}
+
+// TestReplicatedOffsetsLoadFromLogStart: a partition whose log start was
+// moved (DeleteRecords, retention) loads from there: the offsets written
+// after it are served, the ones below are gone, and the load does not
+// fail on the unreadable head of the log.
+func TestReplicatedOffsetsLoadFromLogStart(t *testing.T) {
+	logs := map[int32]*memOffsetsLog{}
+	h := replicatedHarness(t, logs)
+	h.loadAll()
+	commit := func(group string, p int32, offset int64) {
+		t.Helper()
+		req := CommitRequest{Group: group, Generation: -1,
+			Topics: []CommitTopic{{Topic: "t", Partitions: []CommitPartition{{Partition: p, Offset: offset, LeaderEpoch: -1}}}}}
+		wantErr(t, "commit of "+group, result(t, h.c.Commit(req, h.now)).Topics[0][0], nil)
+	}
+	commit("early", 0, 5)
+	log := logs[h.c.PartitionFor("early")]
+	log.mu.Lock()
+	log.logStart = log.next
+	log.mu.Unlock()
+	commit("early", 1, 7)
+
+	h2 := replicatedHarness(t, logs)
+	h2.loadAll()
+	if got := offsetOf(t, h2.c, "early", 1); got != 7 {
+		t.Fatalf("offset committed after the log start: %d, want 7", got)
+	}
+	if got := offsetOf(t, h2.c, "early", 0); got != -1 {
+		t.Fatalf("offset committed below the log start: %d, want -1 (gone)", got)
 	}
 }
