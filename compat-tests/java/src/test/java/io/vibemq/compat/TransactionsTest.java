@@ -3,6 +3,7 @@ package io.vibemq.compat;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -16,6 +17,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.stream.Collectors;
 
 import org.apache.kafka.clients.admin.DescribeProducersResult.PartitionProducerState;
+import org.apache.kafka.clients.admin.ListConsumerGroupOffsetsOptions;
 import org.apache.kafka.clients.admin.ListOffsetsOptions;
 import org.apache.kafka.clients.admin.ListTransactionsOptions;
 import org.apache.kafka.clients.admin.OffsetSpec;
@@ -159,8 +161,15 @@ class TransactionsTest extends BrokerTestBase {
             p.send(new ProducerRecord<>(out, 0, "k", "committed"));
             p.sendOffsetsToTransaction(Map.of(inTp, new OffsetAndMetadata(6)), c.groupMetadata());
             p.commitTransaction();
-            assertEquals(6, admin.listConsumerGroupOffsets(group).partitionsToOffsetAndMetadata()
-                    .get(10, TimeUnit.SECONDS).get(inTp).offset());
+            // Apache Kafka writes the commit markers after EndTxn has
+            // answered, so the offsets may still be pending: ask with
+            // require_stable (KIP-447), answered UNSTABLE_OFFSET_COMMIT
+            // (retried by the admin client) until they are written.
+            OffsetAndMetadata committed = admin.listConsumerGroupOffsets(group,
+                    new ListConsumerGroupOffsetsOptions().requireStable(true))
+                    .partitionsToOffsetAndMetadata().get(10, TimeUnit.SECONDS).get(inTp);
+            assertNotNull(committed, "the committed transaction's offset");
+            assertEquals(6, committed.offset());
         }
         assertEquals(List.of("committed"), values(readAll(out, 1,
                 Map.of(ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed"))));
