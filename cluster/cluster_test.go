@@ -557,6 +557,58 @@ func TestMinorityCannotCommit(t *testing.T) {
 	}
 }
 
+// TestForwardedProposalAnsweredWhenLeaderChanges: a follower's proposal
+// is forwarded to the leader; with the leader cut off the message is
+// lost, and once the follower knows another leader (or none) the proposal
+// is answered ErrLeaderChanged at once, not left to its context (a Kafka
+// request's 30 s). It was not applied, and the majority goes on.
+func TestForwardedProposalAnsweredWhenLeaderChanges(t *testing.T) {
+	c := newTestCluster(t, 3, NodeConfig{}, newRecorder)
+	c.nodes[1].node.Campaign()
+	old := c.waitLeader()
+	if _, err := c.propose(old, []byte("a")); err != nil {
+		t.Fatal(err)
+	}
+	c.waitSame([]string{"a"})
+	var majority []uint64
+	for _, id := range c.ids {
+		if id != old {
+			majority = append(majority, id)
+		}
+	}
+	c.isolate(old)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	answered := make(chan error, 1)
+	go func() {
+		_, err := c.nodes[majority[0]].node.Propose(ctx, []byte("forwarded"))
+		answered <- err
+	}()
+	var err error
+	c.waitFor("the forwarded proposal to be answered", func() bool {
+		select {
+		case err = <-answered:
+			return true
+		default:
+			return false
+		}
+	})
+	if !errors.Is(err, ErrLeaderChanged) && !errors.Is(err, ErrNoLeader) {
+		t.Fatalf("the forwarded proposal: %v, want ErrLeaderChanged (or ErrNoLeader, had the follower lost the leader before)", err)
+	}
+	var lead uint64
+	c.waitFor("a leader in the majority", func() bool {
+		lead = c.nodes[majority[0]].node.Status().Leader
+		return lead != old && lead != 0 && c.nodes[lead].node.Status().State == "StateLeader"
+	})
+	if _, err := c.propose(lead, []byte("b")); err != nil {
+		t.Fatal(err)
+	}
+	c.waitFor("the majority to apply b", func() bool {
+		return slices.Equal(c.recorder(majority[0]).list(), []string{"a", "b"}) && slices.Equal(c.recorder(majority[1]).list(), []string{"a", "b"})
+	})
+}
+
 func TestMetadataReplicated(t *testing.T) {
 	c := newTestCluster(t, 3, NodeConfig{}, func() StateMachine { return NewMetadata() })
 	c.nodes[1].node.Campaign()

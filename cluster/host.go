@@ -104,9 +104,10 @@ func (c *HostConfig) Validate() error {
 // and advances each group. The loop owns every RawNode, Storage and
 // state machine; everything else reaches it through channels.
 //
-// Membership is static (the voters a group was added with); groups take
-// no snapshots and never compact their log (a partition's log is its
-// Raft log; retention will truncate it: DESIGN.md "Cluster").
+// Membership is static (the voters a group was added with). A group's
+// log is compacted to a state row of its state machine (LogCompactor,
+// host_compact.go), which is also the snapshot its leader sends a replica
+// that lacks the entries (a wiped one: PeerLostState).
 type Host struct {
 	cfg HostConfig
 	log zerolog.Logger
@@ -177,6 +178,9 @@ type GroupStatus struct {
 	InSync []uint64
 	// Voters are the group's voters (static).
 	Voters []uint64
+	// Compacted: the log was compacted up to this index (a state row's,
+	// host_compact.go; 0: never).
+	Compacted uint64
 }
 
 // InSyncLagTicks is how long a follower may stay behind the leader's log
@@ -231,6 +235,10 @@ type hostGroup struct {
 	inSync     []uint64
 	// lastLead: the last leader this replica knew (0: none yet).
 	lastLead uint64
+	// lost: while this node leads, the peers that lost their state
+	// (PeerLostState) whose stale progress it keeps: it hands the group
+	// over (host_handoff.go) and never quiesces it.
+	lost []uint64
 }
 
 // nodeLiveness: what this host knows of one peer node. A node is dead
@@ -611,8 +619,8 @@ func (h *Host) ReportGroupUnreachable(group, id uint64) {
 	})
 }
 
-// ReportGroupSnapshot implements GroupReceiver (host groups send no
-// snapshots; kept for the interface's sake).
+// ReportGroupSnapshot implements GroupReceiver: whether a snapshot (a
+// state row, host_compact.go) reached its follower.
 func (h *Host) ReportGroupSnapshot(group, id uint64, status raft.SnapshotStatus) {
 	h.report(func() {
 		if g := h.groups[group]; g != nil {
@@ -711,6 +719,7 @@ func (h *Host) tick() {
 		if !h.cfg.DisableQuiesce && h.quiesceLeader(g) {
 			continue
 		}
+		h.retryHandOver(g)
 		g.rn.Tick()
 		ticked++
 		h.touched[id] = g
@@ -733,7 +742,7 @@ var quiesceContext = []byte("vmq.quiesce")
 // late append response makes Raft send nothing), and applied here. The quiesce heartbeats (to
 // h.msgs) tell the followers the commit index and to stop ticking.
 func (h *Host) quiesceLeader(g *hostGroup) bool {
-	if !g.leading || len(g.pending) > 0 || g.rn.HasReady() {
+	if !g.leading || len(g.pending) > 0 || len(g.lost) > 0 || g.rn.HasReady() {
 		return false
 	}
 	bs := g.rn.BasicStatus()
@@ -972,11 +981,8 @@ func (h *Host) handleReadies(t *time.Time) error {
 			}
 			rd := g.rn.Ready()
 			if !h.mustSync {
-				h.mustSync = raft.MustSync(rd.HardState, g.storage.hardState, len(rd.Entries))
-			}
-			if !raft.IsEmptySnap(rd.Snapshot) {
-				b.Close()
-				return fmt.Errorf("cluster: raft group %d received a snapshot, which host groups never send", id)
+				// A snapshot replaces the log: synced before its acknowledgement.
+				h.mustSync = raft.MustSync(rd.HardState, g.storage.hardState, len(rd.Entries)) || !raft.IsEmptySnap(rd.Snapshot)
 			}
 			next, err := g.storage.stage(b, rd.HardState, rd.Entries, rd.Snapshot)
 			if err != nil {
@@ -1117,6 +1123,12 @@ func (h *Host) afterSave() error {
 	}
 	for i := range h.readies {
 		r := &h.readies[i]
+		if !raft.IsEmptySnap(r.rd.Snapshot) {
+			if err := r.g.restoreSnapshot(r.rd.Snapshot); err != nil {
+				return err
+			}
+			h.log.Info().Uint64("group", r.g.id).Uint64("index", r.g.applied).Msg("raft group: this replica restored the leader's snapshot (its log had been compacted past this replica's)")
+		}
 		for _, e := range r.rd.CommittedEntries {
 			if err := r.g.apply(h.cfg.ID, e); err != nil {
 				return err
@@ -1134,7 +1146,7 @@ func (h *Host) afterSave() error {
 			}
 			if leading != r.g.leading {
 				clear(r.g.caughtUp)
-				r.g.lastAtTick, r.g.inSync = 0, nil
+				r.g.lastAtTick, r.g.inSync, r.g.lost = 0, nil, nil
 			}
 			r.g.leading = leading
 		}
@@ -1209,5 +1221,6 @@ func (h *Host) publishStatus() {
 func (g *hostGroup) status() GroupStatus {
 	bs := g.rn.BasicStatus()
 	return GroupStatus{Group: g.id, Leader: bs.Lead, Term: bs.HardState.GetTerm(), Commit: bs.HardState.GetCommit(),
-		Applied: g.applied, Last: g.storage.lastIndex, Leading: bs.RaftState == raft.StateLeader, Quiesced: g.quiesced, InSync: g.inSync, Voters: g.voters}
+		Applied: g.applied, Last: g.storage.lastIndex, Leading: bs.RaftState == raft.StateLeader, Quiesced: g.quiesced, InSync: g.inSync, Voters: g.voters,
+		Compacted: g.storage.truncatedIndex}
 }

@@ -2,34 +2,39 @@ package cluster
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/vibemq/broker/pebblestore"
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 	"go.etcd.io/raft/v3/tracker"
+	"google.golang.org/protobuf/proto"
 )
 
 // LogCompactor is a GroupStateMachine whose log the Host may compact
-// without a Raft snapshot (a partition log: partition_logstart.go). The
-// state machine saves its state at some applied indexes (state rows,
-// pebblestore.RaftStateKey) and names the one the log may be dropped up
-// to; no voter may need an entry at or below it again (every voter's
-// log reached it), since host groups send no snapshots.
+// without a Raft snapshot of its own (a partition log:
+// partition_logstart.go). The state machine saves its state at some
+// applied indexes (state rows, pebblestore.RaftStateKey) and names the one
+// the log may be dropped up to. That row is also the group's snapshot: a
+// replica that lacks the entries up to it (its data directory was wiped)
+// receives the row from the leader (Storage.stateSnapshot) and restores it.
 type LogCompactor interface {
 	// CompactTo is the applied index up to which the log may be dropped
 	// (0: none); the state row of that index holds the state after it.
 	CompactTo() uint64
 	// RestoreAt loads the state row of index, where the group's log was
-	// compacted to, before the entries after it are applied.
+	// compacted to (at start, or a snapshot received), before the
+	// entries after it are applied.
 	RestoreAt(index uint64) error
 }
 
-// restoreCompacted prepares a group whose saved log was compacted: the
-// state machine restores the state row where the log starts, and Raft
-// gets the voters from the group's static membership (the configuration
-// entries were compacted with the rest; there is no snapshot to carry
-// it).
+// restoreCompacted prepares a group: Raft's configuration is the group's
+// static membership (the configuration entries of a compacted log went
+// with the rest; a host group takes no Raft snapshot to carry it), and
+// when the saved log was compacted the state machine restores the state
+// row where it starts.
 func restoreCompacted(st *Storage, a *addGroup) error {
+	st.static = &raftpb.ConfState{Voters: slices.Sorted(slices.Values(a.voters))}
 	if st.truncatedIndex == 0 {
 		return nil
 	}
@@ -37,10 +42,62 @@ func restoreCompacted(st *Storage, a *addGroup) error {
 	if !ok {
 		return fmt.Errorf("cluster: raft group %d: its log was compacted to %d but its state machine cannot restore a state row: %w", a.group, st.truncatedIndex, pebblestore.ErrCorruption)
 	}
-	if err := lc.RestoreAt(st.truncatedIndex); err != nil {
+	return lc.RestoreAt(st.truncatedIndex)
+}
+
+// stateSnapshot is a host group's snapshot: the state row at the index A
+// its log was compacted to (term A's, the static voters as configuration,
+// the row as data). The data below A lies below the partition's log start,
+// so nothing else is needed; a row is a few bytes per producer and
+// transaction, sent whole in one message (no chunking). A log never
+// compacted has the empty snapshot (raft asks for one only below the
+// first index). A row that cannot be read is
+// raft.ErrSnapshotTemporarilyUnavailable: raft retries later rather than
+// panic on another error.
+func (s *Storage) stateSnapshot() (*raftpb.Snapshot, error) {
+	if s.truncatedIndex == 0 {
+		return emptySnapshot(), nil
+	}
+	row, err := s.store.Get(pebblestore.RaftStateKey(s.group, s.truncatedIndex))
+	if err != nil {
+		return nil, errNoSnapshot
+	}
+	return &raftpb.Snapshot{Data: row, Metadata: &raftpb.SnapshotMetadata{
+		Index: new(s.truncatedIndex), Term: new(s.truncatedTerm), ConfState: proto.Clone(s.static).(*raftpb.ConfState)}}, nil
+}
+
+// addStateSnapshot adds a host group's snapshot received from its leader
+// (stateSnapshot) to b: the log and every state row are replaced by the
+// row of the snapshot's index A, the log truncated at A, as a compaction
+// to A would leave it (so a restart restores the row). Raft hands over
+// only a snapshot above its commit index, hence above the truncated one.
+func (s *Storage) addStateSnapshot(b *pebblestore.Batch, snap *raftpb.Snapshot) error {
+	index, term := snap.GetMetadata().GetIndex(), snap.GetMetadata().GetTerm()
+	if index <= s.truncatedIndex || len(snap.GetData()) == 0 {
+		return fmt.Errorf("cluster: raft group %d: snapshot at %d with %d bytes, the log is truncated at %d: %w", s.group, index, len(snap.GetData()), s.truncatedIndex, raft.ErrSnapOutOfDate)
+	}
+	s.deleteEntriesFrom(b, 0)
+	rows := pebblestore.RaftKey(s.group, pebblestore.RaftKindState)
+	b.DeleteRange(rows, pebblestore.PrefixEnd(rows))
+	b.Set(pebblestore.RaftStateKey(s.group, index), snap.GetData())
+	s.terms = nil
+	s.setTruncated(b, index, term)
+	s.lastIndex = index
+	return nil
+}
+
+// restoreSnapshot makes g's state machine restore the snapshot just
+// saved (addStateSnapshot) before any entry after it is applied.
+func (g *hostGroup) restoreSnapshot(snap *raftpb.Snapshot) error {
+	index := snap.GetMetadata().GetIndex()
+	lc, ok := g.sm.(LogCompactor)
+	if !ok {
+		return fmt.Errorf("cluster: raft group %d received a snapshot at %d, which its state machine cannot restore", g.id, index)
+	}
+	if err := lc.RestoreAt(index); err != nil {
 		return err
 	}
-	st.confState = &raftpb.ConfState{Voters: a.voters}
+	g.applied = index
 	return nil
 }
 
@@ -79,8 +136,8 @@ func (s *Storage) compact(index uint64) error {
 	return nil
 }
 
-// errNoSnapshot is Storage.Snapshot's answer for a log compacted without
-// a snapshot (host groups): raft then retries later instead of sending one.
+// errNoSnapshot is Storage.Snapshot's answer when no snapshot can be
+// given now: raft then retries later instead of sending one.
 var errNoSnapshot = raft.ErrSnapshotTemporarilyUnavailable
 
 // Matched is, while this node leads group, the index every voter's log

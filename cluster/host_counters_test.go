@@ -58,13 +58,13 @@ func TestHostCampaignRightAfterAddGroup(t *testing.T) {
 	c := newHostCluster(t, 3, 0)
 	for _, id := range c.ids[1:] {
 		hn := c.nodes[id]
-		hn.logs[1] = NewPartitionLog(hn.store, 1)
+		hn.logs[1] = NewPartitionLog(hn.store, 1, nil)
 		if err := hn.host.AddGroup(1, c.ids, hn.logs[1]); err != nil {
 			t.Fatal(err)
 		}
 	}
 	hn := c.nodes[c.ids[0]]
-	hn.logs[1] = NewPartitionLog(hn.store, 1)
+	hn.logs[1] = NewPartitionLog(hn.store, 1, nil)
 	h := hn.host
 	added := make(chan error, 1)
 	h.report(func() { // on the loop: the group added and the campaign asked in one step, before its first Ready

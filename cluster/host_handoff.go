@@ -42,15 +42,7 @@ func (h *Host) handOff() map[uint64]uint64 {
 		if !g.leading || g.rn.BasicStatus().RaftState != raft.StateLeader {
 			continue
 		}
-		var to, best uint64
-		g.rn.WithProgress(func(peer uint64, typ raft.ProgressType, pr tracker.Progress) {
-			if peer == h.cfg.ID || typ != raft.ProgressTypePeer || !slices.Contains(g.inSync, peer) {
-				return
-			}
-			if to == 0 || pr.Match > best {
-				to, best = peer, pr.Match
-			}
-		})
+		to := transferee(g.rn, h.cfg.ID, func(peer uint64, _ tracker.Progress) bool { return slices.Contains(g.inSync, peer) })
 		if to == 0 {
 			continue
 		}
@@ -60,4 +52,77 @@ func (h *Host) handOff() map[uint64]uint64 {
 		moved[id] = to
 	}
 	return moved
+}
+
+// PeerLostState implements GroupReceiver: peer's node came back with a new
+// incarnation (its data directory was wiped), so its replicas lost their
+// logs, while a leader here keeps believing what it learned of them (the
+// match index, which raft cannot lower): it would go on sending heartbeats
+// committing entries the peer lacks (dropped by step) and never probe its
+// log again. As Node.PeerLostState does for the metadata group, every
+// group led here whose progress of peer is above zero hands its
+// leadership to another voter (transferee): the new leader starts the
+// peer's progress from zero, probes its log and sends the state row
+// snapshot when its own log was compacted past it (host_compact.go). A
+// group whose leader knows nothing of peer yet (match 0) needs nothing.
+func (h *Host) PeerLostState(peer uint64) {
+	select {
+	case h.reportc <- func() { h.handOverFrom(peer) }: // not report: never dropped
+	case <-h.done:
+	}
+}
+
+// handOverFrom runs on the loop (PeerLostState): each group concerned
+// remembers the peer (hostGroup.lost) until this node leads it no more.
+func (h *Host) handOverFrom(lost uint64) {
+	moved, stuck := 0, 0
+	for _, g := range h.groups {
+		if !g.leading || g.rn.BasicStatus().RaftState != raft.StateLeader || !slices.Contains(g.voters, lost) {
+			continue
+		}
+		known := false
+		g.rn.WithProgress(func(peer uint64, _ raft.ProgressType, pr tracker.Progress) {
+			known = known || (peer == lost && pr.Match > 0)
+		})
+		if !known {
+			continue
+		}
+		if !slices.Contains(g.lost, lost) {
+			g.lost = append(g.lost, lost)
+		}
+		if h.handOver(g) {
+			moved++
+		} else { // no voter to take over: nothing to retry
+			g.lost = slices.DeleteFunc(g.lost, func(id uint64) bool { return id == lost })
+			stuck++
+		}
+	}
+	if moved+stuck == 0 {
+		return
+	}
+	h.log.Warn().Uint64("peer", lost).Int("moved", moved).Int("stuck", stuck).
+		Msg("raft peer lost its state; handing over the leadership of the groups led here that knew its log, so that a new leader probes it from zero (stuck: no other voter to take over, the peer stays behind until the next election)")
+}
+
+// handOver asks raft to transfer g's leadership to a voter that did not
+// lose its state; false when there is none. Raft abandons a transfer
+// whose transferee does not catch up within an election timeout: tick
+// asks again while g.lost is not empty (retryHandOver).
+func (h *Host) handOver(g *hostGroup) bool {
+	to := transferee(g.rn, h.cfg.ID, func(peer uint64, _ tracker.Progress) bool { return !slices.Contains(g.lost, peer) })
+	if to == 0 {
+		return false
+	}
+	h.wake(g)
+	g.rn.TransferLeader(to)
+	h.touched[g.id] = g
+	return true
+}
+
+// retryHandOver hands g over again (tick) when a peer lost its state and
+// no transfer is under way.
+func (h *Host) retryHandOver(g *hostGroup) {
+	if len(g.lost) > 0 && g.leading && g.rn.BasicStatus().LeadTransferee == raft.None {
+		h.handOver(g)
+	}
 }

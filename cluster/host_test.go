@@ -131,7 +131,13 @@ func (c *hostCluster) start(id uint64, l net.Listener) error {
 	if err != nil {
 		return err
 	}
-	tr, err := NewTransport(TransportConfig{ID: id, Listener: l, Peers: c.addrs, GroupFrames: true, QueueMessages: 8192,
+	// The node's incarnation, as serve chooses it: a wiped directory gets
+	// a new one, which the peers' hosts learn from the hello.
+	inc, err := Incarnation(store, 0)
+	if err != nil {
+		return err
+	}
+	tr, err := NewTransport(TransportConfig{ID: id, Listener: l, Peers: c.addrs, Incarnation: inc, GroupFrames: true, QueueMessages: 8192,
 		Logger: zerolog.Nop(), BackoffMin: time.Millisecond, BackoffMax: 20 * time.Millisecond})
 	if err != nil {
 		return err
@@ -155,7 +161,7 @@ func (c *hostCluster) start(id uint64, l net.Listener) error {
 	}
 	tr.Start(nil)
 	for _, g := range c.groups {
-		hn.logs[g] = NewPartitionLog(store, g)
+		hn.logs[g] = NewPartitionLog(store, g, nil)
 		if err := hn.host.AddGroup(g, c.ids, hn.logs[g]); err != nil {
 			return err
 		}

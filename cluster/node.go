@@ -33,6 +33,12 @@ var (
 	// leader lost leadership before replicating it): it was not applied
 	// and never will be; propose again.
 	ErrProposalLost = errors.New("cluster: the proposal was overwritten by a new raft leader and not applied; propose it again")
+	// ErrLeaderChanged is returned by Propose when the leader this node
+	// knew changed while the proposal was not in its log: it had been
+	// forwarded to the old leader (a follower's proposal), which may have
+	// died with it or replicated it before; so it may or may not be
+	// applied. Check, or propose it again if the change is idempotent.
+	ErrLeaderChanged = errors.New("cluster: the raft leader changed while the proposal was forwarded to it; it may or may not be applied: check and retry")
 )
 
 // Entry is one committed, normal log entry as the state machine sees it.
@@ -191,6 +197,8 @@ type Node struct {
 	confIndex uint64
 	// leaderIndex is this node's last index when it last became leader.
 	leaderIndex uint64
+	// lead is the leader this node knew at its last Ready (0: none).
+	lead uint64
 	// addrs: the inter-broker addresses learned from add-node (the log and
 	// the snapshot), by node ID.
 	addrs map[uint64]string
@@ -393,16 +401,10 @@ func (n *Node) PeerLostState(id uint64) {
 }
 
 func (n *Node) handOverFrom(lost uint64) {
-	st := n.rn.Status()
-	if st.RaftState != raft.StateLeader {
+	if n.rn.BasicStatus().RaftState != raft.StateLeader {
 		return
 	}
-	var to, best uint64
-	for id, pr := range st.Progress {
-		if id != lost && id != n.cfg.ID && !pr.IsLearner && pr.Match >= best {
-			to, best = id, pr.Match
-		}
-	}
+	to := transferee(n.rn, n.cfg.ID, func(id uint64, _ tracker.Progress) bool { return id != lost })
 	if to == 0 {
 		n.log.Warn().Uint64("peer", lost).Msg("raft peer lost its state and no other voter can take over the leadership; it stays behind until the next election")
 		return
@@ -519,6 +521,10 @@ func (n *Node) handleReady(rd raft.Ready) error {
 			}
 		}
 	}
+	if rd.SoftState != nil && rd.SoftState.Lead != n.lead {
+		n.lead = rd.SoftState.Lead
+		n.answerForwarded()
+	}
 	if !raft.IsEmptySnap(rd.Snapshot) {
 		members, data, err := decodeSnapshot(rd.Snapshot.GetData())
 		if err == nil {
@@ -577,6 +583,28 @@ func (n *Node) applyNormal(e *raftpb.Entry) {
 	if p, ok := n.pending[seq]; ok {
 		p.done <- proposeResult{index: e.GetIndex(), err: result}
 		delete(n.pending, seq)
+	}
+}
+
+// answerForwarded answers ErrLeaderChanged to every pending proposal of
+// data that is not in this node's log once the leader changed. Such a
+// proposal was forwarded to the old leader (raft sends a follower's
+// MsgProp there and forgets it): if that leader died or was cut off, the
+// message is gone and nothing else would ever answer it, so its caller
+// waited for its whole context (30 s for a Kafka request). Proposals in
+// the log (appendedAt) are settled when their index is applied
+// (settleAppended), and membership changes, proposed on the leader only
+// and never in appendedAt, by their own entry.
+func (n *Node) answerForwarded() {
+	inLog := make(map[uint64]bool, len(n.appendedAt))
+	for _, seq := range n.appendedAt {
+		inLog[seq] = true
+	}
+	for seq, p := range n.pending {
+		if p.data != nil && !inLog[seq] {
+			p.done <- proposeResult{err: ErrLeaderChanged}
+			delete(n.pending, seq)
+		}
 	}
 }
 

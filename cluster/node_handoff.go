@@ -1,6 +1,9 @@
 package cluster
 
-import "go.etcd.io/raft/v3"
+import (
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/tracker"
+)
 
 // HandOff asks this node, if it leads its group, to transfer the
 // leadership to the voter with the longest log among those recently
@@ -10,14 +13,9 @@ import "go.etcd.io/raft/v3"
 func (n *Node) HandOff() uint64 {
 	res := make(chan uint64, 1)
 	f := func(rn *raft.RawNode) {
-		st := rn.Status()
-		var to, best uint64
-		if st.RaftState == raft.StateLeader {
-			for id, pr := range st.Progress {
-				if id != n.cfg.ID && !pr.IsLearner && pr.RecentActive && (to == 0 || pr.Match > best) {
-					to, best = id, pr.Match
-				}
-			}
+		var to uint64
+		if rn.BasicStatus().RaftState == raft.StateLeader {
+			to = transferee(rn, n.cfg.ID, func(_ uint64, pr tracker.Progress) bool { return pr.RecentActive })
 		}
 		if to != 0 {
 			rn.TransferLeader(to)
@@ -35,4 +33,23 @@ func (n *Node) HandOff() uint64 {
 	case <-n.done:
 		return 0
 	}
+}
+
+// transferee is the voter of rn (a leader) other than self to hand the
+// leadership to: among those ok accepts, the one whose log is the longest
+// in the leader's view (the highest match); 0 when none. Shared by the
+// controlled shutdowns (Node.HandOff, Host.HandOff) and the hand-overs
+// from a peer that lost its state (Node.PeerLostState,
+// Host.PeerLostState).
+func transferee(rn *raft.RawNode, self uint64, ok func(id uint64, pr tracker.Progress) bool) uint64 {
+	var to, best uint64
+	rn.WithProgress(func(id uint64, typ raft.ProgressType, pr tracker.Progress) {
+		if id == self || typ != raft.ProgressTypePeer || !ok(id, pr) {
+			return
+		}
+		if to == 0 || pr.Match > best {
+			to, best = id, pr.Match
+		}
+	})
+	return to
 }

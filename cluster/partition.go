@@ -28,9 +28,6 @@ var (
 	// ErrInvalidProducerEpoch: an idempotent producer's batch with an
 	// epoch older than one already applied (a fenced producer).
 	ErrInvalidProducerEpoch = errors.New("cluster: the batch's producer epoch is older than the producer's current epoch on this partition")
-	// ErrTransactionalBatch: transactional and control batches are not
-	// replicated yet (cross-broker transactions are a later step).
-	ErrTransactionalBatch = errors.New("cluster: transactional batches are not supported on replicated partitions yet; produce without a transactional ID to topics with replication factor above 1")
 )
 
 // The fields of a Kafka v2 record batch header this file reads or writes
@@ -93,7 +90,8 @@ func CheckBatch(b []byte) (int64, error) {
 // batch equal to one of those is a duplicate: it takes no offset and its
 // result is the original base offset (success). A sequence that does not
 // follow the last batch is ErrOutOfOrderSequence, an older epoch
-// ErrInvalidProducerEpoch; both take no offset.
+// ErrInvalidProducerEpoch; both take no offset. Transactions (KIP-98):
+// partition_txn.go.
 //
 // Invariants: offsets are contiguous from 0 and follow the log order;
 // every batch the index names is committed and applied (so never
@@ -101,13 +99,15 @@ func CheckBatch(b []byte) (int64, error) {
 // start by applying the log again (the Host replays every committed
 // entry, after the state row its compacted log starts from). A command
 // that is not a valid batch takes no offset and is the proposer's error
-// on every replica alike. The other command, a log-start command, moves
-// the log start (partition_logstart.go).
+// on every replica alike. The other commands: a log-start command moves
+// the log start (partition_logstart.go), a compaction command compacts
+// the log (partition_compact.go).
 //
 // Apply is called by the Host's loop; the readers from any goroutine.
 type PartitionLog struct {
-	store *pebblestore.Store
-	group uint64
+	store   *pebblestore.Store
+	group   uint64
+	compact Compactor
 
 	mu struct {
 		sync.RWMutex
@@ -120,6 +120,14 @@ type PartitionLog struct {
 		logStart  int64
 		anchors   []uint64
 		compactTo uint64
+		// ongoing and aborted: partition_txn.go.
+		ongoing map[int64]int64
+		aborted []AbortedTxn
+		// cleanEnd: the largest clean range end a compaction command
+		// applied since the start (partition_compact.go); a leader's
+		// hint only, not in the state rows.
+		cleanEnd         int64
+		tombstoneHorizon int64
 	}
 }
 
@@ -129,6 +137,7 @@ type indexedBatch struct {
 	term      uint64
 	maxTs     int64
 	size      int32
+	lastDelta int32 // the batch holds [base, base+lastDelta]
 }
 
 // producerBatches is how many of a producer's last batches are kept for
@@ -148,11 +157,15 @@ type producerBatch struct {
 }
 
 // NewPartitionLog is the state machine of the partition replicated by
-// Raft group group, whose entries are in store.
-func NewPartitionLog(store *pebblestore.Store, group uint64) *PartitionLog {
-	l := &PartitionLog{store: store, group: group}
+// Raft group group, whose entries are in store; compact decides its
+// compaction commands (partition_compact.go; nil: refused, alike on
+// every replica built so).
+func NewPartitionLog(store *pebblestore.Store, group uint64, compact Compactor) *PartitionLog {
+	l := &PartitionLog{store: store, group: group, compact: compact}
 	l.mu.producers = map[int64]*producerState{}
+	l.mu.ongoing = map[int64]int64{}
 	l.mu.waiters = map[chan struct{}]struct{}{}
+	l.mu.tombstoneHorizon = -1
 	return l
 }
 
@@ -162,18 +175,26 @@ func (l *PartitionLog) Apply(e Entry) (uint64, error) {
 	if isLogStartCommand(e.Data) {
 		return l.applyLogStart(e)
 	}
+	if isCompactionCommand(e.Data) {
+		return l.applyCompaction(e)
+	}
 	n, err := CheckBatch(e.Data)
 	if err != nil {
 		return 0, err
 	}
 	b := e.Data
-	if attrs := binary.BigEndian.Uint16(b[batchAttributesAt:]); attrs&0x30 != 0 {
-		return 0, ErrTransactionalBatch
+	attrs := binary.BigEndian.Uint16(b[batchAttributesAt:])
+	if attrs&batchControl != 0 {
+		return l.applyMarker(e, n)
+	}
+	txn := attrs&batchTransactional != 0
+	pid := int64(binary.BigEndian.Uint64(b[batchProducerIDAt:]))
+	if txn && pid < 0 {
+		return 0, fmt.Errorf("%w: a transactional batch without a producer ID", ErrInvalidBatch)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	base := l.mu.next
-	pid := int64(binary.BigEndian.Uint64(b[batchProducerIDAt:]))
 	if pid >= 0 {
 		epoch := int16(binary.BigEndian.Uint16(b[batchProducerEpAt:]))
 		first := int32(binary.BigEndian.Uint32(b[batchBaseSeqAt:]))
@@ -185,17 +206,36 @@ func (l *PartitionLog) Apply(e Entry) (uint64, error) {
 			return uint64(dup), nil
 		}
 		l.recordSequence(pid, epoch, first, n, base)
+		if _, open := l.mu.ongoing[pid]; txn && !open {
+			l.mu.ongoing[pid] = base // the transaction's first batch here opens it
+		}
 	}
+	l.appendLocked(e, b, base, n)
+	return uint64(base), nil
+}
+
+// appendLocked adds batch b, applied at e, to the index at base (n
+// offsets) and wakes the waiters. A batch without records (one compaction
+// emptied, partition_compact.go) takes its offsets but stays out of the
+// index. REQUIRES: l.mu held.
+func (l *PartitionLog) appendLocked(e Entry, b []byte, base, n int64) {
 	maxTs := int64(binary.BigEndian.Uint64(b[batchMaxTsAt:]))
-	l.mu.batches = append(l.mu.batches, indexedBatch{base: base, raftIndex: e.Index, term: e.Term, maxTs: maxTs, size: int32(len(b))})
+	if binary.BigEndian.Uint32(b[batchRecordsAt:]) != 0 {
+		l.mu.batches = append(l.mu.batches, indexedBatch{base: base, raftIndex: e.Index, term: e.Term, maxTs: maxTs,
+			size: int32(len(b)), lastDelta: int32(n - 1)})
+	}
 	l.mu.next += n
+	l.wakeLocked()
+}
+
+// wakeLocked signals every waiter. REQUIRES: l.mu held.
+func (l *PartitionLog) wakeLocked() {
 	for w := range l.mu.waiters {
 		select {
 		case w <- struct{}{}:
 		default:
 		}
 	}
-	return uint64(base), nil
 }
 
 // lastSeq is the sequence of a batch's last record (sequences wrap from
@@ -210,13 +250,14 @@ func lastSeq(first int32, n int64) int32 {
 func (l *PartitionLog) checkSequence(pid int64, epoch int16, first int32, n int64) (int64, bool, error) {
 	st := l.mu.producers[pid]
 	switch {
-	case st == nil || epoch > st.epoch:
+	case st != nil && epoch < st.epoch:
+		return 0, false, fmt.Errorf("%w: producer %d epoch %d, current %d", ErrInvalidProducerEpoch, pid, epoch, st.epoch)
+	case st == nil || epoch > st.epoch || len(st.last) == 0:
+		// A new producer or epoch, or an epoch a marker started (fenced).
 		if first != 0 {
 			return 0, false, fmt.Errorf("%w: producer %d epoch %d starts at sequence %d on this partition, not 0", ErrOutOfOrderSequence, pid, epoch, first)
 		}
 		return 0, false, nil
-	case epoch < st.epoch:
-		return 0, false, fmt.Errorf("%w: producer %d epoch %d, current %d", ErrInvalidProducerEpoch, pid, epoch, st.epoch)
 	}
 	last := lastSeq(first, n)
 	for _, pb := range st.last {
@@ -284,8 +325,11 @@ func (l *PartitionLog) ReadRange(offset int64, maxBytes int, minOne bool, dst []
 	l.mu.RLock()
 	next, start := l.mu.next, l.mu.logStart
 	i := sort.Search(len(l.mu.batches), func(i int) bool { return l.mu.batches[i].base > offset }) - 1
+	if i < 0 || l.batchEndLocked(i) <= offset {
+		i++ // offset is in a gap compaction left: the next batch
+	}
 	var want []indexedBatch
-	if offset >= start && offset < next && i >= 0 {
+	if offset >= start && offset < next && i < len(l.mu.batches) {
 		total := 0
 		for _, b := range l.mu.batches[i:] {
 			if total+int(b.size) > maxBytes && !(minOne && total == 0) {

@@ -21,10 +21,10 @@ package cluster
 // the log start and (2) every voter's log matched A in the leader's view
 // when the command was proposed (its matched field). (2) means no replica
 // ever needs an entry at or below A again, so a group needs no data
-// snapshot (a replica whose disk was wiped cannot catch up: Storage
-// answers raft.ErrSnapshotTemporarilyUnavailable). The Host drops the
-// entries up to A and the state rows below it in one batch; at restart it
-// gives RestoreAt the index its log starts after, and replays the rest.
+// snapshot; a replica whose disk was wiped gets the row of A as its
+// snapshot (host_compact.go). The Host drops the entries up to A and the
+// state rows below it in one batch; at restart it gives RestoreAt the
+// index its log starts after, and replays the rest.
 
 import (
 	"bytes"
@@ -92,6 +92,7 @@ func (l *PartitionLog) applyLogStart(e Entry) (uint64, error) {
 		if k > 0 {
 			l.mu.batches = slices.Clone(l.mu.batches[k:])
 		}
+		l.pruneAbortedLocked()
 		row = l.encodeStateLocked()
 	}
 	l.mu.Unlock()
@@ -120,10 +121,7 @@ func (l *PartitionLog) applyLogStart(e Entry) (uint64, error) {
 
 // batchEndLocked is the offset after batch i of the index.
 func (l *PartitionLog) batchEndLocked(i int) int64 {
-	if i+1 < len(l.mu.batches) {
-		return l.mu.batches[i+1].base
-	}
-	return l.mu.next
+	return l.mu.batches[i].base + int64(l.mu.batches[i].lastDelta) + 1
 }
 
 // compactionPointLocked is the largest state row index the log may be
@@ -184,13 +182,22 @@ func (l *PartitionLog) RetentionView() (batches []BatchInfo, highWatermark, logS
 	return batches, l.mu.next, l.mu.logStart
 }
 
-// State row (format, version 1), the partition's state after applying
-// the entry of its index, producers sorted by ID:
+// State row (format, version 2), the partition's state after applying
+// the entry of its index, producers and ongoing transactions sorted by
+// ID, aborted transactions by marker offset:
 //
-//	version u8 (1) | next i64 | logStart i64 | producers u32 |
-//	  per producer: id i64 | epoch i16 | batches u8 |
+//	version u8 (2) | next i64 | logStart i64 | producers u32 |
+//	  per producer: id i64 | epoch i16 | batches u8 (0-5) |
 //	    per batch: firstSeq i32 | lastSeq i32 | base i64
-const stateRowVersion = 1
+//	| ongoing u32 | per transaction: producer i64 | first offset i64
+//	| aborted u32 | per transaction: producer i64 | first i64 | marker i64
+//
+// Version 1 (before transactions) ends after the producers, each with at
+// least one batch; it still loads (no transaction then).
+const (
+	stateRowVersion   = 2
+	stateRowVersionV1 = 1
+)
 
 func (l *PartitionLog) encodeStateLocked() []byte {
 	b := []byte{stateRowVersion}
@@ -213,51 +220,76 @@ func (l *PartitionLog) encodeStateLocked() []byte {
 			b = binary.BigEndian.AppendUint64(b, uint64(pb.base))
 		}
 	}
-	return b
+	return l.encodeTxnsLocked(b)
 }
 
 // RestoreAt implements LogCompactor: the group's log starts after index
-// (compacted), so the state is the state row of index; the Host then
-// applies the entries after it. Call before any Apply.
+// (compacted, or replaced by a snapshot received), so the state is the
+// state row of index, whatever was applied before; the Host then applies
+// the entries after it. The waiters are woken (the high watermark moved).
 func (l *PartitionLog) RestoreAt(index uint64) error {
 	v, err := l.store.Get(pebblestore.RaftStateKey(l.group, index))
 	if err != nil {
 		return fmt.Errorf("cluster: raft group %d: its log starts after %d but the state row there cannot be read: %w", l.group, index, err)
 	}
-	bad := func(what string) error {
+	st, what := decodeStateRow(v)
+	if what != "" {
 		return fmt.Errorf("cluster: raft group %d: state row %d: %s: %w", l.group, index, what, pebblestore.ErrCorruption)
-	}
-	if len(v) < 21 || v[0] != stateRowVersion {
-		return bad(fmt.Sprintf("%d bytes, want at least 21 of version %d", len(v), stateRowVersion))
-	}
-	next, start := int64(binary.BigEndian.Uint64(v[1:])), int64(binary.BigEndian.Uint64(v[9:]))
-	n := binary.BigEndian.Uint32(v[17:])
-	v = v[21:]
-	producers := make(map[int64]*producerState, n)
-	for range n {
-		if len(v) < 11 {
-			return bad("a producer cut short")
-		}
-		id, st := int64(binary.BigEndian.Uint64(v)), &producerState{epoch: int16(binary.BigEndian.Uint16(v[8:]))}
-		k := int(v[10])
-		v = v[11:]
-		if k == 0 || k > producerBatches || len(v) < 16*k {
-			return bad(fmt.Sprintf("producer %d with %d batches", id, k))
-		}
-		for range k {
-			st.last = append(st.last, producerBatch{firstSeq: int32(binary.BigEndian.Uint32(v)),
-				lastSeq: int32(binary.BigEndian.Uint32(v[4:])), base: int64(binary.BigEndian.Uint64(v[8:]))})
-			v = v[16:]
-		}
-		producers[id] = st
-	}
-	if len(v) != 0 || start < 0 || start > next {
-		return bad("trailing bytes or offsets out of order")
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.mu.next, l.mu.logStart, l.mu.producers = next, start, producers
+	l.mu.next, l.mu.logStart, l.mu.producers = st.next, st.logStart, st.producers
+	l.mu.ongoing, l.mu.aborted = st.ongoing, st.aborted
 	l.mu.batches = nil
 	l.mu.anchors, l.mu.compactTo = []uint64{index}, index
+	l.wakeLocked()
 	return nil
+}
+
+// stateRow is a decoded state row.
+type stateRow struct {
+	next, logStart int64
+	producers      map[int64]*producerState
+	ongoing        map[int64]int64
+	aborted        []AbortedTxn
+}
+
+// decodeStateRow decodes a state row of version 1 or 2; what says what is
+// wrong with it ("" when nothing).
+func decodeStateRow(v []byte) (st stateRow, what string) {
+	if len(v) < 21 || (v[0] != stateRowVersion && v[0] != stateRowVersionV1) {
+		return st, fmt.Sprintf("%d bytes, want at least 21 of version %d or %d", len(v), stateRowVersionV1, stateRowVersion)
+	}
+	version := v[0]
+	st.next, st.logStart = int64(binary.BigEndian.Uint64(v[1:])), int64(binary.BigEndian.Uint64(v[9:]))
+	n := binary.BigEndian.Uint32(v[17:])
+	v = v[21:]
+	st.producers = make(map[int64]*producerState, n)
+	for range n {
+		if len(v) < 11 {
+			return st, "a producer cut short"
+		}
+		id, ps := int64(binary.BigEndian.Uint64(v)), &producerState{epoch: int16(binary.BigEndian.Uint16(v[8:]))}
+		k := int(v[10])
+		v = v[11:]
+		if (k == 0 && version == stateRowVersionV1) || k > producerBatches || len(v) < 16*k {
+			return st, fmt.Sprintf("producer %d with %d batches", id, k)
+		}
+		for range k {
+			ps.last = append(ps.last, producerBatch{firstSeq: int32(binary.BigEndian.Uint32(v)),
+				lastSeq: int32(binary.BigEndian.Uint32(v[4:])), base: int64(binary.BigEndian.Uint64(v[8:]))})
+			v = v[16:]
+		}
+		st.producers[id] = ps
+	}
+	st.ongoing = map[int64]int64{}
+	if version == stateRowVersion {
+		if v, what = decodeTxns(v, &st); what != "" {
+			return st, what
+		}
+	}
+	if len(v) != 0 || st.logStart < 0 || st.logStart > st.next {
+		return st, "trailing bytes or offsets out of order"
+	}
+	return st, ""
 }

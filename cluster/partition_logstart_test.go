@@ -26,7 +26,7 @@ func newLogStartLog(t *testing.T) *logStartLog {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = store.Close() })
-	return &logStartLog{t: t, store: store, l: NewPartitionLog(store, 1)}
+	return &logStartLog{t: t, store: store, l: NewPartitionLog(store, 1, nil)}
 }
 
 // apply applies data as the next entry (term 1) and returns its result.
@@ -153,7 +153,7 @@ func TestPartitionLogCompactionPoint(t *testing.T) {
 
 	// A replica whose log was compacted to 5 restores the row and replays
 	// 6..8; then both take the same entries.
-	r := NewPartitionLog(s.store, 1)
+	r := NewPartitionLog(s.store, 1, nil)
 	if err := r.RestoreAt(5); err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +189,7 @@ func TestPartitionLogCompactionPoint(t *testing.T) {
 		}
 		next++
 	}
-	if err := NewPartitionLog(s.store, 1).RestoreAt(4); err == nil {
+	if err := NewPartitionLog(s.store, 1, nil).RestoreAt(4); err == nil {
 		t.Fatal("restored from index 4, which has no state row")
 	}
 }

@@ -25,10 +25,10 @@ func idempotentBatch(pid int64, epoch int16, seq, records int32, ts int64) []byt
 // among the last five returns its original base offset and takes none; a
 // gap is OUT_OF_ORDER_SEQUENCE; an older epoch INVALID_PRODUCER_EPOCH; a
 // new epoch starts at sequence 0; sequences wrap at MaxInt32; batches
-// without a producer are never deduplicated; transactional batches are
-// refused. Rejected batches take no offset.
+// without a producer are never deduplicated. Rejected batches take no
+// offset.
 func TestPartitionLogDeduplicates(t *testing.T) {
-	l := NewPartitionLog(nil, 1)
+	l := NewPartitionLog(nil, 1, nil)
 	index := uint64(0)
 	apply := func(b []byte) (int64, error) {
 		index++
@@ -77,17 +77,13 @@ func TestPartitionLogDeduplicates(t *testing.T) {
 	// No producer: equal batches are two batches.
 	mustApply(testBatch(1, "a"), 17)
 	mustApply(testBatch(1, "a"), 18)
-	txn := idempotentBatch(11, 0, 0, 1, 0)
-	binary.BigEndian.PutUint16(txn[batchAttributesAt:], 0x10)
-	binary.BigEndian.PutUint32(txn[batchCRCAt:], crc32.Checksum(txn[batchAttributesAt:], castagnoli))
-	mustFail(txn, ErrTransactionalBatch)
 }
 
 // TestPartitionLogEpochLookup: OffsetForLeaderEpoch from the index
 // (KIP-279), as Kafka's leader epoch cache answers, and the timestamp
 // lookups of ListOffsets.
 func TestPartitionLogEpochLookup(t *testing.T) {
-	l := NewPartitionLog(nil, 1)
+	l := NewPartitionLog(nil, 1, nil)
 	// Terms 2 (offsets 0-3), 2 (4), 5 (5-6), 7 (7); the leader is at 9.
 	for i, e := range []struct {
 		term    uint64

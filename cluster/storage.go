@@ -42,9 +42,11 @@ type Storage struct {
 	// of a Storage (stage) share the backing array: a truncation copies
 	// it (addEntries), an append only writes past every copy's length.
 	terms []termRun
-	// confState is the configuration of a log compacted without a
-	// snapshot (host groups: their static voters; host_compact.go).
-	confState *raftpb.ConfState
+	// static is the configuration of a host group (its voters, fixed;
+	// nil for the metadata group): its log is compacted to a state row
+	// rather than to a Raft snapshot, and that row is the snapshot it
+	// sends and receives (host_compact.go).
+	static *raftpb.ConfState
 }
 
 // termRun: the entries from index first on (up to the next run's first,
@@ -138,8 +140,8 @@ func (s *Storage) readLastIndex() (uint64, error) {
 // configuration of the latest snapshot. Configuration changes after the
 // snapshot are in the log, and the node applies them again on restart.
 func (s *Storage) InitialState() (*raftpb.HardState, *raftpb.ConfState, error) {
-	if s.confState != nil && raft.IsEmptySnap(s.snapshot) {
-		return proto.Clone(s.hardState).(*raftpb.HardState), proto.Clone(s.confState).(*raftpb.ConfState), nil
+	if s.static != nil && s.truncatedIndex > 0 && raft.IsEmptySnap(s.snapshot) {
+		return proto.Clone(s.hardState).(*raftpb.HardState), proto.Clone(s.static).(*raftpb.ConfState), nil
 	}
 	return proto.Clone(s.hardState).(*raftpb.HardState), raftpb.EnsureConfState(proto.Clone(s.snapshot.GetMetadata().GetConfState()).(*raftpb.ConfState)), nil
 }
@@ -235,9 +237,12 @@ func (s *Storage) LastIndex() (uint64, error) { return s.lastIndex, nil }
 func (s *Storage) FirstIndex() (uint64, error) { return s.truncatedIndex + 1, nil }
 
 // Snapshot implements raft.Storage: the latest snapshot, taken by this node
-// or received from the leader; raft.ErrSnapshotTemporarilyUnavailable for
-// a log compacted without one (host groups), which raft retries.
+// or received from the leader; for a host group, the state row its log
+// was compacted to (stateSnapshot).
 func (s *Storage) Snapshot() (*raftpb.Snapshot, error) {
+	if s.static != nil {
+		return s.stateSnapshot()
+	}
 	if s.truncatedIndex > 0 && raft.IsEmptySnap(s.snapshot) {
 		return nil, errNoSnapshot
 	}
@@ -278,7 +283,13 @@ func (s *Storage) Save(hs *raftpb.HardState, entries []*raftpb.Entry, snap *raft
 // the Readies of many groups in one batch this way.
 func (s *Storage) stage(b *pebblestore.Batch, hs *raftpb.HardState, entries []*raftpb.Entry, snap *raftpb.Snapshot) (Storage, error) {
 	next := *s // the cached state once the batch is durable
-	if !raft.IsEmptySnap(snap) {
+	switch {
+	case raft.IsEmptySnap(snap):
+	case s.static != nil:
+		if err := next.addStateSnapshot(b, snap); err != nil {
+			return next, err
+		}
+	default:
 		if err := next.addSnapshot(b, snap); err != nil {
 			return next, err
 		}

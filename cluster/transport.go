@@ -55,8 +55,8 @@ import (
 // every message (From = the hello's from, To = itself, a message type peers
 // send); anything else closes that connection only. A hello whose
 // incarnation differs from the one the peer announced before means the
-// peer lost its Raft state (a wiped data directory): the receiver is told
-// (PeerLostState).
+// peer lost its Raft state (a wiped data directory): the receiver and the
+// group receiver are told (PeerLostState).
 var (
 	helloMagic   = [8]byte{'V', 'M', 'Q', 'R', 'A', 'F', 'T', '1'}
 	helloMagicV2 = [8]byte{'V', 'M', 'Q', 'R', 'A', 'F', 'T', '2'}
@@ -72,11 +72,12 @@ const (
 )
 
 // GroupReceiver takes the messages of the groups other than 0 (a Host)
-// and what the transport learns about their sends.
+// and what the transport learns about their sends and peers.
 type GroupReceiver interface {
 	StepGroup(group uint64, m *raftpb.Message)
 	ReportGroupUnreachable(group, id uint64)
 	ReportGroupSnapshot(group, id uint64, status raft.SnapshotStatus)
+	PeerLostState(id uint64)
 }
 
 // GroupMessage is a message of one Raft group.
@@ -731,6 +732,9 @@ func (t *Transport) checkHello(c net.Conn, hello [helloSize]byte) (uint64, error
 	if prev != 0 && prev != inc {
 		t.log.Warn().Uint64("peer", from).Msg("raft peer came back with a new incarnation: its data directory was wiped")
 		t.receiver.Load().r.PeerLostState(from)
+		if g := t.groups.Load(); g != nil {
+			g.g.PeerLostState(from)
+		}
 	}
 	return from, nil
 }

@@ -442,12 +442,34 @@ func (b *brokerProc) Log() string {
 // freeAddr returns a loopback host:port that was free a moment ago.
 func freeAddr(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := unusedAddr()
 	if err != nil {
 		t.Fatalf("listen: %v", err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return addr
+}
+
+// handedOut holds every address unusedAddr returned: the kernel may give
+// a port just closed to the next bind(0), so two calls in a row (a
+// broker's Kafka and HTTP ports) or two parallel tests could otherwise get
+// the same one.
+var handedOut sync.Map
+
+// unusedAddr returns a free 127.0.0.1 address that no earlier call of
+// this process returned.
+func unusedAddr() (string, error) {
+	for range 100 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return "", err
+		}
+		addr := l.Addr().String()
+		l.Close()
+		if _, dup := handedOut.LoadOrStore(addr, true); !dup {
+			return addr, nil
+		}
+	}
+	return "", errors.New("no port that was not handed out before in 100 tries")
 }
 
 // runBrokerExpectExit runs `broker serve` on dataDir with fresh ports and

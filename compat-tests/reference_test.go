@@ -139,12 +139,11 @@ func stopReferenceKafka() {
 }
 
 func freePort() string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := unusedAddr()
 	if err != nil {
 		panic(err)
 	}
-	defer l.Close()
-	_, port, _ := net.SplitHostPort(l.Addr().String())
+	_, port, _ := net.SplitHostPort(addr)
 	return port
 }
 

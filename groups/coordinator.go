@@ -87,6 +87,10 @@ type Coordinator struct {
 		// logSeq orders the offset commits appended to replicated
 		// partitions (their base offsets are known only once committed).
 		logSeq int64
+		// txnProducers maps a producer ID to the groups holding its
+		// pending transactional offsets (txn_offsets.go), so a marker
+		// finds them.
+		txnProducers map[int64]map[string]bool
 	}
 }
 
@@ -103,6 +107,7 @@ func Open(store *pebblestore.Store, tm *topics.Manager, cfg Config, now time.Tim
 	c := &Coordinator{cfg: cfg, store: store, tm: tm, log: cfg.Logger.With().Str("component", "groups").Logger()}
 	c.mu.groups = map[string]*group{}
 	c.mu.nextGroupID = 1
+	c.mu.txnProducers = map[int64]map[string]bool{}
 
 	t, ok := tm.Topic(OffsetsTopic)
 	if !ok {
@@ -154,7 +159,7 @@ func (c *Coordinator) newGroupLocked(name string) *group {
 // that bad requests leave no trace. REQUIRES: c.mu held.
 func (c *Coordinator) dropIfUnusedLocked(g *group) {
 	if g.is(StateEmpty) && len(g.members) == 0 && len(g.pending) == 0 && len(g.offsets) == 0 &&
-		g.pendingCommits == 0 && !g.rowWritten && c.mu.groups[g.name] == g {
+		len(g.txnOffsets) == 0 && g.pendingCommits == 0 && !g.rowWritten && c.mu.groups[g.name] == g {
 		delete(c.mu.groups, g.name)
 	}
 }

@@ -184,6 +184,10 @@ type group struct {
 	pendingCommits int
 	pendingTPs     map[topicPartition]int // partitions with commits not yet durable
 	deletedAt      map[topicPartition]int64
+	// txnOffsets holds, per producer ID, the offsets a transaction
+	// coordinated by another broker committed with TxnOffsetCommit, until
+	// its marker commits or drops them (txn_offsets.go); nil when none.
+	txnOffsets map[int64]*txnPending
 	// lastMetadata is the encoded GroupMetadataValue last stored, nil if
 	// none; it is rewritten with the group's store row.
 	lastMetadata []byte

@@ -195,11 +195,13 @@ func (c *Coordinator) offsetRecordLocked(g *group, topic string, partition int32
 // appendCommitLocked appends a commit's records; its offsets become
 // visible once durable. REQUIRES: c.mu held.
 func (c *Coordinator) appendCommitLocked(o *op, g *group, cw commitWrite) error {
-	ps, base, err := c.appendLocked(o, g, cw.recs, cw.rows)
+	supersedeRows, supersede := c.supersedeTxnOffsetsLocked(g, cw.commits)
+	ps, base, err := c.appendLocked(o, g, cw.recs, append(cw.rows, supersedeRows...))
 	if err != nil {
 		c.log.Warn().Err(err).Str("group", g.name).Msg("storing offsets failed")
 		return commitAppendError(err)
 	}
+	supersede()
 	commits := cw.commits
 	for i := range commits {
 		commits[i].entry.logOffset = base + int64(i)
@@ -305,23 +307,7 @@ func (c *Coordinator) CommitTransaction(commits []TxnCommit, with []*topics.Appe
 	}
 	c.startTxnCommitsLocked(writes)
 	c.mu.Unlock()
-
-	err = pa.Wait()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, w := range writes {
-		var pcs []pendingCommit
-		for _, ch := range w.chunks {
-			pcs = append(pcs, ch.commits...)
-		}
-		if len(pcs) > 0 {
-			c.finishCommitsLocked(w.g, pcs, err)
-		}
-	}
-	if err != nil {
-		return commitAppendError(err)
-	}
-	return nil
+	return c.finishTxnWrites(writes, pa)
 }
 
 // txnChunk is one record batch of a transaction's offsets for one group.
@@ -515,7 +501,7 @@ func (c *Coordinator) FetchOffsets(req FetchOffsetsRequest) FetchOffsetsResult {
 		fo := FetchedOffset{Partition: tp.partition, Offset: -1, LeaderEpoch: -1}
 		empty := ""
 		fo.Metadata = &empty
-		if req.RequireStable && ((g != nil && g.pendingTPs[tp] > 0) ||
+		if req.RequireStable && ((g != nil && (g.pendingTPs[tp] > 0 || g.txnPendingOn(tp))) ||
 			(c.cfg.PendingTxnOffset != nil && c.cfg.PendingTxnOffset(req.Group, tp.topic, tp.partition))) {
 			fo.Err = ErrUnstableOffsetCommit
 			return fo
@@ -572,6 +558,7 @@ func (c *Coordinator) deleteOffsetsLocked(o *op, g *group, tps []topicPartition)
 			rows = append(rows, rowOp{key: offsetRowKey(g.id, e.topicID, tp.partition), del: true})
 		}
 	}
+	rows = append(rows, c.dropTxnOffsetsLocked(g, tps)...)
 	_, base, err := c.appendLocked(o, g, recs, rows)
 	if err != nil {
 		return commitAppendError(err)
@@ -627,7 +614,7 @@ func (c *Coordinator) DeleteOffsets(groupName string, req []OffsetDeleteTopic, n
 				continue
 			}
 			tp := topicPartition{t.Topic, p}
-			if g.offsets[tp] != nil || g.pendingTPs[tp] > 0 {
+			if g.offsets[tp] != nil || g.pendingTPs[tp] > 0 || g.txnPendingOn(tp) {
 				tps = append(tps, tp)
 			}
 		}
@@ -690,7 +677,7 @@ func (c *Coordinator) expireOffsetsLocked(o *op) {
 			}
 			expired += len(tps)
 		}
-		if all && g.is(StateEmpty) && g.pendingCommits == 0 && len(g.pending) == 0 {
+		if all && g.is(StateEmpty) && g.pendingCommits == 0 && len(g.pending) == 0 && len(g.txnOffsets) == 0 {
 			if err := c.deleteGroupLocked(o, g); err != nil {
 				c.log.Warn().Err(err).Str("group", g.name).Msg("deleting an expired group failed")
 				continue
@@ -730,7 +717,7 @@ func (c *Coordinator) offsetExpired(g *group, tp topicPartition, e *offsetEntry,
 	default:
 		return false
 	}
-	if g.pendingTPs[tp] > 0 {
+	if g.pendingTPs[tp] > 0 || g.txnPendingOn(tp) {
 		return false
 	}
 	if !e.expireTime.IsZero() {

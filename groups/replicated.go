@@ -24,8 +24,11 @@ package groups
 //     proposal fails (leadership lost, timeout) fails its request with
 //     ErrNotCoordinator: it is never reported committed.
 //
-// Transactional offset commits are refused in this mode (CommitTransaction
-// writes into the local partition's Pebble batch with the markers).
+// Pending transactional offsets are records of the log too
+// (txn_offsets_log.go). CommitTransaction (offsets staged in the
+// transaction coordinator, written with its markers in the local
+// partition's Pebble batch) is refused in this mode: TxnOffsetCommit
+// never stages there when the offsets are replicated.
 
 import (
 	"encoding/binary"
@@ -59,9 +62,12 @@ type OffsetsLog interface {
 	LogStart() int64
 }
 
-// ErrTxnOffsetsReplicated refuses a transactional offset commit when
-// __consumer_offsets is replicated.
-var ErrTxnOffsetsReplicated = errors.New("groups: transactional offset commits are not supported with offsets-topic-replication-factor above 1 yet (transactions across brokers are not built); use offsets-topic-replication-factor 1")
+// ErrTxnOffsetsReplicated refuses CommitTransaction (offsets staged in
+// the transaction coordinator, written to the local partition) when
+// __consumer_offsets is replicated: TxnOffsetCommit keeps a transaction's
+// offsets pending in the partition's log there instead, so only offsets
+// staged before the replication factor was raised can reach it.
+var ErrTxnOffsetsReplicated = errors.New("groups: offsets staged in the transaction coordinator cannot be written to a replicated __consumer_offsets (they were staged before offsets-topic-replication-factor was raised); abort the transaction and commit its offsets again")
 
 // offsetsPartition is a replicated partition of __consumer_offsets this
 // broker leads: loading until LoadPartition has read its log.
@@ -86,6 +92,7 @@ func (c *Coordinator) UseReplicatedOffsets() {
 		c.log.Warn().Int("groups", len(c.mu.groups)).Msg("__consumer_offsets is replicated: the groups of this broker's local partitions are not served")
 	}
 	c.mu.groups = map[string]*group{}
+	c.mu.txnProducers = map[int64]map[string]bool{}
 }
 
 // ReplicatedOffsets reports whether __consumer_offsets is replicated.
@@ -187,26 +194,30 @@ func (c *Coordinator) unloadLocked(p int32) {
 			g.completeJoin(m, JoinResult{Err: ErrNotCoordinator, Generation: -1})
 			g.completeSync(m, SyncResult{Err: ErrNotCoordinator})
 		}
+		c.forgetTxnOffsetsLocked(g)
 		delete(c.mu.groups, name)
 	}
 }
 
 // appendReplicatedLocked is appendLocked on a replicated partition: the
-// batch is proposed now (in c.mu's order, which is the log's) and the
-// persist waits for its commit. The returned position orders the call's
-// offset commits among this coordinator's (loaded offsets have -1).
-// REQUIRES: c.mu held.
-func (c *Coordinator) appendReplicatedLocked(o *op, g *group, recs []topics.Record) (*persist, int64, error) {
+// batch of recs and the records of ops (rowOp.rec) is proposed now (in
+// c.mu's order, which is the log's) and the persist waits for its commit.
+// The returned position orders the call's offset commits among this
+// coordinator's (loaded offsets have -1). limit applies the offsets
+// topic's max.message.bytes (not to a transaction's marker, which must
+// not fail on size: it was decided already). REQUIRES: c.mu held.
+func (c *Coordinator) appendReplicatedLocked(o *op, g *group, recs []topics.Record, ops []rowOp, limit bool) (*persist, int64, error) {
 	part := c.mu.replicated[g.partition]
 	if part == nil || part.loading {
 		return nil, -1, fmt.Errorf("%w: this broker does not lead partition %d of %s now", ErrNotCoordinator, g.partition, OffsetsTopic)
 	}
+	recs = opRecords(recs, ops)
 	raw, err := encodeRecords(recs, o.now)
 	if err != nil {
 		return nil, -1, err
 	}
-	if limit, err := strconv.Atoi(c.offsetsTopic.Config("max.message.bytes")); err == nil && len(raw) > limit {
-		return nil, -1, fmt.Errorf("%w: %d bytes, max.message.bytes of %s is %d", topics.ErrMessageTooLarge, len(raw), OffsetsTopic, limit)
+	if maxBytes, err := strconv.Atoi(c.offsetsTopic.Config("max.message.bytes")); limit && err == nil && len(raw) > maxBytes {
+		return nil, -1, fmt.Errorf("%w: %d bytes, max.message.bytes of %s is %d", topics.ErrMessageTooLarge, len(raw), OffsetsTopic, maxBytes)
 	}
 	wait := part.log.Append(raw)
 	g.rowWritten = true
@@ -301,6 +312,9 @@ func (c *Coordinator) loadRecordsLocked(p int32, recs []logRecord, now time.Time
 			c.finishConsumerRecovery(g, now)
 		}
 		c.mu.groups[name] = g
+		for pid, tp := range g.txnOffsets {
+			c.setTxnPendingLocked(g, pid, tp)
+		}
 	}
 	return len(byName), nil
 }
@@ -337,6 +351,8 @@ func (c *Coordinator) loadRecordLocked(get func(string) *group, key, value []byt
 		if err := restoreGroupMetadata(g, g.lastMetadata); err != nil {
 			return fmt.Errorf("group %q metadata: %w", k.Group, err)
 		}
+	case recTxnPendingOffset:
+		return loadTxnPendingRecord(get, key, value)
 	case recConsumerGroupMetadata, recConsumerMemberMetadata, recConsumerTargetMetadata, recConsumerTargetMember, recConsumerCurrentAssignment:
 		kr := kbin.Reader{Src: key[2:]}
 		name := kr.String()

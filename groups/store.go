@@ -64,6 +64,11 @@ type rowOp struct {
 	key, value []byte
 	del        bool
 	rangeEnd   []byte // with del: delete [key, rangeEnd)
+	// rec, when set, is the row's record on a replicated
+	// __consumer_offsets, whose log holds what rows hold on a single
+	// node (pending transactional offsets, txn_offsets_log.go): appended
+	// after the call's records there; unused otherwise.
+	rec *topics.Record
 }
 
 // persist is an appended batch of records on its way to durability. The
@@ -125,7 +130,7 @@ func (o *op) waitAll() error {
 // REQUIRES: c.mu held.
 func (c *Coordinator) appendLocked(o *op, g *group, recs []topics.Record, ops []rowOp) (*persist, int64, error) {
 	if c.mu.replicated != nil {
-		return c.appendReplicatedLocked(o, g, recs)
+		return c.appendReplicatedLocked(o, g, recs, ops, true)
 	}
 	a, err := c.offsetsAppendLocked(g, recs, ops, o.now)
 	if err != nil {
@@ -226,10 +231,20 @@ func (c *Coordinator) deleteGroupLocked(o *op, g *group) error {
 	for tp := range g.offsets {
 		recs = append(recs, topics.Record{Key: offsetCommitKey(g.name, tp.topic, tp.partition)})
 	}
+	for _, tp := range g.txnPendingTPs() {
+		if g.offsets[tp] == nil { // pending transactional offsets end too (Kafka's deleteAllOffsets)
+			recs = append(recs, topics.Record{Key: offsetCommitKey(g.name, tp.topic, tp.partition)})
+		}
+	}
 	recs = append(recs, topics.Record{Key: groupMetadataKey(g.name)})
 	if g.rowWritten {
 		prefix := groupOffsetsPrefix(g.id)
-		ops := []rowOp{{key: prefix, del: true, rangeEnd: pebblestore.PrefixEnd(prefix)}, {key: groupRowKey(g.id), del: true}}
+		txnPrefix := binary.BigEndian.AppendUint64([]byte{pebblestore.PrefixGroupTxnOffset}, g.id)
+		ops := []rowOp{{key: prefix, del: true, rangeEnd: pebblestore.PrefixEnd(prefix)}, {key: groupRowKey(g.id), del: true},
+			{key: txnPrefix, del: true, rangeEnd: pebblestore.PrefixEnd(txnPrefix)}}
+		for pid, p := range g.txnOffsets {
+			ops = append(ops, txnDelOps(g, pid, p)...) // their records' tombstones when replicated
+		}
 		if g.cg != nil {
 			crecs, cops := consumerDeleteRecords(g)
 			recs = append(recs, crecs...)
@@ -242,6 +257,7 @@ func (c *Coordinator) deleteGroupLocked(o *op, g *group) error {
 	for _, m := range g.orderedMembers() {
 		g.remove(m.id)
 	}
+	c.forgetTxnOffsetsLocked(g)
 	g.transitionTo(StateDead, o.now)
 	delete(c.mu.groups, g.name)
 	c.metrics.groupsDeleted.Inc()
@@ -296,6 +312,10 @@ func (c *Coordinator) recoverLocked(now time.Time) error {
 	if err := c.recoverConsumerGroupsLocked(byID, now); err != nil {
 		return err
 	}
+	pendingTxn, err := c.recoverTxnOffsetsLocked(byID)
+	if err != nil {
+		return err
+	}
 
 	lower = []byte{pebblestore.PrefixGroupOffset}
 	it, err = c.store.NewIter(lower, pebblestore.PrefixEnd(lower))
@@ -342,6 +362,6 @@ func (c *Coordinator) recoverLocked(now time.Time) error {
 		g.offsets[tp] = e
 		offsets++
 	}
-	c.log.Info().Int("groups", len(c.mu.groups)).Int("offsets", offsets).Msg("consumer groups recovered")
+	c.log.Info().Int("groups", len(c.mu.groups)).Int("offsets", offsets).Int("pending_txn_offsets", pendingTxn).Msg("consumer groups recovered")
 	return nil
 }

@@ -61,7 +61,17 @@ type ClusterPartition struct {
 	Commit    uint64 `json:"commit_index"`
 	Applied   uint64 `json:"applied_index"`
 	LastIndex uint64 `json:"last_index"`
-	Quiesced  bool   `json:"quiesced,omitempty"`
+	// CompactedIndex: the group's log was compacted up to this index (its
+	// entries start after it; 0: never compacted).
+	CompactedIndex uint64 `json:"compacted_index,omitempty"`
+	Quiesced       bool   `json:"quiesced,omitempty"`
+	// CleanEnd: the clean range end of the last compaction command this
+	// replica applied since it started (cleanup.policy=compact; 0: none);
+	// Bytes: the bytes of the batches it serves (from the log start,
+	// compacted batches as rewritten). Both the same on every replica
+	// that applied as far.
+	CleanEnd int64 `json:"clean_end,omitempty"`
+	Bytes    int64 `json:"bytes"`
 }
 
 // ClusterRaft is one node's view of the metadata Raft group.

@@ -21,7 +21,12 @@ package kafkaproto
 //     transaction is ongoing and holds the partition (AddPartitionsToTxn
 //     first), else INVALID_TXN_STATE, or from v11 TRANSACTION_ABORTABLE
 //     (KIP-890: the client aborts the transaction and goes on, as with
-//     Kafka); an older epoch gets INVALID_PRODUCER_EPOCH.
+//     Kafka); an older epoch gets INVALID_PRODUCER_EPOCH. In a cluster
+//     whose coordinators send markers (Config.CrossBrokerTxns), a batch
+//     whose transactional ID another broker coordinates is accepted
+//     without asking it: the first batch opens the producer's transaction
+//     on the partition (Kafka before KIP-890), its coordinator's
+//     WriteTxnMarkers ends it.
 //   - Unknown topics are not created by Produce (as in Kafka); internal
 //     topics (__consumer_offsets) refuse client writes with
 //     INVALID_TOPIC_EXCEPTION.
@@ -169,7 +174,7 @@ func (s *Server) handleProduce(r *request) (reply, error) {
 				sp.ErrorCode = kerr.NotLeaderForPartition.Code
 				continue
 			}
-			batch, code, msg := s.produceBatch(req.Version, rt.Topic, rp.Partition, rp.Records)
+			batch, code, msg := s.produceBatch(req, rt.Topic, rp.Partition, rp.Records)
 			if code != 0 {
 				sp.ErrorCode, sp.ErrorMessage = code, msg
 				continue
@@ -206,7 +211,8 @@ func (s *Server) handleProduce(r *request) (reply, error) {
 // Produce request of the given version: a message set (v0-v2) converted
 // up, and a transactional batch checked against its transaction. A
 // refused partition gets its error code (and, from v8, message) instead.
-func (s *Server) produceBatch(version int16, topic string, partition int32, records []byte) ([]byte, int16, *string) {
+func (s *Server) produceBatch(req *kmsg.ProduceRequest, topic string, partition int32, records []byte) ([]byte, int16, *string) {
+	version := req.Version
 	batch := records
 	if version < 3 {
 		var err error
@@ -223,6 +229,14 @@ func (s *Server) produceBatch(version int16, topic string, partition int32, reco
 	}
 	if s.cfg.Txns == nil {
 		return nil, kerr.TransactionalIDAuthorizationFailed.Code, nil
+	}
+	if s.coordinatedElsewhere(req.TransactionID) {
+		// Another broker's transaction: this leader cannot ask its
+		// coordinator, so the batch opens the producer's transaction on
+		// the partition, as in Kafka before KIP-890 (the partition's
+		// producer state checks epoch and sequence; the coordinator's
+		// marker ends it).
+		return batch, 0, nil
 	}
 	if err := s.cfg.Txns.CheckProduce(h.ProducerID, h.ProducerEpoch, topic, partition); err != nil {
 		code := fencedCode(errorCode(err), false)

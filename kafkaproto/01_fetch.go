@@ -457,7 +457,7 @@ func (s *Server) readFetchWithin(req *kmsg.FetchRequest, items []*fetchItem, bud
 		}
 		var err error
 		if it.rl != nil {
-			it.records, it.res, err = readReplicated(it, limit, total == 0)
+			it.records, it.res, err = readReplicated(it, limit, total == 0, req.IsolationLevel == 1)
 		} else if req.IsolationLevel == 1 {
 			it.records, it.res, err = it.p.ReadCommitted(it.offset, limit, total == 0, it.records)
 		} else {

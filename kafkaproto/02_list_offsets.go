@@ -69,7 +69,7 @@ func (s *Server) handleListOffsets(r *request) (reply, error) {
 			case p == nil:
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			case s.replicatedLog(rt.Topic, rp.Partition) != nil:
-				listOffsetsReplicated(s.replicatedLog(rt.Topic, rp.Partition), req.Version, rp, &sp)
+				listOffsetsReplicated(s.replicatedLog(rt.Topic, rp.Partition), req, rp, &sp)
 			case s.cfg.Cluster != nil && !s.leads(rt.Topic, rp.Partition):
 				sp.ErrorCode = kerr.NotLeaderForPartition.Code
 			case req.Version >= 4 && rp.CurrentLeaderEpoch > 0:

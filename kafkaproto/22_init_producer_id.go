@@ -45,7 +45,7 @@ func (s *Server) handleInitProducerID(r *request) (reply, error) {
 			return reply{resp: resp}, nil
 		}
 		if s.notTxnCoordinator(*req.TransactionalID) {
-			resp.ErrorCode = kerr.NotCoordinator.Code
+			resp.ErrorCode = s.txnCoordinatorCode(*req.TransactionalID)
 			return reply{resp: resp}, nil
 		}
 		pid, epoch := int64(-1), int16(-1)

@@ -10,6 +10,11 @@ package kafkaproto
 //     owned by a queue or an event store gets INVALID_TOPIC_EXCEPTION (the
 //     topic refuses client writes, see Produce; a transaction's markers
 //     would take offsets of its log), the others OPERATION_NOT_ATTEMPTED.
+//   - In a cluster (Config.CrossBrokerTxns) the partitions may be led by
+//     other brokers or belong to replicated topics: the coordinator sends
+//     their markers to their leaders (WriteTxnMarkers, txns.MarkerSender).
+//     Without a marker sender, a partition this broker does not lead gets
+//     INVALID_TXN_STATE.
 //   - Fencing: an older epoch gets PRODUCER_FENCED (v2+) or
 //     INVALID_PRODUCER_EPOCH; a transaction being completed
 //     CONCURRENT_TRANSACTIONS.
@@ -48,7 +53,7 @@ func (s *Server) handleAddPartitionsToTxn(r *request) (reply, error) {
 	case !r.allowedTxn(auth.OpWrite, req.TransactionalID):
 		code = kerr.TransactionalIDAuthorizationFailed.Code
 	case s.notTxnCoordinator(req.TransactionalID):
-		code = kerr.NotCoordinator.Code
+		code = s.txnCoordinatorCode(req.TransactionalID)
 	default:
 		parts = make([]txns.TopicPartition, 0, total)
 		for _, t := range req.Topics {
@@ -63,11 +68,10 @@ func (s *Server) handleAddPartitionsToTxn(r *request) (reply, error) {
 					unknown[k] = kerr.UnknownTopicOrPartition.Code
 				case tp.Owner() != topics.OwnerNone:
 					unknown[k] = kerr.InvalidTopicException.Code
-				case !s.leads(t.Topic, p):
-					// In a cluster the coordinator writes the markers
-					// itself, so a transaction may only hold partitions
-					// its coordinator leads until markers are sent
-					// between brokers (DESIGN.md, issue 13).
+				case !s.cfg.CrossBrokerTxns && !s.leads(t.Topic, p):
+					// Without a marker sender the coordinator writes
+					// every marker itself, so a transaction may only
+					// hold partitions it leads (DESIGN.md, issue 13).
 					unknown[k] = kerr.InvalidTxnState.Code
 				}
 				parts = append(parts, k)

@@ -30,7 +30,7 @@ func (s *Server) handleAddOffsetsToTxn(r *request) (reply, error) {
 		return reply{resp: resp}, nil
 	}
 	if s.notTxnCoordinator(req.TransactionalID) {
-		resp.ErrorCode = kerr.NotCoordinator.Code
+		resp.ErrorCode = s.txnCoordinatorCode(req.TransactionalID)
 		return reply{resp: resp}, nil
 	}
 	if !r.allowedGroup(auth.OpRead, req.Group) {

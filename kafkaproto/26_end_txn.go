@@ -7,8 +7,13 @@ package kafkaproto
 //     PrepareCommit/PrepareAbort, writes a COMMIT or ABORT marker to every
 //     partition of the transaction, commits the offsets staged by
 //     TxnOffsetCommit (on commit), then records the outcome. The response
-//     is sent once all of it is durable. A retry of an EndTxn that already
-//     completed the same way succeeds.
+//     is sent once all of it is durable. A transaction holding partitions
+//     this broker does not write (a cluster: led elsewhere, replicated,
+//     or a group coordinated elsewhere) is answered once its Prepare
+//     state is durable; its markers go to those partitions' leaders
+//     after (WriteTxnMarkers, Kafka's order), the outcome last (txns).
+//     A retry of an EndTxn that already completed the same way succeeds;
+//     one while the markers are delivered gets CONCURRENT_TRANSACTIONS.
 //   - Fencing as AddPartitionsToTxn; no open transaction is INVALID_TXN_STATE.
 //
 // Version notes:
@@ -35,7 +40,7 @@ func (s *Server) handleEndTxn(r *request) (reply, error) {
 		return reply{resp: resp}, nil
 	}
 	if s.notTxnCoordinator(req.TransactionalID) {
-		resp.ErrorCode = kerr.NotCoordinator.Code
+		resp.ErrorCode = s.txnCoordinatorCode(req.TransactionalID)
 		return reply{resp: resp}, nil
 	}
 	now := s.now()

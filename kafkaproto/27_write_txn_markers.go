@@ -17,6 +17,22 @@ package kafkaproto
 //     INVALID_PRODUCER_EPOCH; unknown partitions UNKNOWN_TOPIC_OR_PARTITION.
 //     Topics of queues and event stores never hold transactional data, so
 //     they fall under "no ongoing transaction".
+//   - A partition of __consumer_offsets (offsetsMarker): the producer's
+//     pending transactional offsets of every group of that partition
+//     (TxnOffsetCommit for a transaction coordinated by another broker)
+//     become the committed offsets (COMMIT) or are dropped (ABORT), in one
+//     durable write; none pending: NONE, nothing written; pending offsets
+//     of a newer epoch: INVALID_PRODUCER_EPOCH. Only the broker
+//     coordinating that partition accepts it, else NOT_COORDINATOR. On a
+//     replicated __consumer_offsets the outcome is one batch of the
+//     partition's log, answered once committed on a majority
+//     (groups/txn_offsets_log.go); COORDINATOR_LOAD_IN_PROGRESS while the
+//     new leader loads the partition (its pending offsets are not known
+//     yet; the sender retries).
+//   - A partition of a replicated topic (RF > 1): its leader proposes the
+//     control batch through the partition's Raft log and answers once it
+//     is committed and applied (writeMarkerReplicated); another broker
+//     answers NOT_LEADER_OR_FOLLOWER and the sender retries at the leader.
 //   - The transaction coordinator is not told: a transaction it still
 //     tracks as open goes on there, and its EndTxn later writes its own
 //     markers, which end nothing on this partition (as in Kafka, where this
@@ -27,11 +43,13 @@ package kafkaproto
 //     since transaction.version 2 is not advertised.
 
 import (
+	"context"
 	"errors"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/vibemq/broker/auth"
+	"github.com/vibemq/broker/groups"
 	"github.com/vibemq/broker/topics"
 )
 
@@ -58,6 +76,8 @@ func (s *Server) handleWriteTxnMarkers(r *request) (reply, error) {
 	}
 	var slots []slot
 	var markers []topics.Marker
+	var offsetWaits []func() // markers of __consumer_offsets partitions
+	var replicated []func()
 	resp.Markers = make([]kmsg.WriteTxnMarkersResponseMarker, len(req.Markers))
 	for mi, m := range req.Markers {
 		rm := &resp.Markers[mi]
@@ -78,12 +98,22 @@ func (s *Server) handleWriteTxnMarkers(r *request) (reply, error) {
 					sp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
 					continue
 				}
+				if rt.Topic == groups.OffsetsTopic {
+					if w := s.offsetsMarker(m, i, &sp.ErrorCode); w != nil {
+						offsetWaits = append(offsetWaits, w)
+					}
+					continue
+				}
 				var p *topics.Partition
 				if topicOK {
 					p, _ = t.Partition(i)
 				}
 				if p == nil {
 					sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+					continue
+				}
+				if rl := s.replicatedLog(rt.Topic, i); rl != nil {
+					replicated = append(replicated, writeMarkerReplicated(rl, m, &sp.ErrorCode))
 					continue
 				}
 				ongoing := false
@@ -111,11 +141,59 @@ func (s *Server) handleWriteTxnMarkers(r *request) (reply, error) {
 	pending := s.topics.Append(appends, s.now())
 	finish := func() {
 		_ = pending.Wait()
+		for _, w := range offsetWaits {
+			w()
+		}
 		for _, sl := range slots {
 			if sl.a.Err != nil {
 				*sl.code = errorCode(sl.a.Err)
 			}
 		}
+		waitReplicated(replicated)
 	}
 	return reply{resp: resp, finish: finish}, nil
+}
+
+// offsetsMarker ends marker m on partition p of __consumer_offsets
+// (groups.EndTxnOffsets): the returned wait, called from the reply's
+// finish, sets code once the outcome is durable; nil when code is set
+// already.
+func (s *Server) offsetsMarker(m kmsg.WriteTxnMarkersRequestMarker, p int32, code *int16) func() {
+	t, ok := s.topics.Topic(groups.OffsetsTopic)
+	switch {
+	case s.cfg.Groups == nil:
+		*code = kerr.CoordinatorNotAvailable.Code
+		return nil
+	case !ok || p < 0 || p >= t.NumPartitions():
+		*code = kerr.UnknownTopicOrPartition.Code
+		return nil
+	case s.cfg.Cluster != nil:
+		leaders := s.cfg.Cluster.CoordinatorLeaders(groups.OffsetsTopic)
+		if int(p) >= len(leaders) || leaders[p] != s.cfg.NodeID {
+			*code = kerr.NotCoordinator.Code
+			return nil
+		}
+	}
+	wait := s.cfg.Groups.EndTxnOffsets(p, m.ProducerID, m.ProducerEpoch, m.Committed, s.now())
+	return func() { *code = errorCode(wait()) }
+}
+
+// writeMarkerReplicated starts writing marker m on a replicated partition
+// (its leader proposes the control batch through the Raft log) and returns
+// the wait that sets *code: NONE once committed and applied (also when the
+// marker ends nothing), NOT_LEADER_OR_FOLLOWER off the leader,
+// INVALID_PRODUCER_EPOCH for an epoch older than the producer's there.
+func writeMarkerReplicated(rl ReplicatedLog, m kmsg.WriteTxnMarkersRequestMarker, code *int16) func() {
+	if _, err := rl.LeaderEpoch(); err != nil {
+		*code = errorCode(err)
+		return func() {}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), clusterTimeout)
+	wait := rl.WriteMarker(ctx, m.ProducerID, m.ProducerEpoch, m.Committed, m.CoordinatorEpoch)
+	return func() {
+		defer cancel()
+		if err := wait(); err != nil {
+			*code = errorCode(err)
+		}
+	}
 }

@@ -9,7 +9,10 @@ package kafkaproto
 //     none) and its partitions, with the __consumer_offsets partition of
 //     each group whose offsets it commits (AddOffsetsToTxn adds that
 //     partition in Kafka). An unknown ID gets TRANSACTIONAL_ID_NOT_FOUND
-//     with every other field zero, as Kafka answers.
+//     with every other field zero, as Kafka answers. In a cluster a
+//     broker that does not coordinate the ID answers NOT_COORDINATOR
+//     (COORDINATOR_LOAD_IN_PROGRESS while it loads the ID's replicated
+//     partition of __transaction_state).
 
 import (
 	"cmp"
@@ -37,6 +40,13 @@ func (s *Server) handleDescribeTransactions(r *request) (reply, error) {
 		}
 		if !r.allowedTxn(auth.OpDescribe, id) {
 			st.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+			resp.TransactionStates = append(resp.TransactionStates, st)
+			continue
+		}
+		if s.notTxnCoordinator(id) {
+			// In a cluster the coordinator answers (Kafka's
+			// TransactionCoordinator.handleDescribeTransactions).
+			st.ErrorCode = s.txnCoordinatorCode(id)
 			resp.TransactionStates = append(resp.TransactionStates, st)
 			continue
 		}

@@ -25,6 +25,7 @@ import (
 	"github.com/vibemq/broker/auth"
 	"github.com/vibemq/broker/groups"
 	"github.com/vibemq/broker/topics"
+	"github.com/vibemq/broker/txns"
 )
 
 // TransactionStateTopic is Kafka's internal topic of transaction state;
@@ -138,6 +139,21 @@ type ReplicatedLog interface {
 	// applied, i.e. committed on a majority (an offset at or below it
 	// answers it at once); above the high watermark ErrOffsetOutOfRange.
 	DeleteRecords(ctx context.Context, offset int64) (int64, error)
+	// LastStableOffset is the offset below which every transaction is
+	// ended (KIP-98): the first offset of the oldest ongoing transaction,
+	// else the high watermark; never below the log start.
+	LastStableOffset() int64
+	// AbortedTransactions is the aborted transactions whose data may lie
+	// in [from, to] (marker at or after from, first offset at or before
+	// to), for read_committed fetches.
+	AbortedTransactions(from, to int64) []topics.AbortedTxn
+	// WriteMarker starts ending the producer's transaction on the
+	// partition with a COMMIT or ABORT control batch proposed through
+	// the group's log (on the leader, else ErrNotLeader) and returns the
+	// wait for it, answered once committed and applied. A marker that
+	// ends nothing is answered nil and writes nothing; an epoch older
+	// than the producer's is topics.ErrInvalidProducerEpoch.
+	WriteMarker(ctx context.Context, producerID int64, epoch int16, commit bool, coordinatorEpoch int32) func() error
 }
 
 // ClusterBroker is a registered broker: node ID and advertised address.
@@ -221,6 +237,15 @@ func (s *Server) notTxnCoordinator(id string) bool {
 	return s.notCoordinator(TransactionStateTopic, id)
 }
 
+// coordinatedElsewhere reports whether a transactional Produce of
+// transactional ID id is for a transaction another broker coordinates,
+// in a cluster whose coordinators send markers between brokers (C3 of the
+// plan in DESIGN.md, issue 13): its partition leader accepts the batch
+// without txns.CheckProduce.
+func (s *Server) coordinatedElsewhere(id *string) bool {
+	return s.cfg.CrossBrokerTxns && s.cfg.Cluster != nil && id != nil && s.notTxnCoordinator(*id)
+}
+
 func (s *Server) notCoordinator(topic, key string) bool {
 	if s.cfg.Cluster == nil {
 		return false
@@ -229,9 +254,29 @@ func (s *Server) notCoordinator(topic, key string) bool {
 	if len(leaders) == 0 || coordinatorOf(leaders, key) != s.cfg.NodeID {
 		return true
 	}
-	// A replicated __consumer_offsets partition is served once this
-	// broker has loaded it (groups/replicated.go).
-	return topic == groups.OffsetsTopic && s.cfg.Groups != nil && s.cfg.Groups.Serves(key) != nil
+	// A replicated __consumer_offsets or __transaction_state partition
+	// is served once this broker has loaded it (groups/replicated.go,
+	// txns/replicated.go).
+	switch topic {
+	case groups.OffsetsTopic:
+		return s.cfg.Groups != nil && s.cfg.Groups.Serves(key) != nil
+	case TransactionStateTopic:
+		return s.cfg.Txns != nil && s.cfg.Txns.Serves(key) != nil
+	}
+	return false
+}
+
+// txnCoordinatorCode is groupCoordinatorCode for a transactional ID:
+// COORDINATOR_LOAD_IN_PROGRESS while this broker loads its replicated
+// partition of __transaction_state, else NOT_COORDINATOR.
+func (s *Server) txnCoordinatorCode(id string) int16 {
+	if s.cfg.Txns != nil && errors.Is(s.cfg.Txns.Serves(id), txns.ErrCoordinatorLoadInProgress) {
+		leaders := s.cfg.Cluster.CoordinatorLeaders(TransactionStateTopic)
+		if len(leaders) > 0 && coordinatorOf(leaders, id) == s.cfg.NodeID {
+			return kerr.CoordinatorLoadInProgress.Code
+		}
+	}
+	return kerr.NotCoordinator.Code
 }
 
 // groupCoordinatorCode is the error a group request answers when
@@ -300,7 +345,8 @@ func (s *Server) clusterID() string {
 
 // partitionReplicas are the leader and replicas Metadata reports for
 // partition p of topic t: from the cluster's assignment, from the
-// coordinator placement for __consumer_offsets, else this broker.
+// coordinator placement for __consumer_offsets and __transaction_state
+// (no leader while it is not known), else this broker.
 func (s *Server) partitionReplicas(t *topics.Topic, p int32) (leader int32, replicas []int32) {
 	self := []int32{s.cfg.NodeID}
 	if s.cfg.Cluster == nil {
@@ -312,12 +358,16 @@ func (s *Server) partitionReplicas(t *topics.Topic, p int32) (leader int32, repl
 	if t.IsClusterTopic() { // a partition the metadata does not place
 		return -1, []int32{}
 	}
-	if t.Name == groups.OffsetsTopic {
-		// The coordinator of the groups of partition p leads it.
-		if leaders := s.cfg.Cluster.CoordinatorLeaders(groups.OffsetsTopic); len(leaders) > 0 {
+	if t.Name == groups.OffsetsTopic || t.Name == TransactionStateTopic {
+		// The coordinator of the groups (IDs) of partition p leads it.
+		if leaders := s.cfg.Cluster.CoordinatorLeaders(t.Name); len(leaders) > 0 {
 			id := leaders[int(p)%len(leaders)]
 			return id, []int32{id}
 		}
+		// Not placed in the metadata this broker applied (yet: a
+		// restarted broker replaying its log): no leader to name, not
+		// this broker's local copy.
+		return -1, []int32{}
 	}
 	return s.cfg.NodeID, self
 }

@@ -9,8 +9,7 @@ package kafkaproto
 // runs.
 //
 // Deviations (DESIGN.md "Cluster"): acks=1 and acks=0 wait like acks=all
-// (the batch is answered once committed on a majority); transactional
-// batches are refused (INVALID_TXN_STATE); a timestamp lookup answers
+// (the batch is answered once committed on a majority); a timestamp lookup answers
 // the first batch whose max timestamp is at or after it. The log start
 // (retention, DeleteRecords) is a command of the group's log, applied on
 // every replica alike (cluster/partition_logstart.go).
@@ -18,7 +17,6 @@ package kafkaproto
 import (
 	"bytes"
 	"context"
-	"errors"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -34,9 +32,6 @@ func (s *Server) replicatedLog(topic string, p int32) ReplicatedLog {
 	}
 	return s.cfg.Cluster.ReplicatedLog(topic, p)
 }
-
-// errTxnReplicated refuses a transactional batch to a replicated partition.
-var errTxnReplicated = errors.New("transactional produce to a topic with a replication factor above 1 is not supported yet; use a topic with replication factor 1 for transactions")
 
 // produceReplicated starts replicating one partition's records of a
 // Produce request and returns the function that waits for the outcome and
@@ -67,13 +62,10 @@ func (s *Server) produceReplicated(req *kmsg.ProduceRequest, rl ReplicatedLog, p
 		return func() {}
 	}
 	sp.LogAppendTime = appendTime
-	if topics.IsTransactionalBatch(batch) {
-		sp.ErrorCode = kerr.InvalidTxnState.Code
-		if req.Version >= 8 {
-			sp.ErrorMessage = errorMessage(errTxnReplicated)
-		}
-		return func() {}
-	}
+	// A transactional batch is not checked with a transaction coordinator
+	// (which may be another broker): the partition's state machine opens
+	// the producer's transaction at its first batch and checks its epoch
+	// and sequence (cluster/partition_txn.go; Kafka before KIP-890).
 	timeout := time.Duration(req.TimeoutMillis) * time.Millisecond
 	if timeout <= 0 || timeout > clusterTimeout {
 		timeout = clusterTimeout
@@ -125,25 +117,55 @@ func resolveReplicated(it *fetchItem, rl ReplicatedLog) {
 	}
 }
 
-// readReplicated is Partition.Read for a replicated partition: no
-// transactions, so the last stable offset is the high watermark.
-func readReplicated(it *fetchItem, limit int, minOne bool) ([]byte, topics.ReadResult, error) {
+// readReplicated is Partition.Read (committed: ReadCommitted) for a
+// replicated partition. read_committed returns the batches below the last
+// stable offset (read first: the high watermark only grows after it) and
+// the aborted transactions of what it returns.
+func readReplicated(it *fetchItem, limit int, minOne, committed bool) ([]byte, topics.ReadResult, error) {
+	lso := it.rl.LastStableOffset()
 	logStart, hw := it.rl.LogStart(), it.rl.HighWatermark()
-	res := topics.ReadResult{HighWatermark: hw, LastStableOffset: hw, LogStartOffset: logStart}
+	res := topics.ReadResult{HighWatermark: hw, LastStableOffset: min(lso, hw), LogStartOffset: logStart}
 	if it.offset < logStart || it.offset > hw {
 		return it.records, res, topics.ErrOffsetOutOfRange
+	}
+	if committed && it.offset >= res.LastStableOffset {
+		return it.records, res, nil
 	}
 	start := len(it.records)
 	out, err := it.rl.Read(it.offset, limit, minOne, it.records)
 	if err != nil {
 		return out, res, err
 	}
+	if committed {
+		var last int64
+		out, last = cutBatchesAt(out, start, res.LastStableOffset)
+		if last >= it.offset {
+			res.Aborted = it.rl.AbortedTransactions(it.offset, last)
+		}
+	}
 	res.Bytes = len(out) - start
 	return out, res, nil
 }
 
+// cutBatchesAt drops the batches of b[start:] whose base offset is at or
+// above end and returns the rest with the last offset it holds (-1 when
+// none).
+func cutBatchesAt(b []byte, start int, end int64) ([]byte, int64) {
+	last := int64(-1)
+	for at := start; at+topics.BatchHeaderSize <= len(b); {
+		h, err := topics.ParseBatchHeader(b[at:])
+		if err != nil || h.BaseOffset >= end {
+			return b[:at], last
+		}
+		last = h.LastOffset()
+		at += h.Size()
+	}
+	return b, last
+}
+
 // listOffsetsReplicated answers ListOffsets for a replicated partition.
-func listOffsetsReplicated(rl ReplicatedLog, version int16, rp kmsg.ListOffsetsRequestTopicPartition, sp *kmsg.ListOffsetsResponseTopicPartition) {
+func listOffsetsReplicated(rl ReplicatedLog, req *kmsg.ListOffsetsRequest, rp kmsg.ListOffsetsRequestTopicPartition, sp *kmsg.ListOffsetsResponseTopicPartition) {
+	version := req.Version
 	epoch, err := rl.LeaderEpoch()
 	switch {
 	case err != nil:
@@ -161,6 +183,9 @@ func listOffsetsReplicated(rl ReplicatedLog, version int16, rp kmsg.ListOffsetsR
 		sp.Offset = rl.LogStart()
 	case topics.TimestampLatest:
 		sp.Offset = rl.HighWatermark()
+		if req.IsolationLevel == 1 {
+			sp.Offset = rl.LastStableOffset()
+		}
 	case topics.TimestampMaxTimestamp:
 		sp.Offset, sp.Timestamp = rl.MaxTimestamp()
 	default:

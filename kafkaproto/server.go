@@ -89,6 +89,13 @@ type Config struct {
 	// Txns is the transaction coordinator; nil answers the transaction
 	// APIs with COORDINATOR_NOT_AVAILABLE and refuses transactional IDs.
 	Txns *txns.Coordinator
+	// CrossBrokerTxns is set in a cluster whose transaction coordinator
+	// sends markers to other brokers (txns.Config.Markers): a transaction
+	// may then hold partitions led elsewhere and of replicated topics, and
+	// a partition leader accepts a transactional batch of a transaction
+	// coordinated elsewhere (cluster.go). Unset, a transaction may only
+	// hold partitions its coordinator leads.
+	CrossBrokerTxns bool
 	// Queues is the native queue engine: a Produce into a queue's topic
 	// appends queue messages through it (queues.Engine.AppendProduced);
 	// nil refuses Produce into every owned topic, queues' included.

@@ -30,7 +30,8 @@ import (
 //	0x23    group name                                   share group (KIP-932): empty value (see groups/share.go)
 //	0x24    topicID [16] | partition u32 | group name    share-partition state: start offset and in-flight records (see groups/share_partition.go)
 //	0x25    group name                                   share group configs set with IncrementalAlterConfigs (see groups/share_config.go)
-//	0x26-2f reserved: consumer groups
+//	0x26    groupID u64 | producer u64 | topicID [16] | partition u32   pending transactional offset: u16 topic length | topic | epoch i16 | flags u8 | OffsetCommitValue (see groups/txn_offsets.go)
+//	0x27-2f reserved: consumer groups
 //	0x30    queue name                                   queue ID u32 (queue catalog; the name is the whole suffix)
 //	0x31    queueID u32                                  queue record (JSON: name, kind, topic ID, attributes)
 //	0x32    "next-queue-id" | "receipt-key"              u32 next queue ID (never reused) | 32-byte receipt HMAC key
@@ -150,6 +151,10 @@ const (
 	// PrefixShareGroupConfig: group configs of share groups
 	// (groups/share_config.go).
 	PrefixShareGroupConfig byte = 0x25
+	// PrefixGroupTxnOffset: offsets committed by TxnOffsetCommit for a
+	// transaction coordinated elsewhere, pending until its marker
+	// (groups/txn_offsets.go).
+	PrefixGroupTxnOffset byte = 0x26
 
 	// Native queues and dead-letter queues (package queues).
 	PrefixQueueName      byte = 0x30

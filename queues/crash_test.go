@@ -12,80 +12,13 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/rs/zerolog"
 	"github.com/vibemq/broker/pebblestore"
+	"github.com/vibemq/broker/pebblestore/crashfs"
 	"github.com/vibemq/broker/queues"
 	"github.com/vibemq/broker/topics"
 )
 
-// crashFS calls hook after every write and sync of any file, so that a
-// test can take a crash image (vfs.MemFS.CrashClone) at each step of the
-// store's I/O (as txns/commit_crash_test.go does).
-type crashFS struct {
-	vfs.FS
-	mu   sync.Mutex
-	hook func()
-}
-
-func (fs *crashFS) fire() {
-	fs.mu.Lock()
-	defer fs.mu.Unlock()
-	if fs.hook != nil {
-		fs.hook()
-	}
-}
-
-func (fs *crashFS) setHook(h func()) {
-	fs.mu.Lock()
-	fs.hook = h
-	fs.mu.Unlock()
-}
-
-func (fs *crashFS) wrap(f vfs.File, err error) (vfs.File, error) {
-	if err != nil {
-		return f, err
-	}
-	return &crashFile{File: f, fs: fs}, nil
-}
-
-func (fs *crashFS) Create(name string, c vfs.DiskWriteCategory) (vfs.File, error) {
-	return fs.wrap(fs.FS.Create(name, c))
-}
-
-func (fs *crashFS) OpenReadWrite(name string, c vfs.DiskWriteCategory, opts ...vfs.OpenOption) (vfs.File, error) {
-	return fs.wrap(fs.FS.OpenReadWrite(name, c, opts...))
-}
-
-func (fs *crashFS) ReuseForWrite(oldname, newname string, c vfs.DiskWriteCategory) (vfs.File, error) {
-	return fs.wrap(fs.FS.ReuseForWrite(oldname, newname, c))
-}
-
-type crashFile struct {
-	vfs.File
-	fs *crashFS
-}
-
-func (f *crashFile) Write(p []byte) (int, error) {
-	n, err := f.File.Write(p)
-	f.fs.fire()
-	return n, err
-}
-
-func (f *crashFile) Sync() error {
-	err := f.File.Sync()
-	f.fs.fire()
-	return err
-}
-
-func (f *crashFile) SyncData() error {
-	err := f.File.SyncData()
-	f.fs.fire()
-	return err
-}
-
-func (f *crashFile) SyncTo(length int64) (bool, error) {
-	full, err := f.File.SyncTo(length)
-	f.fs.fire()
-	return full, err
-}
+// crashFS calls a hook after every write and sync (crashfs).
+type crashFS = crashfs.FS
 
 func openCrashEngine(t *testing.T, fs vfs.FS, now int64) (*pebblestore.Store, *queues.Engine) {
 	s, _, e := openCrashEngineTopics(t, fs, now)
@@ -147,8 +80,14 @@ type crashImage struct {
 //     ready messages, never one still leased.
 func TestQueueSurvivesCrash(t *testing.T) {
 	seeds, ops := 6, 150
-	if testing.Short() {
+	switch {
+	case testing.Short():
 		seeds, ops = 2, 50
+	case queues.RaceEnabled:
+		// Under -race a seed takes about 15 s (1 s without): two seeds
+		// keep the race detector on the crash path, and .ci/run runs
+		// all six again without -race.
+		seeds = 2
 	}
 	for seed := uint64(1); seed <= uint64(seeds); seed++ {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) { crashRun(t, seed, ops) })
@@ -172,7 +111,7 @@ func crashRun(t *testing.T, seed uint64, ops int) {
 	model := crashModel{sent: map[string]bool{}, acked: map[string]bool{}, acking: map[string]bool{}, deliveries: map[string]uint32{}}
 	var images []crashImage
 	op := "start"
-	fs.setHook(func() {
+	fs.SetHook(func() {
 		mu.Lock()
 		defer mu.Unlock()
 		images = append(images, crashImage{fs: mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: imgRng.IntN(101), RNG: imgRng}), model: model.clone(), op: op})
@@ -292,7 +231,7 @@ func crashRun(t *testing.T, seed uint64, ops int) {
 			}
 		}
 	}
-	fs.setHook(nil)
+	fs.SetHook(nil)
 	st, _ := e.Stats("q", time.UnixMilli(now))
 	dst, _ := e.Stats("q.dlq", time.UnixMilli(now))
 	e.Close()

@@ -52,3 +52,58 @@ func (t *Topic) CheckDeleteRecords() error {
 	}
 	return nil
 }
+
+// ReplicatedCompactionBounds is what the leader of a replicated
+// partition knows of its log for the compaction decision: the high
+// watermark, the last stable offset, the log start, the clean range end
+// of the last compaction (0: none since the start) and the earliest
+// delete horizon of a kept tombstone (-1: none).
+type ReplicatedCompactionBounds struct {
+	HighWatermark, LastStable, LogStart, CleanEnd, TombstoneHorizon int64
+}
+
+// ReplicatedCompaction decides whether the leader of a replicated
+// partition of t compacts its log at now, and the clean range end and
+// delete.retention.ms of the compaction command (package cluster applies
+// it on every replica). The rules of a local partition's cleanableRange,
+// each batch counting as one segment, the last one as the active
+// segment: the range ends at the last batch, at the first batch past the
+// last stable offset or within min.compaction.lag.ms of now; it
+// is compacted when its dirty bytes (after the last clean end) are more
+// than min.cleanable.dirty.ratio of its bytes, when its first dirty batch
+// is older than max.compaction.lag.ms, or when a kept tombstone's delete
+// horizon has passed. ok is false when the topic is not compacted or
+// nothing is due.
+func (t *Topic) ReplicatedCompaction(batches []RetainedBatch, b ReplicatedCompactionBounds, now time.Time) (end, deleteRetentionMs int64, ok bool) {
+	s := t.currentSettings()
+	if !s.compact {
+		return 0, 0, false
+	}
+	nowMs := now.UnixMilli()
+	var clean, dirty int64
+	firstDirtyTs := int64(-1)
+	end = b.LogStart
+	for i, bt := range batches {
+		if i+1 == len(batches) {
+			break // the last batch is never compacted (the active segment)
+		}
+		upper := batches[i+1].Base
+		if upper > b.LastStable || (s.minCompactionLagMs > 0 && bt.MaxTimestamp > nowMs-s.minCompactionLagMs) {
+			break
+		}
+		end = upper
+		if upper <= b.CleanEnd {
+			clean += bt.Size
+			continue
+		}
+		if firstDirtyTs < 0 {
+			firstDirtyTs = bt.MaxTimestamp
+		}
+		dirty += bt.Size
+	}
+	due := dirty > 0 && (float64(dirty)/float64(clean+dirty) > s.minCleanableRatio || nowMs-s.maxCompactionLagMs > firstDirtyTs)
+	if b.TombstoneHorizon >= 0 && b.TombstoneHorizon <= nowMs && end > b.LogStart {
+		due = true
+	}
+	return end, s.deleteRetentionMs, due
+}

@@ -53,3 +53,51 @@ func TestReplicatedRetentionStart(t *testing.T) {
 		t.Fatalf("DeleteRecords on a compacted topic: %v, want a policy violation", err)
 	}
 }
+
+// TestReplicatedCompaction: the leader's compaction decision for a
+// replicated partition at an injected time: the range ends at the last
+// batch, the LSO or min.compaction.lag.ms; it is due past
+// min.cleanable.dirty.ratio, past max.compaction.lag.ms, or once a kept
+// tombstone's horizon passed; never for a delete-only topic.
+func TestReplicatedCompaction(t *testing.T) {
+	_, m := openTestManager(t, vfs.NewMem(), "data")
+	now := time.UnixMilli(10_000)
+	batches := []RetainedBatch{{Base: 0, Size: 100, MaxTimestamp: 1_000}, {Base: 5, Size: 100, MaxTimestamp: 4_000},
+		{Base: 10, Size: 100, MaxTimestamp: 9_000}, {Base: 12, Size: 100, MaxTimestamp: 9_500}}
+	bounds := ReplicatedCompactionBounds{HighWatermark: 15, LastStable: 15, TombstoneHorizon: -1}
+	for _, tc := range []struct {
+		name    string
+		configs map[string]string
+		change  func(*ReplicatedCompactionBounds)
+		end     int64
+		due     bool
+	}{
+		{"delete only", map[string]string{"cleanup.policy": "delete"}, nil, 0, false},
+		{"all dirty", nil, nil, 12, true}, // the last batch is never compacted
+		{"lso", nil, func(b *ReplicatedCompactionBounds) { b.LastStable = 7 }, 5, true},
+		{"lag", map[string]string{"min.compaction.lag.ms": "3000"}, nil, 10, true}, // 9000 is within 3000 of now
+		{"ratio under", nil, func(b *ReplicatedCompactionBounds) { b.CleanEnd = 10 }, 12, false},
+		{"ratio over", map[string]string{"min.cleanable.dirty.ratio": "0.3"}, func(b *ReplicatedCompactionBounds) { b.CleanEnd = 10 }, 12, true},
+		{"max lag", map[string]string{"max.compaction.lag.ms": "500"}, func(b *ReplicatedCompactionBounds) { b.CleanEnd = 10 }, 12, true},
+		{"clean", nil, func(b *ReplicatedCompactionBounds) { b.CleanEnd = 12 }, 12, false},
+		{"horizon passed", nil, func(b *ReplicatedCompactionBounds) { b.CleanEnd, b.TombstoneHorizon = 12, 10_000 }, 12, true},
+		{"horizon ahead", nil, func(b *ReplicatedCompactionBounds) { b.CleanEnd, b.TombstoneHorizon = 12, 10_001 }, 12, false},
+	} {
+		configs := map[string]string{"cleanup.policy": "compact", "delete.retention.ms": "77"}
+		for k, v := range tc.configs {
+			configs[k] = v
+		}
+		topic, err := m.CreateTopic("c-"+strings.ReplaceAll(tc.name, " ", "-"), 1, configs, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := bounds
+		if tc.change != nil {
+			tc.change(&b)
+		}
+		end, dr, due := topic.ReplicatedCompaction(batches, b, now)
+		if due != tc.due || (due && (end != tc.end || dr != 77)) {
+			t.Errorf("%s: end %d delete.retention.ms %d due %v, want %d 77 %v", tc.name, end, dr, due, tc.end, tc.due)
+		}
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"sync"
 	"testing"
 	"time"
 
@@ -12,80 +11,13 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/vibemq/broker/groups"
 	"github.com/vibemq/broker/pebblestore"
+	"github.com/vibemq/broker/pebblestore/crashfs"
 	"github.com/vibemq/broker/topics"
 	"github.com/vibemq/broker/txns"
 )
 
-// crashFS is a filesystem that calls hook after every write and sync of
-// any file, so that a test can take a crash image (vfs.MemFS.CrashClone) at
-// each step of the store's I/O.
-type crashFS struct {
-	vfs.FS
-	mu   sync.Mutex
-	hook func()
-}
-
-func (fs *crashFS) fire() {
-	fs.mu.Lock()
-	defer fs.mu.Unlock()
-	if fs.hook != nil {
-		fs.hook()
-	}
-}
-
-func (fs *crashFS) setHook(h func()) {
-	fs.mu.Lock()
-	fs.hook = h
-	fs.mu.Unlock()
-}
-
-func (fs *crashFS) wrap(f vfs.File, err error) (vfs.File, error) {
-	if err != nil {
-		return f, err
-	}
-	return &crashFile{File: f, fs: fs}, nil
-}
-
-func (fs *crashFS) Create(name string, c vfs.DiskWriteCategory) (vfs.File, error) {
-	return fs.wrap(fs.FS.Create(name, c))
-}
-
-func (fs *crashFS) OpenReadWrite(name string, c vfs.DiskWriteCategory, opts ...vfs.OpenOption) (vfs.File, error) {
-	return fs.wrap(fs.FS.OpenReadWrite(name, c, opts...))
-}
-
-func (fs *crashFS) ReuseForWrite(oldname, newname string, c vfs.DiskWriteCategory) (vfs.File, error) {
-	return fs.wrap(fs.FS.ReuseForWrite(oldname, newname, c))
-}
-
-type crashFile struct {
-	vfs.File
-	fs *crashFS
-}
-
-func (f *crashFile) Write(p []byte) (int, error) {
-	n, err := f.File.Write(p)
-	f.fs.fire()
-	return n, err
-}
-
-func (f *crashFile) Sync() error {
-	err := f.File.Sync()
-	f.fs.fire()
-	return err
-}
-
-func (f *crashFile) SyncData() error {
-	err := f.File.SyncData()
-	f.fs.fire()
-	return err
-}
-
-func (f *crashFile) SyncTo(length int64) (bool, error) {
-	full, err := f.File.SyncTo(length)
-	f.fs.fire()
-	return full, err
-}
+// crashFS calls a hook after every write and sync (crashfs).
+type crashFS = crashfs.FS
 
 // broker is the part of a broker that transactions touch: the store,
 // topics, the group coordinator and the transaction coordinator, wired as
@@ -291,11 +223,11 @@ func testEndTxnCrashes(t *testing.T, commit bool) {
 				images = append(images, mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: rng.IntN(101), RNG: rng}))
 			}
 			clone()
-			fs.setHook(clone)
+			fs.SetHook(clone)
 			if err := b.tc.EndTxn("tx", pid, epoch, commit, crashStart); err != nil {
 				t.Fatal(err)
 			}
-			fs.setHook(nil)
+			fs.SetHook(nil)
 			clone()
 			_ = b.store.Close()
 

@@ -5,35 +5,58 @@
 // and, on commit, the consumer offsets staged by TxnOffsetCommit.
 //
 // State lives in the shared store, one row per transactional ID
-// (pebblestore.TxnKey), so it survives restarts.
+// (pebblestore.TxnKey), so it survives restarts; in a cluster with a
+// replicated __transaction_state, in the partition's Raft log instead
+// (replicated.go), so it survives its coordinator.
 //
 // # Ending a transaction
 //
 // EndTxn (or an abort by InitProducerId or a timeout) moves the
 // transaction to PrepareCommit or PrepareAbort in memory, so that other
-// requests on it get CONCURRENT_TRANSACTIONS, and one write completes it:
-// the markers on every partition of the transaction, on commit the staged
-// offsets (records in __consumer_offsets with their index rows, through
-// Config.CommitOffsets), and the row in CompleteCommit or CompleteAbort all
-// go into one Pebble batch (topics.Manager.AppendAtomic), synced before
-// EndTxn answers. Invariant: after any crash, a row in
-// CompleteCommit/CompleteAbort means every marker and offset of the
-// transaction is in the store, and a row in Ongoing means none is: the
-// transaction is still open, a retried EndTxn ends it and otherwise its
-// timeout aborts it. Because that write is atomic on this single node, the
-// decision needs no durable record of its own (Kafka's coordinator writes
-// PrepareCommit first because its markers go to other brokers); that saves
-// one fsync per transaction. A row in a Prepare state, written by brokers
-// before this change, is completed at Open by the same one write. Either
-// way a transaction's markers are written exactly once, and after a crash
-// its output is never readable without the offsets of its input, nor the
+// requests on it get CONCURRENT_TRANSACTIONS. How it completes depends on
+// where its partitions are.
+//
+// Local (every partition written here: a single node, or in a cluster the
+// RF 1 partitions this broker holds and groups it coordinates with RF 1
+// offsets): one write completes it. The markers on every partition, on
+// commit the staged offsets (records in __consumer_offsets with their
+// index rows, through Config.CommitOffsets), and the row in
+// CompleteCommit or CompleteAbort all go into one Pebble batch
+// (topics.Manager.AppendAtomic), synced before EndTxn answers. Invariant:
+// after any crash, a row in CompleteCommit/CompleteAbort means every
+// marker and offset of the transaction is in the store, and a row in
+// Ongoing means none is: the transaction is still open, a retried EndTxn
+// ends it and otherwise its timeout aborts it. Because that write is
+// atomic, the decision needs no durable record of its own; that saves one
+// fsync per transaction. A row in a Prepare state without remote
+// partitions (written by brokers before the two-phase path) is completed
+// at Open by the same one write. After a crash a local transaction's
+// output is never readable without the offsets of its input, nor the
 // reverse.
+//
+// Remote (Config.Markers names some partition as not written here: an RF
+// 1 partition on another broker, any partition of a replicated topic, the
+// __consumer_offsets partition of a group coordinated elsewhere or with
+// replicated offsets), Kafka's order (KIP-98, TransactionCoordinator): (1)
+// the row in PrepareCommit/PrepareAbort, holding the remote partitions, is
+// made durable and EndTxn answers; (2) a WriteTxnMarkers is sent to the
+// leader of every remote partition (Config.Markers), again with backoff
+// until each answered or failed for good; (3) one batch writes the
+// markers of the local partitions, on commit the staged offsets, and the
+// Complete row. Invariant: a row in a Prepare state means the decision is
+// taken and its remote markers may be partly delivered, none of its local
+// ones written; Open resumes delivery for every such row, so a remote
+// partition may get its marker twice (the second ends nothing there,
+// WriteTxnMarkers answers NONE). A row in a Complete state means every
+// local marker and offset is in the store and every remote marker was
+// answered.
 //
 // Like every domain package it takes the time as an argument; Tick(now),
 // driven by retention, aborts transactions open past their timeout.
 package txns
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -124,7 +147,54 @@ type Config struct {
 	// transaction is remembered after its last use (Kafka
 	// transactional.id.expiration.ms); default 7 days.
 	IDExpiration time.Duration
+	// Markers ends the partitions of a transaction this broker does not
+	// write itself (a cluster); nil: every partition is local (a single
+	// node). cmd/broker implements it over the cluster's metadata.
+	Markers MarkerSender
+	// MarkerBackoff is the first wait before sending markers again
+	// (doubling up to 32 times it); default 100 ms.
+	MarkerBackoff time.Duration
+	// Clock is the time of a completion that runs after EndTxn answered
+	// (remote markers delivered); default time.Now.
+	Clock func() time.Time
 }
+
+// MarkerSender decides which partitions of a transaction are remote and
+// delivers their markers (WriteTxnMarkers v1, KIP-98). Its methods must not
+// call back into the Coordinator.
+type MarkerSender interface {
+	// LocalPartition reports whether partition p of topic is written by
+	// this broker's own batch: an RF 1 partition it holds, or a topic the
+	// cluster's metadata does not have.
+	LocalPartition(topic string, p int32) bool
+	// GroupMarker is the __consumer_offsets partition whose leader must
+	// get the marker for group, and true, unless the group is local
+	// (C4's rule: this broker coordinates it and its offsets topic has
+	// replication factor 1); false for a local group, whose staged
+	// offsets are written in the completing batch.
+	GroupMarker(group string) (TopicPartition, bool)
+	// Send delivers m to the current leader of each of parts and returns
+	// those to send again (a retriable failure: no leader, a network
+	// error, NOT_LEADER_OR_FOLLOWER...). A final failure is logged by Send
+	// and not returned. It returns early, with what is left, once ctx is
+	// done.
+	Send(ctx context.Context, m RemoteMarker, parts []TopicPartition) []TopicPartition
+}
+
+// RemoteMarker is the marker of one transaction for its remote partitions.
+type RemoteMarker struct {
+	TransactionalID string
+	ProducerID      int64
+	ProducerEpoch   int16
+	Commit          bool
+	// CoordinatorEpoch is the leader epoch (Raft term) of the
+	// transactional ID's replicated __transaction_state partition when
+	// the delivery started, 0 otherwise (one coordinator).
+	CoordinatorEpoch int32
+}
+
+// maxBackoffFactor bounds the marker backoff: MarkerBackoff times this.
+const maxBackoffFactor = 32
 
 // Validate reports a configuration that cannot work.
 func (c *Config) Validate() error {
@@ -153,6 +223,9 @@ type txn struct {
 	Partitions map[string][]int32  `json:"partitions,omitempty"`
 	Groups     []string            `json:"groups,omitempty"`
 	Offsets    map[string][]Offset `json:"offsets,omitempty"`
+	// Remote are the partitions ended by markers sent to other brokers,
+	// set with a Prepare state that completes in two phases.
+	Remote []TopicPartition `json:"remote,omitempty"`
 }
 
 func (t *txn) hasPartition(topic string, partition int32) bool {
@@ -170,20 +243,32 @@ func (t *txn) hasPartition(topic string, partition int32) bool {
 // under mu and synced after mu is released (pebblestore Apply, then Wait),
 // so no mutex is held across a sync. The one exception is the outcome row
 // of a transaction in a Prepare state: it is encoded under mu but written
-// without it, in the atomic write that ends the transaction (complete);
-// meanwhile that write's goroutine is the row's only writer, as every
-// other request on the transaction gets ErrConcurrentTransactions, and
-// the row in memory changes only once the write is durable.
+// without it, in the atomic write that ends the transaction
+// (completeLocal); meanwhile that write's goroutine (the request's, or the
+// delivery goroutine of a transaction with remote partitions) is the
+// row's only writer, as every other request on the transaction gets
+// ErrConcurrentTransactions, and the row in memory changes only once the
+// write is durable.
 type Coordinator struct {
 	cfg   Config
 	log   zerolog.Logger
 	store *pebblestore.Store
 	tm    *topics.Manager
 
+	// ctx ends the deliveries of remote markers (Close); wg waits for them.
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
 	mu struct {
 		sync.Mutex
 		txns  map[string]*txn
 		byPID map[int64]*txn
+		// replicated: the partitions of a replicated __transaction_state
+		// led here (replicated.go), nil otherwise; partitionOf maps a
+		// transactional ID to its partition.
+		replicated  map[int32]*statePartition
+		partitionOf func(id string) int32
 	}
 }
 
@@ -199,7 +284,14 @@ func Open(store *pebblestore.Store, tm *topics.Manager, cfg Config, now time.Tim
 	if cfg.IDExpiration == 0 {
 		cfg.IDExpiration = 7 * 24 * time.Hour
 	}
+	if cfg.MarkerBackoff <= 0 {
+		cfg.MarkerBackoff = 100 * time.Millisecond
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
 	c := &Coordinator{cfg: cfg, log: cfg.Logger.With().Str("component", "txns").Logger(), store: store, tm: tm}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.mu.txns = make(map[string]*txn)
 	c.mu.byPID = make(map[int64]*txn)
 	if err := c.load(); err != nil {
@@ -212,15 +304,35 @@ func Open(store *pebblestore.Store, tm *topics.Manager, cfg Config, now time.Tim
 		}
 	}
 	for _, t := range completing {
-		if err := c.complete(t, now); err != nil {
+		if len(t.Remote) > 0 && cfg.Markers != nil {
+			// Decided, its remote markers maybe partly delivered:
+			// deliver them again (a second one ends nothing).
+			c.log.Info().Str("transactional_id", t.ID).Stringer("state", t.State).Int("remote_partitions", len(t.Remote)).Msg("resuming the delivery of a transaction's markers")
+			c.startDelivery(t)
+			continue
+		}
+		// A single node now: every partition is local.
+		t.Remote = nil
+		if err := c.completeLocal(t, now); err != nil {
+			c.Close()
 			return nil, err
 		}
 	}
 	return c, nil
 }
 
+// Close stops the deliveries of remote markers and waits for them; a
+// transaction left in a Prepare state is resumed by the next Open.
+func (c *Coordinator) Close() {
+	c.cancel()
+	c.wg.Wait()
+}
+
 // REQUIRES: c.mu held.
 func (c *Coordinator) lookupLocked(id string, producerID int64, epoch int16) (*txn, error) {
+	if err := c.servesLocked(id); err != nil {
+		return nil, err
+	}
 	t := c.mu.txns[id]
 	if t == nil || t.ProducerID != producerID {
 		return nil, ErrInvalidProducerIDMapping
@@ -249,6 +361,10 @@ func (c *Coordinator) InitProducerID(id string, timeoutMs int32, producerID int6
 		return -1, -1, fmt.Errorf("%w: %d ms is outside (0, %d]", ErrInvalidTransactionTimeout, timeoutMs, c.cfg.MaxTimeout.Milliseconds())
 	}
 	c.mu.Lock()
+	if err := c.servesLocked(id); err != nil {
+		c.mu.Unlock()
+		return -1, -1, err
+	}
 	t := c.mu.txns[id]
 	if t == nil {
 		c.mu.Unlock()
@@ -257,6 +373,10 @@ func (c *Coordinator) InitProducerID(id string, timeoutMs int32, producerID int6
 			return -1, -1, fmt.Errorf("%w: %v", ErrStorage, err)
 		}
 		c.mu.Lock()
+		if err := c.servesLocked(id); err != nil {
+			c.mu.Unlock()
+			return -1, -1, err
+		}
 		if t = c.mu.txns[id]; t == nil {
 			t = &txn{ID: id, ProducerID: pid, LastEpoch: -1, TimeoutMs: timeoutMs, State: StateEmpty, UpdateMs: now.UnixMilli()}
 			c.mu.txns[id] = t
@@ -474,7 +594,8 @@ func (c *Coordinator) PendingOffset(group, topic string, partition int32) bool {
 
 // EndTxn commits or aborts the producer's transaction. It returns once the
 // markers on every partition of the transaction and, on commit, its staged
-// offsets are durable (one write, see complete).
+// offsets are durable (one write, see complete), or, when it has remote
+// partitions, once its Prepare state is durable (the rest follows).
 func (c *Coordinator) EndTxn(id string, producerID int64, epoch int16, commit bool, now time.Time) error {
 	c.mu.Lock()
 	t := c.mu.txns[id]
@@ -504,29 +625,162 @@ func (c *Coordinator) EndTxn(id string, producerID int64, epoch int16, commit bo
 	return c.complete(t, now)
 }
 
-// complete ends a transaction in a Prepare state (in memory) with one
-// atomic write: its markers on every partition, on commit its staged
-// offsets, and its row in the Complete state (see the package comment).
-// Until that write is durable the transaction stays in its Prepare state in
-// memory; if the write fails, nothing of it was applied, the stored row
-// still says Ongoing, and after a restart the transaction is open again
-// (ended by a retried EndTxn or by its timeout).
+// complete ends a transaction in a Prepare state (in memory): in one
+// local write when every partition is local (completeLocal), else in two
+// phases (prepare, then deliver). See the package comment.
 func (c *Coordinator) complete(t *txn, now time.Time) error {
+	c.mu.Lock()
+	remote := c.remoteLocked(t)
+	c.mu.Unlock()
+	if len(remote) == 0 {
+		return c.completeLocal(t, now)
+	}
+	return c.prepare(t, remote, now)
+}
+
+// remoteLocked are t's partitions that Config.Markers does not write
+// here, and the __consumer_offsets partitions of its remote groups;
+// nil on a single node.
+//
+// REQUIRES: c.mu held.
+func (c *Coordinator) remoteLocked(t *txn) []TopicPartition {
+	if c.cfg.Markers == nil {
+		return nil
+	}
+	var out []TopicPartition
+	for _, name := range sortedTopics(t.Partitions) {
+		for _, p := range t.Partitions[name] {
+			if c.mu.replicated != nil || !c.cfg.Markers.LocalPartition(name, p) {
+				out = append(out, TopicPartition{name, p})
+			}
+		}
+	}
+	for _, g := range t.Groups {
+		if tp, remote := c.cfg.Markers.GroupMarker(g); remote && !slices.Contains(out, tp) {
+			out = append(out, tp)
+		}
+	}
+	return out
+}
+
+func sortedTopics(parts map[string][]int32) []string {
+	names := make([]string, 0, len(parts))
+	for name := range parts {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// prepare makes t's Prepare state durable with its remote partitions,
+// then starts their delivery; it returns once the Prepare row is durable
+// (EndTxn answers then). If that write fails the transaction stays in its
+// Prepare state in memory (CONCURRENT_TRANSACTIONS) and the stored row
+// says Ongoing: after a restart it is open again, as a failed local
+// completion leaves it.
+func (c *Coordinator) prepare(t *txn, remote []TopicPartition, now time.Time) error {
+	c.mu.Lock()
+	t.Remote = remote
+	t.UpdateMs = now.UnixMilli()
+	w := c.writeLocked(t)
+	c.mu.Unlock()
+	if err := c.wait(w); err != nil {
+		if errors.Is(err, ErrNotCoordinator) {
+			return fmt.Errorf("preparing to end transaction %q: %w", t.ID, err)
+		}
+		return fmt.Errorf("%w: preparing to end transaction %q: %v", ErrStorage, t.ID, err)
+	}
+	c.startDelivery(t)
+	return nil
+}
+
+// startDelivery delivers t's remote markers, then completes it, on a
+// goroutine of its own (stopped by Close).
+func (c *Coordinator) startDelivery(t *txn) {
+	c.mu.Lock()
+	ctx, coordinatorEpoch := c.deliveryContextLocked(t)
+	c.mu.Unlock()
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		c.deliver(ctx, t, coordinatorEpoch)
+	}()
+}
+
+// deliver sends t's markers to its remote partitions until each is
+// answered, then writes the local markers, offsets and Complete row,
+// retrying with backoff; it gives up only when ctx is done (Close, or the
+// unload of its replicated partition: the next coordinator resumes it).
+func (c *Coordinator) deliver(ctx context.Context, t *txn, coordinatorEpoch int32) {
+	c.mu.Lock()
+	m := RemoteMarker{TransactionalID: t.ID, ProducerID: t.ProducerID, ProducerEpoch: t.Epoch, Commit: t.State == StatePrepareCommit, CoordinatorEpoch: coordinatorEpoch}
+	pending := slices.Clone(t.Remote)
+	c.mu.Unlock()
+	backoff := c.cfg.MarkerBackoff
+	for len(pending) > 0 {
+		if pending = c.cfg.Markers.Send(ctx, m, pending); len(pending) == 0 {
+			break
+		}
+		if !c.sleep(ctx, &backoff) {
+			return
+		}
+	}
+	backoff = c.cfg.MarkerBackoff
+	for {
+		c.mu.Lock()
+		forgotten := c.mu.txns[t.ID] != t
+		c.mu.Unlock()
+		if ctx.Err() != nil || forgotten {
+			return
+		}
+		err := c.completeLocal(t, c.cfg.Clock())
+		if err == nil {
+			return
+		}
+		c.log.Error().Err(err).Str("transactional_id", t.ID).Msg("completing a transaction whose markers were delivered failed; retrying")
+		if !c.sleep(ctx, &backoff) {
+			return
+		}
+	}
+}
+
+// sleep waits *backoff, doubled for the next time up to its bound; false
+// once ctx is done.
+func (c *Coordinator) sleep(ctx context.Context, backoff *time.Duration) bool {
+	timer := time.NewTimer(*backoff)
+	defer timer.Stop()
+	*backoff = min(*backoff*2, c.cfg.MarkerBackoff*maxBackoffFactor)
+	select {
+	case <-ctx.Done():
+		return false
+	case <-timer.C:
+		return true
+	}
+}
+
+// completeLocal ends a transaction in a Prepare state (in memory) with one
+// atomic write: its markers on every partition but its remote ones
+// (txn.Remote, already answered), on commit its staged offsets, and its
+// row in the Complete state (see the package comment). Until that write is
+// durable the transaction stays in its Prepare state in memory; if the
+// write fails, nothing of it was applied and the stored row still says
+// Ongoing (local) or Prepare (remote): after a restart the transaction is
+// open again (ended by a retried EndTxn or by its timeout), or its
+// delivery resumes.
+func (c *Coordinator) completeLocal(t *txn, now time.Time) error {
 	c.mu.Lock()
 	commit := t.State == StatePrepareCommit
 	pid, epoch := t.ProducerID, t.Epoch
 	var markers []topics.Marker
-	names := make([]string, 0, len(t.Partitions))
-	for name := range t.Partitions {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
+	for _, name := range sortedTopics(t.Partitions) {
 		tp, ok := c.tm.Topic(name)
 		if !ok {
 			continue // deleted since: nothing to mark
 		}
 		for _, i := range t.Partitions[name] {
+			if len(t.Remote) > 0 && slices.Contains(t.Remote, TopicPartition{name, i}) {
+				continue
+			}
 			if p, ok := tp.Partition(i); ok {
 				markers = append(markers, topics.Marker{Partition: p, ProducerID: pid, ProducerEpoch: epoch, Commit: commit})
 			}
@@ -539,8 +793,22 @@ func (c *Coordinator) complete(t *txn, now time.Time) error {
 		outcome.State = StateCompleteCommit
 	}
 	outcome.UpdateMs = now.UnixMilli()
-	outcome.Partitions, outcome.Groups, outcome.Offsets = nil, nil, nil
+	outcome.Partitions, outcome.Groups, outcome.Offsets, outcome.Remote = nil, nil, nil, nil
 	row := encodeTxn(&outcome)
+	if c.mu.replicated != nil {
+		// Every partition was remote (remoteLocked): the Complete row
+		// is one more record of the log.
+		w := c.appendLocked(t.ID, row)
+		c.mu.Unlock()
+		if len(markers) > 0 || len(offsets) > 0 {
+			c.log.Warn().Str("transactional_id", t.ID).Msg("a transaction of a replicated __transaction_state had local partitions or staged offsets; they are not written here")
+		}
+		if err := c.wait(w); err != nil {
+			return fmt.Errorf("ending transaction %q: %w", t.ID, err)
+		}
+		c.finishLocal(t, outcome)
+		return nil
+	}
 	c.mu.Unlock()
 
 	appends := topics.MarkerAppends(markers, now)
@@ -557,12 +825,16 @@ func (c *Coordinator) complete(t *txn, now time.Time) error {
 	if err != nil {
 		return fmt.Errorf("%w: ending transaction %q: %v", ErrStorage, t.ID, err)
 	}
+	c.finishLocal(t, outcome)
+	return nil
+}
 
+// finishLocal sets t in memory to its durable outcome.
+func (c *Coordinator) finishLocal(t *txn, outcome txn) {
 	c.mu.Lock()
 	t.State, t.UpdateMs = outcome.State, outcome.UpdateMs
-	t.Partitions, t.Groups, t.Offsets = nil, nil, nil
+	t.Partitions, t.Groups, t.Offsets, t.Remote = nil, nil, nil, nil
 	c.mu.Unlock()
-	return nil
 }
 
 // CheckProduce decides whether a transactional batch of (producerID,
@@ -604,9 +876,18 @@ func (c *Coordinator) Tick(now time.Time) {
 	}
 	// Forget transactional IDs unused for IDExpiration.
 	var forget *write
+	var tombstones []*write
 	for id, t := range c.mu.txns {
 		idle := t.State == StateEmpty || t.State == StateCompleteCommit || t.State == StateCompleteAbort
 		if idle && now.UnixMilli()-t.UpdateMs > c.cfg.IDExpiration.Milliseconds() {
+			if c.mu.replicated != nil {
+				tombstones = append(tombstones, c.appendLocked(id, nil))
+				delete(c.mu.txns, id)
+				if c.mu.byPID[t.ProducerID] == t {
+					delete(c.mu.byPID, t.ProducerID)
+				}
+				continue
+			}
 			if forget == nil {
 				forget = &write{b: c.store.NewBatch()}
 			}
@@ -626,6 +907,11 @@ func (c *Coordinator) Tick(now time.Time) {
 	c.mu.Unlock()
 	if err := c.wait(forget); err != nil {
 		c.log.Error().Err(err).Msg("forgetting expired transactional ids failed")
+	}
+	for _, w := range tombstones {
+		if err := c.wait(w); err != nil {
+			c.log.Error().Err(err).Msg("forgetting an expired transactional id failed")
+		}
 	}
 	for _, t := range expired {
 		c.log.Info().Str("transactional_id", t.ID).Msg("aborting a transaction open past its timeout")

@@ -70,6 +70,9 @@ func (h *harness) loadPartition() {
 }
 
 func (h *harness) close() {
+	if h.c != nil {
+		h.c.Close()
+	}
 	if h.store != nil {
 		_ = h.store.Close()
 		h.store = nil

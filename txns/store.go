@@ -2,6 +2,7 @@ package txns
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/vibemq/broker/pebblestore"
@@ -9,12 +10,16 @@ import (
 
 // A transactional ID's row (pebblestore.TxnKey) holds the JSON of txn:
 // producer ID and epoch, state, timeout, start and update times (Unix ms),
-// partitions by topic name, groups, and the offsets staged per group.
+// partitions by topic name, groups, the offsets staged per group, and, in a
+// Prepare state completing in two phases, the remote partitions (whose
+// markers the delivery sends; Topic and Partition).
 
-// write is an applied row write to wait on; err is set when the apply failed.
+// write is an applied row write to wait on (b), or a proposed one (wait,
+// replicated.go); err is set when the apply or proposal failed.
 type write struct {
-	b   *pebblestore.Batch
-	err error
+	b    *pebblestore.Batch
+	wait func() (int64, error)
+	err  error
 }
 
 // writeLocked applies t's row to the store (visible, not yet durable) and
@@ -22,6 +27,9 @@ type write struct {
 //
 // REQUIRES: c.mu held.
 func (c *Coordinator) writeLocked(t *txn) *write {
+	if c.mu.replicated != nil {
+		return c.appendLocked(t.ID, encodeTxn(t))
+	}
 	b := c.store.NewBatch()
 	b.Set(pebblestore.TxnKey(t.ID), encodeTxn(t))
 	if err := b.Apply(); err != nil {
@@ -41,13 +49,30 @@ func encodeTxn(t *txn) []byte {
 	return v
 }
 
+// decodeTxn is the transaction of a row's value (local or a record of a
+// replicated partition).
+func decodeTxn(v []byte) (*txn, error) {
+	t := &txn{}
+	if err := json.Unmarshal(v, t); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
 // wait waits for w to be durable.
 func (c *Coordinator) wait(w *write) error {
 	if w == nil {
 		return nil
 	}
 	if w.err != nil {
+		if errors.Is(w.err, ErrNotCoordinator) {
+			return w.err
+		}
 		return fmt.Errorf("%w: %v", ErrStorage, w.err)
+	}
+	if w.wait != nil {
+		_, err := w.wait()
+		return err
 	}
 	if err := w.b.Wait(); err != nil {
 		return fmt.Errorf("%w: %v", ErrStorage, err)

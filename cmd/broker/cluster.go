@@ -180,6 +180,7 @@ func startCluster(cfg *Config, store *pebblestore.Store, kc *kafkaCluster, kafka
 	rm := newReplicaManager(cfg.NodeID, host, md, store, log)
 	rm.topics, rm.retentionEvery = kc.tm, cfg.LogRetentionCheckInterval
 	rm.groups = kc.groups
+	rm.txns = kc.txns
 	kc.replicas = rm
 	md.OnTopicsChanged(kc.syncTopics) // before the node replays its log
 	md.OnGroupConfigsChanged(kc.syncGroupConfigs)

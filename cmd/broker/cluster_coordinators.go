@@ -79,7 +79,7 @@ func (m *replicaManager) followCoordinator(g uint64, r *replica, st cluster.Grou
 	if cur == nil || cur.term != st.Term {
 		cur = &coordinatorLoad{term: st.Term, readyAt: st.Last}
 		m.coordinators[g] = cur
-		m.groups.StartLoad(p, st.Term, offsetsLog{host: m.host, group: g, log: r.log})
+		m.groups.StartLoad(p, st.Term, coordinatorLog{host: m.host, group: g, log: r.log, notCoordinator: groups.ErrNotCoordinator, what: "offsets"})
 	}
 	if cur.started && cur.failed.Load() {
 		cur.started = false
@@ -105,37 +105,45 @@ func (m *replicaManager) followCoordinator(g uint64, r *replica, st cluster.Grou
 	}()
 }
 
-// offsetsLog is a replicated __consumer_offsets partition's log as the
-// group coordinator appends to and loads it (groups.OffsetsLog).
-type offsetsLog struct {
+// coordinatorLog is a replicated coordinator partition's log
+// (__consumer_offsets or __transaction_state) as its coordinator appends
+// to and loads it: groups.OffsetsLog and txns.StateLog, which have the
+// same methods.
+type coordinatorLog struct {
 	host  *cluster.Host
 	group uint64
 	log   *cluster.PartitionLog
+	// notCoordinator wraps an append not known committed (the
+	// coordinator's ErrNotCoordinator); what names the partition's topic
+	// in its message.
+	notCoordinator error
+	what           string
 }
 
-var _ groups.OffsetsLog = offsetsLog{}
+var _ groups.OffsetsLog = coordinatorLog{}
 
-// Append implements groups.OffsetsLog.
-func (l offsetsLog) Append(batch []byte) func() (int64, error) {
+// Append starts replicating batch; the wait returns its base offset
+// once committed on a majority, else notCoordinator.
+func (l coordinatorLog) Append(batch []byte) func() (int64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), offsetsAppendTimeout)
 	wait := l.host.Enqueue(ctx, l.group, batch)
 	return func() (int64, error) {
 		defer cancel()
 		_, base, err := wait()
 		if err != nil {
-			return -1, fmt.Errorf("%w: the offsets partition's proposal is not known committed: %v", groups.ErrNotCoordinator, err)
+			return -1, fmt.Errorf("%w: the %s partition's proposal is not known committed: %v", l.notCoordinator, l.what, err)
 		}
 		return int64(base), nil
 	}
 }
 
-// ReadRange implements groups.OffsetsLog.
-func (l offsetsLog) ReadRange(offset int64, maxBytes int, dst []byte) ([]byte, error) {
+// ReadRange appends the batches from the one holding offset on.
+func (l coordinatorLog) ReadRange(offset int64, maxBytes int, dst []byte) ([]byte, error) {
 	return l.log.ReadRange(offset, maxBytes, true, dst)
 }
 
-// HighWatermark implements groups.OffsetsLog.
-func (l offsetsLog) HighWatermark() int64 { return l.log.HighWatermark() }
+// HighWatermark is the next offset.
+func (l coordinatorLog) HighWatermark() int64 { return l.log.HighWatermark() }
 
-// LogStart implements groups.OffsetsLog.
-func (l offsetsLog) LogStart() int64 { return l.log.LogStart() }
+// LogStart is the partition's log start.
+func (l coordinatorLog) LogStart() int64 { return l.log.LogStart() }

@@ -15,6 +15,7 @@ import (
 	"github.com/vibemq/broker/groups"
 	"github.com/vibemq/broker/kafkaproto"
 	"github.com/vibemq/broker/topics"
+	"github.com/vibemq/broker/txns"
 )
 
 // kafkaCluster is the Kafka protocol's view of the cluster
@@ -44,6 +45,20 @@ type kafkaCluster struct {
 	// offsetsReplicated is set once groups was switched to replicated
 	// offsets partitions (CoordinatorLeaders).
 	offsetsReplicated atomic.Bool
+	// txnReplication is transaction-state-log-replication-factor: above
+	// 1 (and with txns set), __transaction_state is placed as Raft
+	// groups (transaction coordinator failover).
+	txnReplication int16
+	// txns is the transaction coordinator: it loads and unloads the
+	// transactional IDs of a replicated partition as this broker gains
+	// and loses its leadership.
+	txns *txns.Coordinator
+	// txnMarkers: this broker has the marker sender; without it, it
+	// places __transaction_state with RF 1.
+	txnMarkers bool
+	// txnsReplicated is set once txns was switched to replicated
+	// partitions (CoordinatorLeaders).
+	txnsReplicated atomic.Bool
 
 	node *cluster.Node
 	md   *cluster.Metadata
@@ -64,6 +79,7 @@ func newKafkaCluster(cfg *Config, tm *topics.Manager, offsetsPartitions int32, l
 		nodeID: cfg.NodeID, tm: tm, log: log.With().Str("component", "cluster-metadata").Logger(),
 		coordinatorPartitions: map[string]int32{groups.OffsetsTopic: offsetsPartitions, kafkaproto.TransactionStateTopic: transactionStatePartitions},
 		offsetsReplication:    int16(max(cfg.OffsetsTopicReplicationFactor, 1)),
+		txnReplication:        int16(max(cfg.TransactionStateLogReplicationFactor, 1)),
 	}
 }
 
@@ -188,6 +204,9 @@ func (k *kafkaCluster) CoordinatorLeaders(topic string) []int32 {
 		k.groups.UseReplicatedOffsets()
 		k.offsetsReplicated.Store(true)
 	}
+	if topic == kafkaproto.TransactionStateTopic {
+		k.useReplicatedTxns() // likewise
+	}
 	leaders := make([]int32, len(placed))
 	for p := range placed {
 		leaders[p] = -1
@@ -218,12 +237,18 @@ func (k *kafkaCluster) PlaceCoordinator(ctx context.Context, topic string) ([]in
 		}
 	}
 	rf := int16(1)
-	if topic == groups.OffsetsTopic {
+	switch {
+	case topic == groups.OffsetsTopic:
 		rf = k.offsetsReplication
+	case topic == kafkaproto.TransactionStateTopic && k.txnMarkers:
+		rf = k.txnReplication
+	case topic == kafkaproto.TransactionStateTopic && k.txnReplication > 1:
+		k.log.Warn().Int16("transaction_state_log_replication_factor", k.txnReplication).
+			Msg("__transaction_state is placed with replication factor 1: without the marker sender (a PLAINTEXT first listener) its transactions cannot complete through markers")
 	}
 	placed := cluster.PlaceReplicas(k.placementIDs(), n, rf, 0)
 	if placed == nil {
-		return nil, fmt.Errorf("%w: offsets-topic-replication-factor %d, %d unfenced registered broker(s)", kafkaproto.ErrBrokersUnavailable, rf, len(k.placementIDs()))
+		return nil, fmt.Errorf("%w: replication factor %d of %s, %d unfenced registered broker(s)", kafkaproto.ErrBrokersUnavailable, rf, topic, len(k.placementIDs()))
 	}
 	record := cluster.PlaceReplicatedCoordinatorRecord(topic, placed)
 	if rf == 1 {
@@ -246,11 +271,6 @@ func (k *kafkaCluster) PlaceCoordinator(ctx context.Context, topic string) ([]in
 // CreateTopic implements kafkaproto.Cluster.
 func (k *kafkaCluster) CreateTopic(ctx context.Context, t kafkaproto.ClusterTopic) error {
 	rf := max(t.ReplicationFactor, 1)
-	if rf > 1 {
-		if err := checkReplicatedConfigs(t.Configs); err != nil {
-			return err
-		}
-	}
 	assignment := t.Assignment
 	if assignment == nil {
 		ids := k.placementIDs()
@@ -307,11 +327,6 @@ func (k *kafkaCluster) AlterTopicConfigs(ctx context.Context, name string, chang
 		if err != nil {
 			return err
 		}
-		if t.ReplicationFactor > 1 {
-			if err := checkReplicatedConfigs(next); err != nil {
-				return err
-			}
-		}
 		err = k.propose(ctx, cluster.AlterConfigsRecord(name, t.Configs, next))
 		if !errors.Is(err, cluster.ErrConfigsChanged) {
 			return err
@@ -345,17 +360,6 @@ func (k *kafkaCluster) ReplicatedState(topic string, p int32) (leader, epoch int
 	return l.Leader, l.Epoch, l.ISR, true
 }
 
-// checkReplicatedConfigs refuses the configs replicated partitions do not
-// honour yet: compaction would have to rewrite the Raft log alike on every
-// replica (DESIGN.md "Cluster": what remains). Retention is honoured
-// (cluster_retention.go).
-func checkReplicatedConfigs(configs map[string]string) error {
-	if v, ok := configs["cleanup.policy"]; ok && v != "delete" {
-		return fmt.Errorf("%w: cleanup.policy=%s is not supported on topics with a replication factor above 1 yet (compaction is not replicated); use delete", topics.ErrInvalidConfig, v)
-	}
-	return nil
-}
-
 // propose proposes a metadata record and maps the group's errors to the
 // ones package kafkaproto knows.
 func (k *kafkaCluster) propose(ctx context.Context, record []byte) error {
@@ -363,8 +367,10 @@ func (k *kafkaCluster) propose(ctx context.Context, record []byte) error {
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, cluster.ErrNoLeader), errors.Is(err, cluster.ErrStopped), errors.Is(err, cluster.ErrProposalLost):
-		// Not applied: the client retries (NOT_CONTROLLER is retriable).
+	case errors.Is(err, cluster.ErrNoLeader), errors.Is(err, cluster.ErrStopped), errors.Is(err, cluster.ErrProposalLost),
+		errors.Is(err, cluster.ErrLeaderChanged):
+		// Not applied (ErrLeaderChanged: maybe applied, as a timeout):
+		// the client retries (NOT_CONTROLLER is retriable).
 		return fmt.Errorf("%w (%v)", kafkaproto.ErrNoController, err)
 	case errors.Is(err, context.DeadlineExceeded):
 		return fmt.Errorf("the metadata group did not apply the change in time, it may still be applied: %w", err)

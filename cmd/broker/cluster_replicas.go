@@ -51,6 +51,10 @@ type replicaManager struct {
 	// replicated __consumer_offsets (cluster_coordinators.go); nil in tests
 	// without one.
 	groups *groups.Coordinator
+	// txns is the transaction coordinator, which follows the leadership
+	// of a replicated __transaction_state (cluster_txn_coordinators.go);
+	// nil without a marker sender.
+	txns *txns.Coordinator
 
 	kick chan struct{}
 	// stopping: the broker is shutting down (cluster_shutdown.go): it
@@ -77,6 +81,10 @@ type replicaManager struct {
 	// group coordinator was switched to them.
 	coordinators      map[uint64]*coordinatorLoad
 	offsetsReplicated bool
+	txnsReplicated    bool
+	// ticker paces the leader checks (leadersEvery when nil; tests tick
+	// by hand); set before run.
+	ticker cluster.Ticker
 }
 
 type replica struct {
@@ -114,25 +122,36 @@ func (m *replicaManager) run(ctx context.Context, done chan struct{}) {
 	retentionDone := make(chan struct{})
 	go m.runRetention(ctx, retentionDone)
 	defer func() { <-retentionDone }()
-	t := time.NewTicker(leadersEvery)
+	t := m.ticker
+	if t == nil {
+		t = cluster.NewTicker(leadersEvery)
+	}
 	defer t.Stop()
-	reconcile := true
+	reconcile, check := true, true
 	for ticks := 0; ; {
 		if reconcile {
 			m.reconcile()
 			reconcile = false
 		}
-		m.leaders(ctx)
+		if check {
+			m.leaders(ctx)
+		}
+		check = true
 		select {
 		case <-ctx.Done():
 			return
 		case <-m.kick:
 			reconcile = true
-		case <-t.C:
+		case <-t.C():
 			ticks++
 			reconcile = ticks%reconcileTicks == 0 // a retry of what failed
 		case g := <-m.results:
+			// Proposed again at the next tick, not now: while the
+			// metadata group has no leader a proposal fails at once, and
+			// checking again on its result proposed every leader record
+			// in a busy loop (tens of thousands a second).
 			delete(m.proposing, g)
+			check = false
 		}
 	}
 }
@@ -158,7 +177,7 @@ func (m *replicaManager) reconcile() {
 	}
 	m.mu.RUnlock()
 	for _, rp := range add {
-		l := cluster.NewPartitionLog(m.store, rp.Group)
+		l := cluster.NewPartitionLog(m.store, rp.Group, topics.ReplicatedCompactor{})
 		voters := make([]uint64, len(rp.Replicas))
 		for i, id := range rp.Replicas {
 			voters[i] = uint64(id)
@@ -187,12 +206,14 @@ func (m *replicaManager) reconcile() {
 // a group without a leader (at most once per campaignEvery).
 func (m *replicaManager) leaders(ctx context.Context) {
 	m.useReplicatedOffsets()
+	m.useReplicatedTxns()
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	now := time.Now()
 	for g, r := range m.logs {
 		st, ok := m.host.Status(g)
 		m.followCoordinator(g, r, st, ok)
+		m.followTxnCoordinator(g, r, st, ok)
 		if !ok {
 			continue
 		}
@@ -289,7 +310,8 @@ func (m *replicaManager) status() []httpapi.ClusterPartition {
 		p := httpapi.ClusterPartition{
 			Topic: r.rp.Topic, Partition: r.rp.Partition, Group: g, Replicas: r.rp.Replicas,
 			Leader: st.Leader, Term: st.Term, HighWatermark: r.log.HighWatermark(), LogStart: r.log.LogStart(),
-			Commit: st.Commit, Applied: st.Applied, LastIndex: st.Last, Quiesced: st.Quiesced,
+			Commit: st.Commit, Applied: st.Applied, LastIndex: st.Last, CompactedIndex: st.Compacted, Quiesced: st.Quiesced,
+			CleanEnd: r.log.CleanEnd(), Bytes: r.log.Bytes(),
 		}
 		for _, id := range st.InSync {
 			p.ISR = append(p.ISR, int32(id))
@@ -442,8 +464,6 @@ func appendResult(base uint64, err error) (int64, error) {
 		return -1, fmt.Errorf("%w: %w", topics.ErrOutOfOrderSequence, err)
 	case errors.Is(err, cluster.ErrInvalidProducerEpoch):
 		return -1, fmt.Errorf("%w: %w", topics.ErrInvalidProducerEpoch, err)
-	case errors.Is(err, cluster.ErrTransactionalBatch):
-		return -1, fmt.Errorf("%w: %w", txns.ErrInvalidTxnState, err)
 	case errors.Is(err, cluster.ErrInvalidBatch):
 		return -1, fmt.Errorf("%w: %w", topics.ErrCorruptMessage, err)
 	case errors.Is(err, cluster.ErrOffsetOutOfRange):

@@ -68,8 +68,9 @@ func (m *replicaManager) runRetention(ctx context.Context, done chan struct{}) {
 	}
 }
 
-// enforceRetention proposes, for each replicated partition led here, the
-// log start retention allows at now (topics.ReplicatedRetentionStart over
+// enforceRetention proposes, for each replicated partition led here, a
+// compaction command when its topic is compacted and one is due
+// (compactReplica), then the log start retention allows at now (topics.ReplicatedRetentionStart over
 // the log's index, with the topic's configs from the metadata group), or
 // the same log start when only a log compaction became possible.
 func (m *replicaManager) enforceRetention(ctx context.Context, now time.Time) {
@@ -82,6 +83,13 @@ func (m *replicaManager) enforceRetention(ctx context.Context, now time.Time) {
 	}
 	m.mu.RUnlock()
 	for _, r := range led {
+		if r.rp.Coordinator {
+			// A replicated __consumer_offsets keeps its log start whatever
+			// its cleanup.policy: Load reads the groups from the log, and a
+			// pending transactional offset's record must stay until its
+			// marker's tombstone (groups/txn_offsets_log.go).
+			continue
+		}
 		t, ok := m.topics.Topic(r.rp.Topic)
 		if !ok || ctx.Err() != nil {
 			continue
@@ -91,6 +99,7 @@ func (m *replicaManager) enforceRetention(ctx context.Context, now time.Time) {
 		for i, b := range view {
 			batches[i] = topics.RetainedBatch(b) // the same fields: cluster does not import topics
 		}
+		m.compactReplica(ctx, r, t, batches, now)
 		target := t.ReplicatedRetentionStart(batches, hw, start, now)
 		if target <= start && !r.log.CompactionPending(m.host.Matched(r.rp.Group)) {
 			continue
@@ -106,4 +115,26 @@ func (m *replicaManager) enforceRetention(ctx context.Context, now time.Time) {
 			m.log.Debug().Str("topic", r.rp.Topic).Int32("partition", r.rp.Partition).Int64("log_start_offset", got).Msg("retention moved the log start")
 		}
 	}
+}
+
+// compactReplica proposes a compaction command for r, led here, when its
+// topic t is compacted and topics.ReplicatedCompaction finds one due at
+// now over r's batches (cluster/partition_compact.go applies it on every
+// replica).
+func (m *replicaManager) compactReplica(ctx context.Context, r *replica, t *topics.Topic, batches []topics.RetainedBatch, now time.Time) {
+	b := topics.ReplicatedCompactionBounds{HighWatermark: r.log.HighWatermark(), LastStable: r.log.LastStableOffset(),
+		LogStart: r.log.LogStart(), CleanEnd: r.log.CleanEnd(), TombstoneHorizon: r.log.TombstoneHorizon()}
+	end, deleteRetentionMs, due := t.ReplicatedCompaction(batches, b, now)
+	if !due {
+		return
+	}
+	pctx, cancel := context.WithTimeout(ctx, leaderRecordTimeout)
+	defer cancel()
+	_, res, err := m.host.Propose(pctx, r.rp.Group, cluster.CompactionCommand(end, now.UnixMilli(), deleteRetentionMs))
+	got, err := appendResult(res, err)
+	if err != nil {
+		m.log.Debug().Err(err).Str("topic", r.rp.Topic).Int32("partition", r.rp.Partition).Msg("compaction not applied; tried again at the next check")
+		return
+	}
+	m.log.Debug().Str("topic", r.rp.Topic).Int32("partition", r.rp.Partition).Int64("clean_end", got).Msg("compacted the replicated log")
 }

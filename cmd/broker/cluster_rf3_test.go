@@ -3,10 +3,8 @@ package main
 import (
 	"context"
 	"crypto/rand"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"slices"
 	"strconv"
 	"strings"
@@ -76,7 +74,8 @@ func consumeAll(ctx context.Context, t *testing.T, cl *kgo.Client, want int) map
 // follower answers NOT_LEADER_OR_FOLLOWER; a fetch with an older leader
 // epoch FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH;
 // an added partition is replicated; a topic deleted and created again
-// starts a new log; compaction is refused on the topic; with a follower
+// starts a new log (transactions: TestClusterReplicatedTransactions;
+// compaction: TestClusterReplicatedCompaction); with a follower
 // stopped the ISR shrinks and min.insync.replicas 3 refuses acks=all
 // (NOT_ENOUGH_REPLICAS), not acks=1.
 func TestClusterReplicatedTopic(t *testing.T) {
@@ -88,9 +87,6 @@ func TestClusterReplicatedTopic(t *testing.T) {
 	resp, err := adm.CreateTopic(ctx, 3, 3, nil, "rf3")
 	if err != nil || resp.Err != nil {
 		t.Fatalf("create RF 3: %v %v %s", err, resp.Err, resp.ErrMessage)
-	}
-	if _, err := adm.CreateTopic(ctx, 1, 3, map[string]*string{"cleanup.policy": kmsg.StringPtr("compact")}, "rf3-compact"); err == nil {
-		t.Fatal("a compacted RF 3 topic was created; want INVALID_CONFIG")
 	}
 	// Each partition ends up led by its preferred replica (it campaigns,
 	// or the leadership is handed back to it): one per broker.
@@ -253,27 +249,6 @@ func TestClusterReplicatedTopic(t *testing.T) {
 		})
 	}
 	lat.Close()
-
-	// A transactional batch is refused (INVALID_TXN_STATE, saying why).
-	txn := oneRecordBatch(t)
-	binary.BigEndian.PutUint64(txn[43:], 1<<40) // producer ID
-	binary.BigEndian.PutUint16(txn[51:], 0)     // epoch
-	binary.BigEndian.PutUint32(txn[53:], 0)     // first sequence
-	binary.BigEndian.PutUint16(txn[21:], 0x10)  // transactional
-	binary.BigEndian.PutUint32(txn[17:], crc32.Checksum(txn[21:], crc32.MakeTable(crc32.Castagnoli)))
-	tr := kmsg.NewPtrProduceRequest()
-	tr.Acks, tr.TimeoutMillis, tr.TransactionID = -1, 5000, kmsg.StringPtr("t1")
-	trt := kmsg.NewProduceRequestTopic()
-	trt.Topic = "rf3"
-	trp := kmsg.NewProduceRequestTopicPartition()
-	trp.Partition, trp.Records = 0, txn
-	trt.Partitions = append(trt.Partitions, trp)
-	tr.Topics = append(tr.Topics, trt)
-	if tresp, err := tr.RequestWith(ctx, cl.Broker(int(leaders[0]))); err != nil {
-		t.Fatal(err)
-	} else if p := tresp.Topics[0].Partitions[0]; p.ErrorCode != kerr.InvalidTxnState.Code || p.ErrorMessage == nil || !strings.Contains(*p.ErrorMessage, "not supported yet") {
-		t.Fatalf("transactional produce to RF 3: code %d %v, want INVALID_TXN_STATE saying why", p.ErrorCode, p.ErrorMessage)
-	}
 
 	// min.insync.replicas 3 with one follower of partition 0 down: its
 	// leader's ISR shrinks to two and acks=all is NOT_ENOUGH_REPLICAS.

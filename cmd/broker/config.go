@@ -58,6 +58,14 @@ type Config struct {
 	// coordinator moves with its leadership. Read once, when the cluster
 	// first places its coordinators.
 	OffsetsTopicReplicationFactor int
+	// TransactionStateLogReplicationFactor is the replication factor of
+	// __transaction_state in a cluster (Kafka's
+	// transaction.state.log.replication.factor): 1 keeps each partition's
+	// transaction state on its coordinator; above 1 every partition is a
+	// Raft group and the transaction coordinator moves with its
+	// leadership. Read once, when the cluster first places the
+	// transaction coordinators.
+	TransactionStateLogReplicationFactor int
 	// Rack is reported in Metadata; empty means none.
 	Rack string
 	// HTTPAddr is the host:port of the HTTP listener (health, metrics,
@@ -267,8 +275,10 @@ var configKeys = append([]configKey{
 		func(v string) string {
 			return checkHostPort(v, hostPortRules{example: "0.0.0.0:9093", allowEmpty: true})
 		}),
-	intKey(keyInfo{name: "offsets-topic-replication-factor", def: "1", usage: "replication factor of __consumer_offsets in a cluster (Kafka's offsets.topic.replication.factor); above 1 the group coordinator fails over with its partition's raft leadership", doc: "Only with cluster-peers; read once, when the cluster first places its\ncoordinators (the first FindCoordinator), and kept for good. 1: each\npartition of __consumer_offsets lives on its coordinator only (a\ncoordinator that stops takes its groups' offsets with it until it is\nback). 3: each partition is a raft group of 3 brokers, committed offsets\nand group metadata survive a coordinator's death. With more than 1,\nTxnOffsetCommit is refused (transactions across brokers are not built)."},
+	intKey(keyInfo{name: "offsets-topic-replication-factor", def: "1", usage: "replication factor of __consumer_offsets in a cluster (Kafka's offsets.topic.replication.factor); above 1 the group coordinator fails over with its partition's raft leadership", doc: "Only with cluster-peers; read once, when the cluster first places its\ncoordinators (the first FindCoordinator), and kept for good. 1: each\npartition of __consumer_offsets lives on its coordinator only (a\ncoordinator that stops takes its groups' offsets with it until it is\nback). 3: each partition is a raft group of 3 brokers, committed offsets,\ngroup metadata and pending transactional offsets survive a coordinator's\ndeath."},
 		func(c *Config) *int { return &c.OffsetsTopicReplicationFactor }, 1, 7),
+	intKey(keyInfo{name: "transaction-state-log-replication-factor", def: "1", usage: "replication factor of __transaction_state in a cluster (Kafka's transaction.state.log.replication.factor); above 1 the transaction coordinator fails over with its partition's raft leadership", doc: "Only with cluster-peers; read once, when the cluster first places its\ntransaction coordinators (the first FindCoordinator of a transactional\nid), and kept for good. 1: a transactional id's state lives on its\ncoordinator only (its transactions hang while it is down). 3: each\npartition is a raft group of 3 brokers; a new coordinator loads the\nstate, completes decided transactions and aborts open ones. Needs the\nmarker sender (a PLAINTEXT first listener), else 1 is used."},
+		func(c *Config) *int { return &c.TransactionStateLogReplicationFactor }, 1, 7),
 	stringKey(keyInfo{name: "rack", def: "", usage: "rack reported in Metadata; empty means none", doc: ""},
 		func(c *Config) *string { return &c.Rack },
 		func(v string) string {

@@ -66,6 +66,7 @@ func run(ctx context.Context, cfg *Config, log zerolog.Logger) error {
 		return err
 	}
 	defer b.queues.Close()
+	defer b.closeTxns() // before the store closes
 	background := b.startRetention()
 	defer background.Stop()
 
@@ -126,6 +127,9 @@ type broker struct {
 	events *events.Service
 	groups *groups.Coordinator
 	txns   *txns.Coordinator
+	// markers send the transaction coordinator's markers to other
+	// brokers; nil on a single node (cluster_txn_markers.go).
+	markers *txnMarkers
 	// serving is set while the listeners serve (the HTTP readiness check).
 	serving atomic.Bool
 	// start is when run began (the console's uptime).
@@ -249,8 +253,14 @@ func (b *broker) openDomains() (err error) {
 	if err != nil {
 		return fmt.Errorf("recovering the consumer groups in %s: %w", cfg.DataDir, err)
 	}
+	b.markers = newTxnMarkers(cfg, log)
+	var markers txns.MarkerSender // a nil interface on a single node
+	if b.markers != nil {
+		markers = b.markers
+	}
 	tc, err = txns.Open(store, tm, txns.Config{
 		Logger:       log,
+		Markers:      markers,
 		MaxTimeout:   cfg.TransactionMaxTimeout,
 		IDExpiration: cfg.TransactionalIDExpiration,
 		CommitOffsets: func(offsets map[string][]txns.Offset, markers []*topics.Append, extra func(*pebblestore.Batch), now time.Time) error {
@@ -262,6 +272,15 @@ func (b *broker) openDomains() (err error) {
 	}
 	b.queues, b.events, b.groups, b.txns = qe, es, gc, tc
 	return nil
+}
+
+// closeTxns stops the deliveries of transaction markers (resumed at the
+// next start), then the marker sender's client.
+func (b *broker) closeTxns() {
+	b.txns.Close()
+	if b.markers != nil {
+		b.markers.close()
+	}
 }
 
 // startRetention starts every background loop: free space, reclaiming,
@@ -370,8 +389,14 @@ func (b *broker) newKafka() (*kafkaListener, error) {
 			offsetsPartitions = t.NumPartitions()
 		}
 		b.kafkaCluster = newKafkaCluster(cfg, b.topics, offsetsPartitions, log)
-		b.kafkaCluster.groups = b.groups
+		b.kafkaCluster.groups, b.kafkaCluster.txns = b.groups, b.txns
+		// A replicated __transaction_state completes every
+		// transaction through the marker sender.
+		b.kafkaCluster.txnMarkers = b.markers != nil
 		kc = b.kafkaCluster
+		if b.markers != nil {
+			b.markers.kc.Store(b.kafkaCluster)
+		}
 	}
 	requestMemory, requestMemorySource := requestMemoryBudget(cfg, systemMemory())
 	log.Info().Int64("queued_max_request_bytes", requestMemory).Str("source", requestMemorySource).
@@ -397,6 +422,7 @@ func (b *broker) newKafka() (*kafkaListener, error) {
 		Registerer:            b.reg,
 		Groups:                b.groups,
 		Txns:                  b.txns,
+		CrossBrokerTxns:       b.markers != nil,
 		Queues:                b.queues,
 		Cluster:               kc,
 	}, b.topics)
