@@ -142,6 +142,17 @@ func (c *Coordinator) servesLocked(id string) error {
 	return nil
 }
 
+// PartitionLoaded reports whether this coordinator serves partition p
+// of a replicated __transaction_state now (led here and loaded): the
+// leader proposes nothing that rewrites the partition's log (compaction,
+// its log start) while a load of it may be reading it.
+func (c *Coordinator) PartitionLoaded(p int32) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	part := c.mu.replicated[p]
+	return part != nil && !part.loading
+}
+
 // StartLoad marks partition p as gained at epoch (the leader's Raft
 // term): its transactional IDs are answered ErrCoordinatorLoadInProgress
 // until Load(p, epoch) completes. A previous epoch's state is unloaded
