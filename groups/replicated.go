@@ -124,14 +124,15 @@ func (c *Coordinator) Serves(group string) error {
 }
 
 // PartitionLoaded reports whether this coordinator serves partition p
-// of a replicated __consumer_offsets now (led here and loaded): the
-// leader proposes nothing that rewrites the partition's log (compaction,
-// its log start) while a load of it may be reading it.
-func (c *Coordinator) PartitionLoaded(p int32) bool {
+// of a replicated __consumer_offsets now, loaded at epoch (the Raft term
+// the caller sees it led in): the leader proposes nothing that rewrites
+// the partition's log (compaction, its log start) while a load of it may
+// be reading it, nor on the word of a load of an earlier term.
+func (c *Coordinator) PartitionLoaded(p int32, epoch uint64) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	part := c.mu.replicated[p]
-	return part != nil && !part.loading
+	return part != nil && !part.loading && part.epoch == epoch
 }
 
 // StartLoad marks partition p as gained at epoch (the leader's Raft

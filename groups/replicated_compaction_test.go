@@ -156,11 +156,18 @@ func compareTP(a, b topicPartition) int {
 // tombstones (within delete.retention.ms), after one past their horizon
 // (no tombstone left), and from a log start moved to the first batch
 // left. The pending offset still pending after all that commits on the
-// last coordinator.
+// last coordinator. PartitionLoaded, which gates the leader's compaction,
+// is true only once loaded, in the epoch of the load.
 func TestReplicatedOffsetsCompactedLoad(t *testing.T) {
 	logs := map[int32]*memOffsetsLog{}
 	h := replicatedHarness(t, logs)
+	if h.c.PartitionLoaded(0, 1) {
+		t.Fatal("a partition being loaded reported loaded: the leader would compact it under the load")
+	}
 	h.loadAll()
+	if !h.c.PartitionLoaded(0, 1) || h.c.PartitionLoaded(0, 2) {
+		t.Fatal("PartitionLoaded: want loaded at epoch 1 only")
+	}
 	commit := func(group string, gen int32, member string, p int32, offset int64) {
 		t.Helper()
 		req := CommitRequest{Group: group, Generation: gen, MemberID: member,

@@ -85,7 +85,9 @@ func loadedRows(t *testing.T, log *memStateLog, epoch uint64) string {
 // Kafka compacts the topic): an ID with two committed transactions (many
 // rows of one key), an open transaction, an expired ID (a tombstone),
 // compared before compaction, after one that keeps the tombstone and
-// after one past its horizon, which removes it.
+// after one past its horizon, which removes it. PartitionLoaded, which
+// gates the leader's compaction, is true only once loaded, in the epoch
+// of the load.
 func TestReplicatedStateCompactedLoad(t *testing.T) {
 	log := &memStateLog{}
 	sender := newTestSender()
@@ -94,8 +96,14 @@ func TestReplicatedStateCompactedLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.c.StartLoad(0, 1, log)
+	if h.c.PartitionLoaded(0, 1) {
+		t.Fatal("a partition being loaded reported loaded: the leader would compact it under the load")
+	}
 	if _, err := h.c.Load(0, 1); err != nil {
 		t.Fatal(err)
+	}
+	if !h.c.PartitionLoaded(0, 1) || h.c.PartitionLoaded(0, 2) {
+		t.Fatal("PartitionLoaded: want loaded at epoch 1 only")
 	}
 	if _, _, err := h.c.InitProducerID("x", 1000, -1, -1, h.now); err != nil {
 		t.Fatal(err)

@@ -196,14 +196,19 @@ func (m *replicaManager) compactCoordinator(ctx context.Context, r *replica, now
 }
 
 // coordinatorLoaded reports whether this broker's coordinator of r's
-// topic has loaded partition r (true without such a coordinator: nothing
-// loads the partition here then).
+// topic has loaded partition r in the Raft term this broker leads it in
+// now (true without such a coordinator: nothing loads the partition here
+// then).
 func (m *replicaManager) coordinatorLoaded(r *replica) bool {
+	st, ok := m.host.Status(r.rp.Group)
+	if !ok || !st.Leading {
+		return false
+	}
 	switch {
 	case r.rp.Topic == groups.OffsetsTopic && m.groups != nil:
-		return m.groups.PartitionLoaded(r.rp.Partition)
+		return m.groups.PartitionLoaded(r.rp.Partition, st.Term)
 	case r.rp.Topic == kafkaproto.TransactionStateTopic && m.txns != nil:
-		return m.txns.PartitionLoaded(r.rp.Partition)
+		return m.txns.PartitionLoaded(r.rp.Partition, st.Term)
 	}
 	return true
 }
