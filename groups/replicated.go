@@ -34,6 +34,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -120,6 +121,18 @@ func (c *Coordinator) Serves(group string) error {
 		return ErrCoordinatorLoadInProgress
 	}
 	return nil
+}
+
+// PartitionLoaded reports whether this coordinator serves partition p
+// of a replicated __consumer_offsets now, loaded at epoch (the Raft term
+// the caller sees it led in): the leader proposes nothing that rewrites
+// the partition's log (compaction, its log start) while a load of it may
+// be reading it, nor on the word of a load of an earlier term.
+func (c *Coordinator) PartitionLoaded(p int32, epoch uint64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	part := c.mu.replicated[p]
+	return part != nil && !part.loading && part.epoch == epoch
 }
 
 // StartLoad marks partition p as gained at epoch (the leader's Raft
@@ -274,16 +287,25 @@ func readOffsetsLog(log OffsetsLog) ([]logRecord, error) {
 // in log order: the latest value of each key wins, a tombstone removes
 // it. It returns the number of groups. REQUIRES: c.mu held; p's groups
 // are not in memory.
+//
+// Invariant (what makes compaction safe, DESIGN.md "Compaction of the
+// coordinator partitions"): the result depends only on the latest record
+// of each key and their order in the log, which is what a compaction of
+// the log keeps (a tombstone removed after delete.retention.ms leaves its
+// key absent, as the tombstone did). So the keys are applied in the order
+// of their latest record, not of their first one, which compaction
+// drops.
 func (c *Coordinator) loadRecordsLocked(p int32, recs []logRecord, now time.Time) (int, error) {
 	latest := map[string][]byte{}
 	var order []string
-	for _, r := range recs {
-		k := string(r.key)
+	for i := len(recs) - 1; i >= 0; i-- {
+		k := string(recs[i].key)
 		if _, seen := latest[k]; !seen {
 			order = append(order, k)
+			latest[k] = recs[i].value
 		}
-		latest[k] = r.value
 	}
+	slices.Reverse(order)
 	byName := map[string]*group{}
 	get := func(name string) *group {
 		g := byName[name]

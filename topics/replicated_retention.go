@@ -75,7 +75,29 @@ type ReplicatedCompactionBounds struct {
 // horizon has passed. ok is false when the topic is not compacted or
 // nothing is due.
 func (t *Topic) ReplicatedCompaction(batches []RetainedBatch, b ReplicatedCompactionBounds, now time.Time) (end, deleteRetentionMs int64, ok bool) {
-	s := t.currentSettings()
+	return replicatedCompaction(t.currentSettings(), batches, b, now)
+}
+
+// CoordinatorCompaction is ReplicatedCompaction for a replicated
+// partition of the internal coordinator topic name (__consumer_offsets,
+// __transaction_state): with the configs of its catalog row when this
+// broker has one (groups.Open creates __consumer_offsets with
+// cleanup.policy=compact), else with the configs Kafka creates the topic
+// with (TransactionStateManager.transactionTopicConfigs: cleanup.policy
+// compact) over the broker's defaults, so the cleaner settings are the
+// log.cleaner.* defaults (min.cleanable.dirty.ratio 0.5,
+// delete.retention.ms 86400000, min.compaction.lag.ms 0,
+// max.compaction.lag.ms unbounded) unless the operator changed them.
+func (m *Manager) CoordinatorCompaction(name string, batches []RetainedBatch, b ReplicatedCompactionBounds, now time.Time) (end, deleteRetentionMs int64, ok bool) {
+	if t, found := m.Topic(name); found {
+		return t.ReplicatedCompaction(batches, b, now)
+	}
+	s, _ := parseSettings(map[string]string{"cleanup.policy": "compact"}, m.cfg.BrokerDefaults)
+	return replicatedCompaction(s, batches, b, now)
+}
+
+// replicatedCompaction is ReplicatedCompaction with the settings s.
+func replicatedCompaction(s *topicSettings, batches []RetainedBatch, b ReplicatedCompactionBounds, now time.Time) (end, deleteRetentionMs int64, ok bool) {
 	if !s.compact {
 		return 0, 0, false
 	}

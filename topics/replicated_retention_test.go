@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/rs/zerolog"
+	"github.com/vibemq/broker/pebblestore"
 )
 
 // TestReplicatedRetentionStart: the retention decision for a replicated
@@ -99,5 +101,45 @@ func TestReplicatedCompaction(t *testing.T) {
 		if due != tc.due || (due && (end != tc.end || dr != 77)) {
 			t.Errorf("%s: end %d delete.retention.ms %d due %v, want %d 77 %v", tc.name, end, dr, due, tc.end, tc.due)
 		}
+	}
+}
+
+// TestCoordinatorCompaction: a coordinator topic with a catalog row
+// (__consumer_offsets) is compacted with its configs; one without
+// (__transaction_state) with Kafka's cleanup.policy=compact over the
+// broker's defaults (log.cleaner.* unless overridden).
+func TestCoordinatorCompaction(t *testing.T) {
+	_, m := openTestManager(t, vfs.NewMem(), "data")
+	now := time.UnixMilli(10_000)
+	batches := []RetainedBatch{{Base: 0, Size: 100, MaxTimestamp: 1_000}, {Base: 5, Size: 100, MaxTimestamp: 4_000}, {Base: 10, Size: 100, MaxTimestamp: 9_000}}
+	// 100 bytes clean, 100 dirty: under the default ratio 0.5.
+	bounds := ReplicatedCompactionBounds{HighWatermark: 15, LastStable: 15, CleanEnd: 5, TombstoneHorizon: -1}
+	if _, _, due := m.CoordinatorCompaction("__transaction_state", batches, bounds, now); due {
+		t.Error("no row, default ratio 0.5: compacted at a dirty ratio of 0.5")
+	}
+	bounds.CleanEnd = 0
+	if end, dr, due := m.CoordinatorCompaction("__transaction_state", batches, bounds, now); !due || end != 10 || dr != 86400000 {
+		t.Errorf("no row, all dirty: end %d delete.retention.ms %d due %v, want 10 86400000 true", end, dr, due)
+	}
+	if _, err := m.CreateTopic("__consumer_offsets", 1, map[string]string{"cleanup.policy": "delete"}, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, due := m.CoordinatorCompaction("__consumer_offsets", batches, bounds, now); due {
+		t.Error("a row with cleanup.policy=delete: compacted")
+	}
+
+	store, err := pebblestore.Open("defaults", pebblestore.Options{FS: vfs.NewMem(), Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	d, err := Open(store, Config{Logger: zerolog.Nop(), DefaultPartitions: 1,
+		BrokerDefaults: map[string]string{"min.cleanable.dirty.ratio": "0.1", "delete.retention.ms": "5"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bounds.CleanEnd = 5
+	if end, dr, due := d.CoordinatorCompaction("__transaction_state", batches, bounds, now); !due || end != 10 || dr != 5 {
+		t.Errorf("no row, broker defaults: end %d delete.retention.ms %d due %v, want 10 5 true", end, dr, due)
 	}
 }

@@ -142,6 +142,18 @@ func (c *Coordinator) servesLocked(id string) error {
 	return nil
 }
 
+// PartitionLoaded reports whether this coordinator serves partition p
+// of a replicated __transaction_state now, loaded at epoch (the Raft term
+// the caller sees it led in): the leader proposes nothing that rewrites
+// the partition's log (compaction, its log start) while a load of it may
+// be reading it, nor on the word of a load of an earlier term.
+func (c *Coordinator) PartitionLoaded(p int32, epoch uint64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	part := c.mu.replicated[p]
+	return part != nil && !part.loading && part.epoch == epoch
+}
+
 // StartLoad marks partition p as gained at epoch (the leader's Raft
 // term): its transactional IDs are answered ErrCoordinatorLoadInProgress
 // until Load(p, epoch) completes. A previous epoch's state is unloaded

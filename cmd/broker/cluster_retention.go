@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/vibemq/broker/cluster"
+	"github.com/vibemq/broker/groups"
+	"github.com/vibemq/broker/kafkaproto"
 	"github.com/vibemq/broker/retention"
 	"github.com/vibemq/broker/topics"
 )
@@ -70,9 +72,11 @@ func (m *replicaManager) runRetention(ctx context.Context, done chan struct{}) {
 
 // enforceRetention proposes, for each replicated partition led here, a
 // compaction command when its topic is compacted and one is due
-// (compactReplica), then the log start retention allows at now (topics.ReplicatedRetentionStart over
+// (proposeCompaction), then the log start retention allows at now (topics.ReplicatedRetentionStart over
 // the log's index, with the topic's configs from the metadata group), or
-// the same log start when only a log compaction became possible.
+// the same log start when only a log compaction became possible. The
+// partitions of the coordinator topics are compacted only
+// (compactCoordinator).
 func (m *replicaManager) enforceRetention(ctx context.Context, now time.Time) {
 	m.mu.RLock()
 	led := make([]*replica, 0, len(m.logs))
@@ -84,22 +88,19 @@ func (m *replicaManager) enforceRetention(ctx context.Context, now time.Time) {
 	m.mu.RUnlock()
 	for _, r := range led {
 		if r.rp.Coordinator {
-			// A replicated __consumer_offsets keeps its log start whatever
-			// its cleanup.policy: Load reads the groups from the log, and a
-			// pending transactional offset's record must stay until its
-			// marker's tombstone (groups/txn_offsets_log.go).
+			if ctx.Err() == nil {
+				m.compactCoordinator(ctx, r, now)
+			}
 			continue
 		}
 		t, ok := m.topics.Topic(r.rp.Topic)
 		if !ok || ctx.Err() != nil {
 			continue
 		}
-		view, hw, start := r.log.RetentionView()
-		batches := make([]topics.RetainedBatch, len(view))
-		for i, b := range view {
-			batches[i] = topics.RetainedBatch(b) // the same fields: cluster does not import topics
+		batches, hw, start := retainedBatches(r.log)
+		if end, deleteRetentionMs, due := t.ReplicatedCompaction(batches, compactionBounds(r.log), now); due {
+			m.proposeCompaction(ctx, r, end, deleteRetentionMs, now)
 		}
-		m.compactReplica(ctx, r, t, batches, now)
 		target := t.ReplicatedRetentionStart(batches, hw, start, now)
 		if target <= start && !r.log.CompactionPending(m.host.Matched(r.rp.Group)) {
 			continue
@@ -117,17 +118,27 @@ func (m *replicaManager) enforceRetention(ctx context.Context, now time.Time) {
 	}
 }
 
-// compactReplica proposes a compaction command for r, led here, when its
-// topic t is compacted and topics.ReplicatedCompaction finds one due at
-// now over r's batches (cluster/partition_compact.go applies it on every
-// replica).
-func (m *replicaManager) compactReplica(ctx context.Context, r *replica, t *topics.Topic, batches []topics.RetainedBatch, now time.Time) {
-	b := topics.ReplicatedCompactionBounds{HighWatermark: r.log.HighWatermark(), LastStable: r.log.LastStableOffset(),
-		LogStart: r.log.LogStart(), CleanEnd: r.log.CleanEnd(), TombstoneHorizon: r.log.TombstoneHorizon()}
-	end, deleteRetentionMs, due := t.ReplicatedCompaction(batches, b, now)
-	if !due {
-		return
+// retainedBatches is log's index as topics' retention and compaction
+// decisions take it, with its high watermark and log start.
+func retainedBatches(log *cluster.PartitionLog) ([]topics.RetainedBatch, int64, int64) {
+	view, hw, start := log.RetentionView()
+	batches := make([]topics.RetainedBatch, len(view))
+	for i, b := range view {
+		batches[i] = topics.RetainedBatch(b) // the same fields: cluster does not import topics
 	}
+	return batches, hw, start
+}
+
+// compactionBounds is what the compaction decision needs of log.
+func compactionBounds(log *cluster.PartitionLog) topics.ReplicatedCompactionBounds {
+	return topics.ReplicatedCompactionBounds{HighWatermark: log.HighWatermark(), LastStable: log.LastStableOffset(),
+		LogStart: log.LogStart(), CleanEnd: log.CleanEnd(), TombstoneHorizon: log.TombstoneHorizon()}
+}
+
+// proposeCompaction proposes the compaction command of r, led here, for
+// the clean range ending at end at now (cluster/partition_compact.go
+// applies it on every replica) and waits until it is applied here.
+func (m *replicaManager) proposeCompaction(ctx context.Context, r *replica, end, deleteRetentionMs int64, now time.Time) {
 	pctx, cancel := context.WithTimeout(ctx, leaderRecordTimeout)
 	defer cancel()
 	_, res, err := m.host.Propose(pctx, r.rp.Group, cluster.CompactionCommand(end, now.UnixMilli(), deleteRetentionMs))
@@ -137,4 +148,67 @@ func (m *replicaManager) compactReplica(ctx context.Context, r *replica, t *topi
 		return
 	}
 	m.log.Debug().Str("topic", r.rp.Topic).Int32("partition", r.rp.Partition).Int64("clean_end", got).Msg("compacted the replicated log")
+}
+
+// compactCoordinator compacts partition r of a replicated coordinator
+// topic (__consumer_offsets, __transaction_state), led here, as Kafka
+// compacts both (cleanup.policy=compact): the same compaction command as
+// a compacted topic's, decided by topics.Manager.CoordinatorCompaction.
+// Then, when compaction emptied every batch between the log start and
+// the first indexed batch, it moves the log start there (which lets the
+// Raft log drop those entries, "Log start of replicated partitions"):
+// no record is below it, so a load from the new log start reads the same
+// records. Nothing is proposed while this broker's coordinator has not
+// loaded the partition (a load reads the log; after it, the log is not
+// read here again until the next leadership). Retention never moves the
+// log start of these partitions: a live record (an offset, a pending
+// transactional offset, a transaction's row) stays until a later record
+// of its key replaces it.
+func (m *replicaManager) compactCoordinator(ctx context.Context, r *replica, now time.Time) {
+	if !m.coordinatorLoaded(r) {
+		return
+	}
+	batches, _, start := retainedBatches(r.log)
+	if end, deleteRetentionMs, due := m.topics.CoordinatorCompaction(r.rp.Topic, batches, compactionBounds(r.log), now); due {
+		m.proposeCompaction(ctx, r, end, deleteRetentionMs, now)
+		batches, _, start = retainedBatches(r.log)
+	}
+	if len(batches) == 0 || ctx.Err() != nil {
+		return
+	}
+	// The first indexed batch: every offset below it is in a batch
+	// compaction emptied (emptied batches leave the index) or below the
+	// log start already.
+	target := max(batches[0].Base, start)
+	if target <= start && !r.log.CompactionPending(m.host.Matched(r.rp.Group)) {
+		return
+	}
+	pctx, cancel := context.WithTimeout(ctx, leaderRecordTimeout)
+	got, err := m.proposeLogStart(pctx, r, target)
+	cancel()
+	if err != nil {
+		m.log.Debug().Err(err).Str("topic", r.rp.Topic).Int32("partition", r.rp.Partition).Msg("the log start past the compacted prefix not applied; tried again at the next check")
+		return
+	}
+	if got > start {
+		m.log.Debug().Str("topic", r.rp.Topic).Int32("partition", r.rp.Partition).Int64("log_start_offset", got).Msg("the log start moved past the compacted prefix")
+	}
+}
+
+// coordinatorLoaded reports whether this broker's coordinator of r's
+// topic has loaded partition r in the Raft term this broker leads it in
+// now (true without such a coordinator: nothing loads the partition here
+// then).
+func (m *replicaManager) coordinatorLoaded(r *replica) bool {
+	st, ok := m.host.Status(r.rp.Group)
+	if !ok || !st.Leading {
+		return false
+	}
+	switch {
+	case r.rp.Topic == groups.OffsetsTopic && m.groups != nil:
+		return m.groups.PartitionLoaded(r.rp.Partition, st.Term)
+	case r.rp.Topic == kafkaproto.TransactionStateTopic && m.txns != nil:
+		return m.txns.PartitionLoaded(r.rp.Partition, st.Term)
+	}
+	return true
 }
