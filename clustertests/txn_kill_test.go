@@ -119,6 +119,8 @@ type txnWorkload struct {
 	wg      sync.WaitGroup
 	// timeout bounds one transaction: txnTimeout or CLUSTER_TXN_TIMEOUT.
 	timeout time.Duration
+	// abandoned: the loops end without a last commit (the test ended).
+	abandoned atomic.Bool
 }
 
 func startTxnWorkload(t *testing.T, c *Cluster, dial dialFunc) *txnWorkload {
@@ -133,7 +135,8 @@ func startTxnWorkload(t *testing.T, c *Cluster, dial dialFunc) *txnWorkload {
 		w.wg.Add(1)
 		go w.run(ctx, p)
 	}
-	t.Cleanup(func() { cancel(); w.wg.Wait() })
+	// A test that fails midway does not wait for a last commit.
+	t.Cleanup(func() { w.abandoned.Store(true); cancel(); w.wg.Wait() })
 	return w
 }
 
@@ -150,8 +153,8 @@ func (w *txnWorkload) producer(p int) (*kgo.Client, error) {
 }
 
 // run is producer p's loop: transactions until ctx ends and its last
-// one committed (so no transaction of it is left open), or wait after
-// ctx ended.
+// one committed (so none of its transactions is left open); it gives up
+// wait after ctx ended, and at once when the test is abandoned.
 func (w *txnWorkload) run(ctx context.Context, p int) {
 	defer w.wg.Done()
 	var cl *kgo.Client
@@ -164,7 +167,7 @@ func (w *txnWorkload) run(ctx context.Context, p int) {
 	committed := true
 	for seq := int64(1); ; seq++ {
 		if ctx.Err() != nil {
-			if committed {
+			if committed || w.abandoned.Load() {
 				return
 			}
 			if giveUp.IsZero() {
@@ -363,12 +366,23 @@ func (w *txnWorkload) waitCommits(what string) {
 }
 
 // stop ends the loops (each after a committed transaction) and returns
-// the history.
+// the history; it fails the test if a producer's last transaction did
+// not commit (one may be left open, and nothing after it readable).
 func (w *txnWorkload) stop() []checker.Txn {
+	w.t.Helper()
 	w.cancel()
 	w.wg.Wait()
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	last := map[int]checker.Outcome{}
+	for _, txn := range w.txns {
+		last[txn.Producer] = txn.Outcome
+	}
+	for p := range txnProducers {
+		if out, ok := last[p]; !ok || out != checker.Committed {
+			w.t.Fatalf("producer %d stopped after a transaction that did not commit (%v): %v\n%s", p, out, w.errs, w.c.logTails())
+		}
+	}
 	return w.txns
 }
 
