@@ -152,6 +152,8 @@ type Cluster struct {
 	Nodes  []*Node
 	// clientNS is the client namespace Dialer attaches, or "".
 	clientNS string
+	// args are added to every node's `serve` command line (NewWithArgs).
+	args []string
 }
 
 // Node is one broker: its namespace, address, data directory (kept over
@@ -178,8 +180,15 @@ func (n *Node) HTTPAddr() string { return n.IP + ":8080" }
 // of it is removed by t.Cleanup, even when the test fails.
 func New(t testing.TB, bin string, n int) *Cluster {
 	t.Helper()
+	return NewWithArgs(t, bin, n)
+}
+
+// NewWithArgs is New with args added to every node's `serve` command line
+// (e.g. "--transaction-state-log-replication-factor", "3"), at every start.
+func NewWithArgs(t testing.TB, bin string, n int, args ...string) *Cluster {
+	t.Helper()
 	CleanLeftovers()
-	c := &Cluster{t: t, bin: bin, prefix: fmt.Sprintf("%s%dx%d", namePrefix, os.Getpid(), runSeq.Add(1))}
+	c := &Cluster{t: t, bin: bin, prefix: fmt.Sprintf("%s%dx%d", namePrefix, os.Getpid(), runSeq.Add(1)), args: args}
 	c.hub = c.prefix + "-hub"
 	t.Cleanup(c.destroy)
 	c.ip("netns", "add", c.hub)
@@ -228,6 +237,7 @@ func (c *Cluster) Start(id int) {
 		"--data-dir", filepath.Join(n.DataDir, "data"), "--node-id", strconv.Itoa(id),
 		"--kafka-addr", n.KafkaAddr(), "--http-addr", n.HTTPAddr(), "--cluster-peers", c.peers,
 		"--memtable-size", "4MiB", "--cache-size", "8MiB")
+	cmd.Args = append(cmd.Args, c.args...)
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
 		c.t.Fatalf("start node %d: %v", id, err)

@@ -38,15 +38,21 @@ func (c *Cluster) Terminate(id int) {
 // allInSync: every partition of the checker topic is led by a node that
 // reports it (its status' partitions) with all three replicas in its ISR.
 func allInSync(sts map[int]httpapi.ClusterStatus) bool {
+	return inSync(sts, checkerTopic, checkerPartitions)
+}
+
+// inSync: each of the n partitions of topic is led by a node that
+// reports it (its status' partitions) with all three replicas in its ISR.
+func inSync(sts map[int]httpapi.ClusterStatus, topic string, n int) bool {
 	full := map[int32]bool{}
 	for id, st := range sts {
 		for _, p := range st.Partitions {
-			if p.Topic == checkerTopic && p.Leader == uint64(id) && len(p.ISR) == 3 {
+			if p.Topic == topic && p.Leader == uint64(id) && len(p.ISR) == 3 {
 				full[p.Partition] = true
 			}
 		}
 	}
-	return len(full) == checkerPartitions
+	return len(full) == n
 }
 
 // caughtUp: a (restarted) node's own status lists every partition of the

@@ -25,6 +25,8 @@
 //   - Foreign: a value read that no producer of the history wrote. Failure.
 //
 // The checker is a pure function of the history: deterministic, no clock.
+// CheckTxn (txn.go) is its transactional mode: outcomes of transactions
+// against what a read_committed consumer read.
 package checker
 
 import (
@@ -142,14 +144,13 @@ type partitionKey struct {
 // Check judges h; see the package comment for each verdict.
 func Check(h History) *Report {
 	r := &Report{Idempotent: h.Idempotent, Acked: len(h.Acked)}
-	logs, at := readLogs(r, h.Read)
-	keys := make([]partitionKey, 0, len(logs))
-	for k := range logs {
-		keys = append(keys, k)
-	}
-	slices.SortFunc(keys, func(a, b partitionKey) int {
-		return cmp.Or(strings.Compare(a.topic, b.topic), cmp.Compare(a.partition, b.partition))
+	logs, at := collapseReads(h.Read, func(pos position, prev, v string) {
+		r.fail(&r.Conflicting, "conflicting: %s read as %s and as %s", pos, prev, v)
 	})
+	for _, log := range logs {
+		r.Read += len(log)
+	}
+	keys := sortedKeys(logs)
 	acked := make(map[string]position, len(h.Acked))
 	for _, a := range h.Acked {
 		acked[a.Value] = position{a.Topic, a.Partition, a.Offset}
@@ -180,16 +181,17 @@ func Check(h History) *Report {
 	return r
 }
 
-// readLogs collapses repeated reads, counts conflicting ones, and returns
-// each partition's log sorted by offset and where each value was read.
-func readLogs(r *Report, read []Record) (map[partitionKey][]Record, map[string][]position) {
+// collapseReads collapses repeated reads, calls conflict for an offset
+// read with a second, different value, and returns each partition's log
+// sorted by offset and where each value was read (positions sorted).
+func collapseReads(read []Record, conflict func(pos position, prev, v string)) (map[partitionKey][]Record, map[string][]position) {
 	byPos := make(map[position]string, len(read))
 	logs := map[partitionKey][]Record{}
 	for _, rec := range read {
 		pos := position{rec.Topic, rec.Partition, rec.Offset}
 		if prev, ok := byPos[pos]; ok {
 			if prev != rec.Value {
-				r.fail(&r.Conflicting, "conflicting: %s read as %s and as %s", pos, prev, rec.Value)
+				conflict(pos, prev, rec.Value)
 			}
 			continue
 		}
@@ -197,7 +199,6 @@ func readLogs(r *Report, read []Record) (map[partitionKey][]Record, map[string][
 		k := partitionKey{rec.Topic, rec.Partition}
 		logs[k] = append(logs[k], rec)
 	}
-	r.Read = len(byPos)
 	at := map[string][]position{}
 	for k, log := range logs {
 		slices.SortFunc(log, func(a, b Record) int { return cmp.Compare(a.Offset, b.Offset) })
