@@ -268,11 +268,16 @@ func decodeStateRow(v []byte) (st stateRow, what string) {
 	st.next, st.logStart = int64(binary.BigEndian.Uint64(v[1:])), int64(binary.BigEndian.Uint64(v[9:]))
 	n := binary.BigEndian.Uint32(v[17:])
 	v = v[21:]
-	st.producers = make(map[int64]*producerState, n)
 	producerBytes := 11 // id, epoch, batches
 	if version == stateRowVersion {
 		producerBytes = 15 // and the coordinator epoch
 	}
+	if uint64(n)*uint64(producerBytes) > uint64(len(v)) {
+		// Checked before the map is sized by n (a corrupt count would
+		// allocate gigabytes).
+		return st, fmt.Sprintf("%d producers in %d bytes", n, len(v))
+	}
+	st.producers = make(map[int64]*producerState, n)
 	for range n {
 		if len(v) < producerBytes {
 			return st, "a producer cut short"
