@@ -28,6 +28,11 @@ var (
 	// ErrInvalidProducerEpoch: an idempotent producer's batch with an
 	// epoch older than one already applied (a fenced producer).
 	ErrInvalidProducerEpoch = errors.New("cluster: the batch's producer epoch is older than the producer's current epoch on this partition")
+	// ErrTransactionCoordinatorFenced: a transaction marker whose
+	// coordinator epoch is lower than that of the last marker applied for
+	// its producer (a deposed coordinator's); it takes no offset and
+	// changes nothing. Kafka TRANSACTION_COORDINATOR_FENCED.
+	ErrTransactionCoordinatorFenced = errors.New("cluster: the marker's coordinator epoch is older than that of the producer's last marker on this partition")
 )
 
 // The fields of a Kafka v2 record batch header this file reads or writes
@@ -147,9 +152,18 @@ const producerBatches = 5
 
 type producerState struct {
 	epoch int16
+	// coordinatorEpoch is that of the producer's last marker applied here
+	// (noCoordinatorEpoch when none, or restored from a state row of
+	// version 1 or 2); it never decreases and survives epoch bumps
+	// (partition_txn.go).
+	coordinatorEpoch int32
 	// last holds the last batches, oldest first.
 	last []producerBatch
 }
+
+// noCoordinatorEpoch is the coordinator epoch of a producer no marker was
+// applied for: any marker's passes it (Kafka's ProducerStateEntry: -1).
+const noCoordinatorEpoch = -1
 
 type producerBatch struct {
 	firstSeq, lastSeq int32
@@ -274,9 +288,12 @@ func (l *PartitionLog) checkSequence(pid int64, epoch int16, first int32, n int6
 // recordSequence keeps an accepted batch of producer pid. REQUIRES: l.mu held.
 func (l *PartitionLog) recordSequence(pid int64, epoch int16, first int32, n, base int64) {
 	st := l.mu.producers[pid]
-	if st == nil || st.epoch != epoch {
-		st = &producerState{epoch: epoch}
+	switch {
+	case st == nil:
+		st = &producerState{epoch: epoch, coordinatorEpoch: noCoordinatorEpoch}
 		l.mu.producers[pid] = st
+	case st.epoch != epoch:
+		st.epoch, st.last = epoch, nil
 	}
 	if len(st.last) == producerBatches {
 		st.last = append(st.last[:0], st.last[1:]...)

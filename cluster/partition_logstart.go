@@ -182,20 +182,23 @@ func (l *PartitionLog) RetentionView() (batches []BatchInfo, highWatermark, logS
 	return batches, l.mu.next, l.mu.logStart
 }
 
-// State row (format, version 2), the partition's state after applying
+// State row (format, version 3), the partition's state after applying
 // the entry of its index, producers and ongoing transactions sorted by
 // ID, aborted transactions by marker offset:
 //
-//	version u8 (2) | next i64 | logStart i64 | producers u32 |
-//	  per producer: id i64 | epoch i16 | batches u8 (0-5) |
+//	version u8 (3) | next i64 | logStart i64 | producers u32 |
+//	  per producer: id i64 | epoch i16 | coordinatorEpoch i32 | batches u8 (0-5) |
 //	    per batch: firstSeq i32 | lastSeq i32 | base i64
 //	| ongoing u32 | per transaction: producer i64 | first offset i64
 //	| aborted u32 | per transaction: producer i64 | first i64 | marker i64
 //
-// Version 1 (before transactions) ends after the producers, each with at
-// least one batch; it still loads (no transaction then).
+// Version 2 (before the coordinator epoch) lacks coordinatorEpoch; version
+// 1 (before transactions) also ends after the producers, each with at
+// least one batch. Both still load, their producers with coordinator
+// epoch -1 (unknown: any marker passes). Only version 3 is written.
 const (
-	stateRowVersion   = 2
+	stateRowVersion   = 3
+	stateRowVersionV2 = 2
 	stateRowVersionV1 = 1
 )
 
@@ -213,6 +216,7 @@ func (l *PartitionLog) encodeStateLocked() []byte {
 		st := l.mu.producers[id]
 		b = binary.BigEndian.AppendUint64(b, uint64(id))
 		b = binary.BigEndian.AppendUint16(b, uint16(st.epoch))
+		b = binary.BigEndian.AppendUint32(b, uint32(st.coordinatorEpoch))
 		b = append(b, byte(len(st.last)))
 		for _, pb := range st.last {
 			b = binary.BigEndian.AppendUint32(b, uint32(pb.firstSeq))
@@ -254,24 +258,36 @@ type stateRow struct {
 	aborted        []AbortedTxn
 }
 
-// decodeStateRow decodes a state row of version 1 or 2; what says what is
-// wrong with it ("" when nothing).
+// decodeStateRow decodes a state row of version 1, 2 or 3; what says what
+// is wrong with it ("" when nothing).
 func decodeStateRow(v []byte) (st stateRow, what string) {
-	if len(v) < 21 || (v[0] != stateRowVersion && v[0] != stateRowVersionV1) {
-		return st, fmt.Sprintf("%d bytes, want at least 21 of version %d or %d", len(v), stateRowVersionV1, stateRowVersion)
+	if len(v) < 21 || v[0] < stateRowVersionV1 || v[0] > stateRowVersion {
+		return st, fmt.Sprintf("%d bytes, want at least 21 of version %d to %d", len(v), stateRowVersionV1, stateRowVersion)
 	}
 	version := v[0]
 	st.next, st.logStart = int64(binary.BigEndian.Uint64(v[1:])), int64(binary.BigEndian.Uint64(v[9:]))
 	n := binary.BigEndian.Uint32(v[17:])
 	v = v[21:]
+	producerBytes := 11 // id, epoch, batches
+	if version == stateRowVersion {
+		producerBytes = 15 // and the coordinator epoch
+	}
+	if uint64(n)*uint64(producerBytes) > uint64(len(v)) {
+		// Checked before the map is sized by n (a corrupt count would
+		// allocate gigabytes).
+		return st, fmt.Sprintf("%d producers in %d bytes", n, len(v))
+	}
 	st.producers = make(map[int64]*producerState, n)
 	for range n {
-		if len(v) < 11 {
+		if len(v) < producerBytes {
 			return st, "a producer cut short"
 		}
-		id, ps := int64(binary.BigEndian.Uint64(v)), &producerState{epoch: int16(binary.BigEndian.Uint16(v[8:]))}
-		k := int(v[10])
-		v = v[11:]
+		id, ps := int64(binary.BigEndian.Uint64(v)), &producerState{epoch: int16(binary.BigEndian.Uint16(v[8:])), coordinatorEpoch: noCoordinatorEpoch}
+		if version == stateRowVersion {
+			ps.coordinatorEpoch = int32(binary.BigEndian.Uint32(v[10:]))
+		}
+		k := int(v[producerBytes-1])
+		v = v[producerBytes:]
 		if (k == 0 && version == stateRowVersionV1) || k > producerBatches || len(v) < 16*k {
 			return st, fmt.Sprintf("producer %d with %d batches", id, k)
 		}
@@ -283,7 +299,7 @@ func decodeStateRow(v []byte) (st stateRow, what string) {
 		st.producers[id] = ps
 	}
 	st.ongoing = map[int64]int64{}
-	if version == stateRowVersion {
+	if version >= stateRowVersionV2 {
 		if v, what = decodeTxns(v, &st); what != "" {
 			return st, what
 		}

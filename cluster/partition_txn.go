@@ -16,9 +16,18 @@ package cluster
 //     leader epoch is the Raft term of its entry), and an ABORT adds
 //     (producer, first offset, marker offset) to the aborted-transaction
 //     index. A marker whose epoch is older than the producer's is
-//     ErrInvalidProducerEpoch. A marker that ends nothing (no ongoing
-//     transaction: a retried marker) takes no offset and is no error.
-//     A marker of a newer epoch fences the producer's older one here (its
+//     ErrInvalidProducerEpoch; then one whose coordinator epoch (its
+//     control record's value) is lower than that of the producer's last
+//     marker here is ErrTransactionCoordinatorFenced (Kafka's order and
+//     rule, ProducerAppendInfo appendEndTxnMarker, KIP-98: equal or
+//     higher passes). Either takes no offset and changes nothing: a
+//     deposed transaction coordinator's late marker cannot end the
+//     transaction the producer started since through the new coordinator.
+//     Kafka's followers only log it; here the replicated state machine
+//     decides, so every replica refuses it alike. A marker that ends
+//     nothing (no ongoing transaction: a retried marker) takes no offset
+//     and is no error, but its epochs are recorded like any marker's. A
+//     marker of a newer epoch fences the producer's older one here (its
 //     next batch starts at sequence 0 of the marker's epoch).
 //   - The last stable offset is the smallest first offset of an ongoing
 //     transaction, else the high watermark; never below the log start
@@ -55,16 +64,18 @@ type AbortedTxn struct {
 	LastOffset  int64
 }
 
-// controlCommit reads a control batch's one control record: true for
-// COMMIT, false for ABORT (Kafka ControlRecordType, key: version i16 = 0,
-// type i16). Anything else is ErrInvalidBatch.
-func controlCommit(b []byte) (bool, error) {
+// controlRecord reads a control batch's one control record: commit true
+// for COMMIT, false for ABORT (Kafka ControlRecordType, key: version i16 =
+// 0, type i16), and the coordinator epoch of its value (Kafka
+// EndTransactionMarker: version i16, coordinator epoch i32). Anything
+// else is ErrInvalidBatch.
+func controlRecord(b []byte) (commit bool, coordinatorEpoch int32, err error) {
 	attrs := binary.BigEndian.Uint16(b[batchAttributesAt:])
 	if attrs&batchTransactional == 0 || attrs&batchCompression != 0 {
-		return false, fmt.Errorf("%w: a control batch must be transactional and uncompressed (attributes %#x)", ErrInvalidBatch, attrs)
+		return false, 0, fmt.Errorf("%w: a control batch must be transactional and uncompressed (attributes %#x)", ErrInvalidBatch, attrs)
 	}
 	if int64(binary.BigEndian.Uint64(b[batchProducerIDAt:])) < 0 || binary.BigEndian.Uint32(b[batchRecordsAt:]) != 1 {
-		return false, fmt.Errorf("%w: a control batch holds one record of a producer", ErrInvalidBatch)
+		return false, 0, fmt.Errorf("%w: a control batch holds one record of a producer", ErrInvalidBatch)
 	}
 	// The record: length, attributes i8, timestamp delta, offset delta,
 	// key length (varints), key.
@@ -80,26 +91,31 @@ func controlCommit(b []byte) (bool, error) {
 		return v
 	}
 	if varint() < 0 || len(r) < 1 {
-		return false, fmt.Errorf("%w: control record cut short", ErrInvalidBatch)
+		return false, 0, fmt.Errorf("%w: control record cut short", ErrInvalidBatch)
 	}
 	r = r[1:]
 	varint()
 	varint()
-	if n := varint(); short || n < 4 || int64(len(r)) < n {
-		return false, fmt.Errorf("%w: control record cut short or its key not 4 bytes", ErrInvalidBatch)
+	n := varint()
+	if short || n < 4 || int64(len(r)) < n {
+		return false, 0, fmt.Errorf("%w: control record cut short or its key not 4 bytes", ErrInvalidBatch)
 	}
 	version, typ := binary.BigEndian.Uint16(r), binary.BigEndian.Uint16(r[2:])
 	if version != 0 || typ > 1 {
-		return false, fmt.Errorf("%w: control record version %d type %d, want version 0, ABORT (0) or COMMIT (1)", ErrInvalidBatch, version, typ)
+		return false, 0, fmt.Errorf("%w: control record version %d type %d, want version 0, ABORT (0) or COMMIT (1)", ErrInvalidBatch, version, typ)
 	}
-	return typ == 1, nil
+	r = r[n:]
+	if v := varint(); short || v < 6 || int64(len(r)) < v {
+		return false, 0, fmt.Errorf("%w: control record value cut short or shorter than 6 bytes (version, coordinator epoch)", ErrInvalidBatch)
+	}
+	return typ == 1, int32(binary.BigEndian.Uint32(r[2:])), nil
 }
 
 // applyMarker applies the control batch of e (n offsets): the result is
 // its base offset, or the high watermark when it ends nothing.
 func (l *PartitionLog) applyMarker(e Entry, n int64) (uint64, error) {
 	b := e.Data
-	commit, err := controlCommit(b)
+	commit, coordinatorEpoch, err := controlRecord(b)
 	if err != nil {
 		return 0, err
 	}
@@ -111,8 +127,18 @@ func (l *PartitionLog) applyMarker(e Entry, n int64) (uint64, error) {
 	if st != nil && epoch < st.epoch {
 		return 0, fmt.Errorf("%w: marker of producer %d epoch %d, current %d", ErrInvalidProducerEpoch, pid, epoch, st.epoch)
 	}
-	if st != nil && epoch > st.epoch {
-		l.mu.producers[pid] = &producerState{epoch: epoch} // fenced: the new epoch starts at sequence 0
+	if st != nil && coordinatorEpoch < st.coordinatorEpoch {
+		return 0, fmt.Errorf("%w: marker of producer %d coordinator epoch %d, its last marker's %d; a newer transaction coordinator owns the producer",
+			ErrTransactionCoordinatorFenced, pid, coordinatorEpoch, st.coordinatorEpoch)
+	}
+	switch {
+	case st == nil:
+		l.mu.producers[pid] = &producerState{epoch: epoch, coordinatorEpoch: coordinatorEpoch}
+	case epoch > st.epoch:
+		st.epoch, st.last = epoch, nil // fenced: the new epoch starts at sequence 0
+		st.coordinatorEpoch = coordinatorEpoch
+	default:
+		st.coordinatorEpoch = coordinatorEpoch
 	}
 	first, open := l.mu.ongoing[pid]
 	if !open {

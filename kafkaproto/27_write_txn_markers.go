@@ -10,11 +10,21 @@ package kafkaproto
 //     stable offset moves past the transaction; an abort enters the
 //     aborted-transaction index, so read_committed readers skip its data.
 //   - A partition where the producer has no ongoing transaction is answered
-//     NONE and nothing is written (a retried marker ends nothing). Kafka
-//     appends the marker anyway; we write no control batch that ends
-//     nothing, so __consumer_offsets and queue topics never see one.
+//     NONE and no control batch is written (a retried marker ends nothing).
+//     Kafka appends the marker anyway; we write no control batch that ends
+//     nothing, so __consumer_offsets and queue topics never see one. The
+//     producer's state still takes the marker's epochs (as Kafka's marker
+//     would set them).
 //   - An epoch older than the producer's epoch on the partition gets
 //     INVALID_PRODUCER_EPOCH; unknown partitions UNKNOWN_TOPIC_OR_PARTITION.
+//   - A coordinator epoch lower than that of the last marker written for
+//     the producer on the partition gets TRANSACTION_COORDINATOR_FENCED and
+//     changes nothing: a deposed transaction coordinator's late marker must
+//     not end the transaction the producer started since through the new
+//     one. Equal or higher passes. Kafka's rule (ProducerAppendInfo
+//     appendEndTxnMarker, KIP-98): the producer epoch is checked first,
+//     then the coordinator epoch. Same on replicated partitions, decided
+//     at apply (cluster/partition_txn.go).
 //     Topics of queues and event stores never hold transactional data, so
 //     they fall under "no ongoing transaction".
 //   - A partition of __consumer_offsets (offsetsMarker): the producer's
@@ -116,20 +126,10 @@ func (s *Server) handleWriteTxnMarkers(r *request) (reply, error) {
 					replicated = append(replicated, writeMarkerReplicated(rl, m, &sp.ErrorCode))
 					continue
 				}
-				ongoing := false
-				for _, info := range p.Producers() {
-					if info.ProducerID != m.ProducerID {
-						continue
-					}
-					if info.Epoch > m.ProducerEpoch {
-						sp.ErrorCode = kerr.InvalidProducerEpoch.Code
-					}
-					ongoing = info.TxnStartOffset >= 0
-				}
-				if sp.ErrorCode != 0 || !ongoing {
-					continue
-				}
-				markers = append(markers, topics.Marker{Partition: p, ProducerID: m.ProducerID, ProducerEpoch: m.ProducerEpoch, Commit: m.Committed, CoordinatorEpoch: m.CoordinatorEpoch})
+				// The partition decides under its lock: producer epoch,
+				// coordinator epoch, whether a transaction is ongoing.
+				markers = append(markers, topics.Marker{Partition: p, ProducerID: m.ProducerID, ProducerEpoch: m.ProducerEpoch,
+					Commit: m.Committed, CoordinatorEpoch: m.CoordinatorEpoch, OnlyIfOngoing: true})
 				slots = append(slots, slot{code: &sp.ErrorCode})
 			}
 		}
@@ -182,7 +182,9 @@ func (s *Server) offsetsMarker(m kmsg.WriteTxnMarkersRequestMarker, p int32, cod
 // (its leader proposes the control batch through the Raft log) and returns
 // the wait that sets *code: NONE once committed and applied (also when the
 // marker ends nothing), NOT_LEADER_OR_FOLLOWER off the leader,
-// INVALID_PRODUCER_EPOCH for an epoch older than the producer's there.
+// INVALID_PRODUCER_EPOCH for an epoch older than the producer's there,
+// TRANSACTION_COORDINATOR_FENCED for a coordinator epoch older than its
+// last marker's there.
 func writeMarkerReplicated(rl ReplicatedLog, m kmsg.WriteTxnMarkersRequestMarker, code *int16) func() {
 	if _, err := rl.LeaderEpoch(); err != nil {
 		*code = errorCode(err)

@@ -6,8 +6,10 @@ package kafkaproto
 //   - For each partition, the producers it remembers (idempotent and
 //     transactional): producer ID, epoch, last sequence and timestamp, and
 //     the first offset of the producer's open transaction there (-1 when
-//     none). The coordinator epoch is always -1 (one node, no coordinator
-//     epochs). Unknown partitions get UNKNOWN_TOPIC_OR_PARTITION.
+//     none), and the coordinator epoch of its last transaction marker
+//     there (-1 when none is known), which `kafka-transactions abort`
+//     sends back in its WriteTxnMarkers so that the partition does not
+//     fence it. Unknown partitions get UNKNOWN_TOPIC_OR_PARTITION.
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -60,7 +62,7 @@ func (s *Server) handleDescribeProducers(r *request) (reply, error) {
 				ap := kmsg.NewDescribeProducersResponseTopicPartitionActiveProducer()
 				ap.ProducerID, ap.ProducerEpoch = info.ProducerID, int32(info.Epoch)
 				ap.LastSequence, ap.LastTimestamp = info.LastSequence, info.LastTimestamp
-				ap.CoordinatorEpoch = -1
+				ap.CoordinatorEpoch = info.CoordinatorEpoch
 				ap.CurrentTxnStartOffset = info.TxnStartOffset
 				sp.ActiveProducers = append(sp.ActiveProducers, ap)
 			}

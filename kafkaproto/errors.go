@@ -71,6 +71,7 @@ var errorTable = []struct {
 	{topics.ErrOutOfOrderSequence, kerr.OutOfOrderSequenceNumber},
 	{topics.ErrInvalidProducerEpoch, kerr.InvalidProducerEpoch},
 	{topics.ErrUnknownProducerID, kerr.UnknownProducerID},
+	{topics.ErrTransactionCoordinatorFenced, kerr.TransactionCoordinatorFenced},
 	{topics.ErrTopicDeleted, kerr.UnknownTopicOrPartition},
 	{topics.ErrCorruptMessage, kerr.CorruptMessage},
 	{topics.ErrInvalidRecord, kerr.InvalidRecord},

@@ -22,7 +22,7 @@ import (
 //	0x10    topicID [16] | partition u32 | base u64      raw Kafka v2 RecordBatch, as stored
 //	0x11    topicID [16] | partition u32 | base u64      batch index: last offset u64 | max timestamp i64 | size u32
 //	0x12    topicID [16] | partition u32                 partition state (below)
-//	0x13    topicID [16] | partition u32 | producer u64  idempotent producer state (see topics/producer.go)
+//	0x13    topicID [16] | partition u32 | producer u64  idempotent producer state (below; see topics/producer.go)
 //	0x14    topicID [16] | partition u32 | base u64      segment summary (below)
 //	0x20    groupID u64                                  consumer group row: u16 name length | name | last GroupMetadataValue (see groups/store.go)
 //	0x21    groupID u64 | topicID [16] | partition u32   committed offset: u16 topic length | topic | OffsetCommitValue (see groups/store.go)
@@ -67,7 +67,7 @@ import (
 //	0x70    group u64 | 0x03                             latest Raft snapshot (protobuf raftpb.Snapshot: index, term, conf state, state-machine data)
 //	0x70    group u64 | 0x04                             truncated state: index u64 | term u64 of the last entry removed from the log
 //	0x70    group u64 | 0x05                             incarnation: u64 random, written when the group's storage is first opened empty
-//	0x70    group u64 | 0x06 | index u64                 state row: the state machine's state after applying entry index, the base of a log compacted up to it (partition groups: cluster/partition_logstart.go)
+//	0x70    group u64 | 0x06 | index u64                 state row: the state machine's state after applying entry index, the base of a log compacted up to it (partition groups: cluster/partition_logstart.go; version 3 holds each producer's coordinator epoch, versions 1 and 2 read as -1)
 //	0x71-7f reserved: cluster (Raft groups)
 //
 // Raft groups (0x70): group 0 is the metadata group (the controller);
@@ -117,6 +117,18 @@ import (
 // (Kafka's cleaner-offset-checkpoint). tombstoneHorizon is the earliest time
 // (Unix ms) at which a tombstone or a transaction marker kept by compaction
 // may be removed, -1 when none waits.
+//
+// Producer state row (0x13), version 2 (written since the coordinator epoch
+// was added; topics/producer.go):
+//
+//	version u8 (2) | epoch i16 | coordinatorEpoch i32 | n u8 (0-5) |
+//	  n × (firstSeq i32 | lastSeq i32 | baseOffset i64 | offsetDelta i32 | timestamp i64)
+//
+// coordinatorEpoch is that of the producer's last transaction marker on the
+// partition (-1: none); a marker with a lower one is refused (KIP-98,
+// TRANSACTION_COORDINATOR_FENCED). Version 1 has no coordinatorEpoch (the
+// row is 4 + 28n bytes); it still reads, as -1, which any marker passes.
+// The version byte tells them apart, never the length.
 //
 // Segment row (0x14), 40 bytes:
 //

@@ -37,9 +37,12 @@ type Append struct {
 
 	end int64 // offset after the batch's last record
 
-	// marker is set by MarkerAppends: Batch is a broker-built control batch.
-	marker      bool
-	markerAbort bool
+	// marker is set by MarkerAppends: Batch is a broker-built control batch
+	// carrying coordinatorEpoch; onlyIfOngoing is Marker.OnlyIfOngoing.
+	marker           bool
+	markerAbort      bool
+	onlyIfOngoing    bool
+	coordinatorEpoch int32
 }
 
 // PendingAppend is a set of appends that are visible in order but not yet
@@ -75,8 +78,10 @@ func (m *Manager) Append(appends []*Append, now time.Time) *PendingAppend {
 // partition, the apply itself), nothing is applied: the failing append
 // gets its error, the others ErrNotApplied, and the error is returned
 // with a nil PendingAppend. The one exception is a transaction marker
-// (MarkerAppends) of a partition deleted since: it has nothing left to
-// end, gets ErrUnknownTopic and is left out without failing the rest.
+// (MarkerAppends) of a partition deleted since, or one refused by the
+// partition (ErrTransactionCoordinatorFenced, checkMarkerLocked): it gets
+// its error (ErrUnknownTopic for the deleted partition) and is left out
+// without failing the rest, as final for that partition only.
 //
 // extra, when set, runs once under the locks of every partition written,
 // after their batches were added: like Append.Extra it must be quick, take
@@ -378,6 +383,9 @@ func (w *appendWrite) add(c checkedAppend, u *partitionUndo) {
 		return
 	}
 	a.LogStartOffset = p.logStart.Load()
+	if a.marker && !w.checkMarkerLocked(a, h, u) {
+		return
+	}
 	st, lastSeq, write := w.checkProducerLocked(a, h)
 	if !write {
 		return
@@ -388,7 +396,7 @@ func (w *appendWrite) add(c checkedAppend, u *partitionUndo) {
 	}
 	p.applyTxnLocked(w.b, h, a.BaseOffset, a.markerAbort)
 	if a.marker {
-		w.fenceOlderEpochLocked(p, h, u)
+		w.recordMarkerLocked(p, h, a.coordinatorEpoch, u)
 	} else if h.ProducerID >= 0 {
 		w.recordProducerLocked(p, h, u, st, producerBatch{
 			FirstSeq: h.BaseSequence, LastSeq: lastSeq, BaseOffset: a.BaseOffset,
@@ -470,24 +478,69 @@ func (w *appendWrite) writeBatchLocked(a *Append, h BatchHeader, u *partitionUnd
 	return maxTS
 }
 
-// fenceOlderEpochLocked: a marker written with a newer epoch (a fencing
-// abort) fences the producer's older epoch on this partition too, even
-// where the producer has not written yet: a batch of the old epoch
-// arriving after the marker would otherwise open a transaction that
-// nothing ever ends.
-// REQUIRES: p is locked.
-func (w *appendWrite) fenceOlderEpochLocked(p *Partition, h BatchHeader, u *partitionUndo) {
+// checkMarkerLocked decides a transaction marker against its producer's
+// state on the partition, in Kafka's order (ProducerAppendInfo
+// appendEndTxnMarker: checkProducerEpoch, then checkCoordinatorEpoch;
+// KIP-98, transaction version 0/1):
+//   - a WriteTxnMarkers marker (onlyIfOngoing) of a producer epoch older
+//     than the producer's here is ErrInvalidProducerEpoch (an equal or
+//     newer one passes);
+//   - a coordinator epoch lower than that of the producer's last marker
+//     here is ErrTransactionCoordinatorFenced: a deposed coordinator's
+//     late marker must not end the transaction its producer started since
+//     through the new coordinator. An equal or higher one passes.
+//
+// A refusal writes nothing and changes nothing, and never fails an atomic
+// write (w.failed stays nil): the coordinator takes it as final for this
+// partition. A WriteTxnMarkers marker of a producer with no ongoing
+// transaction here writes no control batch (it would end nothing) but
+// still records its epochs (recordMarkerLocked), so that a later marker
+// of an older coordinator is fenced however the markers interleaved. It
+// reports whether the control batch is to be written.
+// REQUIRES: a.Partition is locked.
+func (w *appendWrite) checkMarkerLocked(a *Append, h BatchHeader, u *partitionUndo) bool {
+	p := a.Partition
 	st := p.mu.producers[h.ProducerID]
-	if st != nil && h.ProducerEpoch <= st.Epoch {
+	if a.onlyIfOngoing && st != nil && h.ProducerEpoch < st.Epoch {
+		a.Err = fmt.Errorf("%w: marker of producer %d has epoch %d, the producer's epoch on %s/%d is %d",
+			ErrInvalidProducerEpoch, h.ProducerID, h.ProducerEpoch, p.Topic.Name, p.Index, st.Epoch)
+		return false
+	}
+	if st != nil && a.coordinatorEpoch < st.CoordinatorEpoch {
+		a.Err = fmt.Errorf("%w: marker of producer %d has coordinator epoch %d, the last marker on %s/%d had %d; a newer transaction coordinator owns the producer",
+			ErrTransactionCoordinatorFenced, h.ProducerID, a.coordinatorEpoch, p.Topic.Name, p.Index, st.CoordinatorEpoch)
+		return false
+	}
+	if _, open := p.mu.ongoing[h.ProducerID]; a.onlyIfOngoing && !open {
+		w.recordMarkerLocked(p, h, a.coordinatorEpoch, u)
+		return false
+	}
+	return true
+}
+
+// recordMarkerLocked records a marker's epochs in its producer's state and
+// adds the state row when they change it. A newer producer epoch (a
+// fencing abort) fences the producer's older epoch on this partition too,
+// even where the producer has not written yet: a batch of the old epoch
+// arriving after the marker would otherwise open a transaction that
+// nothing ever ends. The coordinator epoch becomes the marker's (never
+// lower: checkMarkerLocked refused a lower one).
+// REQUIRES: p is locked.
+func (w *appendWrite) recordMarkerLocked(p *Partition, h BatchHeader, coordinatorEpoch int32, u *partitionUndo) {
+	st := p.mu.producers[h.ProducerID]
+	if st != nil && h.ProducerEpoch <= st.Epoch && coordinatorEpoch <= st.CoordinatorEpoch {
 		return
 	}
 	u.saveProducer(h.ProducerID, st)
 	if st == nil {
-		st = &producerState{}
+		st = newProducerState(h.ProducerEpoch)
 		p.mu.producers[h.ProducerID] = st
 	}
-	st.Epoch = h.ProducerEpoch
-	st.Batches = st.Batches[:0]
+	if h.ProducerEpoch > st.Epoch {
+		st.Epoch = h.ProducerEpoch
+		st.Batches = st.Batches[:0]
+	}
+	st.CoordinatorEpoch = max(st.CoordinatorEpoch, coordinatorEpoch)
 	w.b.Set(pebblestore.ProducerStateKey(p.Topic.ID, p.Index, h.ProducerID), st.encode())
 }
 
@@ -497,7 +550,7 @@ func (w *appendWrite) fenceOlderEpochLocked(p *Partition, h BatchHeader, u *part
 func (w *appendWrite) recordProducerLocked(p *Partition, h BatchHeader, u *partitionUndo, st *producerState, batch producerBatch) {
 	u.saveProducer(h.ProducerID, st)
 	if st == nil {
-		st = &producerState{Epoch: h.ProducerEpoch}
+		st = newProducerState(h.ProducerEpoch)
 		p.mu.producers[h.ProducerID] = st
 	}
 	st.record(h.ProducerEpoch, batch)

@@ -18,7 +18,12 @@ var (
 	ErrOutOfOrderSequence   = errors.New("topics: out of order sequence number")
 	ErrInvalidProducerEpoch = errors.New("topics: invalid producer epoch")
 	ErrUnknownProducerID    = errors.New("topics: unknown producer id")
-	ErrTopicDeleted         = errors.New("topics: topic is being deleted")
+	// ErrTransactionCoordinatorFenced: a transaction marker whose
+	// coordinator epoch is lower than that of the last marker written for
+	// its producer on the partition (a deposed coordinator's); nothing
+	// was written. Kafka TRANSACTION_COORDINATOR_FENCED.
+	ErrTransactionCoordinatorFenced = errors.New("topics: transaction coordinator fenced")
+	ErrTopicDeleted                 = errors.New("topics: topic is being deleted")
 	// ErrStorage: the store failed (a *pebblestore.StorageError or a
 	// pebblestore sentinel is wrapped with it, %w, so its class
 	// survives: pebblestore.Classify). errors.Is(err,

@@ -21,13 +21,27 @@ type producerBatch struct {
 }
 
 // producerState is what a partition remembers of one idempotent producer:
-// its epoch and its last few batches, newest last.
+// its epoch, its last few batches, newest last, and the coordinator epoch
+// of the last transaction marker written for it (KIP-98; -1 when none is
+// known: no marker yet, or a row written before the field existed).
 //
 // Invariant: batches are in append order, all of epoch Epoch, at most
-// producerBatchesKept of them.
+// producerBatchesKept of them. CoordinatorEpoch never decreases (a marker
+// with a lower one is refused, checkMarkerLocked) and survives epoch bumps.
 type producerState struct {
-	Epoch   int16
-	Batches []producerBatch
+	Epoch            int16
+	CoordinatorEpoch int32
+	Batches          []producerBatch
+}
+
+// noCoordinatorEpoch is the coordinator epoch of a producer no marker was
+// written for (Kafka's ProducerStateEntry starts at -1 too): any marker's
+// epoch passes it.
+const noCoordinatorEpoch = -1
+
+// newProducerState is the state of a producer first seen with epoch.
+func newProducerState(epoch int16) *producerState {
+	return &producerState{Epoch: epoch, CoordinatorEpoch: noCoordinatorEpoch}
 }
 
 func (s *producerState) lastSeq() int32 {
@@ -106,18 +120,29 @@ func (s *producerState) clone() *producerState {
 	if s == nil {
 		return nil
 	}
-	return &producerState{Epoch: s.Epoch, Batches: append([]producerBatch(nil), s.Batches...)}
+	return &producerState{Epoch: s.Epoch, CoordinatorEpoch: s.CoordinatorEpoch, Batches: append([]producerBatch(nil), s.Batches...)}
 }
 
-// Encoding of a producer state row (value of pebblestore.ProducerStateKey):
+// Encoding of a producer state row (value of pebblestore.ProducerStateKey),
+// version 2:
 //
-//	version u8 (=1) | epoch i16 | n u8 | n × (firstSeq i32 | lastSeq i32 | baseOffset i64 | offsetDelta i32 | timestamp i64)
-const producerStateVersion = 1
+//	version u8 (=2) | epoch i16 | coordinatorEpoch i32 | n u8 | n × batch
+//	batch: firstSeq i32 | lastSeq i32 | baseOffset i64 | offsetDelta i32 | timestamp i64
+//
+// Version 1 (before the coordinator epoch) lacks coordinatorEpoch; it still
+// reads, as coordinator epoch -1 (unknown: any marker passes). Only version
+// 2 is written.
+const (
+	producerStateVersion   = 2
+	producerStateVersionV1 = 1
+	producerBatchBytes     = 28
+)
 
 func (s *producerState) encode() []byte {
-	b := make([]byte, 0, 4+len(s.Batches)*28)
+	b := make([]byte, 0, 8+len(s.Batches)*producerBatchBytes)
 	b = append(b, producerStateVersion)
 	b = binary.BigEndian.AppendUint16(b, uint16(s.Epoch))
+	b = binary.BigEndian.AppendUint32(b, uint32(s.CoordinatorEpoch))
 	b = append(b, byte(len(s.Batches)))
 	for _, pb := range s.Batches {
 		b = binary.BigEndian.AppendUint32(b, uint32(pb.FirstSeq))
@@ -129,16 +154,26 @@ func (s *producerState) encode() []byte {
 	return b
 }
 
+// decodeProducerState reads a producer state row of version 1 or 2.
 func decodeProducerState(b []byte) (*producerState, error) {
-	if len(b) < 4 || b[0] != producerStateVersion {
+	header := 0
+	switch {
+	case len(b) >= 4 && b[0] == producerStateVersionV1:
+		header = 4
+	case len(b) >= 8 && b[0] == producerStateVersion:
+		header = 8
+	default:
 		return nil, fmt.Errorf("producer state row has unknown version or is truncated (%d bytes)", len(b))
 	}
-	n := int(b[3])
-	if n > producerBatchesKept || len(b) != 4+n*28 {
+	n := int(b[header-1])
+	if n > producerBatchesKept || len(b) != header+n*producerBatchBytes {
 		return nil, fmt.Errorf("producer state row is %d bytes for %d batches", len(b), n)
 	}
-	s := &producerState{Epoch: int16(binary.BigEndian.Uint16(b[1:3])), Batches: make([]producerBatch, n)}
-	p := b[4:]
+	s := &producerState{Epoch: int16(binary.BigEndian.Uint16(b[1:3])), CoordinatorEpoch: noCoordinatorEpoch, Batches: make([]producerBatch, n)}
+	if header == 8 {
+		s.CoordinatorEpoch = int32(binary.BigEndian.Uint32(b[3:7]))
+	}
+	p := b[header:]
 	for i := range s.Batches {
 		s.Batches[i] = producerBatch{
 			FirstSeq:    int32(binary.BigEndian.Uint32(p[0:])),
@@ -147,7 +182,7 @@ func decodeProducerState(b []byte) (*producerState, error) {
 			OffsetDelta: int32(binary.BigEndian.Uint32(p[16:])),
 			Timestamp:   int64(binary.BigEndian.Uint64(p[20:])),
 		}
-		p = p[28:]
+		p = p[producerBatchBytes:]
 	}
 	return s, nil
 }

@@ -39,11 +39,22 @@ const (
 
 // Marker is one transaction marker to write.
 type Marker struct {
-	Partition        *Partition
-	ProducerID       int64
-	ProducerEpoch    int16
-	Commit           bool
+	Partition     *Partition
+	ProducerID    int64
+	ProducerEpoch int16
+	Commit        bool
+	// CoordinatorEpoch is the epoch of the transaction coordinator that
+	// sends the marker (the leader epoch of its __transaction_state
+	// partition; 0 with one coordinator). A marker whose coordinator epoch
+	// is lower than the last one written for its producer here is refused
+	// with ErrTransactionCoordinatorFenced (KIP-98).
 	CoordinatorEpoch int32
+	// OnlyIfOngoing (WriteTxnMarkers) writes the control batch only when
+	// the producer has an ongoing transaction on the partition, and
+	// refuses a producer epoch older than the producer's there
+	// (ErrInvalidProducerEpoch); without an ongoing transaction only the
+	// producer's state takes the marker's epochs.
+	OnlyIfOngoing bool
 }
 
 // ControlBatch builds a control batch holding one COMMIT or ABORT marker in
@@ -90,7 +101,8 @@ func MarkerAppends(markers []Marker, now time.Time) []*Append {
 			// size is never invalid.
 			panic(fmt.Sprintf("topics: encoding a transaction marker: %v", err))
 		}
-		appends = append(appends, &Append{Partition: mk.Partition, Batch: batch, marker: true, markerAbort: !mk.Commit})
+		appends = append(appends, &Append{Partition: mk.Partition, Batch: batch, marker: true, markerAbort: !mk.Commit,
+			onlyIfOngoing: mk.OnlyIfOngoing, coordinatorEpoch: mk.CoordinatorEpoch})
 	}
 	return appends
 }
@@ -259,10 +271,13 @@ func IsTransactionalBatch(b []byte) bool {
 
 // ProducerInfo is what a partition knows of one producer (DescribeProducers).
 type ProducerInfo struct {
-	ProducerID    int64
-	Epoch         int16
-	LastSequence  int32 // -1 when no batch is remembered
-	LastTimestamp int64 // -1 when no batch is remembered
+	ProducerID int64
+	Epoch      int16
+	// CoordinatorEpoch is that of the producer's last marker here, -1
+	// when none is known.
+	CoordinatorEpoch int32
+	LastSequence     int32 // -1 when no batch is remembered
+	LastTimestamp    int64 // -1 when no batch is remembered
 	// TxnStartOffset is the first offset of the producer's ongoing
 	// transaction here, -1 when none.
 	TxnStartOffset int64
@@ -274,7 +289,7 @@ func (p *Partition) Producers() []ProducerInfo {
 	defer p.mu.Unlock()
 	out := make([]ProducerInfo, 0, len(p.mu.producers))
 	for id, st := range p.mu.producers {
-		info := ProducerInfo{ProducerID: id, Epoch: st.Epoch, LastSequence: -1, LastTimestamp: -1, TxnStartOffset: -1}
+		info := ProducerInfo{ProducerID: id, Epoch: st.Epoch, CoordinatorEpoch: st.CoordinatorEpoch, LastSequence: -1, LastTimestamp: -1, TxnStartOffset: -1}
 		if n := len(st.Batches); n > 0 {
 			info.LastSequence, info.LastTimestamp = st.Batches[n-1].LastSeq, st.Batches[n-1].Timestamp
 		}

@@ -176,9 +176,11 @@ type MarkerSender interface {
 	// Send delivers m to the current leader of each of parts and returns
 	// those to send again (a retriable failure: no leader, a network
 	// error, NOT_LEADER_OR_FOLLOWER...). A final failure is logged by Send
-	// and not returned. It returns early, with what is left, once ctx is
-	// done.
-	Send(ctx context.Context, m RemoteMarker, parts []TopicPartition) []TopicPartition
+	// and not returned. fenced reports that a partition refused m with
+	// TRANSACTION_COORDINATOR_FENCED: a newer coordinator owns the
+	// producer, and this one must stop delivering the transaction. It
+	// returns early, with what is left, once ctx is done.
+	Send(ctx context.Context, m RemoteMarker, parts []TopicPartition) (retry []TopicPartition, fenced bool)
 }
 
 // RemoteMarker is the marker of one transaction for its remote partitions.
@@ -718,7 +720,18 @@ func (c *Coordinator) deliver(ctx context.Context, t *txn, coordinatorEpoch int3
 	c.mu.Unlock()
 	backoff := c.cfg.MarkerBackoff
 	for len(pending) > 0 {
-		if pending = c.cfg.Markers.Send(ctx, m, pending); len(pending) == 0 {
+		var fenced bool
+		if pending, fenced = c.cfg.Markers.Send(ctx, m, pending); fenced {
+			// As Kafka's TransactionMarkerRequestCompletionHandler on
+			// TRANSACTION_COORDINATOR_FENCED: stop sending this
+			// transaction's markers and do not complete it; the
+			// coordinator of the newer epoch owns it (this one is
+			// deposed, and its unload forgets the transaction).
+			c.log.Info().Str("transactional_id", t.ID).Int32("coordinator_epoch", coordinatorEpoch).
+				Msg("a partition fenced this coordinator's transaction markers (a newer coordinator owns the producer); the delivery stops")
+			return
+		}
+		if len(pending) == 0 {
 			break
 		}
 		if !c.sleep(ctx, &backoff) {

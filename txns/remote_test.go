@@ -20,10 +20,12 @@ type testSender struct {
 	remote map[TopicPartition]bool
 	groups map[string]TopicPartition
 
-	mu    sync.Mutex
-	fail  int
-	hold  chan struct{}
-	sends []testSend
+	mu   sync.Mutex
+	fail int
+	// fenced: every Send answers a partition TRANSACTION_COORDINATOR_FENCED.
+	fenced bool
+	hold   chan struct{}
+	sends  []testSend
 	// entered is signalled (non-blocking) at each Send.
 	entered chan struct{}
 }
@@ -50,10 +52,10 @@ func (s *testSender) GroupMarker(group string) (TopicPartition, bool) {
 	return tp, ok
 }
 
-func (s *testSender) Send(ctx context.Context, m RemoteMarker, parts []TopicPartition) []TopicPartition {
+func (s *testSender) Send(ctx context.Context, m RemoteMarker, parts []TopicPartition) ([]TopicPartition, bool) {
 	s.mu.Lock()
 	s.sends = append(s.sends, testSend{m, slices.Clone(parts)})
-	hold := s.hold
+	hold, fenced := s.hold, s.fenced
 	failing := s.fail > 0
 	if failing {
 		s.fail--
@@ -67,13 +69,13 @@ func (s *testSender) Send(ctx context.Context, m RemoteMarker, parts []TopicPart
 		select {
 		case <-hold:
 		case <-ctx.Done():
-			return parts
+			return parts, false
 		}
 	}
 	if failing {
-		return parts
+		return parts, false
 	}
-	return nil
+	return nil, fenced
 }
 
 func (s *testSender) recorded() []testSend {
@@ -236,5 +238,38 @@ func TestLocalTransactionStaysOneBatch(t *testing.T) {
 	}
 	if sends := sender.recorded(); len(sends) != 0 {
 		t.Fatalf("sent %+v for a local transaction", sends)
+	}
+}
+
+// TestRemoteFencedDeliveryStops pins a deposed coordinator's delivery
+// that went on after a partition answered TRANSACTION_COORDINATOR_FENCED
+// (a newer coordinator owns the producer): as Kafka's
+// TransactionMarkerRequestCompletionHandler, the delivery stops at once,
+// sends nothing again and does not complete the transaction (its row
+// stays in the Prepare state; the new coordinator decides).
+func TestRemoteFencedDeliveryStops(t *testing.T) {
+	remote := TopicPartition{"elsewhere", 2}
+	sender := newTestSender(remote)
+	sender.fenced = true
+	h := newHarness(t, Config{Markers: sender, MarkerBackoff: time.Millisecond})
+	pid, epoch := h.begin("a", 10000)
+	if err := h.c.AddPartitions("a", pid, epoch, []TopicPartition{remote}, h.now); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.produce(pid, epoch, 2, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.c.EndTxn("a", pid, epoch, true, h.now); err != nil {
+		t.Fatal(err)
+	}
+	h.delivered()
+	if sends := sender.recorded(); len(sends) != 1 {
+		t.Fatalf("%d sends, want 1 (fenced is final)", len(sends))
+	}
+	if st, rem := h.storedState("a"); st != StatePrepareCommit || !slices.Equal(rem, []TopicPartition{remote}) {
+		t.Fatalf("stored row %v %v, want PrepareCommit (not completed by a fenced coordinator)", st, rem)
+	}
+	if lso := h.part.LastStableOffset(); lso != 0 {
+		t.Fatalf("local partition lso %d, want 0 (no local marker written)", lso)
 	}
 }

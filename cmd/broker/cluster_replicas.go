@@ -464,6 +464,8 @@ func appendResult(base uint64, err error) (int64, error) {
 		return -1, fmt.Errorf("%w: %w", topics.ErrOutOfOrderSequence, err)
 	case errors.Is(err, cluster.ErrInvalidProducerEpoch):
 		return -1, fmt.Errorf("%w: %w", topics.ErrInvalidProducerEpoch, err)
+	case errors.Is(err, cluster.ErrTransactionCoordinatorFenced):
+		return -1, fmt.Errorf("%w: %w", topics.ErrTransactionCoordinatorFenced, err)
 	case errors.Is(err, cluster.ErrInvalidBatch):
 		return -1, fmt.Errorf("%w: %w", topics.ErrCorruptMessage, err)
 	case errors.Is(err, cluster.ErrOffsetOutOfRange):

@@ -166,13 +166,12 @@ func (s *txnMarkers) leader(k *kafkaCluster, tp txns.TopicPartition) (int32, boo
 }
 
 // Send implements txns.MarkerSender: one request per leader, at once.
-func (s *txnMarkers) Send(ctx context.Context, m txns.RemoteMarker, parts []txns.TopicPartition) []txns.TopicPartition {
+func (s *txnMarkers) Send(ctx context.Context, m txns.RemoteMarker, parts []txns.TopicPartition) (retry []txns.TopicPartition, fenced bool) {
 	k := s.bound()
 	if k == nil {
-		return parts
+		return parts, false
 	}
 	byLeader := map[int32][]txns.TopicPartition{}
-	var retry []txns.TopicPartition
 	for _, tp := range parts {
 		leader, exists := s.leader(k, tp)
 		switch {
@@ -186,26 +185,27 @@ func (s *txnMarkers) Send(ctx context.Context, m txns.RemoteMarker, parts []txns
 		}
 	}
 	if len(byLeader) == 0 {
-		return retry
+		return retry, false
 	}
 	cl, err := s.clientFor(k)
 	if err != nil {
 		s.warn("client", m, err)
-		return parts
+		return parts, false
 	}
 	// In parallel: a leader that does not answer holds up no other.
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for leader, tps := range byLeader {
 		wg.Go(func() {
-			again := s.sendTo(ctx, cl, leader, m, tps)
+			again, refused := s.sendTo(ctx, cl, leader, m, tps)
 			mu.Lock()
 			retry = append(retry, again...)
+			fenced = fenced || refused
 			mu.Unlock()
 		})
 	}
 	wg.Wait()
-	return retry
+	return retry, fenced
 }
 
 // clientFor is the client, created at the first Send with every
@@ -235,8 +235,9 @@ func (s *txnMarkers) clientFor(k *kafkaCluster) (*kgo.Client, error) {
 }
 
 // sendTo sends m for tps to broker leader and returns the partitions to
-// send again.
-func (s *txnMarkers) sendTo(ctx context.Context, cl *kgo.Client, leader int32, m txns.RemoteMarker, tps []txns.TopicPartition) []txns.TopicPartition {
+// send again, and whether one answered TRANSACTION_COORDINATOR_FENCED
+// (final: not sent again).
+func (s *txnMarkers) sendTo(ctx context.Context, cl *kgo.Client, leader int32, m txns.RemoteMarker, tps []txns.TopicPartition) (retry []txns.TopicPartition, fenced bool) {
 	req := kmsg.NewPtrWriteTxnMarkersRequest()
 	rm := kmsg.NewWriteTxnMarkersRequestMarker()
 	rm.ProducerID, rm.ProducerEpoch, rm.Committed = m.ProducerID, m.ProducerEpoch, m.Commit
@@ -261,16 +262,24 @@ func (s *txnMarkers) sendTo(ctx context.Context, cl *kgo.Client, leader int32, m
 	resp, err := req.RequestWith(rctx, cl.Broker(int(leader)))
 	if err != nil {
 		s.warn("request", m, fmt.Errorf("broker %d: %w", leader, err))
-		return tps
+		return tps, false
 	}
-	var retry []txns.TopicPartition
 	answered := map[txns.TopicPartition]bool{}
 	for _, rm := range resp.Markers {
 		for _, rt := range rm.Topics {
 			for _, rp := range rt.Partitions {
 				tp := txns.TopicPartition{Topic: rt.Topic, Partition: rp.Partition}
 				answered[tp] = true
-				if err := kerr.ErrorForCode(rp.ErrorCode); err != nil && s.retriable(m, tp, leader, err) {
+				err := kerr.ErrorForCode(rp.ErrorCode)
+				switch {
+				case errors.Is(err, kerr.TransactionCoordinatorFenced):
+					// Kafka's TransactionMarkerRequestCompletionHandler:
+					// final, and the transaction's delivery stops (txns).
+					s.log.Info().Str("transactional_id", m.TransactionalID).Int32("broker", leader).Str("topic", tp.Topic).
+						Int32("partition", tp.Partition).Int32("coordinator_epoch", m.CoordinatorEpoch).
+						Msg("a partition fenced a transaction marker of this coordinator: a newer coordinator owns the producer")
+					fenced = true
+				case err != nil && s.retriable(m, tp, leader, err):
 					retry = append(retry, tp)
 				}
 			}
@@ -281,7 +290,7 @@ func (s *txnMarkers) sendTo(ctx context.Context, cl *kgo.Client, leader int32, m
 			retry = append(retry, tp)
 		}
 	}
-	return retry
+	return retry, fenced
 }
 
 // retriable reports whether a partition's error is worth sending again,

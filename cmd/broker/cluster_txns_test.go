@@ -39,14 +39,31 @@ func txnProduce(ctx context.Context, t *testing.T, cl *kgo.Client, id int32, top
 	return sp.BaseOffset, sp.ErrorCode
 }
 
-// writeMarker sends WriteTxnMarkers v1 (one marker) for partitions ps of
-// topic to broker id and returns the error codes by partition.
+// writeMarker sends WriteTxnMarkers v1 (one marker, coordinator epoch 0)
+// for partitions ps of topic to broker id and returns the error codes by
+// partition.
 func writeMarker(ctx context.Context, t *testing.T, cl *kgo.Client, id int32, topic string, pid int64, epoch int16, commit bool, ps ...int32) []int16 {
 	t.Helper()
+	return writeMarkerFrom(ctx, t, cl, id, txnMarker{topic, pid, epoch, commit, 0}, ps...)
+}
+
+// txnMarker is one WriteTxnMarkers marker for a topic.
+type txnMarker struct {
+	topic            string
+	pid              int64
+	epoch            int16
+	commit           bool
+	coordinatorEpoch int32
+}
+
+// writeMarkerFrom is writeMarker for marker mk (its coordinator epoch).
+func writeMarkerFrom(ctx context.Context, t *testing.T, cl *kgo.Client, id int32, mk txnMarker, ps ...int32) []int16 {
+	t.Helper()
+	topic := mk.topic
 	req := kmsg.NewPtrWriteTxnMarkersRequest()
 	req.Version = 1
 	m := kmsg.NewWriteTxnMarkersRequestMarker()
-	m.ProducerID, m.ProducerEpoch, m.Committed, m.CoordinatorEpoch = pid, epoch, commit, 0
+	m.ProducerID, m.ProducerEpoch, m.Committed, m.CoordinatorEpoch = mk.pid, mk.epoch, mk.commit, mk.coordinatorEpoch
 	mt := kmsg.NewWriteTxnMarkersRequestMarkerTopic()
 	mt.Topic, mt.Partitions = topic, ps
 	m.Topics = append(m.Topics, mt)
@@ -89,7 +106,10 @@ func latestOffset(ctx context.Context, t *testing.T, cl *kgo.Client, id int32, t
 // broker) open the transaction there without asking a coordinator;
 // WriteTxnMarkers to a follower answers NOT_LEADER_OR_FOLLOWER, to the
 // leader NONE (again NONE: it ends nothing); a newer epoch's marker fences
-// the older one (INVALID_PRODUCER_EPOCH). One transaction committed,
+// the older one (INVALID_PRODUCER_EPOCH); a marker of an older
+// coordinator epoch than the partition's last one is
+// TRANSACTION_COORDINATOR_FENCED and leaves the producer's next
+// transaction open (a deposed coordinator's late marker). One transaction committed,
 // one aborted, one committed: a franz-go read_committed consumer reads
 // exactly the committed records of every partition. ListOffsets latest
 // with read_committed answers the LSO (the open transaction's first
@@ -174,6 +194,33 @@ func TestClusterReplicatedTransactions(t *testing.T) {
 	}
 	if codes := writeMarker(ctx, t, cl, leaders[1], topic, pid, epoch, true, 1); codes[0] != kerr.InvalidProducerEpoch.Code {
 		t.Fatalf("marker of the fenced epoch: code %d, want INVALID_PRODUCER_EPOCH", codes[0])
+	}
+
+	// A stale coordinator's late marker on partition 2: the coordinator
+	// of epoch 3 commits, the producer opens its next transaction, the
+	// ABORT of coordinator epoch 2 is TRANSACTION_COORDINATOR_FENCED and
+	// changes nothing (decided at apply on every replica).
+	for i, step := range []struct {
+		commit           bool
+		coordinatorEpoch int32
+		code             int16
+		lso              int64
+	}{
+		{true, 3, 0, 8},
+		{false, 2, kerr.TransactionCoordinatorFenced.Code, 8},
+		{true, 3, 0, 10},
+	} {
+		if i < 2 { // transaction N at 6, N+1 at 8
+			if at, code := txnProduce(ctx, t, cl, leaders[2], topic, 2, pid, epoch, seq+int32(i), "c5-2"); code != 0 || at != 6+2*int64(i) {
+				t.Fatalf("step %d: produce to partition 2: offset %d code %d, want %d", i, at, code, 6+2*i)
+			}
+		}
+		if codes := writeMarkerFrom(ctx, t, cl, leaders[2], txnMarker{topic, pid, epoch, step.commit, step.coordinatorEpoch}, 2); codes[0] != step.code {
+			t.Fatalf("step %d: marker of coordinator epoch %d: code %d, want %d", i, step.coordinatorEpoch, codes[0], step.code)
+		}
+		if lso, code := latestOffset(ctx, t, cl, leaders[2], topic, 2, 1); code != 0 || lso != step.lso {
+			t.Fatalf("step %d: read_committed latest offset %d (code %d), want %d", i, lso, code, step.lso)
+		}
 	}
 
 	// A transaction open on partition 0 when its leader stops.

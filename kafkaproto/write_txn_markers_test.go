@@ -1,0 +1,147 @@
+package kafkaproto
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/vibemq/broker/pebblestore"
+	"github.com/vibemq/broker/topics"
+	"github.com/vibemq/broker/txns"
+)
+
+// startTxnTestServer is startTestServer with a transaction coordinator
+// and topic "fence" (one partition).
+func startTxnTestServer(t *testing.T) string {
+	t.Helper()
+	store, err := pebblestore.Open(t.TempDir(), pebblestore.Options{Logger: zerolog.Nop(), MemTableSize: 4 << 20, CacheSize: 8 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tm, err := topics.Open(store, topics.Config{Logger: zerolog.Nop(), DefaultPartitions: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tm.CreateTopic("fence", 1, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	coord, err := txns.Open(store, tm, txns.Config{Logger: zerolog.Nop()}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := NewServer(Config{Logger: zerolog.Nop(), NodeID: 1, AdvertisedAddr: ln.Addr().String(), Txns: coord}, tm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = s.Serve(ln) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = s.Shutdown(ctx)
+		coord.Close()
+		_ = store.Close()
+	})
+	return ln.Addr().String()
+}
+
+// TestWriteTxnMarkersCoordinatorFenced pins the bug where a deposed
+// transaction coordinator's late WriteTxnMarkers for transaction N ended
+// transaction N+1 of the same producer: a marker whose coordinator epoch
+// is lower than that of the producer's last marker on the partition is
+// answered TRANSACTION_COORDINATOR_FENCED (52) and changes nothing (LSO,
+// the open transaction); one of the same epoch ends it. DescribeProducers
+// reports the epoch (what `kafka-transactions abort` sends back).
+func TestWriteTxnMarkersCoordinatorFenced(t *testing.T) {
+	addr := startTxnTestServer(t)
+	ctx := context.Background()
+	producer := newClient(t, addr, kgo.TransactionalID("fence-tx"), kgo.DefaultProduceTopic("fence"))
+	admin := newClient(t, addr)
+	if err := producer.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := producer.ProduceSync(ctx, &kgo.Record{Value: []byte("n")}).FirstErr(); err != nil { // 0
+		t.Fatal(err)
+	}
+	describe := func() kmsg.DescribeProducersResponseTopicPartitionActiveProducer {
+		t.Helper()
+		req := kmsg.NewPtrDescribeProducersRequest()
+		rt := kmsg.NewDescribeProducersRequestTopic()
+		rt.Topic, rt.Partitions = "fence", []int32{0}
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, admin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ps := resp.Topics[0].Partitions[0].ActiveProducers; len(ps) == 1 {
+			return ps[0]
+		}
+		t.Fatalf("DescribeProducers: %+v, want one producer", resp.Topics[0].Partitions[0])
+		return kmsg.DescribeProducersResponseTopicPartitionActiveProducer{}
+	}
+	pr := describe()
+	writeMarker := func(commit bool, coordinatorEpoch int32) int16 {
+		t.Helper()
+		req := kmsg.NewPtrWriteTxnMarkersRequest()
+		m := kmsg.NewWriteTxnMarkersRequestMarker()
+		m.ProducerID, m.ProducerEpoch, m.Committed, m.CoordinatorEpoch = pr.ProducerID, int16(pr.ProducerEpoch), commit, coordinatorEpoch
+		mt := kmsg.NewWriteTxnMarkersRequestMarkerTopic()
+		mt.Topic, mt.Partitions = "fence", []int32{0}
+		m.Topics = append(m.Topics, mt)
+		req.Markers = append(req.Markers, m)
+		resp, err := req.RequestWith(ctx, admin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Markers[0].Topics[0].Partitions[0].ErrorCode
+	}
+	lastStable := func() int64 {
+		t.Helper()
+		req := kmsg.NewPtrListOffsetsRequest()
+		req.IsolationLevel = 1 // read_committed: the LSO
+		lt := kmsg.NewListOffsetsRequestTopic()
+		lt.Topic = "fence"
+		lp := kmsg.NewListOffsetsRequestTopicPartition()
+		lp.Timestamp = -1
+		lt.Partitions = append(lt.Partitions, lp)
+		req.Topics = append(req.Topics, lt)
+		resp, err := req.RequestWith(ctx, admin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Topics[0].Partitions[0].Offset
+	}
+
+	// The new coordinator (epoch 5) commits N; the producer goes on with
+	// N+1 on the partition (its first batch opens it at 2).
+	if code := writeMarker(true, 5); code != 0 {
+		t.Fatalf("COMMIT of coordinator epoch 5: %v", kerr.ErrorForCode(code))
+	}
+	if err := producer.ProduceSync(ctx, &kgo.Record{Value: []byte("n+1")}).FirstErr(); err != nil { // 2
+		t.Fatal(err)
+	}
+	if lso := lastStable(); lso != 2 {
+		t.Fatalf("LSO %d, want 2 (N+1 open)", lso)
+	}
+	// The deposed coordinator (epoch 4) is late with its ABORT of N.
+	if code := writeMarker(false, 4); code != kerr.TransactionCoordinatorFenced.Code {
+		t.Fatalf("ABORT of coordinator epoch 4 after 5: %v, want TRANSACTION_COORDINATOR_FENCED", kerr.ErrorForCode(code))
+	}
+	if lso, pr := lastStable(), describe(); lso != 2 || pr.CurrentTxnStartOffset != 2 || pr.CoordinatorEpoch != 5 {
+		t.Fatalf("after the fenced marker: LSO %d, producer %+v; want LSO 2, N+1 open at 2, coordinator epoch 5", lso, pr)
+	}
+	if code := writeMarker(false, 5); code != 0 {
+		t.Fatalf("ABORT of coordinator epoch 5: %v", kerr.ErrorForCode(code))
+	}
+	if lso, pr := lastStable(), describe(); lso != 4 || pr.CurrentTxnStartOffset != -1 {
+		t.Fatalf("after the ABORT: LSO %d, producer %+v; want LSO 4, nothing open", lso, pr)
+	}
+}
