@@ -450,3 +450,82 @@ func TestHTTPBodyBudget(t *testing.T) {
 	}
 	b.Stop()
 }
+
+// TestHTTPShutdownWithTails pins a crash at shutdown (seen in CI at the end
+// of TestHTTPStalledSSETailClosed: "HTTP shutdown: context deadline
+// exceeded" 15s after SIGTERM, then "closing the store: leaked
+// iterators"). A tail behind by more than one page (4 MiB) re-read the
+// same batch forever (events ReadAll ignored its byte bound), ignoring
+// shutdown; a tail blocked in a write to a client that reads nothing held
+// the shutdown for the write timeout; and past the grace the broker closed
+// the store under the handlers still running. Now a lagging tail gets
+// every event, and SIGTERM ends both tails at once: the broker exits
+// within the grace, closing the store cleanly.
+func TestHTTPShutdownWithTails(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t, withArgs("--http-write-timeout", "10m"))
+	esMust(t, b, "PUT", "/v1/stores/feed", nil, 201)
+	big := strings.Repeat("x", 900<<10)
+	const total = 16 // 14 MiB: far more than the socket buffers
+	for i := 0; i < total; i += 4 {
+		var evs []map[string]any
+		for j := range 4 {
+			evs = append(evs, map[string]any{"type": "big", "data": map[string]any{"i": i + j, "pad": big}})
+		}
+		esMust(t, b, "POST", "/v1/stores/feed/streams/s/events", esAppendBody("any", evs...), 201)
+	}
+
+	// The stalled tail: reads the answer's headers, then nothing.
+	c, err := net.DialTimeout("tcp", b.HTTPAddr(), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_, _ = io.WriteString(c, "GET /v1/stores/feed/events?from=first HTTP/1.1\r\nHost: broker\r\nAccept: text/event-stream\r\n\r\n")
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if resp, err := http.ReadResponse(bufio.NewReader(c), nil); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("stalled tail: %v %v", resp, err)
+	}
+
+	// The lagging tail starts at the first of the 16 events.
+	req, _ := http.NewRequest("GET", "http://"+b.HTTPAddr()+"/v1/stores/feed/events?from=first", nil)
+	req.Header.Set("Accept", "text/event-stream")
+	reading, err := (&http.Client{}).Do(req)
+	if err != nil || reading.StatusCode != 200 {
+		t.Fatalf("lagging tail: %v %v", reading, err)
+	}
+	defer reading.Body.Close()
+	got := make(chan int, 1)
+	go func() {
+		rd := bufio.NewReaderSize(reading.Body, 1<<20)
+		n := 0
+		for n < total {
+			line, err := rd.ReadString('\n')
+			if err != nil {
+				break
+			}
+			if strings.HasPrefix(line, "data: ") {
+				n++
+			}
+		}
+		got <- n
+	}()
+	select {
+	case n := <-got:
+		if n != total {
+			t.Fatalf("the lagging tail ended after %d events, want %d", n, total)
+		}
+	case <-time.After(2 * time.Minute): // a hang detector, not a timing goal
+		t.Fatal("the lagging tail did not receive the 16 events in 2 minutes: it is stuck")
+	}
+
+	// SIGTERM with both tails open, the stalled one in a write (10m write
+	// timeout): the broker ends them at once and closes the store.
+	b.Stop()
+	log := b.Log()
+	for _, bad := range []string{"did not finish in time", "leaked iterators", "store is left open", "closing the store"} {
+		if strings.Contains(log, bad) {
+			t.Errorf("the broker log says %q at shutdown", bad)
+		}
+	}
+}

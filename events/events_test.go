@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -657,5 +658,54 @@ func TestPositionAt(t *testing.T) {
 		if err != nil || got != c.want {
 			t.Fatalf("PositionAt(base+%d) = %d, %v; want %d", c.ts-base, got, err, c.want)
 		}
+	}
+}
+
+// TestReadAllPageCutByMaxBytes pins a hang: a ReadAll page cut by maxBytes
+// with events left below the head re-read the same batch forever (the
+// loop only stopped at the limit or the head), so an SSE tail that fell
+// behind, or a read with a small max_bytes, spun at full CPU, ignored
+// shutdown and held the store open. The read must return the page.
+func TestReadAllPageCutByMaxBytes(t *testing.T) {
+	e := openEnv(t, t.TempDir(), nil)
+	st := e.store("feed")
+	data := `"` + strings.Repeat("x", 600) + `"`
+	mustAppend(t, st, "s", ExpectedRevision{}, e.now(), ev("a", data), ev("a", data), ev("a", data))
+	mustAppend(t, st, "s", ExpectedRevision{}, e.now(), ev("a", data), ev("a", data))
+	type result struct {
+		page AllPage
+		err  error
+	}
+	got := make(chan result, 1)
+	go func() {
+		page, err := st.ReadAll(0, MaxReadLimit, 1024, nil)
+		got <- result{page, err}
+	}()
+	var res result
+	select {
+	case res = <-got:
+	case <-time.After(time.Minute): // a hang detector, not a timing goal
+		t.Fatal("ReadAll(0, limit, maxBytes 1024) did not return: it loops on a page cut by maxBytes")
+	}
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	// The second event passes 1024 bytes: the page ends after it.
+	if len(res.page.Events) != 2 || res.page.NextPosition != 2 {
+		t.Fatalf("page: %d events, next position %d; want 2 and 2", len(res.page.Events), res.page.NextPosition)
+	}
+	// Reading on from there reaches every event, across the batches.
+	var all []Event
+	for pos := int64(0); pos < st.NextPosition(); {
+		page, err := st.ReadAll(pos, MaxReadLimit, 1024, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, page.Events...)
+		pos = page.NextPosition
+	}
+	checkGapFree(t, all)
+	if len(all) != 5 {
+		t.Fatalf("read %d events, want 5", len(all))
 	}
 }

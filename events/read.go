@@ -305,7 +305,11 @@ func (st *Store) ReadAll(from int64, limit, maxBytes int, filter func(stream str
 	page.NextPosition = from
 	bytes, scanned := 0, 0
 	var buf []byte
-	for page.NextPosition < hwm && len(page.Events) < limit && scanned < scanRecordsMax {
+	// full ends the read once the page is full by any of its bounds (the
+	// loop condition cannot see maxBytes: without full, a page cut by
+	// maxBytes below hwm re-read the same batch forever).
+	full := false
+	for !full && page.NextPosition < hwm && len(page.Events) < limit && scanned < scanRecordsMax {
 		var err error
 		buf, _, err = p.Read(page.NextPosition, readChunkBytes, true, buf[:0])
 		if errors.Is(err, topics.ErrUnknownTopic) {
@@ -320,7 +324,6 @@ func (st *Store) ReadAll(from int64, limit, maxBytes int, filter func(stream str
 		if len(buf) == 0 {
 			break
 		}
-		full := false
 		for rest := buf; len(rest) > 0 && !full; {
 			h, err := topics.ParseBatchHeader(rest)
 			if err != nil {

@@ -272,6 +272,7 @@ func (s *Server) failedAuthentication(r *http.Request, scheme, principal, reason
 	select {
 	case <-t.C:
 	case <-r.Context().Done():
+	case <-s.stopping:
 	}
 }
 

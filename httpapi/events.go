@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -58,14 +59,11 @@ type eventsAPI struct {
 	now       func() time.Time
 	heartbeat time.Duration
 	bodyLimit int64
-	// done is closed when the server shuts down: tails end, long-polls
-	// answer with what they have.
-	done chan struct{}
 }
 
 // RegisterEvents adds the event store routes. Call before Start.
 func (s *Server) RegisterEvents(cfg EventsConfig) {
-	api := &eventsAPI{s: s, svc: cfg.Events, now: cfg.Now, heartbeat: cfg.Heartbeat, done: make(chan struct{})}
+	api := &eventsAPI{s: s, svc: cfg.Events, now: cfg.Now, heartbeat: cfg.Heartbeat}
 	if api.now == nil {
 		api.now = time.Now
 	}
@@ -76,8 +74,6 @@ func (s *Server) RegisterEvents(cfg EventsConfig) {
 	// Base64 data grows by 4/3; allow for the JSON around it.
 	api.bodyLimit = int64(limits.MaxAppendBytes)*4/3 + 1<<20
 	s.noteBodyLimit(api.bodyLimit)
-	var once sync.Once
-	s.httpSrv.RegisterOnShutdown(func() { once.Do(func() { close(api.done) }) })
 
 	s.Handle("GET /v1/stores", http.HandlerFunc(api.handleListStores))
 	s.Handle("PUT /v1/stores/{store}", http.HandlerFunc(api.handleCreateStore))
@@ -831,7 +827,7 @@ func (api *eventsAPI) longPoll(ctx context.Context, st *events.Store, p readAllP
 			return page, nil
 		case <-ctx.Done():
 			return page, nil
-		case <-api.done:
+		case <-api.s.stopping:
 			return page, nil
 		}
 	}
@@ -854,6 +850,12 @@ func (api *eventsAPI) serveSSE(w http.ResponseWriter, r *http.Request, st *event
 	}
 	defer release()
 	out := &sseWriter{s: api.s, w: w, r: r, rc: http.NewResponseController(w)}
+	out.conn, _ = r.Context().Value(connKey{}).(net.Conn)
+	if !api.s.addTail(out) {
+		writeError(w, newNativeError("shutting_down", "the broker is shutting down; retry on another broker or after its restart"))
+		return
+	}
+	defer api.s.removeTail(out)
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
@@ -883,7 +885,7 @@ func (api *eventsAPI) serveSSE(w http.ResponseWriter, r *http.Request, st *event
 			select {
 			case <-r.Context().Done():
 				return
-			case <-api.done:
+			case <-api.s.stopping:
 				return
 			default:
 				continue
@@ -904,7 +906,7 @@ func (api *eventsAPI) serveSSE(w http.ResponseWriter, r *http.Request, st *event
 			}
 		case <-r.Context().Done():
 			return
-		case <-api.done:
+		case <-api.s.stopping:
 			return
 		}
 	}
@@ -935,17 +937,60 @@ func (api *eventsAPI) sseParams(r *http.Request, st *events.Store) (readAllParam
 // sseWriter writes a Server-Sent Events stream. Every write gets the
 // server's WriteTimeout: a client that stops reading is disconnected
 // instead of holding the tail's goroutine forever. A failed write or
-// flush is logged (streamWriteFailed) and reported as false.
+// flush is logged (streamWriteFailed) and reported as false. Once stopped
+// (server shutdown) every write fails, and a write in progress is cut by
+// closing the connection: a tail ends at once even when its client reads
+// nothing.
 type sseWriter struct {
-	s   *Server
-	w   http.ResponseWriter
-	r   *http.Request
-	rc  *http.ResponseController
-	buf []byte
+	s    *Server
+	w    http.ResponseWriter
+	r    *http.Request
+	rc   *http.ResponseController
+	conn net.Conn // the request's connection (nil in tests without one)
+	buf  []byte
+
+	mu struct {
+		sync.Mutex
+		writing, stopped bool
+		since            time.Time // when the write in progress began
+	}
+}
+
+// begin starts a write: false when the tail is stopped.
+func (o *sseWriter) begin() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.mu.stopped {
+		return false
+	}
+	o.mu.writing, o.mu.since = true, time.Now()
+	_ = o.rc.SetWriteDeadline(time.Now().Add(o.s.cfg.WriteTimeout))
+	return true
+}
+
+func (o *sseWriter) end() {
+	o.mu.Lock()
+	o.mu.writing = false
+	o.mu.Unlock()
+}
+
+// stop makes the tail's writes fail; a write in progress is cut by
+// closing the connection (its client reads nothing, or the write would
+// have ended).
+func (o *sseWriter) stop() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.mu.stopped = true
+	if o.mu.writing && o.conn != nil {
+		_ = o.conn.Close()
+	}
 }
 
 func (o *sseWriter) write(b []byte) bool {
-	_ = o.rc.SetWriteDeadline(time.Now().Add(o.s.cfg.WriteTimeout))
+	if !o.begin() {
+		return false
+	}
+	defer o.end()
 	if _, err := o.w.Write(b); err != nil {
 		o.s.streamWriteFailed(o.r, err)
 		return false
@@ -954,7 +999,10 @@ func (o *sseWriter) write(b []byte) bool {
 }
 
 func (o *sseWriter) flush() bool {
-	_ = o.rc.SetWriteDeadline(time.Now().Add(o.s.cfg.WriteTimeout))
+	if !o.begin() {
+		return false
+	}
+	defer o.end()
 	if err := o.rc.Flush(); err != nil {
 		o.s.streamWriteFailed(o.r, err)
 		return false

@@ -662,7 +662,7 @@ func TestEventsTailsEndWhenStoreDeleted(t *testing.T) {
 	if err := env.es.DeleteStore("t"); err != nil {
 		t.Fatal(err)
 	}
-	api := &eventsAPI{svc: env.es, now: time.Now, done: make(chan struct{})}
+	api := &eventsAPI{s: &Server{}, svc: env.es, now: time.Now}
 	start := time.Now()
 	_, err = api.longPoll(context.Background(), st, readAllParams{from: st.NextPosition(), limit: 10, maxBytes: 1 << 20, wait: 2 * time.Second})
 	if !errors.Is(err, events.ErrStoreNotFound) || time.Since(start) > time.Second {

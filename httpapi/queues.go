@@ -276,6 +276,7 @@ func (api *queueAPI) handleDeleteMessage(w http.ResponseWriter, r *http.Request)
 
 // handleReceive leases messages, long-polling up to wait_ms when none is
 // ready. A client that goes away before messages are found takes no lease.
+// Server shutdown ends the wait: the request answers what it found.
 func (api *queueAPI) handleReceive(w http.ResponseWriter, r *http.Request) {
 	var body receiveRequestJSON
 	if err := decodeBody(w, r, queueBody, &body); err != nil {
@@ -304,6 +305,7 @@ func (api *queueAPI) handleReceive(w http.ResponseWriter, r *http.Request) {
 		_ = http.NewResponseController(w).SetWriteDeadline(start.Add(time.Duration(wait)*time.Millisecond + api.s.cfg.WriteTimeout))
 	}
 	var timer *time.Timer
+	stopping := false // the server shuts down: answer what was found
 	var acks []queues.ItemResult
 	receipts := req.Ack
 	for first := true; ; first = false {
@@ -326,7 +328,7 @@ func (api *queueAPI) handleReceive(w http.ResponseWriter, r *http.Request) {
 			err = nil
 		}
 		left := time.Duration(wait)*time.Millisecond - time.Since(start)
-		if err != nil || len(msgs) > 0 || left <= 0 {
+		if err != nil || len(msgs) > 0 || left <= 0 || stopping {
 			if cancel != nil {
 				cancel()
 			}
@@ -345,6 +347,8 @@ func (api *queueAPI) handleReceive(w http.ResponseWriter, r *http.Request) {
 		case <-woken:
 		case <-timer.C:
 			timer.Reset(0) // one more try, then the loop answers
+		case <-api.s.stopping:
+			stopping = true // one more try, then the loop answers
 		case <-r.Context().Done():
 			cancel()
 			return

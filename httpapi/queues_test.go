@@ -26,6 +26,7 @@ type queueEnv struct {
 	store *pebblestore.Store
 	tm    *topics.Manager
 	e     *queues.Engine
+	srv   *Server
 	base  string
 	now   time.Time
 }
@@ -45,7 +46,7 @@ func newQueueEnv(t *testing.T) *queueEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, env.base = startServer(t, Config{}, func(s *Server) {
+	env.srv, env.base = startServer(t, Config{}, func(s *Server) {
 		s.RegisterQueues(QueuesConfig{Engine: env.e, Now: func() time.Time { return env.now }})
 	})
 	t.Cleanup(func() {

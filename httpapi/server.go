@@ -140,6 +140,19 @@ type Server struct {
 
 	// shuttingDown makes /readyz fail once Shutdown begins.
 	shuttingDown atomic.Bool
+	// stopping is closed when Shutdown begins: tails end and long polls
+	// answer with what they have (shutdown.go).
+	stopping chan struct{}
+	stopOnce sync.Once
+	// handlers counts the running handlers; Shutdown returns only once
+	// none runs.
+	handlers inflight
+	// tails are the running SSE tails, which stop cuts off.
+	tails struct {
+		sync.Mutex
+		set     map[*sseWriter]struct{}
+		stopped bool
+	}
 
 	mu struct {
 		sync.Mutex
@@ -154,9 +167,10 @@ type Server struct {
 func New(cfg Config) *Server {
 	cfg.applyDefaults()
 	s := &Server{
-		cfg: cfg,
-		log: cfg.Logger,
-		mux: http.NewServeMux(),
+		cfg:      cfg,
+		log:      cfg.Logger,
+		mux:      http.NewServeMux(),
+		stopping: make(chan struct{}),
 	}
 	s.httpSrv = &http.Server{
 		Handler:           s,
@@ -166,6 +180,7 @@ func New(cfg Config) *Server {
 		IdleTimeout:       cfg.IdleTimeout,
 		MaxHeaderBytes:    cfg.MaxHeaderBytes,
 		ErrorLog:          stdlog.New(logWriter{s.log}, "", 0),
+		ConnContext:       connContext,
 	}
 	if cfg.Registry != nil {
 		s.metrics = newRequestMetrics(cfg.Registry)
@@ -241,12 +256,18 @@ func (s *Server) Addr() net.Addr {
 	return s.mu.listener.Addr()
 }
 
-// Shutdown stops accepting connections, fails /readyz, and waits for the
-// requests in flight until ctx is done; then it closes the remaining
-// connections and returns ctx's error. It is safe to call before Start and
-// more than once.
+// Shutdown stops accepting connections, fails /readyz, ends the SSE tails
+// and long polls at once (a tail blocked in a write loses its
+// connection), and waits for the requests in flight until ctx is done;
+// then it closes the remaining connections and returns ctx's error.
+// Either way it returns only once every handler has returned, so the
+// caller may then close what the handlers use (the store). A handler that
+// ignores its closed connection (blocked on a lock, a disk) keeps
+// Shutdown waiting: bound the wait outside if needed. It is safe to call
+// before Start and more than once.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.shuttingDown.Store(true)
+	s.stop()
 	s.mu.Lock()
 	started, served := s.mu.started, s.mu.served
 	s.mu.Unlock()
@@ -258,6 +279,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		_ = s.httpSrv.Close()
 	}
 	<-served
+	// Close does not wait for the handlers of the connections it closed.
+	s.handlers.wait()
 	if err != nil {
 		return fmt.Errorf("httpapi: shutdown: %w", err)
 	}
@@ -267,6 +290,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // ServeHTTP routes r. Unmatched paths and methods get JSON 404 and 405
 // errors; a panicking handler gets a JSON 500.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.handlers.add()
+	defer s.handlers.done() // the last deferred call: after the recovery
 	start := time.Now()
 	sw := &statusWriter{ResponseWriter: w}
 	_, pattern := s.mux.Handler(r)

@@ -327,32 +327,6 @@ func TestShutdownWaitsForRequests(t *testing.T) {
 	}
 }
 
-func TestShutdownDeadline(t *testing.T) {
-	release := make(chan struct{})
-	defer close(release)
-	entered := make(chan struct{})
-	s := New(Config{Addr: "127.0.0.1:0"})
-	s.Handle("GET /stuck", http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
-		close(entered)
-		<-release
-	}))
-	if err := s.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		resp, err := http.Get("http://" + s.Addr().String() + "/stuck")
-		if err == nil {
-			resp.Body.Close()
-		}
-	}()
-	<-entered
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	defer cancel()
-	if err := s.Shutdown(ctx); !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("Shutdown past its deadline = %v, want DeadlineExceeded", err)
-	}
-}
-
 func TestMaxHeaderBytes(t *testing.T) {
 	_, base := startServer(t, Config{MaxHeaderBytes: 1 << 10}, nil)
 	req, err := http.NewRequest("GET", base+"/healthz", nil)

@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"os"
 	"sort"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -35,6 +36,11 @@ import (
 // the broker is asked to stop.
 const shutdownGrace = 15 * time.Second
 
+// handlerExitGrace bounds how long the broker waits, once shutdownGrace
+// passed and the listeners closed their connections, for the request
+// handlers to return. Past it the store is left open (run).
+const handlerExitGrace = 10 * time.Second
+
 // run starts every component of the broker from cfg, serves until ctx is
 // cancelled, then stops them in reverse order: stop accepting, finish
 // in-flight requests, close the store. cfg has been validated.
@@ -53,6 +59,14 @@ func run(ctx context.Context, cfg *Config, log zerolog.Logger) error {
 	// crash, opening the store replays its WAL.
 	log.Info().Dur("took", time.Since(start)).Msg("store opened")
 	defer func() {
+		if b.handlersRunning.Load() {
+			// A handler may hold a store iterator: closing the store
+			// under it could crash the broker or read freed memory.
+			// Every acknowledged write is already synced (with fsync
+			// never, written to the OS); the next start replays the WAL.
+			log.Error().Msg("the store is left open: request handlers still run (see above); the next start recovers it from its log")
+			return
+		}
 		if err := b.store.Close(); err != nil {
 			log.Error().Err(err).Msg("closing the store")
 		}
@@ -110,7 +124,9 @@ func run(ctx context.Context, cfg *Config, log zerolog.Logger) error {
 		runErr = fmt.Errorf("the Kafka listener failed: %w", err)
 	}
 	b.serving.Store(false)
-	b.shutdownListeners(kafka.server, web)
+	if !b.shutdownListeners(kafka.server, web) {
+		b.handlersRunning.Store(true)
+	}
 	log.Info().Msg("broker stopped")
 	return runErr
 }
@@ -132,6 +148,9 @@ type broker struct {
 	markers *txnMarkers
 	// serving is set while the listeners serve (the HTTP readiness check).
 	serving atomic.Bool
+	// handlersRunning is set when request handlers still ran at the end
+	// of the shutdown: then the store is not closed.
+	handlersRunning atomic.Bool
 	// start is when run began (the console's uptime).
 	start time.Time
 	// creds are the SCRAM users, tls the certificates (nil without TLS).
@@ -502,18 +521,47 @@ func (b *broker) logStarted(kafka *kafkaListener, web *httpapi.Server, recovered
 	ev.Msg("broker started")
 }
 
-// shutdownListeners lets in-flight Kafka and HTTP requests finish, for at
-// most shutdownGrace, and closes the listeners.
-func (b *broker) shutdownListeners(kafka *kafkaproto.Server, web *httpapi.Server) {
+// shutdownListeners shuts the Kafka and HTTP listeners down together
+// (each ends its long polls and tails at once), lets in-flight requests
+// finish for at most shutdownGrace, then closes the connections left.
+// Both Shutdowns return only once their handlers returned; it reports
+// whether they did within shutdownGrace + handlerExitGrace. When they did
+// not (a handler stuck on a lock or a disk), the caller must not close the
+// store: a handler may hold one of its iterators.
+func (b *broker) shutdownListeners(kafka *kafkaproto.Server, web *httpapi.Server) bool {
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 	defer cancel()
-	if err := kafka.Shutdown(sctx); err != nil {
-		b.log.Warn().Err(err).Msg("in-flight Kafka requests did not finish in time; connections closed")
-	}
-	if web != nil {
-		if err := web.Shutdown(sctx); err != nil {
-			b.log.Warn().Err(err).Msg("HTTP shutdown")
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := kafka.Shutdown(sctx); err != nil {
+			b.log.Warn().Err(err).Msg("in-flight Kafka requests did not finish in time; connections closed")
 		}
+	}()
+	if web != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := web.Shutdown(sctx); err != nil {
+				b.log.Warn().Err(err).Msg("in-flight HTTP requests did not finish in time; connections closed")
+			}
+		}()
+	}
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	bound := time.NewTimer(shutdownGrace + handlerExitGrace)
+	defer bound.Stop()
+	select {
+	case <-done:
+		return true
+	case <-bound.C:
+		b.log.Error().Dur("waited", shutdownGrace+handlerExitGrace).
+			Msg("Kafka or HTTP request handlers still run after their connections were closed; exiting without closing the store under them")
+		return false
 	}
 }
 
