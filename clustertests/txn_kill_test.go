@@ -32,15 +32,16 @@ const (
 	txnAbortEvery = 5
 	// txnTimeout bounds one transaction (CLUSTER_TXN_TIMEOUT overrides
 	// it); past it the producer gives up and replaces its client, as an
-	// application would. Needed: a franz-go client (v1.22.3) whose
-	// coordinator died between two transactions retries the next
-	// AddPartitionsToTxn against the dead broker until it answers again
-	// (it finds the coordinator again only once the broker leaves
-	// Metadata, and ours keeps listing a fenced broker: DESIGN.md,
-	// "Cluster"), so without it the producer would wait for the restart
-	// instead of failing over. CLUSTER_TXN_TIMEOUT=45s shows it: the
-	// test fails at the second kill.
-	txnTimeout = 10 * time.Second
+	// application would. It is as long as waitCommits waits, so it is no
+	// workaround: a franz-go client (v1.22.3) whose coordinator died
+	// between two transactions retries the next AddPartitionsToTxn
+	// against the dead broker and finds the new coordinator only once
+	// the broker leaves Metadata, which it does once fenced (DESIGN.md,
+	// "Cluster", liveness); a broker that kept a fenced broker in
+	// Metadata made the producer wait for the restart, and the test fail
+	// at the second kill ("committed nothing within 45s"). It was 10 s
+	// while that was so.
+	txnTimeout = wait
 )
 
 // txnIDOf is producer p's transactional ID; producer txnProducers writes

@@ -9,6 +9,9 @@ package kafkaproto
 //     group's leader as controller, and each cluster partition's leader
 //     and replicas from its assignment (ISR = replicas while partitions
 //     are not replicated); auto-creation is proposed to the group.
+//     Fenced brokers (KIP-631) are left out, this one too, as Kafka's
+//     getAliveBrokerNodes; a partition whose leader is fenced has leader
+//     -1 and LEADER_NOT_AVAILABLE, and fenced replicas are offline.
 //   - A null topic list (v1+), or an empty one at v0, lists every topic.
 //   - Unknown topics are created when both the request (v4+ allow flag; v0-v3
 //     always) and the broker's auto-create-topics allow it, with the default
@@ -65,7 +68,10 @@ func (s *Server) handleMetadata(r *request) (reply, error) {
 		return reply{}, errors.New("metadata request names too many topics")
 	}
 	if s.cfg.Cluster != nil {
-		resp.Brokers = s.clusterBrokers(r.c)
+		resp.Brokers = []kmsg.MetadataResponseBroker{}
+		for _, b := range s.clusterBrokers(r.c, false) {
+			resp.Brokers = append(resp.Brokers, b.MetadataResponseBroker)
+		}
 	} else {
 		resp.Brokers = []kmsg.MetadataResponseBroker{s.brokerEntry(r.c)}
 	}
@@ -187,7 +193,8 @@ func (s *Server) metadataTopic(t *topics.Topic) kmsg.MetadataResponseTopic {
 	for i := int32(0); i < n; i++ {
 		p := kmsg.NewMetadataResponseTopicPartition()
 		p.Partition = i
-		p.Leader, p.LeaderEpoch, p.Replicas, p.ISR = s.partitionView(t, i)
+		v := s.partitionView(t, i)
+		p.Leader, p.LeaderEpoch, p.Replicas, p.ISR, p.OfflineReplicas = v.leader, v.epoch, v.replicas, v.isr, v.offline
 		if p.Leader < 0 {
 			p.ErrorCode = kerr.LeaderNotAvailable.Code
 		}

@@ -15,7 +15,8 @@ package kafkaproto
 //     over the registered brokers by the first FindCoordinator once every
 //     voter has registered (Kafka creates these topics then too).
 //     COORDINATOR_NOT_AVAILABLE while they cannot be placed or the
-//     coordinator is not registered. With offsets-topic-replication-factor
+//     coordinator is not registered or is fenced (KIP-631; Kafka answers
+//     a coordinator that is not alive so). With offsets-topic-replication-factor
 //     above 1 a partition of __consumer_offsets is a Raft group and the
 //     group coordinator is its current leader (record 8), so it moves
 //     with leadership; COORDINATOR_NOT_AVAILABLE while none is recorded.
@@ -107,6 +108,14 @@ func (s *Server) findClusterCoordinator(r *request, kind int8, c *kmsg.FindCoord
 		// leader (an election): the client retries.
 		c.ErrorCode = kerr.CoordinatorNotAvailable.Code
 		c.ErrorMessage = kmsg.StringPtr("the coordinator's partition of " + topic + " has no leader yet")
+		return
+	}
+	if s.brokerFenced(id) {
+		// Kafka's KafkaApis.getCoordinator answers a leader that is
+		// not alive (getAliveBrokerNode) this way; the client retries
+		// until the partition's leadership moves or the broker returns.
+		c.ErrorCode = kerr.CoordinatorNotAvailable.Code
+		c.ErrorMessage = kmsg.StringPtr(fmt.Sprintf("the coordinator, broker %d, is fenced (the metadata leader has not heard from it); retry", id))
 		return
 	}
 	if id == s.cfg.NodeID {

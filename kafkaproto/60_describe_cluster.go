@@ -4,12 +4,18 @@ package kafkaproto
 //
 // Behavior:
 //   - The cluster is this one broker, which is also the controller; in a
-//     cluster (cluster.go), every registered broker and the metadata
-//     group's leader as controller.
+//     cluster (cluster.go), every registered broker that is not fenced
+//     and the metadata group's leader as controller. Fenced brokers
+//     (KIP-631) are listed, with IsFenced, only when the request sets
+//     IncludeFencedBrokers (KIP-1073).
 //   - endpoint_type (v1+, KIP-919): only 1 (brokers) is served; 2
 //     (controllers) gets UNSUPPORTED_ENDPOINT_TYPE.
 //   - Cluster authorized operations, when asked for: every cluster
 //     operation (no authorizer, as Kafka answers without one).
+//
+// Version notes:
+//   - v2 adds IncludeFencedBrokers and IsFenced (KIP-1073); the field is
+//     false in older requests, so they never list fenced brokers.
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -39,13 +45,13 @@ func (s *Server) handleDescribeCluster(r *request) (reply, error) {
 	}
 	resp.ClusterID = s.clusterID()
 	resp.ControllerID = s.clusterController()
-	brokers := []kmsg.MetadataResponseBroker{s.brokerEntry(r.c)}
+	brokers := []listedBroker{{MetadataResponseBroker: s.brokerEntry(r.c)}}
 	if s.cfg.Cluster != nil {
-		brokers = s.clusterBrokers(r.c)
+		brokers = s.clusterBrokers(r.c, req.Version >= 2 && req.IncludeFencedBrokers)
 	}
 	for _, mb := range brokers {
 		b := kmsg.NewDescribeClusterResponseBroker()
-		b.NodeID, b.Host, b.Port, b.Rack = mb.NodeID, mb.Host, mb.Port, mb.Rack
+		b.NodeID, b.Host, b.Port, b.Rack, b.IsFenced = mb.NodeID, mb.Host, mb.Port, mb.Rack, mb.fenced
 		resp.Brokers = append(resp.Brokers, b)
 	}
 	return reply{resp: resp}, nil

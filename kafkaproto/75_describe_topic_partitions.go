@@ -16,6 +16,9 @@ package kafkaproto
 //     every topic gets INVALID_REQUEST (as Kafka).
 //   - Partitions are as in Metadata: this node leads every partition at
 //     epoch 0 and is the only replica; the eligible-leader lists are empty.
+//     In a cluster, a partition whose leader is fenced has leader -1 and
+//     fenced replicas are offline (KRaftMetadataCache's
+//     describeTopicResponse), without a partition error.
 //   - Authorized operations: with no authorizer every topic operation is
 //     allowed, as Kafka reports without one.
 //
@@ -113,10 +116,10 @@ func (s *Server) handleDescribeTopicPartitions(r *request) (reply, error) {
 			limit--
 			p := kmsg.NewDescribeTopicPartitionsResponseTopicPartition()
 			p.Partition = i
-			p.LeaderID, p.LeaderEpoch, p.Replicas, p.ISR = s.partitionView(t, i)
+			v := s.partitionView(t, i)
+			p.LeaderID, p.LeaderEpoch, p.Replicas, p.ISR, p.OfflineReplicas = v.leader, v.epoch, v.replicas, v.isr, v.offline
 			p.EligibleLeaderReplicas = []int32{}
 			p.LastKnownELR = []int32{}
-			p.OfflineReplicas = []int32{}
 			rt.Partitions = append(rt.Partitions, p)
 		}
 		resp.Topics = append(resp.Topics, rt)

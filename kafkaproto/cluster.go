@@ -56,8 +56,15 @@ var (
 // method is safe for concurrent use. Changes return once this broker has
 // applied them to its topic store (topics.Manager.SyncClusterTopics).
 type Cluster interface {
-	// Brokers are the registered brokers, sorted by node ID.
+	// Brokers are the registered brokers, sorted by node ID, fenced
+	// ones included (ClusterBroker.Fenced): where the brokers are, for
+	// addresses and checks. What clients are told is clusterBrokers.
 	Brokers() []ClusterBroker
+	// Fenced reports whether the metadata group's leader fenced broker
+	// id: it did not hear from it for the broker session timeout
+	// (KIP-631). Metadata and DescribeCluster leave it out, and a
+	// partition or coordinator it leads has no leader for clients.
+	Fenced(id int32) bool
 	// Controller is the metadata group's leader, -1 while none is known.
 	Controller() int32
 	// ClusterID is the cluster's ID, "" before it is known.
@@ -156,11 +163,13 @@ type ReplicatedLog interface {
 	WriteMarker(ctx context.Context, producerID int64, epoch int16, commit bool, coordinatorEpoch int32) func() error
 }
 
-// ClusterBroker is a registered broker: node ID and advertised address.
+// ClusterBroker is a registered broker: node ID, advertised address, and
+// whether it is fenced (Cluster.Fenced).
 type ClusterBroker struct {
 	NodeID int32
 	Host   string
 	Port   int32
+	Fenced bool
 }
 
 // ClusterTopic is a topic to create in the cluster.
@@ -302,26 +311,49 @@ func coordinatorOf(leaders []int32, key string) int32 {
 	return leaders[groups.PartitionFor(key, int32(len(leaders)))]
 }
 
-// clusterBrokers are the Metadata brokers of a cluster: this broker as
-// the listener c came in on advertises it, the others as registered.
-func (s *Server) clusterBrokers(c *conn) []kmsg.MetadataResponseBroker {
+// listedBroker is a broker Metadata or DescribeCluster lists.
+type listedBroker struct {
+	kmsg.MetadataResponseBroker
+	fenced bool
+}
+
+// clusterBrokers are the brokers of a cluster as Metadata and
+// DescribeCluster list them: this broker as the listener c came in on
+// advertises it, the others as registered. A fenced broker, this one
+// included, is left out unless withFenced (DescribeCluster v2
+// IncludeFencedBrokers, KIP-1073), as Kafka's KafkaApis lists
+// KRaftMetadataCache.getAliveBrokerNodes (getBrokerNodes with the flag),
+// so that clients stop dialing a dead broker and look for the new
+// leaders and coordinators. This broker before it is registered is
+// listed: clients still reach it.
+func (s *Server) clusterBrokers(c *conn, withFenced bool) []listedBroker {
 	self := s.brokerEntry(c)
-	out := []kmsg.MetadataResponseBroker{}
+	out := []listedBroker{}
 	seenSelf := false
 	for _, b := range s.cfg.Cluster.Brokers() {
+		if b.Fenced && !withFenced {
+			seenSelf = seenSelf || b.NodeID == s.cfg.NodeID
+			continue
+		}
 		if b.NodeID == s.cfg.NodeID {
-			out = append(out, self)
+			out = append(out, listedBroker{self, b.Fenced})
 			seenSelf = true
 			continue
 		}
 		mb := kmsg.NewMetadataResponseBroker()
 		mb.NodeID, mb.Host, mb.Port = b.NodeID, b.Host, b.Port
-		out = append(out, mb)
+		out = append(out, listedBroker{mb, b.Fenced})
 	}
 	if !seenSelf { // not registered yet: clients still reach this broker
-		out = append(out, self)
+		out = append(out, listedBroker{MetadataResponseBroker: self})
 	}
 	return out
+}
+
+// brokerFenced reports whether broker id is fenced in a cluster: a
+// partition or coordinator it leads is shown without a leader.
+func (s *Server) brokerFenced(id int32) bool {
+	return s.cfg.Cluster != nil && id >= 0 && s.cfg.Cluster.Fenced(id)
 }
 
 // clusterController is the controller ID Metadata and DescribeCluster

@@ -232,19 +232,41 @@ func offsetForEpochReplicated(rl ReplicatedLog, version int16, rp kmsg.OffsetFor
 	}
 }
 
+// partitionState is what Metadata and DescribeTopicPartitions report
+// for a partition.
+type partitionState struct {
+	leader, epoch          int32
+	replicas, isr, offline []int32
+}
+
 // partitionView is what Metadata and DescribeTopicPartitions report for
-// partition p of t: leader, leader epoch, replicas and ISR. A replicated
-// partition's come from its leader's record (leader -1 until one is
-// recorded); any other's ISR is its replicas (RF 1) and its epoch 0.
-func (s *Server) partitionView(t *topics.Topic, p int32) (leader, epoch int32, replicas, isr []int32) {
-	leader, replicas = s.partitionReplicas(t, p)
-	if s.cfg.Cluster != nil {
-		if l, e, in, ok := s.cfg.Cluster.ReplicatedState(t.Name, p); ok {
-			if in == nil {
-				in = []int32{}
-			}
-			return l, e, replicas, in
+// partition p of t. A replicated partition's leader, epoch and ISR come
+// from its leader's record (leader -1 until one is recorded); any
+// other's ISR is its replicas (RF 1) and its epoch 0. A fenced leader is
+// reported as none (-1), as Kafka's controller takes the leadership from
+// a broker it fences (ReplicationControlManager.handleBrokerFenced: an
+// RF 1 partition is left with leader -1 and its ISR unchanged) until it
+// is unfenced; replicas on fenced brokers are offline
+// (KRaftMetadataCache.getOfflineReplicas).
+func (s *Server) partitionView(t *topics.Topic, p int32) partitionState {
+	leader, replicas := s.partitionReplicas(t, p)
+	st := partitionState{leader: leader, replicas: replicas, isr: replicas, offline: []int32{}}
+	if s.cfg.Cluster == nil {
+		return st
+	}
+	if l, e, in, ok := s.cfg.Cluster.ReplicatedState(t.Name, p); ok {
+		if in == nil {
+			in = []int32{}
+		}
+		st.leader, st.epoch, st.isr = l, e, in
+	}
+	if s.brokerFenced(st.leader) {
+		st.leader = -1
+	}
+	for _, r := range replicas {
+		if s.brokerFenced(r) {
+			st.offline = append(st.offline, r)
 		}
 	}
-	return leader, 0, replicas, replicas
+	return st
 }

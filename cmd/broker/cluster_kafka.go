@@ -126,7 +126,10 @@ func (k *kafkaCluster) memberIDs() map[int32]bool {
 	return ids
 }
 
-// Brokers implements kafkaproto.Cluster.
+// Brokers implements kafkaproto.Cluster: every registered member, fenced
+// ones with Fenced set (placement, coordinator addresses and the marker
+// sender's seeds need them all; kafkaproto leaves fenced ones out of
+// what it tells clients).
 func (k *kafkaCluster) Brokers() []kafkaproto.ClusterBroker {
 	members := k.memberIDs()
 	var out []kafkaproto.ClusterBroker
@@ -139,10 +142,14 @@ func (k *kafkaCluster) Brokers() []kafkaproto.ClusterBroker {
 		if err != nil || perr != nil {
 			continue // checked when registered
 		}
-		out = append(out, kafkaproto.ClusterBroker{NodeID: b.NodeID, Host: host, Port: int32(port)})
+		out = append(out, kafkaproto.ClusterBroker{NodeID: b.NodeID, Host: host, Port: int32(port), Fenced: k.md.Fenced(b.NodeID)})
 	}
 	return out
 }
+
+// Fenced implements kafkaproto.Cluster: the metadata's fencing
+// (record 7, proposed by the leader's liveness watch).
+func (k *kafkaCluster) Fenced(id int32) bool { return k.md.Fenced(id) }
 
 // brokerIDs are the registered members' IDs, sorted.
 func (k *kafkaCluster) brokerIDs() []int32 {
@@ -158,9 +165,9 @@ func (k *kafkaCluster) brokerIDs() []int32 {
 // controller places them on unfenced brokers only.
 func (k *kafkaCluster) placementIDs() []int32 {
 	var ids []int32
-	for _, id := range k.brokerIDs() {
-		if !k.md.Fenced(id) {
-			ids = append(ids, id)
+	for _, b := range k.Brokers() {
+		if !b.Fenced {
+			ids = append(ids, b.NodeID)
 		}
 	}
 	return ids

@@ -9,7 +9,10 @@ package main
 // fresh by CheckQuorum), fences a registered broker it has seen inactive
 // for brokerSessionTimeout without a break, and unfences it as soon as
 // it answers again. Both are records of the metadata log
-// (cluster.FenceBrokerRecord), so every broker places partitions alike.
+// (cluster.FenceBrokerRecord), so every broker places partitions alike
+// and tells clients alike: Metadata and DescribeCluster leave a fenced
+// broker out, and a partition or coordinator it leads has no leader
+// (kafkaproto's clusterBrokers and partitionView, as KRaft's brokers).
 
 import (
 	"context"

@@ -2,11 +2,14 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/vibemq/broker/cluster"
 )
@@ -134,4 +137,163 @@ func leadersOf(ctx context.Context, t *testing.T, tc *testCluster, id int32, top
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// TestClusterMetadataLeavesOutFencedBroker: once the leader fenced a
+// stopped broker, Metadata and DescribeCluster leave it out, as KRaft's
+// brokers do (KafkaApis lists getAliveBrokerNodes); DescribeCluster v2
+// with IncludeFencedBrokers lists it with IsFenced (KIP-1073); the RF 1
+// partition it led has leader -1 (LEADER_NOT_AVAILABLE in Metadata) and
+// the broker as offline replica, in DescribeTopicPartitions too; a group
+// it coordinates gets COORDINATOR_NOT_AVAILABLE from FindCoordinator.
+// Restarted and unfenced, it is listed and leads again. Pins what
+// TestNetnsTxnCoordinatorKill found: Metadata kept listing a fenced
+// broker, so a franz-go transactional producer kept dialing its dead
+// coordinator (it drops a coordinator only once Metadata drops its
+// broker) until the broker came back.
+func TestClusterMetadataLeavesOutFencedBroker(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three brokers")
+	}
+	tc := startTestCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cl := tc.client()
+	m := tc.waitAgreed(ctx, cl, func(*kmsg.MetadataResponse) bool { return true })
+	down := m.ControllerID%3 + 1 // a follower: the leader keeps its view
+	live := down%3 + 1
+	const topic = "fenced-rf1"
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 3, 1, nil, topic); err != nil {
+		t.Fatal(err)
+	}
+	m = tc.waitAgreed(ctx, cl, func(m *kmsg.MetadataResponse) bool { tp, ok := topicOf(m, topic); return ok && len(tp.Partitions) == 3 })
+	tp, _ := topicOf(m, topic)
+	p := slices.IndexFunc(tp.Partitions, func(p kmsg.MetadataResponseTopicPartition) bool { return p.Leader == down })
+	if p < 0 {
+		t.Fatalf("no partition of %s is led by broker %d: %s", topic, down, clusterSummary(m))
+	}
+	fv := fencedView{ctx: ctx, t: t, cl: cl, at: live, id: down, topic: topic, partition: tp.Partitions[p].Partition}
+	fv.group = fv.groupCoordinatedBy()
+	fv.check(false)
+
+	tc.stop[down]()
+	waitFenced(t, tc.cfgs[live].HTTPAddr, down, true)
+	fv.check(true)
+
+	tc.start(down)
+	waitFenced(t, tc.cfgs[live].HTTPAddr, down, false)
+	fv.check(false)
+}
+
+// fencedView checks what broker at tells clients about broker id, the
+// only replica of partition of topic and coordinator of group.
+type fencedView struct {
+	ctx       context.Context
+	t         *testing.T
+	cl        *kgo.Client
+	at, id    int32
+	topic     string
+	partition int32
+	group     string
+}
+
+// groupCoordinatedBy is a group whose coordinator is broker id.
+func (v fencedView) groupCoordinatedBy() string {
+	v.t.Helper()
+	for i := range 200 {
+		g := fmt.Sprintf("fenced-group-%d", i)
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			node, code, err := findCoordinatorAt(v.ctx, v.cl, v.at, g)
+			if err == nil && code == 0 {
+				if node == v.id {
+					return g
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				v.t.Fatalf("FindCoordinator %s: %v, code %d", g, err, code)
+			}
+		}
+	}
+	v.t.Fatalf("no group of 200 is coordinated by broker %d", v.id)
+	return ""
+}
+
+// check asserts broker at's Metadata, DescribeCluster (without and with
+// IncludeFencedBrokers), DescribeTopicPartitions and FindCoordinator
+// given broker id's fencing.
+func (v fencedView) check(fenced bool) {
+	t, b := v.t, v.cl.Broker(int(v.at))
+	t.Helper()
+	want, wantAll := []int32{1, 2, 3}, []int32{1, 2, 3}
+	wantLeader, wantCode, wantOffline := v.id, int16(0), []int32{}
+	if fenced {
+		want = slices.DeleteFunc(slices.Clone(want), func(id int32) bool { return id == v.id })
+		wantAll[v.id-1] = -v.id
+		wantLeader, wantCode, wantOffline = -1, kerr.LeaderNotAvailable.Code, []int32{v.id}
+	}
+	m, err := kmsg.NewPtrMetadataRequest().RequestWith(v.ctx, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []int32
+	for _, br := range m.Brokers {
+		ids = append(ids, br.NodeID)
+	}
+	slices.Sort(ids)
+	tp, _ := topicOf(m, v.topic)
+	if !slices.Equal(ids, want) || len(tp.Partitions) != 3 {
+		t.Fatalf("broker %d fenced %v: Metadata lists brokers %v and %d partitions, want %v and 3", v.id, fenced, ids, len(tp.Partitions), want)
+	}
+	if mp := tp.Partitions[v.partition]; mp.Leader != wantLeader || mp.ErrorCode != wantCode || !slices.Equal(mp.Replicas, []int32{v.id}) || !slices.Equal(mp.OfflineReplicas, wantOffline) {
+		t.Fatalf("broker %d fenced %v: Metadata partition %d: leader %d code %d replicas %v offline %v; want leader %d code %d offline %v", v.id, fenced, v.partition, mp.Leader, mp.ErrorCode, mp.Replicas, mp.OfflineReplicas, wantLeader, wantCode, wantOffline)
+	}
+	if got := v.describeCluster(false); !slices.Equal(got, want) {
+		t.Fatalf("broker %d fenced %v: DescribeCluster lists %v, want %v", v.id, fenced, got, want)
+	}
+	if got := v.describeCluster(true); !slices.Equal(got, wantAll) {
+		t.Fatalf("broker %d fenced %v: DescribeCluster with fenced brokers lists %v (negative: IsFenced), want %v", v.id, fenced, got, wantAll)
+	}
+	dreq := kmsg.NewPtrDescribeTopicPartitionsRequest()
+	dreq.Topics = []kmsg.DescribeTopicPartitionsRequestTopic{{Topic: v.topic}}
+	dresp, err := dreq.RequestWith(v.ctx, b)
+	if err != nil || len(dresp.Topics) != 1 || len(dresp.Topics[0].Partitions) != 3 {
+		t.Fatalf("DescribeTopicPartitions: %v %+v", err, dresp)
+	}
+	if dp := dresp.Topics[0].Partitions[v.partition]; dp.LeaderID != wantLeader || !slices.Equal(dp.OfflineReplicas, wantOffline) {
+		t.Fatalf("broker %d fenced %v: DescribeTopicPartitions partition %d: leader %d offline %v; want %d %v", v.id, fenced, v.partition, dp.LeaderID, dp.OfflineReplicas, wantLeader, wantOffline)
+	}
+	node, code, err := findCoordinatorAt(v.ctx, v.cl, v.at, v.group)
+	if fenced && (err != nil || code != kerr.CoordinatorNotAvailable.Code) || !fenced && (err != nil || code != 0 || node != v.id) {
+		t.Fatalf("broker %d fenced %v: FindCoordinator %s: node %d code %d %v", v.id, fenced, v.group, node, code, err)
+	}
+}
+
+// describeCluster is broker at's DescribeCluster brokers, sorted; with
+// fenced, IncludeFencedBrokers is set and a broker answered IsFenced is
+// negated.
+func (v fencedView) describeCluster(fenced bool) []int32 {
+	req := kmsg.NewPtrDescribeClusterRequest()
+	req.IncludeFencedBrokers = fenced
+	resp, err := req.RequestWith(v.ctx, v.cl.Broker(int(v.at)))
+	if err != nil || resp.ErrorCode != 0 {
+		v.t.Fatalf("DescribeCluster: %v %+v", err, resp)
+	}
+	var ids []int32
+	for _, b := range resp.Brokers {
+		id := b.NodeID
+		if b.IsFenced {
+			id = -id
+		}
+		ids = append(ids, id)
+	}
+	slices.SortFunc(ids, func(a, b int32) int { return int(abs32(a) - abs32(b)) })
+	return ids
+}
+
+func abs32(x int32) int32 {
+	if x < 0 {
+		return -x
+	}
+	return x
 }
