@@ -5,15 +5,21 @@ package kafkaproto
 // Behavior:
 //   - For each share group (KIP-932), the share-partition start offset of
 //     every partition it has read, or of the named topics and partitions:
-//     the first offset not yet acknowledged or archived. A partition the
-//     group has not read has start offset -1 and lag -1, no error; an
-//     unknown topic UNKNOWN_TOPIC_OR_PARTITION.
+//     the first offset not yet acknowledged or archived.
+//   - Absence of state is no error, as Apache Kafka 4.2 answers it
+//     (GroupCoordinatorService.describeShareGroupOffsets reads the share
+//     coordinator's state without looking at the group; checked by
+//     compat-tests TestShareGroupOffsetsDescribe against it): a partition
+//     the group has not read, an unknown partition and an unknown topic
+//     (topic ID zero) have start offset -1, leader epoch 0 and lag -1 with
+//     error NONE; a group that does not exist or is a classic or consumer
+//     group is answered so too, with no group error: -1 for each named
+//     partition, no topics when all are asked for.
 //   - Lag (v1, KIP-1226): the offsets from the start offset to the high
 //     watermark that are not yet acknowledged or archived.
-//   - A group that is not a share group gets GROUP_ID_NOT_FOUND. DESCRIBE
-//     on the group (GROUP_AUTHORIZATION_FAILED) and on each topic (its
-//     partitions TOPIC_AUTHORIZATION_FAILED when named, left out when all
-//     are asked for), as KafkaApis.
+//   - DESCRIBE on the group (GROUP_AUTHORIZATION_FAILED) and on each topic
+//     (its partitions TOPIC_AUTHORIZATION_FAILED when named, left out when
+//     all are asked for), as KafkaApis.
 //   - Leader epoch 0 (one replica, as Metadata answers).
 //
 // Version notes:
@@ -51,13 +57,9 @@ func (s *Server) handleDescribeShareGroupOffsets(r *request) (reply, error) {
 			resp.Groups = append(resp.Groups, g)
 			continue
 		}
-		v, ok := s.cfg.Groups.DescribeShareGroup(rg.GroupID)
-		if !ok {
-			g.ErrorCode = kerr.GroupIDNotFound.Code
-			g.ErrorMessage = kmsg.StringPtr("group " + rg.GroupID + " is not a share group")
-			resp.Groups = append(resp.Groups, g)
-			continue
-		}
+		// Not a share group (missing, classic or consumer): no state, so
+		// the view without partitions answers it.
+		v, _ := s.cfg.Groups.DescribeShareGroup(rg.GroupID)
 		if rg.Topics == nil {
 			g.Topics = s.shareOffsetsAll(v)
 		} else {
@@ -108,7 +110,8 @@ func (s *Server) shareOffsetsAll(v groups.ShareGroupView) []kmsg.DescribeShareGr
 	return out
 }
 
-// shareOffsetsNamed answers the named topics and partitions.
+// shareOffsetsNamed answers the named topics and partitions; one without
+// state, known or not, has start offset -1 and no error (as Kafka).
 func (s *Server) shareOffsetsNamed(v groups.ShareGroupView, topics []kmsg.DescribeShareGroupOffsetsRequestGroupTopic) []kmsg.DescribeShareGroupOffsetsResponseGroupTopic {
 	type key struct {
 		topic     string
@@ -122,17 +125,11 @@ func (s *Server) shareOffsetsNamed(v groups.ShareGroupView, topics []kmsg.Descri
 	for _, rt := range topics {
 		t := kmsg.NewDescribeShareGroupOffsetsResponseGroupTopic()
 		t.Topic = rt.Topic
-		lt, exists := s.topics.Topic(rt.Topic)
-		if exists {
+		if lt, exists := s.topics.Topic(rt.Topic); exists {
 			t.TopicID = lt.ID
 		}
 		for _, p := range rt.Partitions {
-			rp := shareOffsetPartition(p, have[key{rt.Topic, p}])
-			if !exists || p < 0 || p >= lt.NumPartitions() {
-				rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
-				rp.ErrorMessage = kmsg.StringPtr("unknown topic or partition")
-			}
-			t.Partitions = append(t.Partitions, rp)
+			t.Partitions = append(t.Partitions, shareOffsetPartition(p, have[key{rt.Topic, p}]))
 		}
 		out = append(out, t)
 	}
