@@ -91,6 +91,10 @@ type Coordinator struct {
 		// pending transactional offsets (txn_offsets.go), so a marker
 		// finds them.
 		txnProducers map[int64]map[string]bool
+		// txnCoordEpochs maps a partition of __consumer_offsets and a
+		// producer ID to the coordinator epoch of the producer's last
+		// marker there (absent: -1; txn_offsets_fence.go).
+		txnCoordEpochs map[int32]map[int64]int32
 	}
 }
 

@@ -199,6 +199,7 @@ func (c *Coordinator) UnloadPartition(p int32) {
 // unloadLocked drops partition p's state and groups. REQUIRES: c.mu held.
 func (c *Coordinator) unloadLocked(p int32) {
 	delete(c.mu.replicated, p)
+	delete(c.mu.txnCoordEpochs, p)
 	for name, g := range c.mu.groups {
 		if g.partition != p {
 			continue
@@ -375,6 +376,8 @@ func (c *Coordinator) loadRecordLocked(get func(string) *group, key, value []byt
 		}
 	case recTxnPendingOffset:
 		return loadTxnPendingRecord(get, key, value)
+	case recTxnCoordinatorEpoch:
+		return c.loadTxnCoordEpochRecordLocked(key, value)
 	case recConsumerGroupMetadata, recConsumerMemberMetadata, recConsumerTargetMetadata, recConsumerTargetMember, recConsumerCurrentAssignment:
 		kr := kbin.Reader{Src: key[2:]}
 		name := kr.String()

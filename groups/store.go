@@ -316,6 +316,9 @@ func (c *Coordinator) recoverLocked(now time.Time) error {
 	if err != nil {
 		return err
 	}
+	if err := c.recoverTxnCoordEpochsLocked(); err != nil {
+		return err
+	}
 
 	lower = []byte{pebblestore.PrefixGroupOffset}
 	it, err = c.store.NewIter(lower, pebblestore.PrefixEnd(lower))

@@ -376,57 +376,71 @@ func (g *group) txnPendingTPs() []topicPartition {
 	return out
 }
 
-// EndTxnOffsets applies a transaction marker of producerID to partition p
-// of __consumer_offsets (WriteTxnMarkers): on commit the producer's
-// pending offsets in every group of p become the committed offsets (their
-// records and rows, and the deletion of the pending rows, in one Pebble
-// batch), on abort they are dropped. The returned wait blocks until that
-// is durable (commit: and visible to FetchOffsets) and returns the
-// outcome: nil also when nothing was pending (nothing is written, so a
-// repeated marker is harmless); ErrInvalidProducerEpoch when the pending
-// offsets carry a newer epoch than the marker (nothing ended). On a
-// replicated __consumer_offsets the outcome is one batch of p's log
+// EndTxnOffsets applies transaction marker m to its partition of
+// __consumer_offsets (WriteTxnMarkers): on commit the producer's pending
+// offsets in every group of the partition become the committed offsets
+// (their records and rows, and the deletion of the pending rows, in one
+// Pebble batch), on abort they are dropped. The returned wait blocks
+// until that is durable (commit: and visible to FetchOffsets) and returns
+// the outcome: nil also when nothing was pending (nothing is written but
+// a higher coordinator epoch, so a repeated marker is harmless);
+// ErrInvalidProducerEpoch when the pending offsets carry a newer epoch
+// than the marker, then ErrTransactionCoordinatorFenced when the
+// producer's last marker on the partition had a higher coordinator epoch
+// (nothing ended, nothing written; txn_offsets_fence.go). On a replicated
+// __consumer_offsets the outcome is one batch of the partition's log
 // (txn_offsets_log.go), answered once committed on a majority;
-// ErrNotCoordinator off p's leader, ErrCoordinatorLoadInProgress while p
+// ErrNotCoordinator off its leader, ErrCoordinatorLoadInProgress while it
 // is loaded (its pending offsets are not known yet).
-func (c *Coordinator) EndTxnOffsets(p int32, producerID int64, epoch int16, commit bool, now time.Time) func() error {
+func (c *Coordinator) EndTxnOffsets(m TxnMarker, now time.Time) func() error {
 	c.mu.Lock()
-	if err := c.servesPartitionLocked(p); err != nil {
+	if err := c.servesPartitionLocked(m.Partition); err != nil {
 		c.mu.Unlock()
 		return func() error { return err }
 	}
 	var gs []*group
-	for name := range c.mu.txnProducers[producerID] {
-		if g := c.mu.groups[name]; g != nil && g.partition == p {
-			if g.txnOffsets[producerID].epoch > epoch {
+	for name := range c.mu.txnProducers[m.ProducerID] {
+		if g := c.mu.groups[name]; g != nil && g.partition == m.Partition {
+			if g.txnOffsets[m.ProducerID].epoch > m.ProducerEpoch {
 				c.mu.Unlock()
 				return func() error { return ErrInvalidProducerEpoch }
 			}
 			gs = append(gs, g)
 		}
 	}
-	if len(gs) == 0 {
+	ce, err := c.fenceTxnMarkerLocked(m)
+	if err != nil {
 		c.mu.Unlock()
-		return func() error { return nil }
+		return func() error { return err }
+	}
+	if len(gs) == 0 {
+		if ce == nil {
+			c.mu.Unlock()
+			return func() error { return nil }
+		}
+		return c.writeCoordEpochLocked(ce, now)
 	}
 	slices.SortFunc(gs, func(a, b *group) int { return cmp.Compare(a.id, b.id) })
 	if c.mu.replicated != nil {
-		return c.endTxnOffsetsReplicatedLocked(gs, producerID, commit, now)
+		return c.endTxnOffsetsReplicatedLocked(gs, m, ce, now)
 	}
-	if !commit {
-		return c.abortTxnOffsetsLocked(gs, producerID)
+	if !m.Commit {
+		return c.abortTxnOffsetsLocked(gs, m.ProducerID, ce)
 	}
-	return c.commitTxnOffsetsLocked(gs, producerID, now)
+	return c.commitTxnOffsetsLocked(gs, m.ProducerID, ce, now)
 }
 
-// abortTxnOffsetsLocked drops producerID's pending offsets of gs. It
-// releases c.mu. REQUIRES: c.mu held.
-func (c *Coordinator) abortTxnOffsetsLocked(gs []*group, producerID int64) func() error {
+// abortTxnOffsetsLocked drops producerID's pending offsets of gs and
+// records ce in the same batch. It releases c.mu. REQUIRES: c.mu held.
+func (c *Coordinator) abortTxnOffsetsLocked(gs []*group, producerID int64, ce *coordEpochWrite) func() error {
 	defer c.mu.Unlock()
 	b := c.store.NewBatch()
 	for _, g := range gs {
 		prefix := txnOffsetsPrefix(g.id, producerID)
 		b.DeleteRange(prefix, pebblestore.PrefixEnd(prefix))
+	}
+	for _, r := range ce.ops() {
+		b.Set(r.key, r.value)
 	}
 	if err := b.Apply(); err != nil {
 		b.Close()
@@ -435,6 +449,7 @@ func (c *Coordinator) abortTxnOffsetsLocked(gs []*group, producerID int64) func(
 	for _, g := range gs {
 		c.setTxnPendingLocked(g, producerID, nil)
 	}
+	c.noteCoordEpochLocked(ce)
 	return func() error {
 		if err := b.Wait(); err != nil {
 			return fmt.Errorf("%w: %v", ErrTxnOffsetsStorage, err)
@@ -445,8 +460,8 @@ func (c *Coordinator) abortTxnOffsetsLocked(gs []*group, producerID int64) func(
 
 // commitTxnOffsetsLocked writes producerID's pending offsets of gs as
 // committed offsets, in one Pebble batch with the deletion of their
-// pending rows. It releases c.mu. REQUIRES: c.mu held.
-func (c *Coordinator) commitTxnOffsetsLocked(gs []*group, producerID int64, now time.Time) func() error {
+// pending rows and the row of ce. It releases c.mu. REQUIRES: c.mu held.
+func (c *Coordinator) commitTxnOffsetsLocked(gs []*group, producerID int64, ce *coordEpochWrite, now time.Time) func() error {
 	unlocked := false
 	defer func() {
 		if !unlocked {
@@ -486,6 +501,9 @@ func (c *Coordinator) commitTxnOffsetsLocked(gs []*group, producerID int64, now 
 		for _, prefix := range prefixes {
 			b.DeleteRange(prefix, pebblestore.PrefixEnd(prefix))
 		}
+		for _, r := range ce.ops() {
+			b.Set(r.key, r.value)
+		}
 	}
 	if len(all) == 0 {
 		// Every pending offset was of a deleted topic: only the rows go.
@@ -497,6 +515,7 @@ func (c *Coordinator) commitTxnOffsetsLocked(gs []*group, producerID int64, now 
 		if err := b.Commit(); err != nil {
 			return func() error { return fmt.Errorf("%w: %v", ErrTxnOffsetsStorage, err) }
 		}
+		c.noteCoordEpochLocked(ce)
 		return func() error { return nil }
 	}
 	pa, err := c.tm.AppendAtomic(all, deleteRows, now)
@@ -506,6 +525,7 @@ func (c *Coordinator) commitTxnOffsetsLocked(gs []*group, producerID int64, now 
 	for _, g := range gs {
 		c.setTxnPendingLocked(g, producerID, nil)
 	}
+	c.noteCoordEpochLocked(ce)
 	c.startTxnCommitsLocked(writes)
 	c.mu.Unlock()
 	unlocked = true

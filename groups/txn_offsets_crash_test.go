@@ -96,7 +96,7 @@ func TestTxnOffsetsMarkerIsAtomicAcrossCrashes(t *testing.T) {
 			}
 			clone()
 			fs.SetHook(clone)
-			if err := c.EndTxnOffsets(0, 7, 0, true, start)(); err != nil {
+			if err := c.EndTxnOffsets(TxnMarker{Partition: 0, ProducerID: 7, ProducerEpoch: 0, Commit: true}, start)(); err != nil {
 				t.Fatal(err)
 			}
 			fs.SetHook(nil)

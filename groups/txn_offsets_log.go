@@ -138,9 +138,10 @@ func (c *Coordinator) restorePendingLocked(g *group, producerID int64, cur, pend
 // endTxnOffsetsReplicatedLocked is EndTxnOffsets on a replicated
 // partition: one batch with, on commit, the offset commit records of
 // producerID's pending offsets of gs (all of partition p), and the
-// tombstones of its pending records. It releases c.mu. REQUIRES: c.mu
-// held; gs is not empty.
-func (c *Coordinator) endTxnOffsetsReplicatedLocked(gs []*group, producerID int64, commit bool, now time.Time) func() error {
+// tombstones of its pending records, and the record of ce. It releases
+// c.mu. REQUIRES: c.mu held; gs is not empty.
+func (c *Coordinator) endTxnOffsetsReplicatedLocked(gs []*group, m TxnMarker, ce *coordEpochWrite, now time.Time) func() error {
+	producerID, commit := m.ProducerID, m.Commit
 	defer c.mu.Unlock()
 	type groupCommits struct {
 		g       *group
@@ -173,6 +174,7 @@ func (c *Coordinator) endTxnOffsetsReplicatedLocked(gs []*group, producerID int6
 			w.commits = append(w.commits, pc)
 		}
 	}
+	ops = append(ops, ce.ops()...)
 	o := &op{now: now}
 	ps, base, err := c.appendReplicatedLocked(o, gs[0], recs, ops, false)
 	if err != nil {
@@ -190,10 +192,14 @@ func (c *Coordinator) endTxnOffsetsReplicatedLocked(gs []*group, producerID int6
 		}
 		c.setTxnPendingLocked(w.g, producerID, nil)
 	}
+	c.noteCoordEpochLocked(ce)
 	return func() error {
 		err := ps.wait()
 		c.mu.Lock()
 		defer c.mu.Unlock()
+		if err != nil {
+			c.undoCoordEpochLocked(ce)
+		}
 		for _, w := range writes {
 			if len(w.commits) > 0 {
 				c.finishCommitsLocked(w.g, w.commits, err)

@@ -24,7 +24,7 @@ func (h *harness) mustStage(g string, pid int64, epoch int16, partition int32, o
 // marker applies a marker of pid on g's partition of __consumer_offsets.
 func (h *harness) marker(g string, pid int64, epoch int16, commit bool) error {
 	h.t.Helper()
-	return h.c.EndTxnOffsets(h.c.PartitionFor(g), pid, epoch, commit, h.now)()
+	return h.c.EndTxnOffsets(TxnMarker{Partition: h.c.PartitionFor(g), ProducerID: pid, ProducerEpoch: epoch, Commit: commit}, h.now)()
 }
 
 // TestTxnOffsetsReplicatedLoad: on a replicated __consumer_offsets,

@@ -66,7 +66,7 @@ func TestTxnOffsetsCommitAndAbort(t *testing.T) {
 		p   int32
 		pid int64
 	}{{(p + 1) % 5, 7}, {p, 8}} {
-		if err := h.c.EndTxnOffsets(m.p, m.pid, 0, true, h.now)(); err != nil {
+		if err := h.c.EndTxnOffsets(TxnMarker{Partition: m.p, ProducerID: m.pid, ProducerEpoch: 0, Commit: true}, h.now)(); err != nil {
 			t.Fatalf("marker %+v: %v", m, err)
 		}
 	}
@@ -75,12 +75,12 @@ func TestTxnOffsetsCommitAndAbort(t *testing.T) {
 	h.reopen()
 	h.wantTxn("pending after a restart", "g", 0, 5, true)
 
-	if err := h.c.EndTxnOffsets(p, 7, 0, true, h.now)(); err != nil {
+	if err := h.c.EndTxnOffsets(TxnMarker{Partition: p, ProducerID: 7, ProducerEpoch: 0, Commit: true}, h.now)(); err != nil {
 		t.Fatal(err)
 	}
 	h.wantTxn("committed", "g", 0, 11, false)
 	h.wantTxn("committed", "g", 1, 20, false)
-	if err := h.c.EndTxnOffsets(p, 7, 0, false, h.now)(); err != nil { // a late abort ends nothing
+	if err := h.c.EndTxnOffsets(TxnMarker{Partition: p, ProducerID: 7, ProducerEpoch: 0, Commit: false}, h.now)(); err != nil { // a late abort ends nothing
 		t.Fatal(err)
 	}
 	h.wantTxn("repeated marker", "g", 0, 11, false)
@@ -91,7 +91,7 @@ func TestTxnOffsetsCommitAndAbort(t *testing.T) {
 	if err := h.stageTxn("g", 7, 1, 0, 30); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.c.EndTxnOffsets(p, 7, 1, false, h.now)(); err != nil {
+	if err := h.c.EndTxnOffsets(TxnMarker{Partition: p, ProducerID: 7, ProducerEpoch: 1, Commit: false}, h.now)(); err != nil {
 		t.Fatal(err)
 	}
 	h.wantTxn("aborted", "g", 0, 11, false)
@@ -113,13 +113,13 @@ func TestTxnOffsetsEpochs(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantErr(t, "older epoch", h.stageTxn("g", 7, 2, 0, 9), ErrProducerFenced)
-	wantErr(t, "older marker", h.c.EndTxnOffsets(p, 7, 2, true, h.now)(), ErrInvalidProducerEpoch)
+	wantErr(t, "older marker", h.c.EndTxnOffsets(TxnMarker{Partition: p, ProducerID: 7, ProducerEpoch: 2, Commit: true}, h.now)(), ErrInvalidProducerEpoch)
 	h.wantTxn("after an older marker", "g", 0, -1, true)
 	if err := h.stageTxn("g", 7, 4, 1, 40); err != nil {
 		t.Fatal(err)
 	}
 	h.reopen()
-	if err := h.c.EndTxnOffsets(p, 7, 4, true, h.now)(); err != nil {
+	if err := h.c.EndTxnOffsets(TxnMarker{Partition: p, ProducerID: 7, ProducerEpoch: 4, Commit: true}, h.now)(); err != nil {
 		t.Fatal(err)
 	}
 	h.wantTxn("epoch 3's leftover", "g", 0, -1, false)
@@ -179,7 +179,7 @@ func TestTxnOffsetsDeleted(t *testing.T) {
 	h.reopen()
 	h.wantTxn("deleted pending offset after a restart", "g", 0, -1, false)
 	wantErr(t, "delete group", result(t, h.c.DeleteGroups([]string{"g"}, h.now))[0], nil)
-	if err := h.c.EndTxnOffsets(p, 7, 0, true, h.now)(); err != nil {
+	if err := h.c.EndTxnOffsets(TxnMarker{Partition: p, ProducerID: 7, ProducerEpoch: 0, Commit: true}, h.now)(); err != nil {
 		t.Fatal(err)
 	}
 	h.wantTxn("after the group's deletion", "g", 1, -1, false)
@@ -205,7 +205,7 @@ func TestTxnOffsetsPlainCommitWins(t *testing.T) {
 	result(t, h.c.Commit(CommitRequest{Group: "g", Generation: -1, Topics: []CommitTopic{{Topic: "t", Partitions: []CommitPartition{{Offset: 50}}}}}, h.now))
 	h.wantTxn("plain commit while pending", "g", 0, 50, true)
 	h.reopen()
-	if err := h.c.EndTxnOffsets(p, 7, 0, true, h.now)(); err != nil {
+	if err := h.c.EndTxnOffsets(TxnMarker{Partition: p, ProducerID: 7, ProducerEpoch: 0, Commit: true}, h.now)(); err != nil {
 		t.Fatal(err)
 	}
 	h.wantTxn("the later plain commit", "g", 0, 50, false)

@@ -174,7 +174,8 @@ func (s *Server) offsetsMarker(m kmsg.WriteTxnMarkersRequestMarker, p int32, cod
 			return nil
 		}
 	}
-	wait := s.cfg.Groups.EndTxnOffsets(p, m.ProducerID, m.ProducerEpoch, m.Committed, s.now())
+	wait := s.cfg.Groups.EndTxnOffsets(groups.TxnMarker{Partition: p, ProducerID: m.ProducerID, ProducerEpoch: m.ProducerEpoch,
+		CoordinatorEpoch: m.CoordinatorEpoch, Commit: m.Committed}, s.now())
 	return func() { *code = errorCode(wait()) }
 }
 

@@ -50,6 +50,7 @@ var errorTable = []struct {
 	{groups.ErrUnknownTopicID, kerr.UnknownTopicID},
 	{groups.ErrInvalidGroupConfig, kerr.InvalidConfig},
 	{groups.ErrProducerFenced, kerr.ProducerFenced},
+	{groups.ErrTransactionCoordinatorFenced, kerr.TransactionCoordinatorFenced},
 	{groups.ErrInvalidProducerEpoch, kerr.InvalidProducerEpoch},
 	{groups.ErrTxnOffsetsReplicated, kerr.InvalidTxnState},
 	{errTopicAuthorization, kerr.TopicAuthorizationFailed},

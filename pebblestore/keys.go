@@ -31,7 +31,8 @@ import (
 //	0x24    topicID [16] | partition u32 | group name    share-partition state: start offset and in-flight records (see groups/share_partition.go)
 //	0x25    group name                                   share group configs set with IncrementalAlterConfigs (see groups/share_config.go)
 //	0x26    groupID u64 | producer u64 | topicID [16] | partition u32   pending transactional offset: u16 topic length | topic | epoch i16 | flags u8 | OffsetCommitValue (see groups/txn_offsets.go)
-//	0x27-2f reserved: consumer groups
+//	0x27    partition u32 | producer u64                 coordinator epoch of the producer's last transaction marker on that __consumer_offsets partition: version u8 (1) | coordinatorEpoch i32 (see groups/txn_offsets_fence.go)
+//	0x28-2f reserved: consumer groups
 //	0x30    queue name                                   queue ID u32 (queue catalog; the name is the whole suffix)
 //	0x31    queueID u32                                  queue record (JSON: name, kind, topic ID, attributes)
 //	0x32    "next-queue-id" | "receipt-key"              u32 next queue ID (never reused) | 32-byte receipt HMAC key
@@ -167,6 +168,10 @@ const (
 	// transaction coordinated elsewhere, pending until its marker
 	// (groups/txn_offsets.go).
 	PrefixGroupTxnOffset byte = 0x26
+	// PrefixGroupTxnCoordEpoch: per partition of __consumer_offsets and
+	// producer, the coordinator epoch of the last transaction marker
+	// applied there (groups/txn_offsets_fence.go).
+	PrefixGroupTxnCoordEpoch byte = 0x27
 
 	// Native queues and dead-letter queues (package queues).
 	PrefixQueueName      byte = 0x30

@@ -1,0 +1,100 @@
+package groups
+
+import (
+	"testing"
+)
+
+// fencedMarker applies a marker of pid with coordinator epoch ce on g's
+// partition of __consumer_offsets.
+func (h *harness) fencedMarker(g string, pid int64, epoch int16, ce int32, commit bool) error {
+	h.t.Helper()
+	return h.c.EndTxnOffsets(TxnMarker{Partition: h.c.PartitionFor(g), ProducerID: pid, ProducerEpoch: epoch, CoordinatorEpoch: ce, Commit: commit}, h.now)()
+}
+
+// TestTxnOffsetsCoordinatorFenced pins the bug where a deposed transaction
+// coordinator's late COMMIT (coordinator epoch 4) committed the pending
+// offsets of the producer's next transaction, started at the same producer
+// epoch after the new coordinator (epoch 5) ended the first one: the
+// partition of __consumer_offsets keeps the coordinator epoch of the
+// producer's last marker and refuses a lower one, changing nothing, across
+// a restart; a marker that ends nothing still records a higher epoch; the
+// producer epoch is checked first; another partition is not affected.
+func TestTxnOffsetsCoordinatorFenced(t *testing.T) {
+	h := newHarness(t, Config{OffsetsTopicPartitions: 5})
+	h.createTopic("t", 2)
+	h.mustStage("g", 7, 0, 0, 10)
+	wantErr(t, "commit of epoch 5", h.fencedMarker("g", 7, 0, 5, true), nil)
+	h.wantTxn("first transaction", "g", 0, 10, false)
+	h.mustStage("g", 7, 0, 0, 20) // the next transaction, same producer epoch
+	wantErr(t, "late commit of epoch 4", h.fencedMarker("g", 7, 0, 4, true), ErrTransactionCoordinatorFenced)
+	wantErr(t, "late abort of epoch 4", h.fencedMarker("g", 7, 0, 4, false), ErrTransactionCoordinatorFenced)
+	h.wantTxn("after the fenced markers", "g", 0, 10, true)
+	h.reopen()
+	wantErr(t, "late commit after a restart", h.fencedMarker("g", 7, 0, 4, true), ErrTransactionCoordinatorFenced)
+	h.wantTxn("after a restart", "g", 0, 10, true)
+	wantErr(t, "commit of the same epoch", h.fencedMarker("g", 7, 0, 5, true), nil)
+	h.wantTxn("second transaction", "g", 0, 20, false)
+
+	// A marker that ends nothing records its higher epoch: the old
+	// coordinator's marker is fenced whichever arrived first.
+	wantErr(t, "marker ending nothing", h.fencedMarker("g", 8, 0, 6, false), nil)
+	h.mustStage("g", 8, 0, 1, 30)
+	h.reopen()
+	wantErr(t, "older than a marker that ended nothing", h.fencedMarker("g", 8, 0, 5, true), ErrTransactionCoordinatorFenced)
+	h.wantTxn("pending after the fenced marker", "g", 1, -1, true)
+
+	// The producer epoch first: an older one is INVALID_PRODUCER_EPOCH
+	// whatever its coordinator epoch.
+	h.mustStage("g", 8, 1, 1, 31)
+	wantErr(t, "older producer epoch", h.fencedMarker("g", 8, 0, 1, true), ErrInvalidProducerEpoch)
+	wantErr(t, "newer coordinator", h.fencedMarker("g", 8, 1, 7, true), nil)
+	h.wantTxn("committed by the newer coordinator", "g", 1, 31, false)
+
+	// Each partition of __consumer_offsets keeps its own epochs.
+	other := "h"
+	for h.c.PartitionFor(other) == h.c.PartitionFor("g") {
+		other += "h"
+	}
+	h.mustStage(other, 7, 0, 0, 40)
+	wantErr(t, "another partition", h.fencedMarker(other, 7, 0, 1, true), nil)
+	h.wantTxn("another partition", other, 0, 40, false)
+}
+
+// TestTxnOffsetsReplicatedCoordinatorFenced: on a replicated
+// __consumer_offsets a marker of a lower coordinator epoch than the
+// producer's last one is refused and appends nothing, so a load after it
+// is the state before it, and the loading coordinator refuses it too (the
+// epoch is rebuilt from the log, also when recorded by a marker that ended
+// nothing).
+func TestTxnOffsetsReplicatedCoordinatorFenced(t *testing.T) {
+	logs := map[int32]*memOffsetsLog{}
+	h := replicatedHarness(t, logs)
+	h.loadAll()
+	h.mustStage("g", 7, 0, 0, 10)
+	wantErr(t, "commit of epoch 5", h.fencedMarker("g", 7, 0, 5, true), nil)
+	h.mustStage("g", 7, 0, 0, 20)
+	wantErr(t, "marker ending nothing", h.fencedMarker("g", 8, 0, 6, true), nil)
+	h.mustStage("g", 8, 0, 1, 30)
+	log := logs[h.c.PartitionFor("g")]
+	before := logLen(log)
+	wantErr(t, "late commit of epoch 4", h.fencedMarker("g", 7, 0, 4, true), ErrTransactionCoordinatorFenced)
+	wantErr(t, "late commit of epoch 5", h.fencedMarker("g", 8, 0, 5, true), ErrTransactionCoordinatorFenced)
+	if after := logLen(log); after != before {
+		t.Fatalf("fenced markers appended %d records", after-before)
+	}
+	h.wantTxn("after the fenced markers", "g", 0, 10, true)
+	h.wantTxn("after the fenced markers", "g", 1, -1, true)
+
+	h2 := replicatedHarness(t, logs)
+	h2.loadAll()
+	h2.wantTxn("loaded", "g", 0, 10, true)
+	h2.wantTxn("loaded", "g", 1, -1, true)
+	if h2.c.mu.txnCoordEpochs[h.c.PartitionFor("g")][7] != 5 || h2.c.mu.txnCoordEpochs[h.c.PartitionFor("g")][8] != 6 {
+		t.Fatalf("loaded coordinator epochs %v, want 7: 5, 8: 6", h2.c.mu.txnCoordEpochs)
+	}
+	wantErr(t, "late commit after the load", h2.fencedMarker("g", 7, 0, 4, true), ErrTransactionCoordinatorFenced)
+	wantErr(t, "late commit after the load", h2.fencedMarker("g", 8, 0, 5, true), ErrTransactionCoordinatorFenced)
+	h2.wantTxn("after the fenced markers", "g", 0, 10, true)
+	wantErr(t, "commit of the newer coordinator", h2.fencedMarker("g", 7, 0, 5, true), nil)
+	h2.wantTxn("committed", "g", 0, 20, false)
+}
