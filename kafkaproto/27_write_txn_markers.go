@@ -31,8 +31,14 @@ package kafkaproto
 //     pending transactional offsets of every group of that partition
 //     (TxnOffsetCommit for a transaction coordinated by another broker)
 //     become the committed offsets (COMMIT) or are dropped (ABORT), in one
-//     durable write; none pending: NONE, nothing written; pending offsets
-//     of a newer epoch: INVALID_PRODUCER_EPOCH. Only the broker
+//     durable write; none pending: NONE, nothing written but a higher
+//     coordinator epoch; pending offsets of a newer epoch:
+//     INVALID_PRODUCER_EPOCH; then a coordinator epoch lower than that of
+//     the producer's last marker on that partition:
+//     TRANSACTION_COORDINATOR_FENCED, nothing ended or written (as on a
+//     data partition; groups/txn_offsets_fence.go keeps the epochs per
+//     partition of __consumer_offsets, as Kafka keeps them in that
+//     partition's producer state). Only the broker
 //     coordinating that partition accepts it, else NOT_COORDINATOR. On a
 //     replicated __consumer_offsets the outcome is one batch of the
 //     partition's log, answered once committed on a majority

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/vibemq/broker/groups"
 	"github.com/vibemq/broker/pebblestore"
 	"github.com/vibemq/broker/topics"
 	"github.com/vibemq/broker/txns"
@@ -143,5 +144,119 @@ func TestWriteTxnMarkersCoordinatorFenced(t *testing.T) {
 	}
 	if lso, pr := lastStable(), describe(); lso != 4 || pr.CurrentTxnStartOffset != -1 {
 		t.Fatalf("after the ABORT: LSO %d, producer %+v; want LSO 4, nothing open", lso, pr)
+	}
+}
+
+// startOffsetsTxnServer is a server with a group coordinator (one
+// partition of __consumer_offsets) and topic "t" (one partition).
+func startOffsetsTxnServer(t *testing.T) (string, *groups.Coordinator) {
+	t.Helper()
+	store, err := pebblestore.Open(t.TempDir(), pebblestore.Options{Logger: zerolog.Nop(), MemTableSize: 4 << 20, CacheSize: 8 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tm, err := topics.Open(store, topics.Config{Logger: zerolog.Nop(), DefaultPartitions: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tm.CreateTopic("t", 1, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	gc, err := groups.Open(store, tm, groups.Config{Logger: zerolog.Nop(), OffsetsTopicPartitions: 1}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := NewServer(Config{Logger: zerolog.Nop(), NodeID: 1, AdvertisedAddr: ln.Addr().String(), Groups: gc}, tm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = s.Serve(ln) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = s.Shutdown(ctx)
+		_ = store.Close()
+	})
+	return ln.Addr().String(), gc
+}
+
+// TestWriteTxnMarkersOffsetsCoordinatorFenced pins the bug where a
+// deposed transaction coordinator's late COMMIT on a partition of
+// __consumer_offsets committed the pending transactional offsets of the
+// producer's next transaction (same producer epoch): it is answered
+// TRANSACTION_COORDINATOR_FENCED (52) and the offsets stay pending; the
+// new coordinator's marker commits them. The offsets are staged through
+// the group coordinator (on a single node TxnOffsetCommit stages them in
+// the transaction coordinator instead, which ends them without markers).
+func TestWriteTxnMarkersOffsetsCoordinatorFenced(t *testing.T) {
+	addr, gc := startOffsetsTxnServer(t)
+	ctx := context.Background()
+	admin := newClient(t, addr)
+	stage := func(offset int64) {
+		t.Helper()
+		err := gc.StageTxnOffsets(groups.TxnOffsetsRequest{ProducerID: 7, ProducerEpoch: 0, Commit: groups.CommitRequest{Group: "g", Generation: -1,
+			Topics: []groups.CommitTopic{{Topic: "t", Partitions: []groups.CommitPartition{{Offset: offset, LeaderEpoch: -1}}}}}}, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeMarker := func(coordinatorEpoch int32) int16 {
+		t.Helper()
+		req := kmsg.NewPtrWriteTxnMarkersRequest()
+		m := kmsg.NewWriteTxnMarkersRequestMarker()
+		m.ProducerID, m.ProducerEpoch, m.Committed, m.CoordinatorEpoch = 7, 0, true, coordinatorEpoch
+		mt := kmsg.NewWriteTxnMarkersRequestMarkerTopic()
+		mt.Topic, mt.Partitions = groups.OffsetsTopic, []int32{0}
+		m.Topics = append(m.Topics, mt)
+		req.Markers = append(req.Markers, m)
+		resp, err := req.RequestWith(ctx, admin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Markers[0].Topics[0].Partitions[0].ErrorCode
+	}
+	// fetch is t/0 of group g read with require_stable (KIP-447): the
+	// offset and the partition's error code.
+	fetch := func() (int64, int16) {
+		t.Helper()
+		req := kmsg.NewPtrOffsetFetchRequest()
+		req.RequireStable = true
+		rg := kmsg.NewOffsetFetchRequestGroup()
+		rg.Group = "g"
+		rt := kmsg.NewOffsetFetchRequestGroupTopic()
+		rt.Topic, rt.Partitions = "t", []int32{0}
+		rg.Topics = append(rg.Topics, rt)
+		req.Groups = append(req.Groups, rg)
+		resp, err := req.RequestWith(ctx, admin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := resp.Groups[0].Topics[0].Partitions[0]
+		return p.Offset, p.ErrorCode
+	}
+
+	stage(10)
+	if code := writeMarker(5); code != 0 {
+		t.Fatalf("COMMIT of coordinator epoch 5: %v", kerr.ErrorForCode(code))
+	}
+	if off, code := fetch(); off != 10 || code != 0 {
+		t.Fatalf("after the COMMIT: offset %d (%v), want 10", off, kerr.ErrorForCode(code))
+	}
+	stage(20) // the next transaction, same producer epoch
+	if code := writeMarker(4); code != kerr.TransactionCoordinatorFenced.Code {
+		t.Fatalf("COMMIT of coordinator epoch 4 after 5: %v, want TRANSACTION_COORDINATOR_FENCED", kerr.ErrorForCode(code))
+	}
+	if _, code := fetch(); code != kerr.UnstableOffsetCommit.Code {
+		t.Fatalf("after the fenced marker: %v, want UNSTABLE_OFFSET_COMMIT (the offsets still pending)", kerr.ErrorForCode(code))
+	}
+	if code := writeMarker(5); code != 0 {
+		t.Fatalf("COMMIT of coordinator epoch 5: %v", kerr.ErrorForCode(code))
+	}
+	if off, code := fetch(); off != 20 || code != 0 {
+		t.Fatalf("after the second COMMIT: offset %d (%v), want 20", off, kerr.ErrorForCode(code))
 	}
 }
