@@ -31,7 +31,9 @@ package groups
 //     answered), so they can only be leftovers. An older epoch is fenced
 //     (ErrProducerFenced) and a marker of an older epoch than the pending
 //     offsets ends nothing (ErrInvalidProducerEpoch), as a data partition's
-//     producer state answers.
+//     producer state answers; then a marker of a stale transaction
+//     coordinator is fenced (ErrTransactionCoordinatorFenced,
+//     txn_offsets_fence.go).
 //   - A plain OffsetCommit of a partition after the TxnOffsetCommit wins:
 //     the commit marker leaves that partition's committed offset alone
 //     (Kafka's replayEndTransactionMarker keeps the later record by log

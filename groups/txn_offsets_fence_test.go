@@ -1,8 +1,39 @@
 package groups
 
 import (
+	"fmt"
 	"testing"
 )
+
+// txnState prints what a load rebuilt of partition p: the coordinator
+// epochs, and each group's committed and pending offsets (fmt sorts map
+// keys).
+func (h *harness) txnState(p int32) string {
+	h.t.Helper()
+	h.c.mu.Lock()
+	defer h.c.mu.Unlock()
+	out := fmt.Sprintf("epochs %v\n", h.c.mu.txnCoordEpochs[p])
+	names := map[string]string{}
+	for name, g := range h.c.mu.groups {
+		if g.partition != p {
+			continue
+		}
+		committed := map[topicPartition]int64{}
+		for tp, e := range g.offsets {
+			committed[tp] = e.offset
+		}
+		pending := map[string]string{}
+		for pid, tp := range g.txnOffsets {
+			offs := map[topicPartition]int64{}
+			for k, e := range tp.offsets {
+				offs[k] = e.offset
+			}
+			pending[fmt.Sprint(pid)] = fmt.Sprintf("epoch %d %v superseded %v", tp.epoch, offs, tp.superseded)
+		}
+		names[name] = fmt.Sprintf("committed %v pending %v", committed, pending)
+	}
+	return out + fmt.Sprint(names)
+}
 
 // fencedMarker applies a marker of pid with coordinator epoch ce on g's
 // partition of __consumer_offsets.
@@ -75,7 +106,10 @@ func TestTxnOffsetsReplicatedCoordinatorFenced(t *testing.T) {
 	h.mustStage("g", 7, 0, 0, 20)
 	wantErr(t, "marker ending nothing", h.fencedMarker("g", 8, 0, 6, true), nil)
 	h.mustStage("g", 8, 0, 1, 30)
-	log := logs[h.c.PartitionFor("g")]
+	p := h.c.PartitionFor("g")
+	loadedBefore := replicatedHarness(t, logs)
+	loadedBefore.loadAll()
+	log := logs[p]
 	before := logLen(log)
 	wantErr(t, "late commit of epoch 4", h.fencedMarker("g", 7, 0, 4, true), ErrTransactionCoordinatorFenced)
 	wantErr(t, "late commit of epoch 5", h.fencedMarker("g", 8, 0, 5, true), ErrTransactionCoordinatorFenced)
@@ -87,9 +121,15 @@ func TestTxnOffsetsReplicatedCoordinatorFenced(t *testing.T) {
 
 	h2 := replicatedHarness(t, logs)
 	h2.loadAll()
+	if got, want := h2.txnState(p), loadedBefore.txnState(p); got != want {
+		t.Fatalf("loaded after the fenced markers:\n%s\nwant, as loaded before them:\n%s", got, want)
+	}
+	if got, want := h2.txnState(p), h.txnState(p); got != want {
+		t.Fatalf("loaded:\n%s\nwant the writer's:\n%s", got, want)
+	}
 	h2.wantTxn("loaded", "g", 0, 10, true)
 	h2.wantTxn("loaded", "g", 1, -1, true)
-	if h2.c.mu.txnCoordEpochs[h.c.PartitionFor("g")][7] != 5 || h2.c.mu.txnCoordEpochs[h.c.PartitionFor("g")][8] != 6 {
+	if h2.c.mu.txnCoordEpochs[p][7] != 5 || h2.c.mu.txnCoordEpochs[p][8] != 6 {
 		t.Fatalf("loaded coordinator epochs %v, want 7: 5, 8: 6", h2.c.mu.txnCoordEpochs)
 	}
 	wantErr(t, "late commit after the load", h2.fencedMarker("g", 7, 0, 4, true), ErrTransactionCoordinatorFenced)

@@ -21,7 +21,8 @@ package groups
 //   - COMMIT marker: the offset commit records of the producer's pending
 //     offsets of every group of the partition and the tombstones of its
 //     pending records, in one batch (one Raft entry: all or nothing);
-//     ABORT: the tombstones.
+//     ABORT: the tombstones; either with the record of the marker's
+//     coordinator epoch when it is higher (txn_offsets_fence.go).
 //
 // Invariant: the latest value of each key in the log is the coordinator's
 // state, so Load ("latest value wins", replicated.go) rebuilds exactly the
