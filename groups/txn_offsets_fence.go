@@ -208,28 +208,39 @@ func (c *Coordinator) recoverTxnCoordEpochsLocked() error {
 	}
 	defer it.Close()
 	for ok := it.First(); ok; ok = it.Next() {
-		key := it.Key()
-		if len(key) != 13 {
-			return fmt.Errorf("%w: coordinator epoch key %x has the wrong length", pebblestore.ErrCorruption, key)
-		}
 		val, err := it.Value()
 		if err != nil {
 			return err
 		}
-		if len(val) < 1 || val[0] != txnCoordEpochRowVersion {
-			return fmt.Errorf("%w: coordinator epoch row %x: unknown version (a newer broker wrote it?)", pebblestore.ErrCorruption, key)
+		p, pid, e, err := decodeTxnCoordEpochRow(it.Key(), val)
+		if err != nil {
+			return err
 		}
-		if len(val) != 5 {
-			return fmt.Errorf("%w: coordinator epoch row %x: %d bytes, want 5", pebblestore.ErrCorruption, key, len(val))
-		}
-		c.setTxnCoordEpochLocked(int32(binary.BigEndian.Uint32(key[1:5])), int64(binary.BigEndian.Uint64(key[5:])), int32(binary.BigEndian.Uint32(val[1:])))
+		c.setTxnCoordEpochLocked(p, pid, e)
 	}
 	return nil
+}
+
+// decodeTxnCoordEpochRow reads a 0x27 row: partition, producer, epoch,
+// or an error wrapping pebblestore.ErrCorruption.
+func decodeTxnCoordEpochRow(key, val []byte) (int32, int64, int32, error) {
+	switch {
+	case len(key) != 13:
+		return 0, 0, 0, fmt.Errorf("%w: coordinator epoch key %x has the wrong length", pebblestore.ErrCorruption, key)
+	case len(val) < 1 || val[0] != txnCoordEpochRowVersion:
+		return 0, 0, 0, fmt.Errorf("%w: coordinator epoch row %x: unknown version (a newer broker wrote it?)", pebblestore.ErrCorruption, key)
+	case len(val) != 5:
+		return 0, 0, 0, fmt.Errorf("%w: coordinator epoch row %x: %d bytes, want 5", pebblestore.ErrCorruption, key, len(val))
+	}
+	return int32(binary.BigEndian.Uint32(key[1:5])), int64(binary.BigEndian.Uint64(key[5:])), int32(binary.BigEndian.Uint32(val[1:])), nil
 }
 
 // loadTxnCoordEpochRecordLocked applies the latest value of a coordinator
 // epoch record (Load). REQUIRES: c.mu held.
 func (c *Coordinator) loadTxnCoordEpochRecordLocked(key, value []byte) error {
+	if len(key) < 2 || int16(binary.BigEndian.Uint16(key)) != recTxnCoordinatorEpoch {
+		return fmt.Errorf("coordinator epoch record key %x is malformed", key)
+	}
 	kr := kbin.Reader{Src: key[2:]}
 	p, pid := kr.Int32(), kr.Int64()
 	if !kr.Ok() || len(kr.Src) != 0 {

@@ -138,3 +138,32 @@ func TestTxnOffsetsReplicatedCoordinatorFenced(t *testing.T) {
 	wantErr(t, "commit of the newer coordinator", h2.fencedMarker("g", 7, 0, 5, true), nil)
 	h2.wantTxn("committed", "g", 0, 20, false)
 }
+
+// FuzzTxnCoordEpochRecord: the decoders of a coordinator epoch record
+// and row never panic, and what ops writes reads back as written.
+func FuzzTxnCoordEpochRecord(f *testing.F) {
+	w := &coordEpochWrite{partition: 3, producerID: 7, epoch: 5}
+	rec := w.ops()[0].rec
+	f.Add(rec.Key, rec.Value)
+	f.Add(rec.Key[:5], rec.Value[:3])
+	f.Fuzz(func(t *testing.T, key, value []byte) {
+		c := &Coordinator{}
+		_ = c.loadTxnCoordEpochRecordLocked(key, value)
+		_, _, _, _ = decodeTxnCoordEpochRow(key, value)
+		for _, cut := range []int{len(key) / 2, len(key)} { // inputs in two halves
+			_ = c.loadTxnCoordEpochRecordLocked(key[:cut], value)
+		}
+		if len(value) >= 6 {
+			w := &coordEpochWrite{partition: int32(len(key)), producerID: int64(len(value)), epoch: int32(value[0])<<8 | int32(value[1])}
+			r := w.ops()[0].rec
+			c := &Coordinator{}
+			if err := c.loadTxnCoordEpochRecordLocked(r.Key, r.Value); err != nil || c.txnCoordEpochLocked(w.partition, w.producerID) != w.epoch {
+				t.Fatalf("round trip of %+v: %v, read %d", w, err, c.txnCoordEpochLocked(w.partition, w.producerID))
+			}
+			row := w.ops()[0]
+			if p, pid, e, err := decodeTxnCoordEpochRow(row.key, row.value); err != nil || p != w.partition || pid != w.producerID || e != w.epoch {
+				t.Fatalf("row round trip of %+v: %d %d %d %v", w, p, pid, e, err)
+			}
+		}
+	})
+}
