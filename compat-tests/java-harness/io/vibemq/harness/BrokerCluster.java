@@ -295,13 +295,14 @@ public final class BrokerCluster {
 
     /**
      * Stops every broker ({@link BrokerProcess#stop}: SIGTERM, data
-     * directory removed) and returns the problems, one per broker that did
-     * not exit cleanly, leaving out a broker that is {@link #down()} (its
-     * exit by SIGKILL was the test's doing). A problem prints the broker's
-     * log tail. Each log is kept (its path printed) when keepLogs, after
-     * {@link #failed}, or when the broker had a problem; else deleted.
+     * directory removed), then throws an AssertionError naming every
+     * broker that did not exit cleanly, leaving out a broker that is
+     * {@link #down()} (its exit by SIGKILL was the test's doing). A problem
+     * prints the broker's log tail. Each log is kept (its path printed)
+     * when keepLogs, after {@link #failed}, or when the broker had a
+     * problem; else deleted.
      */
-    public List<String> stop(boolean keepLogs) throws Exception {
+    public void stop(boolean keepLogs) throws Exception {
         List<String> problems = new ArrayList<>();
         for (int id = 1; id <= size(); id++) {
             BrokerProcess b = broker(id);
@@ -316,6 +317,8 @@ public final class BrokerCluster {
                 b.deleteLog();
             }
         }
-        return problems;
+        if (!problems.isEmpty()) {
+            throw new AssertionError(String.join("; ", problems));
+        }
     }
 }

@@ -89,12 +89,11 @@ class ClusterTest {
             admin.close(Duration.ofSeconds(5));
             admin = null;
         }
-        if (cluster == null) {
-            return;
+        if (cluster != null) {
+            BrokerCluster c = cluster;
+            cluster = null;
+            c.stop(false);
         }
-        List<String> problems = cluster.stop(false);
-        cluster = null;
-        assertTrue(problems.isEmpty(), String.join("; ", problems));
     }
 
     /** Prints a line prefixed with the milliseconds since the cluster started. */
