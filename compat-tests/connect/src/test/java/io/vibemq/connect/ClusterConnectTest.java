@@ -8,9 +8,6 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assertions.fail;
 
 import java.io.IOException;
-import java.io.InputStream;
-import java.net.HttpURLConnection;
-import java.net.URL;
 import java.net.http.HttpResponse;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -31,6 +28,7 @@ import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import java.util.stream.Collectors;
 
+import io.vibemq.harness.BrokerCluster;
 import io.vibemq.harness.BrokerProcess;
 
 import org.apache.kafka.clients.admin.Admin;
@@ -94,17 +92,14 @@ class ClusterConnectTest {
     static final long THIRD = 1800;
     /** Connect's defaults for the internal topics, and the source topic's (topic.creation). */
     static final Map<String, Integer> PARTITIONS = Map.of(CONFIGS, 1, OFFSETS, 25, STATUS, 5, TOPIC, 3);
-    static final Pattern REGISTERED = Pattern.compile("\"kafka_addr\":\"[^\"]+\"");
     static final Pattern RESUMES = Pattern.compile("SeqSourceTask (seq-\\d+) resumes at (\\d+)");
 
-    static List<BrokerProcess> brokers;
+    static BrokerCluster cluster;
     static Admin admin;
     static ConnectWorker worker;
     static Path sinkFile;
     static Path lateSinkFile;
     static volatile boolean failed;
-    /** The broker the test killed and has not restarted yet (its exit code 137 is no problem), or 0. */
-    static int down;
     static Instant t0;
 
     @RegisterExtension
@@ -112,11 +107,8 @@ class ClusterConnectTest {
         @Override
         public void testFailed(ExtensionContext ctx, Throwable cause) {
             failed = true;
-            if (brokers != null) {
-                for (int i = 0; i < brokers.size(); i++) {
-                    BrokerProcess b = brokers.get(i);
-                    System.err.println("==== broker " + (i + 1) + " log tail (" + b.logFile() + ")\n" + b.logTail());
-                }
+            if (cluster != null) {
+                cluster.failed(ctx.getDisplayName() + " failed");
             }
             if (worker != null) {
                 System.err.println("==== worker log tail (" + worker.logFile() + ")\n" + worker.logTail());
@@ -129,33 +121,13 @@ class ClusterConnectTest {
         Assumptions.assumeTrue(BrokerProcess.bootstrapOverride() == null,
                 "ClusterConnectTest starts a cluster of its own brokers; skipped with -Dbootstrap.override");
         failed = false;
-        down = 0;
         t0 = Instant.now();
-        brokers = BrokerProcess.startCluster(3, "--group-initial-rebalance-delay", "0s",
-                "--offsets-topic-replication-factor", "3");
+        cluster = BrokerCluster.start(3, Duration.ofSeconds(60), Duration.ofMillis(250),
+                "--group-initial-rebalance-delay", "0s", "--offsets-topic-replication-factor", "3");
         Properties p = new Properties();
         p.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap());
         admin = Admin.create(p);
-        // Formed: every broker applied the three registrations (a broker
-        // not registered yet lists itself in Metadata, and CreateTopics
-        // with RF 3 needs three) and Metadata names a controller.
-        List<String> status = new ArrayList<>();
-        await("three brokers formed a cluster", Duration.ofSeconds(60), () -> {
-            status.clear();
-            for (BrokerProcess b : brokers) {
-                String s = clusterStatus(b);
-                status.add(s);
-                if (REGISTERED.matcher(s).results().count() != 3) {
-                    return false;
-                }
-            }
-            try {
-                var d = admin.describeCluster();
-                return d.nodes().get(10, TimeUnit.SECONDS).size() == 3 && d.controller().get(10, TimeUnit.SECONDS) != null;
-            } catch (Exception e) {
-                return false;
-            }
-        }, () -> "last GET /v1/admin/cluster answers: " + status);
+        cluster.awaitFormed(admin);
         log("three brokers formed a cluster");
     }
 
@@ -179,25 +151,11 @@ class ClusterConnectTest {
                 Files.deleteIfExists(f);
             }
         }
-        if (brokers == null) {
-            return;
+        if (cluster != null) {
+            BrokerCluster c = cluster;
+            cluster = null;
+            c.stop(failed || Boolean.getBoolean("connect.keepLogs"));
         }
-        List<String> problems = new ArrayList<>();
-        for (int i = 0; i < brokers.size(); i++) {
-            BrokerProcess b = brokers.get(i);
-            String problem = b.stop();
-            if (problem != null && i + 1 != down) {
-                problems.add("broker " + (i + 1) + ": " + problem);
-                System.err.println("==== broker " + (i + 1) + ": " + problem + "; log tail\n" + b.logTail());
-            }
-            if (failed || problem != null || Boolean.getBoolean("connect.keepLogs")) {
-                System.err.println("broker " + (i + 1) + " log kept: " + b.logFile());
-            } else {
-                b.deleteLog();
-            }
-        }
-        brokers = null;
-        assertTrue(problems.isEmpty(), String.join("; ", problems));
     }
 
     @Test
@@ -227,8 +185,7 @@ class ClusterConnectTest {
         log("killing broker " + victim + ", leader of " + CONFIGS + "-0 and of " + TOPIC + " partitions "
                 + ledBy(leaders.get(TOPIC), victim) + "; the group " + group + " is coordinated by broker " + coordinator
                 + (coordinator == victim ? "" : ": its coordinator's failover is not covered in this run"));
-        down = victim;
-        brokers.get(victim - 1).kill();
+        cluster.kill(victim);
 
         // While it is down: a reconfiguration and a new connector, both
         // written to the config topic, whose leader was the victim.
@@ -242,8 +199,7 @@ class ClusterConnectTest {
         awaitAllRunning();
         log("applied while down: " + summary(sinkFile) + "; late sink " + summary(lateSinkFile) + "; all RUNNING");
 
-        brokers.get(victim - 1).restart();
-        down = 0;
+        cluster.restart(victim);
         awaitInSync(victim);
         log("broker " + victim + " restarted, back in every ISR");
         await("the late sink has every number", Duration.ofSeconds(60), () -> hasAll(numbers(lateSinkFile), SECOND),
@@ -487,36 +443,7 @@ class ClusterConnectTest {
      * null); returns each topic's leaders.
      */
     static Map<String, Map<Integer, Integer>> awaitInSync(Integer back) throws Exception {
-        Map<String, Map<Integer, Integer>> leaders = new TreeMap<>();
-        List<String> last = new ArrayList<>();
-        await("every partition of " + PARTITIONS.keySet() + " led with 3 replicas in sync"
-                + (back == null ? "" : " (broker " + back + " among them)"), Duration.ofSeconds(60), () -> {
-                    leaders.clear();
-                    last.clear();
-                    Map<String, TopicDescription> ds;
-                    try {
-                        ds = admin.describeTopics(PARTITIONS.keySet()).allTopicNames().get(10, TimeUnit.SECONDS);
-                    } catch (Exception e) {
-                        last.add(e.toString());
-                        return false;
-                    }
-                    for (Map.Entry<String, TopicDescription> e : ds.entrySet()) {
-                        Map<Integer, Integer> l = new TreeMap<>();
-                        for (TopicPartitionInfo p : e.getValue().partitions()) {
-                            boolean in = p.leader() != null && p.replicas().size() == 3 && p.isr().size() == 3
-                                    && (back == null || p.isr().stream().anyMatch(n -> n.id() == back));
-                            if (!in) {
-                                last.add(e.getKey() + " " + p);
-                            }
-                            if (p.leader() != null) {
-                                l.put(p.partition(), p.leader().id());
-                            }
-                        }
-                        leaders.put(e.getKey(), l);
-                    }
-                    return last.isEmpty();
-                }, () -> "not yet: " + last);
-        return leaders;
+        return cluster.awaitInSync(admin, PARTITIONS.keySet(), back);
     }
 
     static Properties consumerProps() {
@@ -644,23 +571,7 @@ class ClusterConnectTest {
     // ---- cluster
 
     static String bootstrap() {
-        return brokers.stream().map(BrokerProcess::bootstrap).collect(Collectors.joining(","));
-    }
-
-    /** Broker b's GET /v1/admin/cluster (its view of the metadata group), or what went wrong. */
-    static String clusterStatus(BrokerProcess b) {
-        try {
-            HttpURLConnection c = (HttpURLConnection) new URL("http://" + b.httpAddr() + "/v1/admin/cluster").openConnection();
-            c.setConnectTimeout(2000);
-            c.setReadTimeout(2000);
-            try (InputStream in = c.getResponseCode() == 200 ? c.getInputStream() : c.getErrorStream()) {
-                return c.getResponseCode() + " " + (in == null ? "" : new String(in.readAllBytes(), StandardCharsets.UTF_8));
-            } finally {
-                c.disconnect();
-            }
-        } catch (IOException e) {
-            return e.toString();
-        }
+        return cluster.bootstrap();
     }
 
     static void log(String msg) {

@@ -13,7 +13,6 @@ import java.util.ArrayList;
 import java.util.Collection;
 import java.util.Comparator;
 import java.util.HashMap;
-import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Properties;
@@ -30,12 +29,12 @@ import java.util.concurrent.atomic.AtomicReference;
 import java.util.stream.Collectors;
 import java.util.stream.Stream;
 
+import io.vibemq.harness.BrokerCluster;
 import io.vibemq.harness.BrokerProcess;
 
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.OffsetSpec;
-import org.apache.kafka.clients.admin.TopicDescription;
 import org.apache.kafka.clients.admin.TransactionListing;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
@@ -45,7 +44,6 @@ import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.TopicPartition;
-import org.apache.kafka.common.TopicPartitionInfo;
 import org.apache.kafka.common.serialization.Serdes;
 import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
@@ -64,7 +62,6 @@ import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
-import org.junit.jupiter.api.extension.ExtensionContext;
 import org.junit.jupiter.api.extension.RegisterExtension;
 import org.junit.jupiter.api.extension.TestWatcher;
 
@@ -104,55 +101,26 @@ class ClusterStreamsEosTest {
      */
     static final int ATTEMPTS = 6;
 
-    static List<BrokerProcess> brokers;
+    static BrokerCluster cluster;
     static Admin admin;
-    static volatile boolean failed;
     static Instant started;
 
     @RegisterExtension
-    static final TestWatcher LOGS_ON_FAILURE = new TestWatcher() {
-        @Override
-        public void testFailed(ExtensionContext ctx, Throwable cause) {
-            failed = true;
-            if (brokers != null) {
-                for (int i = 0; i < brokers.size(); i++) {
-                    BrokerTestBase.printLogTail(ctx.getDisplayName() + " failed: broker " + (i + 1), brokers.get(i));
-                }
-            }
-        }
-    };
+    static final TestWatcher LOGS_ON_FAILURE = BrokerCluster.logsOnFailure(() -> cluster);
 
     @BeforeAll
     static void startCluster() throws Exception {
         Assumptions.assumeTrue(BrokerProcess.bootstrapOverride() == null,
                 "ClusterStreamsEosTest starts a cluster of its own brokers; skipped with -Dbootstrap.override");
-        failed = false;
         started = Instant.now();
-        brokers = BrokerProcess.startCluster(3, "--group-initial-rebalance-delay", "0s",
+        cluster = BrokerCluster.start(3, BrokerTestBase.DEADLINE, Duration.ofMillis(100),
+                "--group-initial-rebalance-delay", "0s",
                 "--offsets-topic-replication-factor", "3",
                 // The leaders compact the (default, compacted) changelog
                 // every second, while the transactions run.
                 "--log-retention-check-interval", "1s");
-        admin = BrokerTestBase.admin(bootstrap());
-        // Formed: every broker applied the three registrations and Metadata
-        // names a controller (see ClusterTest.startCluster).
-        List<String> status = new ArrayList<>();
-        waitFor(() -> {
-            status.clear();
-            for (BrokerProcess b : brokers) {
-                String s = ClusterTest.clusterStatus(b);
-                status.add(s);
-                if (ClusterTest.REGISTERED.matcher(s).results().count() != 3) {
-                    return false;
-                }
-            }
-            try {
-                var d = admin.describeCluster();
-                return d.nodes().get(10, TimeUnit.SECONDS).size() == 3 && d.controller().get(10, TimeUnit.SECONDS) != null;
-            } catch (Exception e) {
-                return false;
-            }
-        }, () -> "every broker's GET /v1/admin/cluster with three registered members and a controller; last statuses: " + status);
+        admin = BrokerTestBase.admin(cluster.bootstrap());
+        cluster.awaitFormed(admin);
         log("three brokers formed a cluster");
     }
 
@@ -162,29 +130,15 @@ class ClusterStreamsEosTest {
             admin.close(Duration.ofSeconds(5));
             admin = null;
         }
-        if (brokers == null) {
-            return;
+        if (cluster != null) {
+            BrokerCluster c = cluster;
+            cluster = null;
+            c.stop(false);
         }
-        List<String> problems = new ArrayList<>();
-        for (int i = 0; i < brokers.size(); i++) {
-            BrokerProcess b = brokers.get(i);
-            String problem = b.stop();
-            if (problem != null) {
-                problems.add("broker " + (i + 1) + ": " + problem);
-                BrokerTestBase.printLogTail("broker " + (i + 1) + ": " + problem, b);
-            }
-            if (failed || problem != null) {
-                System.err.println("broker log kept: " + b.logFile());
-            } else {
-                b.deleteLog();
-            }
-        }
-        brokers = null;
-        assertTrue(problems.isEmpty(), String.join("; ", problems));
     }
 
     static String bootstrap() {
-        return brokers.stream().map(BrokerProcess::bootstrap).collect(Collectors.joining(","));
+        return cluster.bootstrap();
     }
 
     static void log(String format, Object... args) {
@@ -284,7 +238,7 @@ class ClusterStreamsEosTest {
         String output = BrokerTestBase.unique("streams-out");
         admin.createTopics(List.of(new NewTopic(input, PARTITIONS, (short) 3), new NewTopic(output, PARTITIONS, (short) 3)))
                 .all().get(30, TimeUnit.SECONDS);
-        Map<String, Map<Integer, Integer>> leaders = awaitSpread(List.of(input, output));
+        Map<String, Map<Integer, Integer>> leaders = cluster.awaitSpread(admin, List.of(input, output));
         log("topics %s and %s: %d partitions, 3 replicas in sync each, leaders %s", input, output, PARTITIONS, leaders);
 
         // The input, and per key the sequence numbers the output must hold.
@@ -312,7 +266,7 @@ class ClusterStreamsEosTest {
             }
             final int target = victim;
             List<String> internalTopics = List.of(app.internal(REPARTITION, "repartition"), app.internal(COUNTS_STORE, "changelog"));
-            Map<String, Map<Integer, Integer>> all = leadersOf(concat(List.of(input, output), internalTopics));
+            Map<String, Map<Integer, Integer>> all = BrokerCluster.leaders(admin, concat(List.of(input, output), internalTopics));
             List<String> led = all.entrySet().stream().filter(e -> e.getValue().containsValue(target))
                     .map(Map.Entry::getKey).collect(Collectors.toList());
             assertTrue(led.contains(input) && led.contains(output),
@@ -350,7 +304,7 @@ class ClusterStreamsEosTest {
                     () -> "the application still aggregating: " + app.aggregated.get() + "; states " + app.states);
             int producedAtKill = produced.get();
             long aggregatedAtKill = app.aggregated.get();
-            brokers.get(victim - 1).kill();
+            cluster.kill(victim);
             killed.set(true);
             log("killed broker %d (leader of partitions of %s; group %s coordinated by broker %d, transactional ID %s by broker %d) "
                     + "after %d of %d records produced, %d aggregated (kafka-clients %s)",
@@ -382,8 +336,8 @@ class ClusterStreamsEosTest {
 
             // The killed broker, restarted, is back in every partition's ISR.
             Instant restarted = Instant.now();
-            brokers.get(victim - 1).restart();
-            awaitInSync(concat(List.of(input, output), internalTopics), victim);
+            cluster.restart(victim);
+            cluster.awaitInSync(admin, concat(List.of(input, output), internalTopics), victim);
             log("broker %d restarted: back in every partition's ISR after %d ms", victim,
                     Duration.between(restarted, Instant.now()).toMillis());
             passed = true;
@@ -448,8 +402,7 @@ class ClusterStreamsEosTest {
                             app.txnCoordinator = b;
                             app.transactionalId = l.transactionalId();
                         }));
-                app.groupCoordinator = admin.describeConsumerGroups(List.of(app.appId)).describedGroups().get(app.appId)
-                        .get(10, TimeUnit.SECONDS).coordinator().id();
+                app.groupCoordinator = BrokerCluster.coordinatorOf(admin, app.appId);
                 last[0] = "transactional IDs " + found + ", group coordinator " + app.groupCoordinator;
                 return found.size() == 1;
             } catch (Exception e) {
@@ -605,75 +558,5 @@ class ClusterStreamsEosTest {
         List<String> out = new ArrayList<>(a);
         out.addAll(b);
         return out;
-    }
-
-    /** Each partition's leader per topic (a partition without one left out). */
-    static Map<String, Map<Integer, Integer>> leadersOf(List<String> topics) throws Exception {
-        Map<String, Map<Integer, Integer>> out = new TreeMap<>();
-        admin.describeTopics(topics).allTopicNames().get(10, TimeUnit.SECONDS).forEach((t, d) -> {
-            Map<Integer, Integer> l = new TreeMap<>();
-            d.partitions().forEach(p -> {
-                if (p.leader() != null) {
-                    l.put(p.partition(), p.leader().id());
-                }
-            });
-            out.put(t, l);
-        });
-        return out;
-    }
-
-    /** Waits until every partition of topics has 3 replicas in sync and each topic's leaders are all three brokers. */
-    static Map<String, Map<Integer, Integer>> awaitSpread(List<String> topics) throws InterruptedException {
-        Map<String, Map<Integer, Integer>> leaders = new TreeMap<>();
-        waitFor(() -> {
-            try {
-                leaders.clear();
-                leaders.putAll(awaitInSync(topics, null));
-            } catch (InterruptedException e) {
-                throw new AssertionError(e);
-            }
-            return leaders.values().stream().allMatch(l -> new HashSet<>(l.values()).size() == 3);
-        }, () -> "the leaders of each topic's partitions spread over the three brokers: " + leaders);
-        return leaders;
-    }
-
-    /**
-     * Waits until every partition of topics has a leader, three replicas
-     * and three in sync (with broker back among them, when not null), and
-     * returns the leaders.
-     */
-    static Map<String, Map<Integer, Integer>> awaitInSync(List<String> topics, Integer back) throws InterruptedException {
-        Map<String, Map<Integer, Integer>> leaders = new TreeMap<>();
-        List<String> last = new ArrayList<>();
-        waitFor(() -> {
-            leaders.clear();
-            last.clear();
-            Map<String, TopicDescription> ds;
-            try {
-                ds = admin.describeTopics(topics).allTopicNames().get(10, TimeUnit.SECONDS);
-            } catch (Exception e) {
-                last.add(e.toString());
-                return false;
-            }
-            boolean ok = true;
-            for (Map.Entry<String, TopicDescription> e : ds.entrySet()) {
-                Map<Integer, Integer> l = new TreeMap<>();
-                for (TopicPartitionInfo p : e.getValue().partitions()) {
-                    boolean in = p.leader() != null && p.replicas().size() == 3 && p.isr().size() == 3
-                            && (back == null || p.isr().stream().anyMatch(n -> n.id() == back));
-                    if (!in) {
-                        last.add(e.getKey() + " " + p);
-                    }
-                    ok = ok && in;
-                    if (p.leader() != null) {
-                        l.put(p.partition(), p.leader().id());
-                    }
-                }
-                leaders.put(e.getKey(), l);
-            }
-            return ok;
-        }, () -> "every partition of " + topics + " led with 3 replicas and 3 in sync"
-                + (back == null ? "" : " (broker " + back + " among them)") + "; not yet: " + last);
-        return leaders;
     }
 }

@@ -5,11 +5,6 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assertions.fail;
 
-import java.io.IOException;
-import java.io.InputStream;
-import java.net.HttpURLConnection;
-import java.net.URL;
-import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
@@ -23,14 +18,13 @@ import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.Semaphore;
 import java.util.concurrent.TimeUnit;
 import java.util.function.Predicate;
-import java.util.regex.Pattern;
 import java.util.stream.Collectors;
 
+import io.vibemq.harness.BrokerCluster;
 import io.vibemq.harness.BrokerProcess;
 
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.NewTopic;
-import org.apache.kafka.clients.admin.TopicDescription;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
@@ -38,9 +32,7 @@ import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
-import org.apache.kafka.common.Node;
 import org.apache.kafka.common.TopicPartition;
-import org.apache.kafka.common.TopicPartitionInfo;
 import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
 import org.junit.jupiter.api.AfterAll;
@@ -48,7 +40,6 @@ import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
-import org.junit.jupiter.api.extension.ExtensionContext;
 import org.junit.jupiter.api.extension.RegisterExtension;
 import org.junit.jupiter.api.extension.TestWatcher;
 
@@ -73,56 +64,22 @@ class ClusterTest {
     static final int BEFORE_KILL = 300;
     static final int AFTER_KILL = 300;
 
-    static List<BrokerProcess> brokers;
+    static BrokerCluster cluster;
     static Admin admin;
-    static volatile boolean failed;
     static Instant started;
 
     @RegisterExtension
-    static final TestWatcher LOGS_ON_FAILURE = new TestWatcher() {
-        @Override
-        public void testFailed(ExtensionContext ctx, Throwable cause) {
-            failed = true;
-            if (brokers != null) {
-                for (int i = 0; i < brokers.size(); i++) {
-                    BrokerTestBase.printLogTail(ctx.getDisplayName() + " failed: broker " + (i + 1), brokers.get(i));
-                }
-            }
-        }
-    };
+    static final TestWatcher LOGS_ON_FAILURE = BrokerCluster.logsOnFailure(() -> cluster);
 
     @BeforeAll
     static void startCluster() throws Exception {
         Assumptions.assumeTrue(BrokerProcess.bootstrapOverride() == null,
                 "ClusterTest starts a cluster of its own brokers; skipped with -Dbootstrap.override");
-        failed = false;
         started = Instant.now();
-        brokers = BrokerProcess.startCluster(3, "--group-initial-rebalance-delay", "0s",
-                "--offsets-topic-replication-factor", "3");
-        admin = BrokerTestBase.admin(bootstrap());
-        // The cluster has formed when every broker has applied the three
-        // registrations (a broker not registered yet still lists itself in
-        // Metadata, so describeCluster's three nodes alone do not say that
-        // the controller can place three replicas; seen: RF 3 refused with
-        // "2 unfenced registered broker(s)") and Metadata names a controller.
-        List<String> status = new ArrayList<>();
-        waitFor(() -> {
-            status.clear();
-            for (BrokerProcess b : brokers) {
-                String s = clusterStatus(b);
-                status.add(s);
-                if (REGISTERED.matcher(s).results().count() != 3) {
-                    return false;
-                }
-            }
-            try {
-                var d = admin.describeCluster();
-                return d.nodes().get(10, TimeUnit.SECONDS).size() == 3 && d.controller().get(10, TimeUnit.SECONDS) != null;
-            } catch (Exception e) {
-                return false;
-            }
-        }, () -> "every broker's GET /v1/admin/cluster with three registered members and describeCluster naming three brokers "
-                + "and a controller; last statuses: " + status);
+        cluster = BrokerCluster.start(3, BrokerTestBase.DEADLINE, Duration.ofMillis(100),
+                "--group-initial-rebalance-delay", "0s", "--offsets-topic-replication-factor", "3");
+        admin = BrokerTestBase.admin(cluster.bootstrap());
+        cluster.awaitFormed(admin);
         log("three brokers formed a cluster");
     }
 
@@ -132,43 +89,10 @@ class ClusterTest {
             admin.close(Duration.ofSeconds(5));
             admin = null;
         }
-        if (brokers == null) {
-            return;
-        }
-        List<String> problems = new ArrayList<>();
-        for (int i = 0; i < brokers.size(); i++) {
-            BrokerProcess b = brokers.get(i);
-            String problem = b.stop();
-            if (problem != null) {
-                problems.add("broker " + (i + 1) + ": " + problem);
-                BrokerTestBase.printLogTail("broker " + (i + 1) + ": " + problem, b);
-            }
-            if (failed || problem != null) {
-                System.err.println("broker log kept: " + b.logFile());
-            } else {
-                b.deleteLog();
-            }
-        }
-        brokers = null;
-        assertTrue(problems.isEmpty(), String.join("; ", problems));
-    }
-
-    /** A member of GET /v1/admin/cluster with its registered Kafka address. */
-    static final Pattern REGISTERED = Pattern.compile("\"kafka_addr\":\"[^\"]+\"");
-
-    /** Broker b's GET /v1/admin/cluster (its view of the metadata group), or what went wrong. */
-    static String clusterStatus(BrokerProcess b) {
-        try {
-            HttpURLConnection c = (HttpURLConnection) new URL("http://" + b.httpAddr() + "/v1/admin/cluster").openConnection();
-            c.setConnectTimeout(2000);
-            c.setReadTimeout(2000);
-            try (InputStream in = c.getResponseCode() == 200 ? c.getInputStream() : c.getErrorStream()) {
-                return c.getResponseCode() + " " + (in == null ? "" : new String(in.readAllBytes(), StandardCharsets.UTF_8));
-            } finally {
-                c.disconnect();
-            }
-        } catch (IOException e) {
-            return e.toString();
+        if (cluster != null) {
+            BrokerCluster c = cluster;
+            cluster = null;
+            c.stop(false);
         }
     }
 
@@ -178,7 +102,7 @@ class ClusterTest {
     }
 
     static String bootstrap() {
-        return brokers.stream().map(BrokerProcess::bootstrap).collect(Collectors.joining(","));
+        return cluster.bootstrap();
     }
 
     /** One acknowledged record: its sequence number (the value is "r" + seq) and offset. */
@@ -188,18 +112,7 @@ class ClusterTest {
     @Test
     void rf3TopicKeepsServingAcrossLeaderKill() throws Exception {
         admin.createTopics(List.of(new NewTopic(TOPIC, 3, (short) 3))).all().get(30, TimeUnit.SECONDS);
-        // Each partition's first leader may be another replica than its
-        // preferred one, which gets the leadership back once in sync.
-        Map<Integer, Integer> leaders = new HashMap<>();
-        waitFor(() -> {
-            try {
-                leaders.clear();
-                leaders.putAll(awaitInSync(null));
-            } catch (InterruptedException e) {
-                throw new AssertionError(e);
-            }
-            return new HashSet<>(leaders.values()).size() == 3;
-        }, () -> "the leaders of the three partitions spread over the three brokers: " + leaders);
+        Map<Integer, Integer> leaders = cluster.awaitSpread(admin, List.of(TOPIC)).get(TOPIC);
         int victim = leaders.get(0);
         log("topic %s: leaders %s, every partition with 3 replicas in sync", TOPIC, leaders);
         String group = groupCoordinatedBy(victim);
@@ -210,7 +123,7 @@ class ClusterTest {
         consumeInGroupWhileDown(group, byPartition);
 
         Instant restarted = Instant.now();
-        brokers.get(victim - 1).restart();
+        cluster.restart(victim);
         awaitInSync(victim);
         long inSync = Duration.between(restarted, Instant.now()).toMillis();
         // Its preferred replica, in sync again, leads partition 0 again:
@@ -224,7 +137,7 @@ class ClusterTest {
         }, () -> "broker " + victim + " leading partition 0 again (its preferred replica)");
         log("broker %d restarted on its data: back in every partition's ISR %d ms after its restart, "
                 + "leading partition 0 again after %d ms", victim, inSync, Duration.between(restarted, Instant.now()).toMillis());
-        readPartitionZeroFrom(brokers.get(victim - 1), byPartition.get(0));
+        readPartitionZeroFrom(cluster.broker(victim), byPartition.get(0));
     }
 
     /** Reads partition 0 from its start through broker b (its leader) and compares it with acked. */
@@ -250,31 +163,7 @@ class ClusterTest {
      * null), and returns each partition's leader.
      */
     static Map<Integer, Integer> awaitInSync(Integer back) throws InterruptedException {
-        Map<Integer, Integer> leaders = new HashMap<>();
-        List<String> last = new ArrayList<>();
-        waitFor(() -> {
-            leaders.clear();
-            last.clear();
-            TopicDescription d;
-            try {
-                d = admin.describeTopics(List.of(TOPIC)).allTopicNames().get(10, TimeUnit.SECONDS).get(TOPIC);
-            } catch (Exception e) {
-                last.add(e.toString());
-                return false;
-            }
-            boolean ok = d.partitions().size() == 3;
-            for (TopicPartitionInfo p : d.partitions()) {
-                last.add(p.toString());
-                ok = ok && p.leader() != null && p.replicas().size() == 3 && p.isr().size() == 3
-                        && (back == null || p.isr().stream().anyMatch(n -> n.id() == back));
-                if (p.leader() != null) {
-                    leaders.put(p.partition(), p.leader().id());
-                }
-            }
-            return ok;
-        }, () -> "every partition of " + TOPIC + " led with 3 replicas and 3 in sync"
-                + (back == null ? "" : " (broker " + back + " among them)") + "; last: " + last);
-        return leaders;
+        return cluster.awaitInSync(admin, List.of(TOPIC), back).get(TOPIC);
     }
 
     /**
@@ -295,12 +184,11 @@ class ClusterTest {
         for (int i = 0; i < 30; i++) {
             String group = BrokerTestBase.unique("cluster-group");
             admin.alterConsumerGroupOffsets(group, zero).all().get(30, TimeUnit.SECONDS);
-            Node c = admin.describeConsumerGroups(List.of(group)).describedGroups().get(group)
-                    .get(30, TimeUnit.SECONDS).coordinator();
-            if (c.id() == victim) {
+            int c = BrokerCluster.coordinatorOf(admin, group);
+            if (c == victim) {
                 return group;
             }
-            seen.add(c.id());
+            seen.add(c);
         }
         return fail("30 group IDs none coordinated by broker " + victim + ": " + seen);
     }
@@ -335,7 +223,7 @@ class ClusterTest {
             try {
                 awaitCount(onZero, BEFORE_KILL, errors, "acknowledged on partition 0 before the kill");
                 killedAt = System.nanoTime();
-                brokers.get(victim - 1).kill();
+                cluster.kill(victim);
                 sender.killed = true;
                 killedAfter = count(onZero);
                 newLeader = awaitNewLeader(victim, killedAt);
@@ -361,9 +249,7 @@ class ClusterTest {
         int[] leader = {-1};
         waitFor(() -> {
             try {
-                Node l = admin.describeTopics(List.of(TOPIC)).allTopicNames().get(10, TimeUnit.SECONDS)
-                        .get(TOPIC).partitions().get(0).leader();
-                leader[0] = l == null ? -1 : l.id();
+                leader[0] = BrokerCluster.leaderOf(admin, TOPIC, 0);
             } catch (Exception e) {
                 leader[0] = -1;
             }
