@@ -36,19 +36,16 @@ func (tc *testCluster) replicaLogStarts(topic string, ids ...int32) map[int32]in
 // partition 0 of topic.
 func (tc *testCluster) waitLogStart(topic string, want int64, ids ...int32) {
 	tc.t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		got := tc.replicaLogStarts(topic, ids...)
-		same := true
+	var got map[int32]int64
+	waitFor(tc.t, 30*time.Second, func() bool {
+		got = tc.replicaLogStarts(topic, ids...)
 		for _, v := range got {
-			same = same && v == want
+			if v != want {
+				return false
+			}
 		}
-		if same {
-			return
-		}
-		if time.Now().After(deadline) {
-			tc.t.Fatalf("log starts of %s/0 %v, want %d on every one", topic, got, want)
-		}
-	}
+		return true
+	}, func() string { return fmt.Sprintf("log starts of %s/0 %v, want %d on every one", topic, got, want) })
 }
 
 // firstConsumed is the offset and value of the first record a new
@@ -149,18 +146,17 @@ func TestClusterReplicatedRetention(t *testing.T) {
 	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte("v30")}).FirstErr(); err != nil {
 		t.Fatalf("produce after the leader stopped: %v", err)
 	}
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		lo, err := adm.ListStartOffsets(ctx, topic)
-		if err == nil && lo[topic][0].Err == nil {
-			if got := lo[topic][0].Offset; got != 29 {
-				t.Fatalf("the new leader's earliest offset %d, want 29", got)
-			}
-			break
+	var lo kadm.ListedOffsets
+	waitFor(t, 30*time.Second, func() bool {
+		lo, err = adm.ListStartOffsets(ctx, topic)
+		if err != nil || lo[topic][0].Err != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no earliest offset from a new leader: %v %+v", err, lo)
+		if got := lo[topic][0].Offset; got != 29 {
+			t.Fatalf("the new leader's earliest offset %d, want 29", got)
 		}
-	}
+		return true
+	}, func() string { return fmt.Sprintf("no earliest offset from a new leader: %v %+v", err, lo) })
 	tc.waitLogStart(topic, 29, rest...)
 	if off, v := firstConsumed(ctx, t, tc, topic); off != 29 || v != "v29" {
 		t.Fatalf("consumed %s at %d first from the new leader, want v29 at 29", v, off)
