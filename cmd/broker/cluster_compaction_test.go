@@ -85,19 +85,7 @@ func TestClusterReplicatedCompaction(t *testing.T) {
 	tc.waitCompacted(ctx, topic, hw, want, all)
 
 	// The leader stops: the new one serves the same records.
-	m, err := metadataOf(ctx, cl, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mt, _ := topicOf(m, topic)
-	old := mt.Partitions[0].Leader
-	tc.stop[old]()
-	var rest []int32
-	for _, id := range all {
-		if id != old {
-			rest = append(rest, id)
-		}
-	}
+	old, rest := tc.stopLeader(ctx, cl, topic, all)
 	tc.waitCompacted(ctx, topic, hw, want, rest)
 	tc.start(old)
 	tc.waitCompacted(ctx, topic, hw, want, all)

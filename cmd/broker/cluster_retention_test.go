@@ -48,6 +48,25 @@ func (tc *testCluster) waitLogStart(topic string, want int64, ids ...int32) {
 	}, func() string { return fmt.Sprintf("log starts of %s/0 %v, want %d on every one", topic, got, want) })
 }
 
+// stopLeader stops the leader of topic's partition 0, as broker 1's
+// Metadata names it, and returns it and the other brokers of all.
+func (tc *testCluster) stopLeader(ctx context.Context, cl *kgo.Client, topic string, all []int32) (old int32, rest []int32) {
+	tc.t.Helper()
+	m, err := metadataOf(ctx, cl, 1)
+	if err != nil {
+		tc.t.Fatal(err)
+	}
+	mt, _ := topicOf(m, topic)
+	old = mt.Partitions[0].Leader
+	tc.stop[old]()
+	for _, id := range all {
+		if id != old {
+			rest = append(rest, id)
+		}
+	}
+	return old, rest
+}
+
 // firstConsumed is the offset and value of the first record a new
 // consumer reading topic from the earliest offset gets.
 func firstConsumed(ctx context.Context, t *testing.T, tc *testCluster, topic string) (int64, string) {
@@ -130,19 +149,7 @@ func TestClusterReplicatedRetention(t *testing.T) {
 	alter(kadm.DeleteConfig, nil)
 
 	// The leader stops: the new one serves from the same log start.
-	m, err := metadataOf(ctx, cl, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mt, _ := topicOf(m, topic)
-	old := mt.Partitions[0].Leader
-	tc.stop[old]()
-	var rest []int32
-	for _, id := range all {
-		if id != old {
-			rest = append(rest, id)
-		}
-	}
+	old, rest := tc.stopLeader(ctx, cl, topic, all)
 	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte("v30")}).FirstErr(); err != nil {
 		t.Fatalf("produce after the leader stopped: %v", err)
 	}
