@@ -130,15 +130,7 @@ func TestPartitionLogMarkerCoordinatorFenced(t *testing.T) {
 	v2 = binary.BigEndian.AppendUint64(v2, 9)
 	v2 = binary.BigEndian.AppendUint64(v2, 3)
 	v2 = binary.BigEndian.AppendUint32(v2, 0)
-	b := s.store.NewBatch()
-	b.Set(pebblestore.RaftStateKey(2, 50), v2)
-	if err := b.Commit(); err != nil {
-		t.Fatal(err)
-	}
-	old := NewPartitionLog(s.store, 2, nil)
-	if err := old.RestoreAt(50); err != nil {
-		t.Fatal(err)
-	}
+	old := s.restoreRow(2, 50, v2)
 	checkTxnState(t, old, 3, 4, map[int64]int64{9: 3})
 	if got, err := old.Apply(Entry{Index: 51, Term: 1, Data: coordinatorMarker(t, 9, 2, true, 0)}); err != nil || got != 4 {
 		t.Fatalf("a marker of coordinator epoch 0 after a version 2 row: %d %v, want 4", got, err)
