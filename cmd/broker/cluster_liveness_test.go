@@ -73,8 +73,7 @@ func TestClusterPlacementSkipsFencedBroker(t *testing.T) {
 	defer cancel()
 	cl := tc.client()
 	m := tc.waitAgreed(ctx, cl, func(*kmsg.MetadataResponse) bool { return true })
-	down := m.ControllerID%3 + 1 // a follower: the leader keeps its view
-	live := down%3 + 1
+	down, live := fenceTargets(m)
 	tc.stop[down]()
 	waitFenced(t, tc.cfgs[live].HTTPAddr, down, true)
 
@@ -94,6 +93,15 @@ func TestClusterPlacementSkipsFencedBroker(t *testing.T) {
 	if leaders := leadersOf(ctx, t, tc, live, "after-return"); len(leaders) != 3 {
 		t.Fatalf("after broker %d returned, the partitions are led by %v; want all three", down, leaders)
 	}
+}
+
+// fenceTargets picks, from the agreed Metadata m of a three-broker
+// cluster, the broker to stop (down: a follower, so the metadata leader,
+// which fences it, keeps its view) and the other follower (live) to ask
+// about it.
+func fenceTargets(m *kmsg.MetadataResponse) (down, live int32) {
+	down = m.ControllerID%3 + 1
+	return down, down%3 + 1
 }
 
 // waitFenced waits until broker id's fencing, as the cluster status of the
@@ -151,8 +159,7 @@ func TestClusterMetadataLeavesOutFencedBroker(t *testing.T) {
 	defer cancel()
 	cl := tc.client()
 	m := tc.waitAgreed(ctx, cl, func(*kmsg.MetadataResponse) bool { return true })
-	down := m.ControllerID%3 + 1 // a follower: the leader keeps its view
-	live := down%3 + 1
+	down, live := fenceTargets(m)
 	const topic = "fenced-rf1"
 	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 3, 1, nil, topic); err != nil {
 		t.Fatal(err)
