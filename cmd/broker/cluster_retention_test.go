@@ -176,14 +176,16 @@ func TestClusterReplicatedRetention(t *testing.T) {
 	// The restarted broker may take the request before it has heard from
 	// the metadata leader (NOT_CONTROLLER, retriable; kadm does not retry
 	// it): ask again until it is taken.
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		resp, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "retention.ms", Value: kmsg.StringPtr("1")}}, topic)
+	var resp kadm.AlterConfigsResponses
+	waitFor(t, 30*time.Second, func() bool {
+		resp, err = adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "retention.ms", Value: kmsg.StringPtr("1")}}, topic)
 		if err == nil && resp[0].Err == nil {
-			break
+			return true
 		}
-		if err == nil && !errors.Is(resp[0].Err, kerr.NotController) || time.Now().After(deadline) {
+		if err == nil && !errors.Is(resp[0].Err, kerr.NotController) {
 			t.Fatalf("alter retention.ms: %v %v", err, resp)
 		}
-	}
+		return false
+	}, func() string { return fmt.Sprintf("alter retention.ms: %v %v", err, resp) })
 	tc.waitLogStart(topic, 31, all...)
 }
