@@ -7,10 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vibemq/broker/pebblestore"
 	"github.com/vibemq/broker/topics"
-	"go.etcd.io/raft/v3/raftpb"
-	"google.golang.org/protobuf/proto"
 )
 
 // coordinatorMarker is the control batch of producer pid at epoch sent by
@@ -72,15 +69,7 @@ func TestPartitionLogMarkerCoordinatorFenced(t *testing.T) {
 	// A replica replaying the log from the start (a restart) decides alike.
 	replay := NewPartitionLog(s.store, 1, nil)
 	for i := uint64(1); i <= s.index; i++ {
-		v, err := s.store.Get(pebblestore.RaftEntryKey(1, i))
-		if err != nil {
-			t.Fatal(err)
-		}
-		e := &raftpb.Entry{}
-		if err := proto.Unmarshal(v, e); err != nil {
-			t.Fatal(err)
-		}
-		_, err1 := replay.Apply(Entry{Index: i, Term: 1, Data: e.GetData()[16:]})
+		_, err1 := replay.Apply(Entry{Index: i, Term: 1, Data: storedEntry(t, s.store, i)})
 		if (i == 4 || i == 8) != errors.Is(err1, ErrTransactionCoordinatorFenced) {
 			t.Fatalf("replayed entry %d: %v", i, err1)
 		}
