@@ -297,6 +297,47 @@ func (c *testCluster) waitFor(what string, cond func() bool) {
 	}
 }
 
+// others are the IDs of c's nodes but id, in c.ids order.
+func (c *testCluster) others(id uint64) []uint64 {
+	var out []uint64
+	for _, o := range c.ids {
+		if o != id {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// waitAnswer waits for the error a proposal's goroutine sends on
+// answered, the proposal named what.
+func (c *testCluster) waitAnswer(what string, answered <-chan error) error {
+	c.t.Helper()
+	var err error
+	c.waitFor(what+" to be answered", func() bool {
+		select {
+		case err = <-answered:
+			return true
+		default:
+			return false
+		}
+	})
+	return err
+}
+
+// waitApplied waits until the recorder of every node of ids applied
+// exactly want.
+func (c *testCluster) waitApplied(what string, ids []uint64, want []string) {
+	c.t.Helper()
+	c.waitFor(what, func() bool {
+		for _, id := range ids {
+			if !slices.Equal(c.recorder(id).list(), want) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
 func (c *testCluster) statuses() map[uint64]Status {
 	out := map[uint64]Status{}
 	for id, tn := range c.nodes {
@@ -512,12 +553,7 @@ func TestMinorityCannotCommit(t *testing.T) {
 		_, err := c.nodes[old].node.Propose(ctx, []byte("lost"))
 		lost <- err
 	}()
-	var majority []uint64
-	for _, id := range c.ids {
-		if id != old {
-			majority = append(majority, id)
-		}
-	}
+	majority := c.others(old)
 	var lead uint64
 	c.waitFor("a leader in the majority", func() bool {
 		a, b := c.nodes[majority[0]].node.Status(), c.nodes[majority[1]].node.Status()
@@ -527,9 +563,7 @@ func TestMinorityCannotCommit(t *testing.T) {
 	if _, err := c.propose(lead, []byte("b")); err != nil {
 		t.Fatal(err)
 	}
-	c.waitFor("the majority to apply b", func() bool {
-		return slices.Equal(c.recorder(majority[0]).list(), []string{"a", "b"}) && slices.Equal(c.recorder(majority[1]).list(), []string{"a", "b"})
-	})
+	c.waitApplied("the majority to apply b", majority, []string{"a", "b"})
 	// The isolated node committed nothing while cut off.
 	if st := c.nodes[old].node.Status(); st.Commit != commitBefore {
 		t.Fatalf("the isolated node's commit moved from %d to %d", commitBefore, st.Commit)
@@ -542,15 +576,7 @@ func TestMinorityCannotCommit(t *testing.T) {
 	c.waitSame([]string{"a", "b"})
 	// Healed, the old leader's entry is overwritten by the new leader's
 	// log: its proposal is answered at once, not left to its context.
-	var err error
-	c.waitFor("the isolated leader's proposal to be answered", func() bool {
-		select {
-		case err = <-lost:
-			return true
-		default:
-			return false
-		}
-	})
+	err := c.waitAnswer("the isolated leader's proposal", lost)
 	cancel()
 	if !errors.Is(err, ErrProposalLost) && !errors.Is(err, ErrNoLeader) {
 		t.Fatalf("the proposal of the isolated leader: %v, want ErrProposalLost (or ErrNoLeader had it stepped down before appending it)", err)
@@ -570,12 +596,7 @@ func TestForwardedProposalAnsweredWhenLeaderChanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.waitSame([]string{"a"})
-	var majority []uint64
-	for _, id := range c.ids {
-		if id != old {
-			majority = append(majority, id)
-		}
-	}
+	majority := c.others(old)
 	c.isolate(old)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -584,15 +605,7 @@ func TestForwardedProposalAnsweredWhenLeaderChanges(t *testing.T) {
 		_, err := c.nodes[majority[0]].node.Propose(ctx, []byte("forwarded"))
 		answered <- err
 	}()
-	var err error
-	c.waitFor("the forwarded proposal to be answered", func() bool {
-		select {
-		case err = <-answered:
-			return true
-		default:
-			return false
-		}
-	})
+	err := c.waitAnswer("the forwarded proposal", answered)
 	if !errors.Is(err, ErrLeaderChanged) && !errors.Is(err, ErrNoLeader) {
 		t.Fatalf("the forwarded proposal: %v, want ErrLeaderChanged (or ErrNoLeader, had the follower lost the leader before)", err)
 	}
@@ -604,9 +617,7 @@ func TestForwardedProposalAnsweredWhenLeaderChanges(t *testing.T) {
 	if _, err := c.propose(lead, []byte("b")); err != nil {
 		t.Fatal(err)
 	}
-	c.waitFor("the majority to apply b", func() bool {
-		return slices.Equal(c.recorder(majority[0]).list(), []string{"a", "b"}) && slices.Equal(c.recorder(majority[1]).list(), []string{"a", "b"})
-	})
+	c.waitApplied("the majority to apply b", majority, []string{"a", "b"})
 }
 
 func TestMetadataReplicated(t *testing.T) {

@@ -5,11 +5,9 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/rs/zerolog"
 	"github.com/vibemq/broker/pebblestore"
 	"github.com/vibemq/broker/topics"
 	"go.etcd.io/raft/v3/raftpb"
-	"google.golang.org/protobuf/proto"
 )
 
 // kv is one record of keyedBatch: a nil value is a tombstone.
@@ -50,11 +48,7 @@ type replica struct {
 }
 
 func newReplica(t *testing.T) *replica {
-	store, err := pebblestore.Open(t.TempDir(), pebblestore.Options{Logger: zerolog.Nop(), MemTableSize: 4 << 20, CacheSize: 8 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = store.Close() })
+	store := openTestStore(t)
 	return &replica{t: t, store: store, l: NewPartitionLog(store, 1, topics.ReplicatedCompactor{})}
 }
 
@@ -70,15 +64,7 @@ func (r *replica) must(data []byte, want int64) {
 // entry is the batch or command stored at index i.
 func (r *replica) entry(i uint64) []byte {
 	r.t.Helper()
-	v, err := r.store.Get(pebblestore.RaftEntryKey(1, i))
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	e := &raftpb.Entry{}
-	if err := proto.Unmarshal(v, e); err != nil {
-		r.t.Fatal(err)
-	}
-	return e.GetData()[16:]
+	return storedEntry(r.t, r.store, i)
 }
 
 // state is the replica's index and state row, for comparisons.

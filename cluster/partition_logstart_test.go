@@ -21,11 +21,7 @@ type logStartLog struct {
 }
 
 func newLogStartLog(t *testing.T) *logStartLog {
-	store, err := pebblestore.Open(t.TempDir(), pebblestore.Options{Logger: zerolog.Nop(), MemTableSize: 4 << 20, CacheSize: 8 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = store.Close() })
+	store := openTestStore(t)
 	return &logStartLog{t: t, store: store, l: NewPartitionLog(store, 1, nil)}
 }
 
@@ -46,6 +42,33 @@ func applyAt(t *testing.T, store *pebblestore.Store, l *PartitionLog, index uint
 	}
 	r, err := l.Apply(Entry{Index: index, Term: 1, Data: data})
 	return int64(r), err
+}
+
+// openTestStore opens a store in a temp dir, closed when the test ends.
+func openTestStore(t *testing.T) *pebblestore.Store {
+	t.Helper()
+	store, err := pebblestore.Open(t.TempDir(), pebblestore.Options{Logger: zerolog.Nop(), MemTableSize: 4 << 20, CacheSize: 8 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	return store
+}
+
+// storedEntry is the data (the batch or command, without the 16-byte
+// proposal header) of group 1's Raft entry at index i as store holds it:
+// what a replica replaying its log applies.
+func storedEntry(t *testing.T, store *pebblestore.Store, i uint64) []byte {
+	t.Helper()
+	v, err := store.Get(pebblestore.RaftEntryKey(1, i))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &raftpb.Entry{}
+	if err := proto.Unmarshal(v, e); err != nil {
+		t.Fatal(err)
+	}
+	return e.GetData()[16:]
 }
 
 func (s *logStartLog) must(data []byte, want int64) {
@@ -158,15 +181,7 @@ func TestPartitionLogCompactionPoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := uint64(6); i <= s.index; i++ {
-		v, err := s.store.Get(pebblestore.RaftEntryKey(1, i))
-		if err != nil {
-			t.Fatal(err)
-		}
-		e := &raftpb.Entry{}
-		if err := proto.Unmarshal(v, e); err != nil {
-			t.Fatal(err)
-		}
-		_, _ = r.Apply(Entry{Index: i, Term: 1, Data: e.GetData()[16:]})
+		_, _ = r.Apply(Entry{Index: i, Term: 1, Data: storedEntry(t, s.store, i)})
 	}
 	for _, l := range []*PartitionLog{s.l, r} {
 		if l.LogStart() != 9 || l.HighWatermark() != 10 {

@@ -7,10 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vibemq/broker/pebblestore"
 	"github.com/vibemq/broker/topics"
-	"go.etcd.io/raft/v3/raftpb"
-	"google.golang.org/protobuf/proto"
 )
 
 // coordinatorMarker is the control batch of producer pid at epoch sent by
@@ -72,15 +69,7 @@ func TestPartitionLogMarkerCoordinatorFenced(t *testing.T) {
 	// A replica replaying the log from the start (a restart) decides alike.
 	replay := NewPartitionLog(s.store, 1, nil)
 	for i := uint64(1); i <= s.index; i++ {
-		v, err := s.store.Get(pebblestore.RaftEntryKey(1, i))
-		if err != nil {
-			t.Fatal(err)
-		}
-		e := &raftpb.Entry{}
-		if err := proto.Unmarshal(v, e); err != nil {
-			t.Fatal(err)
-		}
-		_, err1 := replay.Apply(Entry{Index: i, Term: 1, Data: e.GetData()[16:]})
+		_, err1 := replay.Apply(Entry{Index: i, Term: 1, Data: storedEntry(t, s.store, i)})
 		if (i == 4 || i == 8) != errors.Is(err1, ErrTransactionCoordinatorFenced) {
 			t.Fatalf("replayed entry %d: %v", i, err1)
 		}
@@ -130,15 +119,7 @@ func TestPartitionLogMarkerCoordinatorFenced(t *testing.T) {
 	v2 = binary.BigEndian.AppendUint64(v2, 9)
 	v2 = binary.BigEndian.AppendUint64(v2, 3)
 	v2 = binary.BigEndian.AppendUint32(v2, 0)
-	b := s.store.NewBatch()
-	b.Set(pebblestore.RaftStateKey(2, 50), v2)
-	if err := b.Commit(); err != nil {
-		t.Fatal(err)
-	}
-	old := NewPartitionLog(s.store, 2, nil)
-	if err := old.RestoreAt(50); err != nil {
-		t.Fatal(err)
-	}
+	old := s.restoreRow(2, 50, v2)
 	checkTxnState(t, old, 3, 4, map[int64]int64{9: 3})
 	if got, err := old.Apply(Entry{Index: 51, Term: 1, Data: coordinatorMarker(t, 9, 2, true, 0)}); err != nil || got != 4 {
 		t.Fatalf("a marker of coordinator epoch 0 after a version 2 row: %d %v, want 4", got, err)

@@ -35,6 +35,23 @@ func marker(t *testing.T, pid int64, epoch int16, commit bool) []byte {
 	return b
 }
 
+// restoreRow writes row as partition log group's state at index (a row
+// an earlier version wrote) and returns a new PartitionLog of group
+// restored from it.
+func (s *logStartLog) restoreRow(group, index uint64, row []byte) *PartitionLog {
+	s.t.Helper()
+	b := s.store.NewBatch()
+	b.Set(pebblestore.RaftStateKey(group, index), row)
+	if err := b.Commit(); err != nil {
+		s.t.Fatal(err)
+	}
+	l := NewPartitionLog(s.store, group, nil)
+	if err := l.RestoreAt(index); err != nil {
+		s.t.Fatal(err)
+	}
+	return l
+}
+
 // checkTxnState fails unless l's LSO, high watermark and ongoing
 // transactions are as given.
 func checkTxnState(t *testing.T, l *PartitionLog, lso, hw int64, ongoing map[int64]int64) {
@@ -210,15 +227,7 @@ func TestPartitionLogTransactionsRestored(t *testing.T) {
 	v1 = binary.BigEndian.AppendUint32(v1, 0)
 	v1 = binary.BigEndian.AppendUint32(v1, 3)
 	v1 = binary.BigEndian.AppendUint64(v1, 0)
-	b := s.store.NewBatch()
-	b.Set(pebblestore.RaftStateKey(2, 50), v1)
-	if err := b.Commit(); err != nil {
-		t.Fatal(err)
-	}
-	old := NewPartitionLog(s.store, 2, nil)
-	if err := old.RestoreAt(50); err != nil {
-		t.Fatal(err)
-	}
+	old := s.restoreRow(2, 50, v1)
 	checkTxnState(t, old, 4, 4, map[int64]int64{})
 	if _, err := old.Apply(Entry{Index: 51, Term: 1, Data: txnBatch(9, 2, 4, 1)}); err != nil {
 		t.Fatalf("producer 9's next batch after a version 1 row: %v", err)

@@ -8,52 +8,22 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vibemq/broker/internal/testtools/coordlog"
 	"github.com/vibemq/broker/topics"
 )
 
 // compact compacts l as a replicated partition's compaction command does
-// (cluster/partition_compact.go applying topics.ReplicatedCompactor, the
-// compactor cmd/broker wires in): over every batch but the last (never
-// compacted), the latest record of each key stays, a tombstone until the
-// horizon now + deleteRetention stamped on its batch; a batch left empty
-// leaves the log, as it leaves the partition's index. It returns the
-// log's bytes after.
+// (coordlog.Compact) and returns the log's bytes after.
 func (l *memOffsetsLog) compact(t *testing.T, now time.Time, deleteRetention time.Duration) int {
 	t.Helper()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var c topics.ReplicatedCompactor
-	notAborted := func(int64, int64) bool { return false } // these logs hold no transactional batch
-	latest := map[string]int64{}
-	n := len(l.batches) - 1
-	for _, b := range l.batches[:max(n, 0)] {
-		if err := c.Map(b, notAborted, latest); err != nil {
-			t.Fatal(err)
-		}
-	}
-	nowMs := now.UnixMilli()
-	var kept [][]byte
-	size := 0
-	for i, b := range l.batches {
-		if i < n {
-			h, _ := topics.ParseBatchHeader(b)
-			nb, _, err := c.Clean(b, notAborted, latest, nowMs, nowMs+max(deleteRetention.Milliseconds(), 1))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if nb != nil {
-				topics.SetBaseOffset(nb, h.BaseOffset)
-				b = nb
-			}
-			if nh, _ := topics.ParseBatchHeader(b); nh.NumRecords == 0 {
-				continue
-			}
-		}
-		kept = append(kept, b)
-		size += len(b)
+	kept, err := coordlog.Compact(l.batches, now, deleteRetention)
+	if err != nil {
+		t.Fatal(err)
 	}
 	l.batches = kept
-	return size
+	return coordlog.Size(kept)
 }
 
 // startAtFirstBatch moves l's log start to its first batch, as the leader
@@ -73,17 +43,9 @@ func (l *memOffsetsLog) tombstones(t *testing.T) int {
 	t.Helper()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	n := 0
-	for _, b := range l.batches {
-		_, recs, err := topics.DecodeRecords(b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, r := range recs {
-			if r.Value == nil {
-				n++
-			}
-		}
+	n, err := coordlog.Tombstones(l.batches)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return n
 }

@@ -18,6 +18,28 @@ import (
 	"github.com/vibemq/broker/topics"
 )
 
+// openStoreForShutdown opens a store in a temp dir for a test that
+// closes it itself after Shutdown, with closeDB (whose error says whether
+// a handler still held an iterator); the test's cleanup closes it only if
+// the test did not get that far.
+func openStoreForShutdown(t *testing.T) (db *pebblestore.Store, closeDB func() error) {
+	t.Helper()
+	db, err := pebblestore.Open(t.TempDir(), pebblestore.Options{Logger: zerolog.Nop(), MemTableSize: 4 << 20, CacheSize: 8 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := true
+	t.Cleanup(func() {
+		if open {
+			_ = db.Close()
+		}
+	})
+	return db, func() error {
+		open = false
+		return db.Close()
+	}
+}
+
 // TestShutdownDeadlineWaitsForHandlers pins a crash at shutdown: past its
 // deadline Shutdown closed the connections and returned at once while
 // their handlers still ran, and the broker then closed the store under a
@@ -25,16 +47,7 @@ import (
 // read of freed memory). Shutdown now answers DeadlineExceeded only once
 // the handler returned, and the store then closes cleanly.
 func TestShutdownDeadlineWaitsForHandlers(t *testing.T) {
-	db, err := pebblestore.Open(t.TempDir(), pebblestore.Options{Logger: zerolog.Nop(), MemTableSize: 4 << 20, CacheSize: 8 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dbOpen := true
-	t.Cleanup(func() {
-		if dbOpen {
-			_ = db.Close()
-		}
-	})
+	db, closeDB := openStoreForShutdown(t)
 	release := make(chan struct{})
 	entered := make(chan struct{})
 	finished := make(chan struct{})
@@ -94,8 +107,7 @@ func TestShutdownDeadlineWaitsForHandlers(t *testing.T) {
 	if !errors.Is(r.err, context.DeadlineExceeded) {
 		t.Errorf("Shutdown past its deadline = %v, want DeadlineExceeded", r.err)
 	}
-	dbOpen = false
-	if err := db.Close(); err != nil {
+	if err := closeDB(); err != nil {
 		t.Fatalf("closing the store after Shutdown: %v", err)
 	}
 }
@@ -107,16 +119,7 @@ func TestShutdownDeadlineWaitsForHandlers(t *testing.T) {
 // connection of a tail in a write at once: it returns within its grace,
 // with no handler left, and the store closes cleanly.
 func TestShutdownCutsTailBlockedInWrite(t *testing.T) {
-	db, err := pebblestore.Open(t.TempDir(), pebblestore.Options{Logger: zerolog.Nop(), MemTableSize: 4 << 20, CacheSize: 8 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dbOpen := true
-	t.Cleanup(func() {
-		if dbOpen {
-			_ = db.Close()
-		}
-	})
+	db, closeDB := openStoreForShutdown(t)
 	tm, err := topics.Open(db, topics.Config{Logger: zerolog.Nop(), DefaultPartitions: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -169,8 +172,7 @@ func TestShutdownCutsTailBlockedInWrite(t *testing.T) {
 	if n := s.handlers.running(); n != 0 {
 		t.Fatalf("%d handlers still run after Shutdown", n)
 	}
-	dbOpen = false
-	if err := db.Close(); err != nil {
+	if err := closeDB(); err != nil {
 		t.Fatalf("closing the store after Shutdown: %v", err)
 	}
 }

@@ -2,7 +2,6 @@ package kafkaproto
 
 import (
 	"context"
-	"net"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -42,22 +41,8 @@ func startGuardedServer(t *testing.T, disk *fakeDisk) (*Server, string, *pebbles
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := NewServer(Config{Logger: zerolog.Nop(), NodeID: 1, AdvertisedAddr: ln.Addr().String(), Groups: gc}, tm)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = s.Serve(ln) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = s.Shutdown(ctx)
-		_ = store.Close()
-	})
-	return s, ln.Addr().String(), store
+	s, addr := serveTest(t, Config{Groups: gc}, tm, func() { _ = store.Close() })
+	return s, addr, store
 }
 
 // TestProduceRefusedWhileDiskLow pins the fix for a broker that crashed

@@ -35,6 +35,15 @@ func startTestServerConfig(t *testing.T, cfg Config) (*Server, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return serveTest(t, cfg, tm, func() { _ = store.Close() })
+}
+
+// serveTest serves the Kafka protocol for tm on a loopback port with cfg
+// (Logger, NodeID and AdvertisedAddr are filled in) until the test ends:
+// then it shuts the server down and calls closers in order (the
+// coordinators, the store).
+func serveTest(t *testing.T, cfg Config, tm *topics.Manager, closers ...func()) (*Server, string) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -49,7 +58,9 @@ func startTestServerConfig(t *testing.T, cfg Config) (*Server, string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = s.Shutdown(ctx)
-		_ = store.Close()
+		for _, c := range closers {
+			c()
+		}
 	})
 	return s, ln.Addr().String()
 }

@@ -2,7 +2,6 @@ package kafkaproto
 
 import (
 	"context"
-	"net"
 	"testing"
 	"time"
 
@@ -35,23 +34,8 @@ func startTxnTestServer(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := NewServer(Config{Logger: zerolog.Nop(), NodeID: 1, AdvertisedAddr: ln.Addr().String(), Txns: coord}, tm)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = s.Serve(ln) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = s.Shutdown(ctx)
-		coord.Close()
-		_ = store.Close()
-	})
-	return ln.Addr().String()
+	_, addr := serveTest(t, Config{Txns: coord}, tm, coord.Close, func() { _ = store.Close() })
+	return addr
 }
 
 // TestWriteTxnMarkersCoordinatorFenced pins the bug where a deposed

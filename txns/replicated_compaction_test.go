@@ -8,60 +8,25 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vibemq/broker/internal/testtools/coordlog"
 	"github.com/vibemq/broker/topics"
 )
 
 // compact compacts l as a replicated partition's compaction command does
-// (cluster/partition_compact.go applying topics.ReplicatedCompactor, the
-// compactor cmd/broker wires in): over every batch but the last (never
-// compacted), the latest record of each key stays, a tombstone until the
-// horizon now + deleteRetention stamped on its batch; a batch left empty
-// leaves the log, as it leaves the partition's index. It returns the
-// log's bytes and tombstones after.
+// (coordlog.Compact) and returns the log's bytes and tombstones after.
 func (l *memStateLog) compact(t *testing.T, now time.Time, deleteRetention time.Duration) (size, tombstones int) {
 	t.Helper()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var c topics.ReplicatedCompactor
-	notAborted := func(int64, int64) bool { return false } // the log holds no transactional batch
-	latest := map[string]int64{}
-	n := len(l.batches) - 1
-	for _, b := range l.batches[:max(n, 0)] {
-		if err := c.Map(b, notAborted, latest); err != nil {
-			t.Fatal(err)
-		}
+	kept, err := coordlog.Compact(l.batches, now, deleteRetention)
+	if err != nil {
+		t.Fatal(err)
 	}
-	nowMs := now.UnixMilli()
-	var kept [][]byte
-	for i, b := range l.batches {
-		if i < n {
-			h, _ := topics.ParseBatchHeader(b)
-			nb, _, err := c.Clean(b, notAborted, latest, nowMs, nowMs+max(deleteRetention.Milliseconds(), 1))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if nb != nil {
-				topics.SetBaseOffset(nb, h.BaseOffset)
-				b = nb
-			}
-		}
-		_, recs, err := topics.DecodeRecords(b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(recs) == 0 {
-			continue
-		}
-		for _, r := range recs {
-			if r.Value == nil {
-				tombstones++
-			}
-		}
-		kept = append(kept, b)
-		size += len(b)
+	if tombstones, err = coordlog.Tombstones(kept); err != nil {
+		t.Fatal(err)
 	}
 	l.batches = kept
-	return size, tombstones
+	return coordlog.Size(kept), tombstones
 }
 
 // loadedRows is every transactional ID's row a coordinator loaded from

@@ -85,19 +85,7 @@ func TestClusterReplicatedCompaction(t *testing.T) {
 	tc.waitCompacted(ctx, topic, hw, want, all)
 
 	// The leader stops: the new one serves the same records.
-	m, err := metadataOf(ctx, cl, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mt, _ := topicOf(m, topic)
-	old := mt.Partitions[0].Leader
-	tc.stop[old]()
-	var rest []int32
-	for _, id := range all {
-		if id != old {
-			rest = append(rest, id)
-		}
-	}
+	old, rest := tc.stopLeader(ctx, cl, topic, all)
 	tc.waitCompacted(ctx, topic, hw, want, rest)
 	tc.start(old)
 	tc.waitCompacted(ctx, topic, hw, want, all)
@@ -119,27 +107,25 @@ func (tc *testCluster) waitCompacted(ctx context.Context, topic string, hw int64
 	t.Helper()
 	var got string
 	var states []string
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		if got = fmt.Sprint(consumeKeyed(ctx, t, tc, topic, hw)); got == want {
-			states = states[:0]
-			same := true
-			for _, id := range ids {
-				st, _ := clusterStatusOf(t, tc.cfgs[id].HTTPAddr)
-				s := "none"
-				for _, p := range st.Partitions {
-					if p.Topic == topic && p.Partition == 0 {
-						s = fmt.Sprintf("bytes %d clean end %d hw %d", p.Bytes, p.CleanEnd, p.HighWatermark)
-					}
+	waitFor(t, 30*time.Second, func() bool {
+		if got = fmt.Sprint(consumeKeyed(ctx, t, tc, topic, hw)); got != want {
+			return false
+		}
+		states = states[:0]
+		same := true
+		for _, id := range ids {
+			st, _ := clusterStatusOf(t, tc.cfgs[id].HTTPAddr)
+			s := "none"
+			for _, p := range st.Partitions {
+				if p.Topic == topic && p.Partition == 0 {
+					s = fmt.Sprintf("bytes %d clean end %d hw %d", p.Bytes, p.CleanEnd, p.HighWatermark)
 				}
-				same = same && (len(states) == 0 || states[0] == s)
-				states = append(states, s)
 			}
-			if same && states[0] != "none" && strings.HasSuffix(states[0], fmt.Sprintf("clean end %d hw %d", hw-1, hw)) {
-				return
-			}
+			same = same && (len(states) == 0 || states[0] == s)
+			states = append(states, s)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s on %v: consumed %s, want %s; replicas %v", topic, ids, got, want, states)
-		}
-	}
+		return same && states[0] != "none" && strings.HasSuffix(states[0], fmt.Sprintf("clean end %d hw %d", hw-1, hw))
+	}, func() string {
+		return fmt.Sprintf("%s on %v: consumed %s, want %s; replicas %v", topic, ids, got, want, states)
+	})
 }

@@ -72,7 +72,7 @@ func TestClusterCoordinatorCompaction(t *testing.T) {
 	// one before keeps the latest records of the clean range).
 	uncompacted := int64(commits * 61)
 	var last []string
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+	waitFor(t, 60*time.Second, func() bool {
 		last = last[:0]
 		for _, id := range all {
 			st, _ := clusterStatusOf(t, tc.cfgs[id].HTTPAddr)
@@ -84,13 +84,10 @@ func TestClusterCoordinatorCompaction(t *testing.T) {
 			}
 			last = append(last, s)
 		}
-		if last[0] != "none" && !slices.ContainsFunc(last, func(s string) bool { return s != last[0] || !strings.HasPrefix(s, "compacted ") }) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("partition %d of %s not compacted alike on every replica: %q", part, groups.OffsetsTopic, last)
-		}
-	}
+		return last[0] != "none" && !slices.ContainsFunc(last, func(s string) bool { return s != last[0] || !strings.HasPrefix(s, "compacted ") })
+	}, func() string {
+		return fmt.Sprintf("partition %d of %s not compacted alike on every replica: %q", part, groups.OffsetsTopic, last)
+	})
 	t.Logf("partition %d of %s on every replica: %s", part, groups.OffsetsTopic, last[0])
 
 	coordinator, offsets := tc.waitCoordinator(ctx, cl, group, topic, all, func(int32) bool { return true })

@@ -68,18 +68,64 @@ func (m *replicaManager) followCoordinator(g uint64, r *replica, st cluster.Grou
 		return
 	}
 	p := r.rp.Partition
+	m.followCoordinatorLoad(g, st, ok, coordinatorSteps{
+		unload: func() { m.groups.UnloadPartition(p) },
+		startLoad: func(term uint64) {
+			m.groups.StartLoad(p, term, coordinatorLog{host: m.host, group: g, log: r.log, notCoordinator: groups.ErrNotCoordinator, what: "offsets"})
+		},
+		load: func(term uint64) error {
+			start := time.Now()
+			res, err := m.groups.Load(p, term, start)
+			switch {
+			case err != nil:
+				m.log.Error().Err(err).Int32("partition", p).Dur("retry_in", loadRetry).Msg("cannot load the groups of the offsets partition; they are not served meanwhile")
+			case res.Loaded:
+				m.log.Info().Int32("partition", p).Uint64("epoch", term).Int("records", res.Records).Int("groups", res.Groups).
+					Dur("took", time.Since(start)).Msg("offsets partition loaded; coordinating its groups")
+			}
+			return err
+		},
+	})
+}
+
+// coordinatorSteps is what followCoordinatorLoad does to one coordinator
+// (groups or txns) for one replicated coordinator partition.
+type coordinatorSteps struct {
+	// unload stops serving the partition (this broker no longer leads it).
+	unload func()
+	// startLoad marks the partition gained in Raft term term: its
+	// requests answer COORDINATOR_LOAD_IN_PROGRESS until a load of term
+	// completes; it unloads an earlier term's state first.
+	startLoad func(term uint64)
+	// load reads the partition's log and serves it, on its own
+	// goroutine, and logs the outcome; an error makes the load be tried
+	// again after loadRetry.
+	load func(term uint64) error
+}
+
+// followCoordinatorLoad is the load/unload bookkeeping of replicated
+// coordinator partition g (m.coordinators[g]) for one leadership status
+// st of its Raft group (ok false: the group is not run here).
+// Invariants: m.coordinators[g] is set exactly while this broker leads g,
+// for the term it leads in; startLoad runs once per term gained, before
+// any load of that term; at most one load of a term runs at a time, it
+// starts only once the applied index reached the leader's first entry
+// of its term (every earlier term's entry is applied) and not before
+// retryAt; a failed load is retried after loadRetry; unload runs once
+// when leadership is lost. REQUIRES: called from run.
+func (m *replicaManager) followCoordinatorLoad(g uint64, st cluster.GroupStatus, ok bool, steps coordinatorSteps) {
 	cur := m.coordinators[g]
 	if !ok || !st.Leading {
 		if cur != nil {
 			delete(m.coordinators, g)
-			m.groups.UnloadPartition(p)
+			steps.unload()
 		}
 		return
 	}
 	if cur == nil || cur.term != st.Term {
 		cur = &coordinatorLoad{term: st.Term, readyAt: st.Last}
 		m.coordinators[g] = cur
-		m.groups.StartLoad(p, st.Term, coordinatorLog{host: m.host, group: g, log: r.log, notCoordinator: groups.ErrNotCoordinator, what: "offsets"})
+		steps.startLoad(st.Term)
 	}
 	if cur.started && cur.failed.Load() {
 		cur.started = false
@@ -92,15 +138,8 @@ func (m *replicaManager) followCoordinator(g uint64, r *replica, st cluster.Grou
 	cur.started = true
 	term := cur.term
 	go func() {
-		start := time.Now()
-		res, err := m.groups.Load(p, term, start)
-		switch {
-		case err != nil:
+		if err := steps.load(term); err != nil {
 			cur.failed.Store(true)
-			m.log.Error().Err(err).Int32("partition", p).Dur("retry_in", loadRetry).Msg("cannot load the groups of the offsets partition; they are not served meanwhile")
-		case res.Loaded:
-			m.log.Info().Int32("partition", p).Uint64("epoch", term).Int("records", res.Records).Int("groups", res.Groups).
-				Dur("took", time.Since(start)).Msg("offsets partition loaded; coordinating its groups")
 		}
 	}()
 }

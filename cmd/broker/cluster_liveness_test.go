@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/vibemq/broker/cluster"
+	"github.com/vibemq/broker/httpapi"
 )
 
 // TestLivenessFencing: the leader fences a registered voter it saw
@@ -72,8 +73,7 @@ func TestClusterPlacementSkipsFencedBroker(t *testing.T) {
 	defer cancel()
 	cl := tc.client()
 	m := tc.waitAgreed(ctx, cl, func(*kmsg.MetadataResponse) bool { return true })
-	down := m.ControllerID%3 + 1 // a follower: the leader keeps its view
-	live := down%3 + 1
+	down, live := fenceTargets(m)
 	tc.stop[down]()
 	waitFenced(t, tc.cfgs[live].HTTPAddr, down, true)
 
@@ -95,24 +95,22 @@ func TestClusterPlacementSkipsFencedBroker(t *testing.T) {
 	}
 }
 
+// fenceTargets picks, from the agreed Metadata m of a three-broker
+// cluster, the broker to stop (down: a follower, so the metadata leader,
+// which fences it, keeps its view) and the other follower (live) to ask
+// about it.
+func fenceTargets(m *kmsg.MetadataResponse) (down, live int32) {
+	down = m.ControllerID%3 + 1
+	return down, down%3 + 1
+}
+
 // waitFenced waits until broker id's fencing, as the cluster status of the
 // broker at httpAddr shows it, is want.
 func waitFenced(t *testing.T, httpAddr string, id int32, want bool) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		if st, ok := clusterStatusOf(t, httpAddr); ok {
-			for _, m := range st.Members {
-				if m.NodeID == id && m.Fenced == want {
-					return
-				}
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("broker %d fenced never became %v", id, want)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	waitClusterStatus(t, httpAddr, fmt.Sprintf("broker %d fenced %v", id, want), func(st httpapi.ClusterStatus) bool {
+		return slices.ContainsFunc(st.Members, func(m httpapi.ClusterMember) bool { return m.NodeID == id && m.Fenced == want })
+	})
 }
 
 // leadersOf counts the partitions of topic each broker leads, as broker
@@ -120,23 +118,24 @@ func waitFenced(t *testing.T, httpAddr string, id int32, want bool) {
 func leadersOf(ctx context.Context, t *testing.T, tc *testCluster, id int32, topic string) map[int32]int {
 	t.Helper()
 	cl := tc.client()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		m, err := metadataOf(ctx, cl, id)
-		if err == nil {
-			if tp, ok := topicOf(m, topic); ok && len(tp.Partitions) > 0 {
-				out := map[int32]int{}
-				for _, p := range tp.Partitions {
-					out[p.Leader]++
-				}
-				return out
-			}
+	var out map[int32]int
+	var err error
+	waitFor(t, 30*time.Second, func() bool {
+		var m *kmsg.MetadataResponse
+		if m, err = metadataOf(ctx, cl, id); err != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("broker %d's metadata lacks %s: %v", id, topic, err)
+		tp, ok := topicOf(m, topic)
+		if !ok || len(tp.Partitions) == 0 {
+			return false
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		out = map[int32]int{}
+		for _, p := range tp.Partitions {
+			out[p.Leader]++
+		}
+		return true
+	}, func() string { return fmt.Sprintf("broker %d's metadata lacks %s: %v", id, topic, err) })
+	return out
 }
 
 // TestClusterMetadataLeavesOutFencedBroker: once the leader fenced a
@@ -160,8 +159,7 @@ func TestClusterMetadataLeavesOutFencedBroker(t *testing.T) {
 	defer cancel()
 	cl := tc.client()
 	m := tc.waitAgreed(ctx, cl, func(*kmsg.MetadataResponse) bool { return true })
-	down := m.ControllerID%3 + 1 // a follower: the leader keeps its view
-	live := down%3 + 1
+	down, live := fenceTargets(m)
 	const topic = "fenced-rf1"
 	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 3, 1, nil, topic); err != nil {
 		t.Fatal(err)

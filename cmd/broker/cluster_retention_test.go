@@ -36,19 +36,35 @@ func (tc *testCluster) replicaLogStarts(topic string, ids ...int32) map[int32]in
 // partition 0 of topic.
 func (tc *testCluster) waitLogStart(topic string, want int64, ids ...int32) {
 	tc.t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		got := tc.replicaLogStarts(topic, ids...)
-		same := true
+	var got map[int32]int64
+	waitFor(tc.t, 30*time.Second, func() bool {
+		got = tc.replicaLogStarts(topic, ids...)
 		for _, v := range got {
-			same = same && v == want
+			if v != want {
+				return false
+			}
 		}
-		if same {
-			return
-		}
-		if time.Now().After(deadline) {
-			tc.t.Fatalf("log starts of %s/0 %v, want %d on every one", topic, got, want)
+		return true
+	}, func() string { return fmt.Sprintf("log starts of %s/0 %v, want %d on every one", topic, got, want) })
+}
+
+// stopLeader stops the leader of topic's partition 0, as broker 1's
+// Metadata names it, and returns it and the other brokers of all.
+func (tc *testCluster) stopLeader(ctx context.Context, cl *kgo.Client, topic string, all []int32) (old int32, rest []int32) {
+	tc.t.Helper()
+	m, err := metadataOf(ctx, cl, 1)
+	if err != nil {
+		tc.t.Fatal(err)
+	}
+	mt, _ := topicOf(m, topic)
+	old = mt.Partitions[0].Leader
+	tc.stop[old]()
+	for _, id := range all {
+		if id != old {
+			rest = append(rest, id)
 		}
 	}
+	return old, rest
 }
 
 // firstConsumed is the offset and value of the first record a new
@@ -133,34 +149,21 @@ func TestClusterReplicatedRetention(t *testing.T) {
 	alter(kadm.DeleteConfig, nil)
 
 	// The leader stops: the new one serves from the same log start.
-	m, err := metadataOf(ctx, cl, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mt, _ := topicOf(m, topic)
-	old := mt.Partitions[0].Leader
-	tc.stop[old]()
-	var rest []int32
-	for _, id := range all {
-		if id != old {
-			rest = append(rest, id)
-		}
-	}
+	old, rest := tc.stopLeader(ctx, cl, topic, all)
 	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte("v30")}).FirstErr(); err != nil {
 		t.Fatalf("produce after the leader stopped: %v", err)
 	}
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		lo, err := adm.ListStartOffsets(ctx, topic)
-		if err == nil && lo[topic][0].Err == nil {
-			if got := lo[topic][0].Offset; got != 29 {
-				t.Fatalf("the new leader's earliest offset %d, want 29", got)
-			}
-			break
+	var lo kadm.ListedOffsets
+	waitFor(t, 30*time.Second, func() bool {
+		lo, err = adm.ListStartOffsets(ctx, topic)
+		if err != nil || lo[topic][0].Err != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no earliest offset from a new leader: %v %+v", err, lo)
+		if got := lo[topic][0].Offset; got != 29 {
+			t.Fatalf("the new leader's earliest offset %d, want 29", got)
 		}
-	}
+		return true
+	}, func() string { return fmt.Sprintf("no earliest offset from a new leader: %v %+v", err, lo) })
 	tc.waitLogStart(topic, 29, rest...)
 	if off, v := firstConsumed(ctx, t, tc, topic); off != 29 || v != "v29" {
 		t.Fatalf("consumed %s at %d first from the new leader, want v29 at 29", v, off)
@@ -173,14 +176,16 @@ func TestClusterReplicatedRetention(t *testing.T) {
 	// The restarted broker may take the request before it has heard from
 	// the metadata leader (NOT_CONTROLLER, retriable; kadm does not retry
 	// it): ask again until it is taken.
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		resp, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "retention.ms", Value: kmsg.StringPtr("1")}}, topic)
+	var resp kadm.AlterConfigsResponses
+	waitFor(t, 30*time.Second, func() bool {
+		resp, err = adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "retention.ms", Value: kmsg.StringPtr("1")}}, topic)
 		if err == nil && resp[0].Err == nil {
-			break
+			return true
 		}
-		if err == nil && !errors.Is(resp[0].Err, kerr.NotController) || time.Now().After(deadline) {
+		if err == nil && !errors.Is(resp[0].Err, kerr.NotController) {
 			t.Fatalf("alter retention.ms: %v %v", err, resp)
 		}
-	}
+		return false
+	}, func() string { return fmt.Sprintf("alter retention.ms: %v %v", err, resp) })
 	tc.waitLogStart(topic, 31, all...)
 }

@@ -204,13 +204,10 @@ func TestClusterReplicatedTopic(t *testing.T) {
 	if _, err := adm.DeleteTopics(ctx, "again"); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		if _, err := adm.CreateTopic(ctx, 1, 3, nil, "again"); err == nil {
-			break
-		} else if time.Now().After(deadline) {
-			t.Fatalf("create again: %v", err)
-		}
-	}
+	waitFor(t, 20*time.Second, func() bool {
+		_, err = adm.CreateTopic(ctx, 1, 3, nil, "again")
+		return err == nil
+	}, func() string { return fmt.Sprintf("create again: %v", err) })
 	tc.waitReplicated(ctx, cl, "again", 1)
 	// A new client: pr keeps the deleted topic's ID (UNKNOWN_TOPIC_ID).
 	pr2 := tc.client()
@@ -257,17 +254,14 @@ func TestClusterReplicatedTopic(t *testing.T) {
 	}
 	down := follower // every broker is a replica of partition 0
 	tc.stop[down]()
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+	waitFor(t, 20*time.Second, func() bool {
 		m, err := metadataOf(ctx, cl, leaders[0])
-		if err == nil {
-			if mt, ok := topicOf(m, "rf3"); ok && len(mt.Partitions[0].ISR) == 2 && !slices.Contains(mt.Partitions[0].ISR, down) {
-				break
-			}
+		if err != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the ISR of partition 0 did not shrink without broker %d", down)
-		}
-	}
+		mt, ok := topicOf(m, "rf3")
+		return ok && len(mt.Partitions[0].ISR) == 2 && !slices.Contains(mt.Partitions[0].ISR, down)
+	}, func() string { return fmt.Sprintf("the ISR of partition 0 did not shrink without broker %d", down) })
 	if m := scrape(t, tc.cfgs[leaders[0]].HTTPAddr); !strings.Contains(m, "broker_replicated_partitions_under_replicated ") || strings.Contains(m, "broker_replicated_partitions_under_replicated 0\n") {
 		t.Errorf("broker %d /metrics: want partition 0 (at least) under-replicated", leaders[0])
 	}
@@ -301,13 +295,12 @@ func head(s []string) []string { return s[:min(len(s), 5)] }
 // led by a different broker (their preferred replicas) and returns them.
 func (tc *testCluster) waitPreferredLeaders(ctx context.Context, cl *kgo.Client, topic string) map[int32]int32 {
 	tc.t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		leaders := tc.waitReplicated(ctx, cl, topic, 3)
-		if leaders[0] != leaders[1] && leaders[1] != leaders[2] && leaders[0] != leaders[2] {
-			return leaders
-		}
-		if time.Now().After(deadline) {
-			tc.t.Fatalf("leaders %v: want one partition led by each broker (the preferred replicas)", leaders)
-		}
-	}
+	var leaders map[int32]int32
+	waitFor(tc.t, 20*time.Second, func() bool {
+		leaders = tc.waitReplicated(ctx, cl, topic, 3)
+		return leaders[0] != leaders[1] && leaders[1] != leaders[2] && leaders[0] != leaders[2]
+	}, func() string {
+		return fmt.Sprintf("leaders %v: want one partition led by each broker (the preferred replicas)", leaders)
+	})
+	return leaders
 }

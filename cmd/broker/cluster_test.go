@@ -190,16 +190,24 @@ func scrape(t *testing.T, httpAddr string) string {
 // until cond holds (the deadline only guards against a hang).
 func waitClusterStatus(t *testing.T, httpAddr, what string, cond func(httpapi.ClusterStatus) bool) httpapi.ClusterStatus {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		st, ok := clusterStatusOf(t, httpAddr)
-		if ok && cond(st) {
-			return st
-		}
+	var st httpapi.ClusterStatus
+	waitFor(t, 60*time.Second, func() bool {
+		var ok bool
+		st, ok = clusterStatusOf(t, httpAddr)
+		return ok && cond(st)
+	}, func() string { return fmt.Sprintf("gave up waiting for %s at %s; last status %+v", what, httpAddr, st) })
+	return st
+}
+
+// waitFor checks cond every 50 ms until it holds; once timeout has
+// passed (it only guards against a hang) it fails t with failure's
+// message, which may describe the last check. cond may fail t itself.
+func waitFor(t testing.TB, timeout time.Duration, cond func() bool, failure func() string) {
+	t.Helper()
+	for deadline := time.Now().Add(timeout); !cond(); time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting for %s at %s; last status %+v", what, httpAddr, st)
+			t.Fatal(failure())
 		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }
 

@@ -68,41 +68,24 @@ func (m *replicaManager) followTxnCoordinator(g uint64, r *replica, st cluster.G
 		return
 	}
 	p := r.rp.Partition
-	cur := m.coordinators[g]
-	if !ok || !st.Leading {
-		if cur != nil {
-			delete(m.coordinators, g)
-			m.txns.UnloadPartition(p)
-		}
-		return
-	}
-	if cur == nil || cur.term != st.Term {
-		cur = &coordinatorLoad{term: st.Term, readyAt: st.Last}
-		m.coordinators[g] = cur
-		m.txns.StartLoad(p, st.Term, coordinatorLog{host: m.host, group: g, log: r.log, notCoordinator: txns.ErrNotCoordinator, what: "transaction state"})
-	}
-	if cur.started && cur.failed.Load() {
-		cur.started = false
-		cur.failed.Store(false)
-		cur.retryAt = time.Now().Add(loadRetry)
-	}
-	if cur.started || st.Applied < cur.readyAt || time.Now().Before(cur.retryAt) {
-		return
-	}
-	cur.started = true
-	term := cur.term
-	go func() {
-		start := time.Now()
-		res, err := m.txns.Load(p, term)
-		switch {
-		case err != nil:
-			cur.failed.Store(true)
-			m.log.Error().Err(err).Int32("partition", p).Dur("retry_in", loadRetry).Msg("cannot load the transactional ids of the transaction state partition; they are not served meanwhile")
-		case res.Loaded:
-			m.log.Info().Int32("partition", p).Uint64("epoch", term).Int("records", res.Records).Int("transactional_ids", res.IDs).
-				Int("resumed", res.Resumed).Dur("took", time.Since(start)).Msg("transaction state partition loaded; coordinating its transactional ids")
-		}
-	}()
+	m.followCoordinatorLoad(g, st, ok, coordinatorSteps{
+		unload: func() { m.txns.UnloadPartition(p) },
+		startLoad: func(term uint64) {
+			m.txns.StartLoad(p, term, coordinatorLog{host: m.host, group: g, log: r.log, notCoordinator: txns.ErrNotCoordinator, what: "transaction state"})
+		},
+		load: func(term uint64) error {
+			start := time.Now()
+			res, err := m.txns.Load(p, term)
+			switch {
+			case err != nil:
+				m.log.Error().Err(err).Int32("partition", p).Dur("retry_in", loadRetry).Msg("cannot load the transactional ids of the transaction state partition; they are not served meanwhile")
+			case res.Loaded:
+				m.log.Info().Int32("partition", p).Uint64("epoch", term).Int("records", res.Records).Int("transactional_ids", res.IDs).
+					Int("resumed", res.Resumed).Dur("took", time.Since(start)).Msg("transaction state partition loaded; coordinating its transactional ids")
+			}
+			return err
+		},
+	})
 }
 
 var _ txns.StateLog = coordinatorLog{}

@@ -237,7 +237,7 @@ func TestClusterReplicatedTransactions(t *testing.T) {
 	old := leaders[0]
 	tc.stop[old]()
 	var leader int32
-	for deadline := time.Now().Add(30 * time.Second); leader == 0; time.Sleep(100 * time.Millisecond) {
+	waitFor(t, 30*time.Second, func() bool {
 		for id := int32(1); id <= 3; id++ {
 			if id == old {
 				continue
@@ -249,10 +249,8 @@ func TestClusterReplicatedTransactions(t *testing.T) {
 				leader = id
 			}
 		}
-		if leader == 0 && time.Now().After(deadline) {
-			t.Fatal("no new leader of partition 0 answered ListOffsets")
-		}
-	}
+		return leader != 0
+	}, func() string { return "no new leader of partition 0 answered ListOffsets" })
 	if codes := writeMarker(ctx, t, cl, leader, topic, pid, epoch, true, 0); codes[0] != 0 {
 		t.Fatalf("marker to the new leader %d: code %d", leader, codes[0])
 	}

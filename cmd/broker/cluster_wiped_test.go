@@ -20,7 +20,7 @@ import (
 func (tc *testCluster) waitReplicas(what, topic string, partitions int, ids []int32, ok func(id int32, p httpapi.ClusterPartition) bool) map[int32]map[int32]httpapi.ClusterPartition {
 	tc.t.Helper()
 	var last map[int32]map[int32]httpapi.ClusterPartition
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	waitFor(tc.t, 30*time.Second, func() bool {
 		last = map[int32]map[int32]httpapi.ClusterPartition{}
 		done := true
 		for _, id := range ids {
@@ -33,13 +33,9 @@ func (tc *testCluster) waitReplicas(what, topic string, partitions int, ids []in
 			}
 			done = done && len(last[id]) == partitions
 		}
-		if done {
-			return last
-		}
-		if time.Now().After(deadline) {
-			tc.t.Fatalf("gave up waiting for %s; replicas accepted: %+v", what, last)
-		}
-	}
+		return done
+	}, func() string { return fmt.Sprintf("gave up waiting for %s; replicas accepted: %+v", what, last) })
+	return last
 }
 
 // TestClusterWipedReplicaCatchesUp: a broker whose data directory is
