@@ -150,22 +150,8 @@ func startOffsetsTxnServer(t *testing.T) (string, *groups.Coordinator) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := NewServer(Config{Logger: zerolog.Nop(), NodeID: 1, AdvertisedAddr: ln.Addr().String(), Groups: gc}, tm)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = s.Serve(ln) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = s.Shutdown(ctx)
-		_ = store.Close()
-	})
-	return ln.Addr().String(), gc
+	_, addr := serveTest(t, Config{Groups: gc}, tm, func() { _ = store.Close() })
+	return addr, gc
 }
 
 // TestWriteTxnMarkersOffsetsCoordinatorFenced pins the bug where a
