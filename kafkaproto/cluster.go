@@ -161,6 +161,10 @@ type ReplicatedLog interface {
 	// ends nothing is answered nil and writes nothing; an epoch older
 	// than the producer's is topics.ErrInvalidProducerEpoch.
 	WriteMarker(ctx context.Context, producerID int64, epoch int16, commit bool, coordinatorEpoch int32) func() error
+	// Producers is the producers the partition's state machine keeps
+	// (DescribeProducers, KIP-664), by producer ID, on the leader, else
+	// ErrNotLeader.
+	Producers() ([]topics.ProducerInfo, error)
 }
 
 // ClusterBroker is a registered broker: node ID, advertised address, and
