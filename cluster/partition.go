@@ -159,6 +159,10 @@ type producerState struct {
 	coordinatorEpoch int32
 	// last holds the last batches, oldest first.
 	last []producerBatch
+	// lastTimestamp is the max timestamp of the producer's last batch
+	// applied since this replica started, or since the state row it
+	// restored (not in the rows); -1 when none (DescribeProducers).
+	lastTimestamp int64
 }
 
 // noCoordinatorEpoch is the coordinator epoch of a producer no marker was
@@ -220,6 +224,7 @@ func (l *PartitionLog) Apply(e Entry) (uint64, error) {
 			return uint64(dup), nil
 		}
 		l.recordSequence(pid, epoch, first, n, base)
+		l.mu.producers[pid].lastTimestamp = int64(binary.BigEndian.Uint64(b[batchMaxTsAt:]))
 		if _, open := l.mu.ongoing[pid]; txn && !open {
 			l.mu.ongoing[pid] = base // the transaction's first batch here opens it
 		}
@@ -290,7 +295,7 @@ func (l *PartitionLog) recordSequence(pid int64, epoch int16, first int32, n, ba
 	st := l.mu.producers[pid]
 	switch {
 	case st == nil:
-		st = &producerState{epoch: epoch, coordinatorEpoch: noCoordinatorEpoch}
+		st = &producerState{epoch: epoch, coordinatorEpoch: noCoordinatorEpoch, lastTimestamp: -1}
 		l.mu.producers[pid] = st
 	case st.epoch != epoch:
 		st.epoch, st.last = epoch, nil

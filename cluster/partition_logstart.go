@@ -282,7 +282,7 @@ func decodeStateRow(v []byte) (st stateRow, what string) {
 		if len(v) < producerBytes {
 			return st, "a producer cut short"
 		}
-		id, ps := int64(binary.BigEndian.Uint64(v)), &producerState{epoch: int16(binary.BigEndian.Uint16(v[8:])), coordinatorEpoch: noCoordinatorEpoch}
+		id, ps := int64(binary.BigEndian.Uint64(v)), &producerState{epoch: int16(binary.BigEndian.Uint16(v[8:])), coordinatorEpoch: noCoordinatorEpoch, lastTimestamp: -1}
 		if version == stateRowVersion {
 			ps.coordinatorEpoch = int32(binary.BigEndian.Uint32(v[10:]))
 		}

@@ -40,6 +40,7 @@ package cluster
 // an entry is applied only once committed on a majority.
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"slices"
@@ -133,7 +134,7 @@ func (l *PartitionLog) applyMarker(e Entry, n int64) (uint64, error) {
 	}
 	switch {
 	case st == nil:
-		l.mu.producers[pid] = &producerState{epoch: epoch, coordinatorEpoch: coordinatorEpoch}
+		l.mu.producers[pid] = &producerState{epoch: epoch, coordinatorEpoch: coordinatorEpoch, lastTimestamp: -1}
 	case epoch > st.epoch:
 		st.epoch, st.last = epoch, nil // fenced: the new epoch starts at sequence 0
 		st.coordinatorEpoch = coordinatorEpoch
@@ -187,6 +188,47 @@ func (l *PartitionLog) OngoingTransactions() map[int64]int64 {
 	for pid, first := range l.mu.ongoing {
 		out[pid] = first
 	}
+	return out
+}
+
+// ProducerInfo is what the partition knows of one producer
+// (DescribeProducers, KIP-664).
+type ProducerInfo struct {
+	ProducerID int64
+	Epoch      int16
+	// CoordinatorEpoch is that of the producer's last marker here, -1
+	// when none is known.
+	CoordinatorEpoch int32
+	// LastSequence is that of the last record of the producer's last
+	// batch here, -1 when none is kept (a marker fenced its epoch).
+	LastSequence int32
+	// LastTimestamp is the max timestamp of its last batch, -1 when
+	// unknown (none since this replica started or restored a state row).
+	LastTimestamp int64
+	// TxnStartOffset is the first offset of its ongoing transaction
+	// here, -1 when none.
+	TxnStartOffset int64
+}
+
+// Producers is the producers the partition keeps state for, by producer
+// ID: what the replicated state machine decided at the applied position,
+// alike on every replica (the timestamps aside).
+func (l *PartitionLog) Producers() []ProducerInfo {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	out := make([]ProducerInfo, 0, len(l.mu.producers))
+	for id, st := range l.mu.producers {
+		info := ProducerInfo{ProducerID: id, Epoch: st.epoch, CoordinatorEpoch: st.coordinatorEpoch,
+			LastSequence: -1, LastTimestamp: st.lastTimestamp, TxnStartOffset: -1}
+		if n := len(st.last); n > 0 {
+			info.LastSequence = st.last[n-1].lastSeq
+		}
+		if first, ok := l.mu.ongoing[id]; ok {
+			info.TxnStartOffset = first
+		}
+		out = append(out, info)
+	}
+	slices.SortFunc(out, func(a, b ProducerInfo) int { return cmp.Compare(a.ProducerID, b.ProducerID) })
 	return out
 }
 

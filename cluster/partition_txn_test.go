@@ -234,3 +234,33 @@ func TestPartitionLogTransactionsRestored(t *testing.T) {
 	}
 	checkTxnState(t, old, 4, 5, map[int64]int64{9: 4})
 }
+
+// TestPartitionLogProducers: what DescribeProducers reports for a
+// replicated partition (KIP-664) comes from its state machine: epoch,
+// last sequence and timestamp of the last batch, the first offset of the
+// open transaction and the last marker's coordinator epoch (before
+// issue 13's fix the RF > 1 answer was the leader's empty local
+// partition).
+func TestPartitionLogProducers(t *testing.T) {
+	s := newLogStartLog(t)
+	tb := idempotentBatch(5, 2, 0, 3, 4000)
+	binary.BigEndian.PutUint16(tb[batchAttributesAt:], batchTransactional)
+	binary.BigEndian.PutUint32(tb[batchCRCAt:], crc32.Checksum(tb[batchAttributesAt:], castagnoli))
+	s.must(testBatch(1, "plain"), 0)                // 0
+	s.must(idempotentBatch(4, 0, 0, 2, 3000), 1)    // 1-2: idempotent
+	s.must(tb, 3)                                   // 3-5: producer 5 opens at 3
+	s.must(coordinatorMarker(t, 6, 1, false, 9), 6) // producer 6: a marker ending nothing
+	want := []ProducerInfo{
+		{ProducerID: 4, Epoch: 0, CoordinatorEpoch: -1, LastSequence: 1, LastTimestamp: 3000, TxnStartOffset: -1},
+		{ProducerID: 5, Epoch: 2, CoordinatorEpoch: -1, LastSequence: 2, LastTimestamp: 4000, TxnStartOffset: 3},
+		{ProducerID: 6, Epoch: 1, CoordinatorEpoch: 9, LastSequence: -1, LastTimestamp: -1, TxnStartOffset: -1},
+	}
+	if got := s.l.Producers(); !slices.Equal(got, want) {
+		t.Fatalf("producers %+v, want %+v", got, want)
+	}
+	s.must(coordinatorMarker(t, 5, 2, false, 4), 6) // 6: ABORT ends producer 5's transaction
+	want[1].CoordinatorEpoch, want[1].TxnStartOffset = 4, -1
+	if got := s.l.Producers(); !slices.Equal(got, want) {
+		t.Fatalf("after the ABORT: producers %+v, want %+v", got, want)
+	}
+}

@@ -10,6 +10,12 @@ package kafkaproto
 //     there (-1 when none is known), which `kafka-transactions abort`
 //     sends back in its WriteTxnMarkers so that the partition does not
 //     fence it. Unknown partitions get UNKNOWN_TOPIC_OR_PARTITION.
+//   - A replicated partition (RF > 1) answers from its Raft group's state
+//     machine (cluster/partition_txn.go) on its leader, so that
+//     `kafka-transactions describe-producers`, `find-hanging` and `abort`
+//     work on it; elsewhere NOT_LEADER_OR_FOLLOWER. Its last timestamp is
+//     -1 for a producer with no batch since the leader started or
+//     restored a state row.
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -44,31 +50,47 @@ func (s *Server) handleDescribeProducers(r *request) (reply, error) {
 				st.Partitions = append(st.Partitions, sp)
 				continue
 			}
-			var p *topics.Partition
-			if topicOK {
-				p, _ = t.Partition(i)
-			}
-			if p == nil {
-				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
-				st.Partitions = append(st.Partitions, sp)
-				continue
-			}
-			if s.cfg.Cluster != nil && !s.leads(rt.Topic, i) {
-				sp.ErrorCode = kerr.NotLeaderForPartition.Code
-				st.Partitions = append(st.Partitions, sp)
-				continue
-			}
-			for _, info := range p.Producers() {
-				ap := kmsg.NewDescribeProducersResponseTopicPartitionActiveProducer()
-				ap.ProducerID, ap.ProducerEpoch = info.ProducerID, int32(info.Epoch)
-				ap.LastSequence, ap.LastTimestamp = info.LastSequence, info.LastTimestamp
-				ap.CoordinatorEpoch = info.CoordinatorEpoch
-				ap.CurrentTxnStartOffset = info.TxnStartOffset
-				sp.ActiveProducers = append(sp.ActiveProducers, ap)
-			}
+			s.describePartitionProducers(rt.Topic, i, t, topicOK, &sp)
 			st.Partitions = append(st.Partitions, sp)
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
 	return reply{resp: resp}, nil
+}
+
+// describePartitionProducers fills sp for partition i of topic t (ok:
+// the topic exists here): a replicated partition's producers come from
+// its state machine on its leader (Cluster.ReplicatedLog), any other's
+// from the local partition.
+func (s *Server) describePartitionProducers(topic string, i int32, t *topics.Topic, ok bool, sp *kmsg.DescribeProducersResponseTopicPartition) {
+	var producers []topics.ProducerInfo
+	if rl := s.replicatedLog(topic, i); rl != nil {
+		var err error
+		if producers, err = rl.Producers(); err != nil {
+			sp.ErrorCode, sp.ErrorMessage = errorCode(err), errorMessage(err)
+			return
+		}
+	} else {
+		var p *topics.Partition
+		if ok {
+			p, _ = t.Partition(i)
+		}
+		switch {
+		case p == nil:
+			sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			return
+		case s.cfg.Cluster != nil && !s.leads(topic, i):
+			sp.ErrorCode = kerr.NotLeaderForPartition.Code
+			return
+		}
+		producers = p.Producers()
+	}
+	for _, info := range producers {
+		ap := kmsg.NewDescribeProducersResponseTopicPartitionActiveProducer()
+		ap.ProducerID, ap.ProducerEpoch = info.ProducerID, int32(info.Epoch)
+		ap.LastSequence, ap.LastTimestamp = info.LastSequence, info.LastTimestamp
+		ap.CoordinatorEpoch = info.CoordinatorEpoch
+		ap.CurrentTxnStartOffset = info.TxnStartOffset
+		sp.ActiveProducers = append(sp.ActiveProducers, ap)
+	}
 }

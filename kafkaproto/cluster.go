@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/vibemq/broker/auth"
@@ -161,6 +162,10 @@ type ReplicatedLog interface {
 	// ends nothing is answered nil and writes nothing; an epoch older
 	// than the producer's is topics.ErrInvalidProducerEpoch.
 	WriteMarker(ctx context.Context, producerID int64, epoch int16, commit bool, coordinatorEpoch int32) func() error
+	// Producers is the producers the partition's state machine keeps
+	// (DescribeProducers, KIP-664), by producer ID, on the leader, else
+	// ErrNotLeader.
+	Producers() ([]topics.ProducerInfo, error)
 }
 
 // ClusterBroker is a registered broker: node ID, advertised address, and
@@ -216,9 +221,20 @@ func (s *Server) leads(topic string, p int32) bool {
 // share-partition leader answers).
 var errNotShareLeader = errors.New("kafkaproto: another broker leads this partition, where its share-partition state lives; refresh metadata and send to the leader")
 
+// errShareReplicated answers ShareFetch and ShareAcknowledge for a
+// partition of a topic with a replication factor above 1: its
+// share-partition state is not replicated yet (DESIGN.md "Replicating
+// queues and event stores: the plan"), and a share-partition over the
+// leader's local partition would deliver nothing, silently. Kafka has no
+// code for it; INVALID_REPLICATION_FACTOR names the cause and is not
+// retriable, so clients surface it (franz-go as the partition's fetch
+// error, the Java KafkaShareConsumer's poll as an unexpected error code).
+var errShareReplicated = errors.New("kafkaproto: share groups cannot consume a topic with a replication factor above 1 yet (its share-partition state is not replicated); use a topic of replication factor 1 or a consumer group")
+
 // shareRefused is why a ShareFetch or ShareAcknowledge partition of topic
 // id is not served here: the principal may not READ the topic
-// (errTopicAuthorization), or another broker leads the partition
+// (errTopicAuthorization), the topic is replicated (errShareReplicated,
+// on every broker alike), or another broker leads the partition
 // (errNotShareLeader); nil to serve it. An unknown topic ID is left to
 // the share-partition's own answer.
 func (s *Server) shareRefused(r *request, id [16]byte, p int32) error {
@@ -228,6 +244,12 @@ func (s *Server) shareRefused(r *request, id [16]byte, p int32) error {
 		return nil
 	case !r.allowedTopic(auth.OpRead, t.Name):
 		return errTopicAuthorization
+	case s.replicatedLog(t.Name, p) != nil:
+		s.warnLimited("share-replicated", func(e *zerolog.Event) {
+			e.Str("topic", t.Name).Msg("a share group fetched a topic with a replication factor above 1, which share groups do not serve yet; " +
+				"its consumers get INVALID_REPLICATION_FACTOR: give them a topic of replication factor 1")
+		})
+		return errShareReplicated
 	case !s.leads(t.Name, p):
 		return errNotShareLeader
 	}

@@ -93,6 +93,7 @@ var errorTable = []struct {
 	// when the controller does not answer in time (KIP-590 forwarding).
 	{ErrNoController, kerr.NotController},
 	{errNotShareLeader, kerr.NotLeaderForPartition},
+	{errShareReplicated, kerr.InvalidReplicationFactor},
 	{context.DeadlineExceeded, kerr.RequestTimedOut},
 	{ErrReplicationNotBuilt, kerr.InvalidReplicationFactor},
 	{ErrNotLeader, kerr.NotLeaderForPartition},

@@ -48,6 +48,21 @@ func (l *replicaLog) WriteMarker(ctx context.Context, producerID int64, epoch in
 	}
 }
 
+// Producers implements kafkaproto.ReplicatedLog: the state machine's
+// producers, on the leader only (a follower's may lag).
+func (l *replicaLog) Producers() ([]topics.ProducerInfo, error) {
+	if _, err := l.LeaderEpoch(); err != nil {
+		return nil, err
+	}
+	in := l.r.log.Producers()
+	out := make([]topics.ProducerInfo, len(in))
+	for i, p := range in {
+		out[i] = topics.ProducerInfo(p)
+	}
+	return out, nil
+}
+
+func (notReplica) Producers() ([]topics.ProducerInfo, error)            { return nil, kafkaproto.ErrNotLeader }
 func (notReplica) LastStableOffset() int64                              { return -1 }
 func (notReplica) AbortedTransactions(int64, int64) []topics.AbortedTxn { return nil }
 func (notReplica) WriteMarker(context.Context, int64, int16, bool, int32) func() error {
