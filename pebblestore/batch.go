@@ -101,7 +101,9 @@ func (b *Batch) Apply() error {
 	b.pb(0, 0)
 	b.applied = true
 	if b.s.writeOpt.Sync {
+		b.s.unsynced.Add(1) // before the writes are visible: SyncBarrier
 		if err := b.s.db.ApplyNoSyncWait(b.b, b.s.writeOpt); err != nil {
+			b.s.unsynced.Add(-1)
 			b.applied = false
 			return storageFailure(fmt.Errorf("pebblestore: apply: %w", err))
 		}
@@ -122,11 +124,35 @@ func (b *Batch) Wait() error {
 	}
 	defer b.b.Close()
 	if b.s.writeOpt.Sync {
-		if err := b.b.SyncWait(); err != nil {
+		err := b.b.SyncWait()
+		b.s.unsynced.Add(-1)
+		if err != nil {
 			return storageFailure(fmt.Errorf("pebblestore: sync: %w", err))
 		}
 	}
 	b.s.reclaim.add(b.deleted)
+	return nil
+}
+
+// SyncBarrier returns once every batch applied before the call is
+// durable. A caller that answers from what it read, without writing (a
+// refusal, an empty result), calls it before answering, so that its answer
+// never rests on writes a crash can still take back: they are visible from
+// Apply, durable only after Wait. Without batches in flight it costs
+// nothing; otherwise it syncs the WAL (an empty log record, group-committed
+// with the writes in flight), which covers every batch before it. With
+// the store's syncs off (Options.NoSync) nothing is durable before a
+// flush and it returns at once.
+func (s *Store) SyncBarrier() error {
+	if !s.writeOpt.Sync || s.unsynced.Load() == 0 {
+		return nil
+	}
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	if err := s.db.LogData(nil, s.writeOpt); err != nil {
+		return storageFailure(fmt.Errorf("pebblestore: sync barrier: %w", err))
+	}
 	return nil
 }
 

@@ -84,6 +84,9 @@ type Store struct {
 	dir      string
 	lockFile *os.File
 	writeOpt *pebble.WriteOptions
+	// unsynced counts the batches applied (visible to readers) and not yet
+	// durable: from before Apply until Wait's sync returned (SyncBarrier).
+	unsynced atomic.Int64
 	closed   atomic.Bool
 	space    *SpaceGuard
 	reclaim  *reclaimQueue

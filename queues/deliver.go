@@ -328,9 +328,14 @@ func (e *Engine) finishReceive(c receiveCommit) ([]Message, []ItemResult, error)
 	q, b, acks, memo, got, req, now, results := c.q, c.b, c.acks, c.memo, c.got, c.req, c.now, c.results
 	fresh := !c.replay
 	if b.Empty() {
+		// Nothing leased, nothing acked: the answer rests on what was read
+		// (pendingWrite.finishAnswer).
 		topic := q.topic
 		q.mu.Unlock()
 		b.Close()
+		if err := e.syncBarrier(); err != nil {
+			return nil, nil, err
+		}
 		return e.answer(q, topic, got, req, now), results, nil
 	}
 	if err := b.Apply(); err != nil {
@@ -518,7 +523,7 @@ func (e *Engine) Ack(name string, receipts []string, now time.Time) ([]ItemResul
 	}
 	w := &write{e: e, now: nowMs}
 	_, _ = e.ackLocked(q, receipts, valid, results, w)
-	if err := w.commitUnlock(q.checkedUnlock); err != nil {
+	if err := w.commitUnlockAnswer(q.checkedUnlock); err != nil {
 		return nil, err
 	}
 	return results, nil
@@ -636,7 +641,7 @@ func (e *Engine) Nack(name string, req NackRequest, now time.Time) ([]ItemResult
 	if err != nil {
 		return nil, err
 	}
-	if err := pw.finish(); err != nil {
+	if err := pw.finishAnswer(e); err != nil {
 		return nil, err
 	}
 	return results, nil
@@ -849,7 +854,7 @@ func (e *Engine) Extend(name string, req ExtendRequest, now time.Time) ([]ItemRe
 		results[i].Status = "extended"
 		results[i].LeaseTill = time.UnixMilli(deadline)
 	}
-	if err := w.commitUnlock(q.checkedUnlock); err != nil {
+	if err := w.commitUnlockAnswer(q.checkedUnlock); err != nil {
 		return nil, err
 	}
 	return results, nil

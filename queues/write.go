@@ -113,6 +113,17 @@ func (w *write) commitUnlock(unlock func()) error {
 	return pw.finish()
 }
 
+// commitUnlockAnswer is commitUnlock for a call that answers from what it
+// read (finishAnswer).
+func (w *write) commitUnlockAnswer(unlock func()) error {
+	pw, err := w.apply()
+	unlock()
+	if err != nil {
+		return err
+	}
+	return pw.finishAnswer(w.e)
+}
+
 // pendingWrite is an applied write; finish makes it durable.
 type pendingWrite struct {
 	batch   *pebblestore.Batch
@@ -236,6 +247,33 @@ func (pw *pendingWrite) finish() error {
 		t.q.mu.Unlock()
 	}
 	if err != nil {
+		return errStorage(err)
+	}
+	return nil
+}
+
+// finishAnswer is finish for a call that answers a client from what it
+// read (ack, nack, extend, receive). When the write holds nothing (every
+// item refused), the answer still waits until every write it may have
+// read is durable (pebblestore.Store.SyncBarrier): writes are visible from
+// apply, durable only after finish, so without it a refusal could rest on
+// a lease that a crash takes back (a receive whose answer was lost, then
+// an ack of the previous receipt refused with lease_lost, and after the
+// restart that receipt acks). A write that holds something needs no
+// barrier: its WAL sync covers every batch applied before it.
+func (pw *pendingWrite) finishAnswer(e *Engine) error {
+	if err := pw.finish(); err != nil {
+		return err
+	}
+	if pw.batch == nil && pw.pa == nil {
+		return e.syncBarrier()
+	}
+	return nil
+}
+
+// syncBarrier waits until every write applied so far is durable.
+func (e *Engine) syncBarrier() error {
+	if err := e.store.SyncBarrier(); err != nil {
 		return errStorage(err)
 	}
 	return nil

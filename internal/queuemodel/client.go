@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -245,6 +247,14 @@ func readAll(resp *http.Response) ([]byte, error) {
 // Check checks history against Model within timeout; when it is not Ok,
 // the report names the operations of the longest partial linearization.
 func Check(history []porcupine.Operation, timeout time.Duration) (porcupine.CheckResult, string) {
+	return CheckSaved(history, timeout, "")
+}
+
+// CheckSaved is Check that, when the result is not Ok and dir is not "",
+// also writes the history (history.json: one operation a line, times in
+// ns) and porcupine's visualization (porcupine.html, open it in a
+// browser) into dir, and names them in the report.
+func CheckSaved(history []porcupine.Operation, timeout time.Duration, dir string) (porcupine.CheckResult, string) {
 	res, info := porcupine.CheckOperationsVerbose(Model, history, timeout)
 	if res == porcupine.Ok {
 		return res, ""
@@ -262,7 +272,55 @@ func Check(history []porcupine.Operation, timeout time.Duration) (porcupine.Chec
 	for _, op := range longest {
 		b.WriteString("\n  " + Describe(op.Input, op.Output))
 	}
+	if dir != "" {
+		if err := saveHistory(filepath.Join(dir, "history.json"), history); err != nil {
+			fmt.Fprintf(&b, "\nsave the history: %v", err)
+		}
+		if err := porcupine.VisualizePath(Model, info, filepath.Join(dir, "porcupine.html")); err != nil {
+			fmt.Fprintf(&b, "\nsave the visualization: %v", err)
+		}
+		fmt.Fprintf(&b, "\nhistory and visualization: %s/{history.json,porcupine.html}", dir)
+	}
 	return res, b.String()
+}
+
+// savedOp is one line of history.json.
+type savedOp struct {
+	Client int    `json:"client"`
+	Call   int64  `json:"call"`
+	Return int64  `json:"return"`
+	Input  Op     `json:"input"`
+	Output Result `json:"output"`
+}
+
+func saveHistory(path string, history []porcupine.Operation) error {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	for _, op := range history {
+		if err := enc.Encode(savedOp{op.ClientId, op.Call, op.Return, op.Input.(Op), op.Output.(Result)}); err != nil {
+			return err
+		}
+	}
+	return os.WriteFile(path, b.Bytes(), 0o644)
+}
+
+// LoadHistory reads a history.json written by CheckSaved, to check it
+// again or cut it down by hand.
+func LoadHistory(path string) ([]porcupine.Operation, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var history []porcupine.Operation
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	for dec.More() {
+		var op savedOp
+		if err := dec.Decode(&op); err != nil {
+			return nil, fmt.Errorf("%s: %v", path, err)
+		}
+		history = append(history, porcupine.Operation{ClientId: op.Client, Input: op.Input, Output: op.Output, Call: op.Call, Return: op.Return})
+	}
+	return history, nil
 }
 
 // Summary counts a history's operations by kind and outcome.

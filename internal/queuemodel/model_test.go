@@ -67,6 +67,17 @@ func TestModelRejectsBadHistories(t *testing.T) {
 		{"an unknown ack never releases the message",
 			[]porcupine.Operation{send, recvA, unknown(1, 4, Op{Kind: Ack, Body: "m1", Receipt: "rA"}), op(2, 6, 7, Op{Kind: Receive}, Result{Body: "m1", Receipt: "rB"})},
 			[]porcupine.Operation{send, recvA, unknown(1, 4, Op{Kind: Ack, Body: "m1", Receipt: "rA"}), op(2, 6, 7, Op{Kind: Ack, Body: "m1", Receipt: "rA"}, Result{OK: true})}},
+		// TestQueueLeasesSurviveKill's failure (TESTING.md): a receive cut by
+		// a kill (its return bounded by the kill, at 10) leased the message
+		// before an ack of the previous receipt was refused, and after the
+		// restart that receipt acked: the lease was seen, then lost.
+		{"a lease seen by a refusal, then lost",
+			[]porcupine.Operation{send, recvA, nackA, op(2, 6, 10, Op{Kind: Receive}, Result{Unknown: true}),
+				op(1, 7, 8, Op{Kind: Ack, Body: "m1", Receipt: "rA"}, Result{Detail: "lease_lost"}),
+				op(1, 11, 12, Op{Kind: Ack, Body: "m1", Receipt: "rA"}, Result{OK: true})},
+			[]porcupine.Operation{send, recvA, nackA, op(2, 6, 10, Op{Kind: Receive}, Result{Unknown: true}),
+				op(1, 7, 8, Op{Kind: Ack, Body: "m1", Receipt: "rA"}, Result{Detail: "lease_lost"}),
+				op(1, 11, 12, Op{Kind: Ack, Body: "m1", Receipt: "rA"}, Result{Detail: "lease_lost"})}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
