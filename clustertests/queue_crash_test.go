@@ -2,7 +2,6 @@ package clustertests
 
 import (
 	"bytes"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -15,6 +14,7 @@ import (
 	"github.com/anishathalye/porcupine"
 
 	"github.com/vibemq/broker/internal/queuemodel"
+	"github.com/vibemq/broker/internal/testtools/freeaddr"
 )
 
 // singleBroker is one `broker serve` process on loopback (no namespace),
@@ -26,15 +26,8 @@ type singleBroker struct {
 	done                      chan struct{}
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().String()
-}
+// freeAddr is a loopback address no other call of this test binary got.
+func freeAddr(t *testing.T) string { t.Helper(); return freeaddr.T(t) }
 
 func (b *singleBroker) start() {
 	b.t.Helper()

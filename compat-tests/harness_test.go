@@ -32,6 +32,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/vibemq/broker/internal/testtools/freeaddr"
 )
 
 // brokerBin is the binary every test starts; set by TestMain.
@@ -449,28 +451,9 @@ func freeAddr(t testing.TB) string {
 	return addr
 }
 
-// handedOut holds every address unusedAddr returned: the kernel may give
-// a port just closed to the next bind(0), so two calls in a row (a
-// broker's Kafka and HTTP ports) or two parallel tests could otherwise get
-// the same one.
-var handedOut sync.Map
-
 // unusedAddr returns a free 127.0.0.1 address that no earlier call of
-// this process returned.
-func unusedAddr() (string, error) {
-	for range 100 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return "", err
-		}
-		addr := l.Addr().String()
-		l.Close()
-		if _, dup := handedOut.LoadOrStore(addr, true); !dup {
-			return addr, nil
-		}
-	}
-	return "", errors.New("no port that was not handed out before in 100 tries")
-}
+// this process returned (freeaddr.Addr).
+func unusedAddr() (string, error) { return freeaddr.Addr() }
 
 // runBrokerExpectExit runs `broker serve` on dataDir with fresh ports and
 // expects it to exit on its own. It returns the exit code (-1 for a signal)

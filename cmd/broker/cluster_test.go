@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/rs/zerolog"
 	"github.com/vibemq/broker/httpapi"
+	"github.com/vibemq/broker/internal/testtools/freeaddr"
 )
 
 func TestClusterConfigs(t *testing.T) {
@@ -49,15 +49,8 @@ func TestClusterConfigs(t *testing.T) {
 	}
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
+// freeAddr is a loopback address no other call of this test binary got.
+func freeAddr(t *testing.T) string { t.Helper(); return freeaddr.T(t) }
 
 // startClusterBroker runs a broker with cfg until the test ends.
 func startClusterBroker(t *testing.T, cfg *Config) {
