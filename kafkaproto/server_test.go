@@ -27,15 +27,29 @@ func startTestServer(t *testing.T) (*Server, string) {
 // AdvertisedAddr are filled in).
 func startTestServerConfig(t *testing.T, cfg Config) (*Server, string) {
 	t.Helper()
+	store, tm := openTestTopics(t, true)
+	return serveTest(t, cfg, tm, func() { _ = store.Close() })
+}
+
+// openTestTopics opens a small store in a temp dir and its topics
+// (auto-creation as autoCreate says, one partition by default) with the
+// named one-partition topics created.
+func openTestTopics(t *testing.T, autoCreate bool, names ...string) (*pebblestore.Store, *topics.Manager) {
+	t.Helper()
 	store, err := pebblestore.Open(t.TempDir(), pebblestore.Options{Logger: zerolog.Nop(), MemTableSize: 4 << 20, CacheSize: 8 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
-	tm, err := topics.Open(store, topics.Config{Logger: zerolog.Nop(), AutoCreate: true, DefaultPartitions: 1})
+	tm, err := topics.Open(store, topics.Config{Logger: zerolog.Nop(), AutoCreate: autoCreate, DefaultPartitions: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return serveTest(t, cfg, tm, func() { _ = store.Close() })
+	for _, name := range names {
+		if _, err := tm.CreateTopic(name, 1, nil, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return store, tm
 }
 
 // serveTest serves the Kafka protocol for tm on a loopback port with cfg

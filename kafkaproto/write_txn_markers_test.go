@@ -10,8 +10,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/vibemq/broker/groups"
-	"github.com/vibemq/broker/pebblestore"
-	"github.com/vibemq/broker/topics"
 	"github.com/vibemq/broker/txns"
 )
 
@@ -19,17 +17,7 @@ import (
 // and topic "fence" (one partition).
 func startTxnTestServer(t *testing.T) string {
 	t.Helper()
-	store, err := pebblestore.Open(t.TempDir(), pebblestore.Options{Logger: zerolog.Nop(), MemTableSize: 4 << 20, CacheSize: 8 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tm, err := topics.Open(store, topics.Config{Logger: zerolog.Nop(), DefaultPartitions: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tm.CreateTopic("fence", 1, nil, false); err != nil {
-		t.Fatal(err)
-	}
+	store, tm := openTestTopics(t, false, "fence")
 	coord, err := txns.Open(store, tm, txns.Config{Logger: zerolog.Nop()}, time.Now())
 	if err != nil {
 		t.Fatal(err)
@@ -135,17 +123,7 @@ func TestWriteTxnMarkersCoordinatorFenced(t *testing.T) {
 // partition of __consumer_offsets) and topic "t" (one partition).
 func startOffsetsTxnServer(t *testing.T) (string, *groups.Coordinator) {
 	t.Helper()
-	store, err := pebblestore.Open(t.TempDir(), pebblestore.Options{Logger: zerolog.Nop(), MemTableSize: 4 << 20, CacheSize: 8 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tm, err := topics.Open(store, topics.Config{Logger: zerolog.Nop(), DefaultPartitions: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tm.CreateTopic("t", 1, nil, false); err != nil {
-		t.Fatal(err)
-	}
+	store, tm := openTestTopics(t, false, "t")
 	gc, err := groups.Open(store, tm, groups.Config{Logger: zerolog.Nop(), OffsetsTopicPartitions: 1}, time.Now())
 	if err != nil {
 		t.Fatal(err)

@@ -116,12 +116,11 @@ func (w *write) commitUnlock(unlock func()) error {
 // commitUnlockAnswer is commitUnlock for a call that answers from what it
 // read (finishAnswer).
 func (w *write) commitUnlockAnswer(unlock func()) error {
-	pw, err := w.apply()
-	unlock()
-	if err != nil {
+	empty := len(w.ops) == 0 && len(w.targets) == 0 // apply writes no batch
+	if err := w.commitUnlock(unlock); err != nil || !empty {
 		return err
 	}
-	return pw.finishAnswer(w.e)
+	return w.e.syncBarrier()
 }
 
 // pendingWrite is an applied write; finish makes it durable.
