@@ -23,6 +23,22 @@ func (e *env) walCounters() (fsyncs, bytes uint64) {
 	return pb.GetHistogram().GetSampleCount(), m.WAL.BytesIn
 }
 
+// walSettled returns once the WAL fsync count stayed the same across 20
+// ms (or after a second): the fsyncs of writes made before are all
+// counted (see walCountersAfter), so none is charged to the next step.
+func (e *env) walSettled() {
+	deadline := time.Now().Add(time.Second)
+	last, _ := e.walCounters()
+	for time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+		f, _ := e.walCounters()
+		if f == last {
+			return
+		}
+		last = f
+	}
+}
+
 // walCountersAfter is walCounters once at least want fsyncs were counted
 // since f0, or after a second: Pebble records an fsync's latency just
 // after it releases the writers waiting on it, so the count may lag the
@@ -87,6 +103,7 @@ func TestAppendWriteCost(t *testing.T) {
 		}},
 	}
 	for _, s := range steps {
+		e.walSettled() // the fsync of the step before may be counted late
 		f0, b0 := e.walCounters()
 		if err := s.run(); err != nil {
 			t.Fatalf("%s: %v", s.name, err)

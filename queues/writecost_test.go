@@ -24,6 +24,23 @@ func walCounters(t *testing.T, s *pebblestore.Store) (fsyncs uint64, bytes uint6
 	return pb.GetHistogram().GetSampleCount(), m.WAL.BytesIn
 }
 
+// walSettled returns once the WAL fsync count stayed the same across 20
+// ms (or after a second): the fsyncs of writes made before are all
+// counted (see walCountersAfter), so none is charged to the next step.
+func walSettled(t *testing.T, s *pebblestore.Store) {
+	t.Helper()
+	deadline := time.Now().Add(time.Second)
+	last, _ := walCounters(t, s)
+	for time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+		f, _ := walCounters(t, s)
+		if f == last {
+			return
+		}
+		last = f
+	}
+}
+
 // walCountersAfter is walCounters once at least want fsyncs were counted
 // since f0, or after a second: Pebble records an fsync's latency just
 // after it releases the writers waiting on it, so the count may lag the
@@ -141,6 +158,7 @@ func TestWriteCostPerOperation(t *testing.T) {
 	}
 	for _, op := range ops {
 		now++
+		walSettled(t, en.store) // the fsync of the step before may be counted late
 		f0, b0 := walCounters(t, en.store)
 		op.run()
 		f1, b1 := walCountersAfter(t, en.store, f0, 1)
